@@ -1,0 +1,178 @@
+// Package pipeline holds the definitions of recurring jobs (pipelines) and the
+// calendar rules that turn a nominal time into a period.
+package pipeline
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	_ "time/tzdata" // periods in named zones must not depend on the host's zoneinfo
+)
+
+// PeriodKind is the bucket that sequences count in.
+type PeriodKind string
+
+const (
+	// ISOWeek buckets by ISO-8601 week, e.g. 2026-W32. It is the default.
+	ISOWeek PeriodKind = "iso-week"
+	// Day buckets by calendar day, e.g. 2026-08-07.
+	Day PeriodKind = "day"
+)
+
+// StepKind says whether a step costs money.
+type StepKind string
+
+const (
+	// Local steps run on the worker and spend nothing.
+	Local StepKind = "local"
+	// Paid steps submit work to a vendor.
+	Paid StepKind = "paid"
+)
+
+// Local step actions the worker knows how to run.
+const (
+	ActionPlan     = "plan"     // writes plan.json describing the episode
+	ActionAssemble = "assemble" // writes manifest.json listing artifacts with their hashes
+	ActionPublish  = "publish"  // writes published.json
+)
+
+var localActions = []string{ActionPlan, ActionAssemble, ActionPublish}
+
+// Step is one stage of a pipeline, run in order.
+type Step struct {
+	Name   string            `toml:"name" json:"name"`
+	Kind   StepKind          `toml:"kind" json:"kind"`
+	Action string            `toml:"action" json:"action,omitempty"`
+	Params map[string]string `toml:"params" json:"params,omitempty"`
+}
+
+// Pipeline is a named recurring job.
+type Pipeline struct {
+	Name         string     `toml:"name" json:"name"`
+	Period       PeriodKind `toml:"period" json:"period"`
+	TimeZone     string     `toml:"time_zone" json:"time_zone"`
+	MaxPerPeriod int        `toml:"max_episodes_per_period" json:"max_episodes_per_period,omitempty"`
+	Steps        []Step     `toml:"step" json:"steps"`
+
+	location *time.Location
+}
+
+var (
+	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	stepPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+)
+
+// ValidateName reports whether name is a valid pipeline name.
+func ValidateName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("pipeline name %q is invalid: use 1-63 lowercase letters, digits and '-', starting with a letter or digit (pattern %s)", name, namePattern)
+	}
+	return nil
+}
+
+// normalize fills defaults and validates; it is applied by Load and Parse.
+func (p *Pipeline) normalize() error {
+	if err := ValidateName(p.Name); err != nil {
+		return err
+	}
+	if p.Period == "" {
+		p.Period = ISOWeek
+	}
+	if p.Period != ISOWeek && p.Period != Day {
+		return fmt.Errorf("pipeline %q: period %q is unknown: use %q or %q", p.Name, p.Period, ISOWeek, Day)
+	}
+	if p.TimeZone == "" {
+		p.TimeZone = "UTC"
+	}
+	loc, err := time.LoadLocation(p.TimeZone)
+	if err != nil {
+		return fmt.Errorf("pipeline %q: time_zone %q is not an IANA zone name (e.g. \"Europe/Berlin\"): %v", p.Name, p.TimeZone, err)
+	}
+	p.location = loc
+	if p.MaxPerPeriod < 0 {
+		return fmt.Errorf("pipeline %q: max_episodes_per_period is %d: use 0 for no cap or a positive number", p.Name, p.MaxPerPeriod)
+	}
+	if len(p.Steps) == 0 {
+		return fmt.Errorf("pipeline %q has no steps: add at least one [[pipeline.step]]", p.Name)
+	}
+	seen := map[string]bool{}
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		if !stepPattern.MatchString(s.Name) {
+			return fmt.Errorf("pipeline %q: step %d name %q is invalid: use lowercase letters, digits and '-'", p.Name, i+1, s.Name)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("pipeline %q: step %q appears twice: step names must be unique", p.Name, s.Name)
+		}
+		seen[s.Name] = true
+		switch s.Kind {
+		case Local:
+			if s.Action == "" {
+				s.Action = s.Name
+			}
+			if !contains(localActions, s.Action) {
+				return fmt.Errorf("pipeline %q: step %q has unknown local action %q: use one of %s", p.Name, s.Name, s.Action, strings.Join(localActions, ", "))
+			}
+		case Paid:
+			if s.Action == "" {
+				s.Action = s.Name
+			}
+		default:
+			return fmt.Errorf("pipeline %q: step %q has kind %q: use %q or %q", p.Name, s.Name, s.Kind, Local, Paid)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Location is the pipeline's time zone.
+func (p *Pipeline) Location() *time.Location {
+	if p.location == nil {
+		return time.UTC
+	}
+	return p.location
+}
+
+// PeriodOf returns the period the nominal time t falls in, in the pipeline's zone.
+func (p *Pipeline) PeriodOf(t time.Time) string {
+	return PeriodOf(p.Period, t.In(p.Location()))
+}
+
+// Step returns the named step.
+func (p *Pipeline) Step(name string) (Step, bool) {
+	for _, s := range p.Steps {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Step{}, false
+}
+
+// StepNames lists the step names in order.
+func (p *Pipeline) StepNames() []string {
+	names := make([]string, len(p.Steps))
+	for i, s := range p.Steps {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// PeriodOf formats the period of kind k that t falls in, using t's own location.
+func PeriodOf(k PeriodKind, t time.Time) string {
+	switch k {
+	case Day:
+		return t.Format("2006-01-02")
+	default:
+		year, week := t.ISOWeek()
+		return fmt.Sprintf("%04d-W%02d", year, week)
+	}
+}

@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultConfig is the embedded pipeline file used when none is given. It is
+// also the documented example of the format.
+//
+//go:embed pipelines.toml
+var DefaultConfig []byte
+
+// Set is the validated collection of pipelines a worker or starter knows.
+type Set struct {
+	byName map[string]*Pipeline
+	names  []string
+}
+
+type file struct {
+	Pipelines []Pipeline `toml:"pipeline"`
+}
+
+// Load reads a pipeline file; an empty path means the embedded default.
+func Load(path string) (*Set, error) {
+	if path == "" {
+		return Parse(DefaultConfig, "embedded default")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read pipeline file: %w (set ALLOT_PIPELINES or --pipelines to a readable TOML file, or leave it empty for the embedded default)", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes and validates pipeline definitions in TOML. Unknown keys are
+// errors, so a typo never silently falls back to a default.
+func Parse(data []byte, source string) (*Set, error) {
+	var f file
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("pipeline file %s: unknown keys %s: check the spelling against pipeline/pipelines.toml", source, strings.Join(keys, ", "))
+	}
+	if len(f.Pipelines) == 0 {
+		return nil, fmt.Errorf("pipeline file %s defines no pipelines: add a [[pipeline]] table", source)
+	}
+	s := &Set{byName: map[string]*Pipeline{}}
+	for i := range f.Pipelines {
+		p := f.Pipelines[i]
+		if err := p.normalize(); err != nil {
+			return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+		}
+		if _, dup := s.byName[p.Name]; dup {
+			return nil, fmt.Errorf("pipeline file %s: pipeline %q is defined twice", source, p.Name)
+		}
+		s.byName[p.Name] = &p
+		s.names = append(s.names, p.Name)
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+// Get returns the named pipeline, or an error naming the known ones.
+func (s *Set) Get(name string) (*Pipeline, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	p, ok := s.byName[name]
+	if !ok {
+		return nil, &UnknownError{Name: name, Known: s.names}
+	}
+	return p, nil
+}
+
+// Names lists the pipeline names, sorted.
+func (s *Set) Names() []string { return append([]string(nil), s.names...) }
+
+// UnknownError says a pipeline name is valid but not defined.
+type UnknownError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UnknownError) Error() string {
+	return fmt.Sprintf("pipeline %q is not defined: known pipelines are %s (add it to the pipeline file)", e.Name, strings.Join(e.Known, ", "))
+}
