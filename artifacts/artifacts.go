@@ -1,0 +1,88 @@
+// Package artifacts writes episode files durably: to a temporary name, fsynced,
+// renamed into place, and the directory fsynced, so a file that exists is a
+// file that is whole (DESIGN.md invariant 9).
+package artifacts
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// EpisodeDir is where an episode's artifacts live under root:
+// <root>/<pipeline>/<episode>.
+func EpisodeDir(root, pipeline, episodeID string) string {
+	return filepath.Join(root, pipeline, episodeID)
+}
+
+// WriteFile writes data to path atomically and durably and returns its sha256.
+func WriteFile(path string, data []byte) (string, error) {
+	return Write(path, bytes.NewReader(data))
+}
+
+// Write copies r to path atomically and durably and returns the hex sha256 of
+// what was written. On error nothing is left at path that was not there before.
+func Write(path string, r io.Reader) (sum string, err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create artifact directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("create temporary artifact: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	if _, err = io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+		return "", fmt.Errorf("write artifact %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return "", fmt.Errorf("fsync artifact %s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return "", fmt.Errorf("close artifact %s: %w", path, err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("rename artifact into %s: %w", path, err)
+	}
+	if err = syncDir(dir); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// SHA256File returns the hex sha256 of the file at path.
+func SHA256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// syncDir makes the rename itself durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open artifact directory for fsync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync artifact directory %s: %w", dir, err)
+	}
+	return nil
+}
