@@ -1,0 +1,205 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Violation is one broken invariant found in stored data.
+type Violation struct {
+	Invariant int // 1..4 as numbered in DESIGN.md
+	Pipeline  string
+	Detail    string // human readable, names key/period/episodes
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("invariant %d, pipeline %q: %s", v.Invariant, v.Pipeline, v.Detail)
+}
+
+// Check verifies invariants 1-4 over the stored data of one pipeline, or of
+// all pipelines when pipeline is "". The unique indexes make violations
+// impossible for data written by Allocate; Check exists for imported or
+// legacy data and for operators who want proof.
+//
+// A key bound to several episodes breaks invariant 1 and is exactly the case
+// invariant 4 (no guessing) guards: it is reported once, as invariant 1, and
+// Allocate refuses the key with ErrKeyAmbiguous. If those episodes lie in
+// different periods it is reported as invariant 3 as well. Gaps and
+// duplicate sequences in a period are invariant 2.
+//
+// Check reads the whole table (grouped in SQL); it is an audit, not part of
+// the allocation path.
+func (l *Ledger) Check(ctx context.Context, pipeline string) ([]Violation, error) {
+	filter, args := "", []any(nil)
+	if pipeline != "" {
+		filter, args = ` WHERE pipeline = ?`, []any{pipeline}
+	}
+	var out []Violation
+
+	keys, err := l.checkKeys(ctx, filter, args)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, keys...)
+	seqs, err := l.checkSequences(ctx, filter, args)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, seqs...)
+
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Pipeline != b.Pipeline {
+			return a.Pipeline < b.Pipeline
+		}
+		if a.Invariant != b.Invariant {
+			return a.Invariant < b.Invariant
+		}
+		return a.Detail < b.Detail
+	})
+	return out, nil
+}
+
+// checkKeys finds keys bound to more than one episode (invariants 1 and 3).
+func (l *Ledger) checkKeys(ctx context.Context, filter string, args []any) ([]Violation, error) {
+	type group struct {
+		pipeline, key string
+		n, periods    int
+	}
+	var groups []group
+	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT pipeline, allocation_key, COUNT(*), COUNT(DISTINCT period)
+		FROM episodes`+filter+` GROUP BY pipeline, allocation_key HAVING COUNT(*) > 1`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: check keys: %w", l.where, err)
+	}
+	for rows.Next() {
+		var g group
+		if err := rows.Scan(&g.pipeline, &g.key, &g.n, &g.periods); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("ledger %s: check keys: %w", l.where, err)
+		}
+		groups = append(groups, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: check keys: %w", l.where, err)
+	}
+
+	var out []Violation
+	for _, g := range groups {
+		eps, err := l.queryEpisodes(ctx, l.r, `SELECT `+episodeCols+` FROM episodes
+			WHERE pipeline = ? AND allocation_key = ? ORDER BY period, sequence, episode_id`, g.pipeline, g.key)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(eps))
+		inPeriod := make([]string, len(eps))
+		for i, e := range eps {
+			ids[i] = e.ID
+			inPeriod[i] = e.Period + " (" + e.ID + ")"
+		}
+		out = append(out, Violation{
+			Invariant: 1,
+			Pipeline:  g.pipeline,
+			Detail: fmt.Sprintf("key %q is bound to %d episodes: %s; Allocate refuses it as ambiguous until an operator keeps one and re-keys or removes the others",
+				g.key, len(eps), strings.Join(ids, ", ")),
+		})
+		if g.periods > 1 {
+			out = append(out, Violation{
+				Invariant: 3,
+				Pipeline:  g.pipeline,
+				Detail:    fmt.Sprintf("key %q is bound in %d periods: %s", g.key, g.periods, strings.Join(inPeriod, ", ")),
+			})
+		}
+	}
+	return out, nil
+}
+
+// checkSequences finds periods whose sequences are not exactly 0..n-1
+// (invariant 2). A period is dense exactly when it has no duplicate, starts
+// at 0 and ends at n-1, which SQL can test per group without listing rows.
+func (l *Ledger) checkSequences(ctx context.Context, filter string, args []any) ([]Violation, error) {
+	type group struct{ pipeline, period string }
+	var groups []group
+	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT pipeline, period FROM episodes`+filter+`
+		GROUP BY pipeline, period
+		HAVING COUNT(*) <> COUNT(DISTINCT sequence) OR MIN(sequence) <> 0 OR MAX(sequence) <> COUNT(*) - 1`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: check sequences: %w", l.where, err)
+	}
+	for rows.Next() {
+		var g group
+		if err := rows.Scan(&g.pipeline, &g.period); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("ledger %s: check sequences: %w", l.where, err)
+		}
+		groups = append(groups, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: check sequences: %w", l.where, err)
+	}
+
+	var out []Violation
+	for _, g := range groups {
+		eps, err := l.queryEpisodes(ctx, l.r, `SELECT `+episodeCols+` FROM episodes
+			WHERE pipeline = ? AND period = ? ORDER BY sequence, episode_id`, g.pipeline, g.period)
+		if err != nil {
+			return nil, err
+		}
+		bySeq := map[int][]string{}
+		maxSeq := -1
+		for _, e := range eps {
+			bySeq[e.Sequence] = append(bySeq[e.Sequence], e.ID)
+			maxSeq = max(maxSeq, e.Sequence)
+		}
+		var dups []string
+		for _, e := range eps {
+			if ids := bySeq[e.Sequence]; len(ids) > 1 && ids[0] == e.ID {
+				dups = append(dups, fmt.Sprintf("sequence %d is used by %s", e.Sequence, strings.Join(ids, ", ")))
+			}
+		}
+		if len(dups) > 0 {
+			out = append(out, Violation{
+				Invariant: 2,
+				Pipeline:  g.pipeline,
+				Detail:    fmt.Sprintf("period %s has duplicate sequences: %s", g.period, strings.Join(dups, "; ")),
+			})
+		}
+		// Missing numbers are listed as ranges and the list is capped: one
+		// stray sequence of 10^9 must cost neither a billion-step loop nor
+		// a billion-entry message.
+		const listed = 20
+		var missing []string
+		nMissing, ranges, prev := 0, 0, -1
+		for _, e := range eps { // ordered by sequence
+			if from, to := prev+1, e.Sequence-1; from <= to {
+				nMissing += to - from + 1
+				ranges++
+				if ranges <= listed {
+					if from == to {
+						missing = append(missing, strconv.Itoa(from))
+					} else {
+						missing = append(missing, fmt.Sprintf("%d..%d", from, to))
+					}
+				}
+			}
+			prev = max(prev, e.Sequence)
+		}
+		if nMissing > 0 {
+			list := strings.Join(missing, ", ")
+			if ranges > listed {
+				list += ", ..."
+			}
+			out = append(out, Violation{
+				Invariant: 2,
+				Pipeline:  g.pipeline,
+				Detail:    fmt.Sprintf("period %s has gaps in its sequences 0..%d: %d missing: %s", g.period, maxSeq, nMissing, list),
+			})
+		}
+	}
+	return out, nil
+}

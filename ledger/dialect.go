@@ -1,0 +1,281 @@
+package ledger
+
+// This file is the one seam between SQLite and PostgreSQL: how a URL becomes
+// connections, placeholders, the per-pipeline lock, how times are stored and
+// where the migrations live. All other SQL in the package is shared and
+// written with '?' placeholders.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver (no cgo)
+)
+
+type dialect struct {
+	name string
+	// migrations is this dialect's directory in the embedded migrations FS.
+	migrations string
+	// dollarPlaceholders: PostgreSQL numbers its parameters ($1, $2, ...).
+	dollarPlaceholders bool
+	// lockPipeline runs first in Allocate's transaction with the pipeline's
+	// lock key as its only argument, before anything is read. Empty when
+	// BEGIN already took a lock that covers the pipeline (SQLite's BEGIN
+	// IMMEDIATE takes the single database write lock).
+	lockPipeline string
+	// lockMigrations serialises concurrent Opens that migrate; empty when
+	// BEGIN IMMEDIATE already does.
+	lockMigrations string
+	// timeAsText: SQLite has no time type, so times are stored as
+	// fixed-width UTC text, which sorts and compares in time order.
+	timeAsText bool
+}
+
+var (
+	sqliteDialect = &dialect{
+		name:       "sqlite",
+		migrations: "migrations/sqlite",
+		timeAsText: true,
+	}
+	postgresDialect = &dialect{
+		name:               "postgres",
+		migrations:         "migrations/postgres",
+		dollarPlaceholders: true,
+		// A transaction-scoped advisory lock keyed by a hash of the
+		// pipeline: allocations in other pipelines take other keys and do
+		// not wait (invariant 5); it is released by COMMIT or ROLLBACK.
+		lockPipeline:   "SELECT pg_advisory_xact_lock(?)",
+		lockMigrations: "SELECT pg_advisory_xact_lock(?)",
+	}
+)
+
+// migrationLockKey is the advisory lock key for migrations; any constant
+// that no pipeline hash is likely to hit will do.
+var migrationLockKey = lockKey("\x00allot/ledger/migrations")
+
+// q rewrites a shared query for this dialect. Shared queries use '?' only
+// as a placeholder, never inside a literal, so a plain scan is enough.
+func (d *dialect) q(query string) string {
+	if !d.dollarPlaceholders || !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// lockKey maps a pipeline to the 64-bit key of its advisory lock. Two
+// pipelines sharing a hash would only wait for each other, never mix data.
+func lockKey(pipeline string) int64 {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, "allot/ledger/pipeline/"+pipeline)
+	return int64(h.Sum64())
+}
+
+// timeTextLayout is fixed-width (always six fractional digits, always Z) so
+// that text comparison in SQL is time comparison.
+const timeTextLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// timeArg is how a time is passed as a query argument; zero means NULL.
+func (d *dialect) timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	t = normTime(t)
+	if d.timeAsText {
+		return t.Format(timeTextLayout)
+	}
+	return t
+}
+
+// dbTime scans a time column from either dialect; NULL scans as zero.
+type dbTime struct{ t *time.Time }
+
+func (s dbTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*s.t = time.Time{}
+		return nil
+	case time.Time:
+		*s.t = normTime(v)
+		return nil
+	case []byte:
+		return s.Scan(string(v))
+	case string:
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return fmt.Errorf("ledger time %q is not RFC 3339: %w", v, err)
+		}
+		*s.t = normTime(t)
+		return nil
+	}
+	return fmt.Errorf("ledger time column holds %T, want a time or RFC 3339 text", src)
+}
+
+// sqliteHeader starts every SQLite database file.
+const sqliteHeader = "SQLite format 3\x00"
+
+func openSQLite(ctx context.Context, path string, readOnly bool) (*Ledger, error) {
+	if path == "" {
+		return nil, fmt.Errorf("ledger URL \"sqlite:\" names no file: use sqlite:PATH, e.g. sqlite:data/ledger.db")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("ledger path %q: %w", path, err)
+	}
+	where := "sqlite:" + path
+	if err := checkSQLiteFile(abs, path, readOnly); err != nil {
+		return nil, err
+	}
+	if !readOnly {
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			return nil, fmt.Errorf("ledger %s: create its directory: %w", where, err)
+		}
+	}
+	w, err := sql.Open("sqlite", sqliteDSN(abs, readOnly, true))
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", where, err)
+	}
+	// One writer connection: see Ledger.w.
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, sqliteOpenError(where, err)
+	}
+	r, err := sql.Open("sqlite", sqliteDSN(abs, readOnly, false))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("ledger %s: %w", where, err)
+	}
+	r.SetMaxOpenConns(8)
+	r.SetMaxIdleConns(8)
+	return &Ledger{d: sqliteDialect, w: w, r: r, where: where}, nil
+}
+
+// checkSQLiteFile refuses, before SQLite touches it, a file that is not a
+// SQLite database: opening one would otherwise only fail on first use, and
+// setting up WAL on it must never be tried.
+func checkSQLiteFile(abs, path string, readOnly bool) error {
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if readOnly {
+			return fmt.Errorf("ledger %s does not exist: check the path, or create the ledger first by opening it read-write (e.g. by starting the worker)", path)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("ledger %s: %w", path, err)
+	case st.IsDir():
+		return fmt.Errorf("ledger %s is a directory, not a SQLite database: name a file, e.g. sqlite:%s", path, filepath.Join(path, "ledger.db"))
+	case st.Size() == 0:
+		return nil // SQLite treats an empty file as a new database
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
+		return fmt.Errorf("ledger %s is not a SQLite database (its first bytes are not the SQLite header): check the path; the file was left untouched", path)
+	}
+	return nil
+}
+
+// sqliteDSN builds a file: URI so that SQLite's own mode=ro applies and the
+// path is escaped; the driver sets the pragmas on every new connection.
+func sqliteDSN(abs string, readOnly, writer bool) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+	params := []string{
+		// busy_timeout first: the pragmas after it may need a lock that
+		// another process holds.
+		"_pragma=busy_timeout(10000)",
+		"_pragma=foreign_keys(1)",
+		// Invariant 9: an acknowledged commit is on disk.
+		"_pragma=synchronous(FULL)",
+	}
+	switch {
+	case readOnly:
+		params = append([]string{"mode=ro"}, params...)
+		params = append(params, "_pragma=query_only(1)")
+	case writer:
+		// WAL lets readers proceed while the writer works. IMMEDIATE takes
+		// the write lock at BEGIN, before the transaction's first read, so
+		// read-decide-save is never based on a stale read and never fails
+		// half-way with SQLITE_BUSY on lock upgrade.
+		params = append(params, "_pragma=journal_mode(WAL)", "_txlock=immediate")
+	default:
+		// The read pool never writes; make a mistake loud.
+		params = append(params, "_pragma=query_only(1)")
+	}
+	return u.String() + "?" + strings.Join(params, "&")
+}
+
+func sqliteOpenError(where string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "not a database"):
+		return fmt.Errorf("ledger %s is not a SQLite database: check the path: %w", where, err)
+	case strings.Contains(msg, "unable to open"):
+		return fmt.Errorf("ledger %s cannot be opened: check that the path exists and is readable (and writable unless read-only): %w", where, err)
+	}
+	return fmt.Errorf("ledger %s: %w", where, err)
+}
+
+func openPostgres(ctx context.Context, rawURL string, readOnly bool) (*Ledger, error) {
+	cfg, err := pgx.ParseConfig(rawURL)
+	if err != nil {
+		// pgx redacts the password in its parse errors.
+		return nil, fmt.Errorf("ledger URL is not a valid PostgreSQL URL: %w", err)
+	}
+	if readOnly {
+		// The server refuses writes, whatever a caller tries.
+		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "allot-ledger"
+	}
+	where := fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+	db := stdlib.OpenDB(*cfg)
+	// Bounded so that many workers (and parallel tests) stay well under the
+	// server's max_connections.
+	db.SetMaxOpenConns(10)
+	db.SetMaxIdleConns(10)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("ledger %s: cannot connect: check the host, port, database and credentials: %w", where, err)
+	}
+	return &Ledger{d: postgresDialect, w: db, r: db, where: where}, nil
+}
+
+// redactURL hides a password in a URL that is about to appear in an error.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,274 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Episode returns one episode; ErrEpisodeNotFound if the pipeline has no
+// episode with that ID.
+func (l *Ledger) Episode(ctx context.Context, pipeline, episodeID string) (Episode, error) {
+	if err := episodeRef(pipeline, episodeID); err != nil {
+		return Episode{}, err
+	}
+	eps, err := l.queryEpisodes(ctx, l.r,
+		`SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND episode_id = ?`, pipeline, episodeID)
+	if err != nil {
+		return Episode{}, err
+	}
+	if len(eps) == 0 {
+		return Episode{}, notFound(pipeline, episodeID)
+	}
+	return eps[0], nil
+}
+
+// EpisodeByKey returns the episode an allocation key is bound to;
+// ErrEpisodeNotFound if none, ErrKeyAmbiguous if several.
+func (l *Ledger) EpisodeByKey(ctx context.Context, pipeline, key string) (Episode, error) {
+	if pipeline == "" || key == "" {
+		return Episode{}, invalid("look-up by key needs a pipeline and a key, got pipeline %q and key %q", pipeline, key)
+	}
+	eps, err := l.queryEpisodes(ctx, l.r,
+		`SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND allocation_key = ? LIMIT 2`, pipeline, key)
+	if err != nil {
+		return Episode{}, err
+	}
+	switch len(eps) {
+	case 0:
+		return Episode{}, fmt.Errorf("%w: pipeline %q has no episode bound to key %q: the run has not allocated yet, or the key is misspelt",
+			ErrEpisodeNotFound, pipeline, key)
+	case 1:
+		return eps[0], nil
+	}
+	return Episode{}, ambiguous(pipeline, key, eps)
+}
+
+// ListEpisodes returns a pipeline's episodes in one period, or in all
+// periods when period is "", ordered by period then sequence.
+func (l *Ledger) ListEpisodes(ctx context.Context, pipeline, period string) ([]Episode, error) {
+	if pipeline == "" {
+		return nil, invalid("listing episodes needs a pipeline")
+	}
+	if period == "" {
+		return l.queryEpisodes(ctx, l.r,
+			`SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? ORDER BY period, sequence`, pipeline)
+	}
+	return l.queryEpisodes(ctx, l.r,
+		`SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND period = ? ORDER BY period, sequence`, pipeline, period)
+}
+
+// CompleteEpisode marks the episode completed. It is idempotent: the first
+// completion time is kept, so a retried activity cannot move it. A zero at
+// means now.
+func (l *Ledger) CompleteEpisode(ctx context.Context, pipeline, episodeID string, at time.Time) (Episode, error) {
+	if err := episodeRef(pipeline, episodeID); err != nil {
+		return Episode{}, err
+	}
+	if at.IsZero() {
+		at = now()
+	}
+	var ep Episode
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, l.d.q(`UPDATE episodes
+			SET status = ?, completed_at = COALESCE(completed_at, ?)
+			WHERE pipeline = ? AND episode_id = ?`),
+			string(EpisodeCompleted), l.d.timeArg(at), pipeline, episodeID)
+		if err != nil {
+			return fmt.Errorf("ledger %s: complete episode %s of %s: %w", l.where, episodeID, pipeline, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("ledger %s: complete episode %s of %s: %w", l.where, episodeID, pipeline, err)
+		} else if n == 0 {
+			return notFound(pipeline, episodeID)
+		}
+		eps, err := l.queryEpisodes(ctx, tx,
+			`SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND episode_id = ?`, pipeline, episodeID)
+		if err != nil {
+			return err
+		}
+		if len(eps) == 0 {
+			return notFound(pipeline, episodeID)
+		}
+		ep = eps[0]
+		return nil
+	})
+	return ep, err
+}
+
+// StepRecord is a local step's result for one episode.
+type StepRecord struct {
+	Pipeline    string
+	EpisodeID   string
+	Step        string
+	Status      string // e.g. "completed"
+	Artifact    string // path of the file the step wrote, may be ""
+	SHA256      string // hex, may be ""
+	CompletedAt time.Time
+}
+
+// RecordStep stores a step's result, replacing an earlier record of the same
+// (pipeline, episode, step): re-running a step rewrites, never adds. A zero
+// CompletedAt means now. ErrEpisodeNotFound if the episode does not exist.
+func (l *Ledger) RecordStep(ctx context.Context, r StepRecord) error {
+	if err := episodeRef(r.Pipeline, r.EpisodeID); err != nil {
+		return err
+	}
+	if r.Step == "" || r.Status == "" {
+		return invalid("step record for episode %s of %s needs a step name and a status, got step %q and status %q", r.EpisodeID, r.Pipeline, r.Step, r.Status)
+	}
+	if r.CompletedAt.IsZero() {
+		r.CompletedAt = now()
+	}
+	return l.writeTx(ctx, func(tx *sql.Tx) error {
+		// Checked rather than left to the foreign key so that the caller gets
+		// ErrEpisodeNotFound, not a driver-specific constraint error.
+		if err := l.episodeExists(ctx, tx, r.Pipeline, r.EpisodeID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO step_records
+			(pipeline, episode_id, step, status, artifact, sha256, completed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (pipeline, episode_id, step) DO UPDATE SET
+				status = excluded.status, artifact = excluded.artifact,
+				sha256 = excluded.sha256, completed_at = excluded.completed_at`),
+			r.Pipeline, r.EpisodeID, r.Step, r.Status, r.Artifact, r.SHA256, l.d.timeArg(r.CompletedAt)); err != nil {
+			return fmt.Errorf("ledger %s: record step %s of episode %s of %s: %w", l.where, r.Step, r.EpisodeID, r.Pipeline, err)
+		}
+		return nil
+	})
+}
+
+// Steps returns an episode's step records ordered by completion time, then
+// step name. ErrEpisodeNotFound if the episode does not exist, so that no
+// caller mistakes a missing episode for one with no steps done.
+func (l *Ledger) Steps(ctx context.Context, pipeline, episodeID string) ([]StepRecord, error) {
+	if err := episodeRef(pipeline, episodeID); err != nil {
+		return nil, err
+	}
+	if err := l.episodeExists(ctx, l.r, pipeline, episodeID); err != nil {
+		return nil, err
+	}
+	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT pipeline, episode_id, step, status, artifact, sha256, completed_at
+		FROM step_records WHERE pipeline = ? AND episode_id = ? ORDER BY completed_at, step`), pipeline, episodeID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: query steps of episode %s of %s: %w", l.where, episodeID, pipeline, err)
+	}
+	defer rows.Close()
+	var out []StepRecord
+	for rows.Next() {
+		var s StepRecord
+		if err := rows.Scan(&s.Pipeline, &s.EpisodeID, &s.Step, &s.Status, &s.Artifact, &s.SHA256, dbTime{&s.CompletedAt}); err != nil {
+			return nil, fmt.Errorf("ledger %s: read step record: %w", l.where, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: read step records: %w", l.where, err)
+	}
+	return out, nil
+}
+
+// RunOutcome is how one ScheduledRun ended (invariant 10).
+type RunOutcome struct {
+	Pipeline          string
+	AllocationKey     string
+	RunID             string
+	NominalTime       time.Time
+	NominalTimeSource string // "input" | "schedule" | "start_time"
+	Outcome           string // "allocated" | "reused" | "skipped" | "failed"
+	Reason            string
+	EpisodeID         string // "" when none
+	Period            string
+	Sequence          int // -1 when none
+	RecordedAt        time.Time
+}
+
+// RecordRunOutcome stores a run's outcome, replacing an earlier record for
+// the same (pipeline, allocation key, run ID), so that a retried activity
+// does not count a run twice. A zero RecordedAt means now.
+func (l *Ledger) RecordRunOutcome(ctx context.Context, o RunOutcome) error {
+	if o.Pipeline == "" || o.AllocationKey == "" || o.RunID == "" || o.Outcome == "" {
+		return invalid("run outcome needs a pipeline, an allocation key, a run ID and an outcome, got %q, %q, %q and %q",
+			o.Pipeline, o.AllocationKey, o.RunID, o.Outcome)
+	}
+	if o.RecordedAt.IsZero() {
+		o.RecordedAt = now()
+	}
+	return l.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO run_outcomes
+			(pipeline, allocation_key, run_id, nominal_time, nominal_time_source, outcome, reason, episode_id, period, sequence, recorded_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (pipeline, allocation_key, run_id) DO UPDATE SET
+				nominal_time = excluded.nominal_time, nominal_time_source = excluded.nominal_time_source,
+				outcome = excluded.outcome, reason = excluded.reason, episode_id = excluded.episode_id,
+				period = excluded.period, sequence = excluded.sequence, recorded_at = excluded.recorded_at`),
+			o.Pipeline, o.AllocationKey, o.RunID, l.d.timeArg(o.NominalTime), o.NominalTimeSource,
+			o.Outcome, o.Reason, o.EpisodeID, o.Period, o.Sequence, l.d.timeArg(o.RecordedAt)); err != nil {
+			return fmt.Errorf("ledger %s: record outcome of run %s (key %q) of %s: %w", l.where, o.RunID, o.AllocationKey, o.Pipeline, err)
+		}
+		return nil
+	})
+}
+
+// RunOutcomes returns the outcomes recorded at or after since (zero: all),
+// ordered by RecordedAt. pipeline "" means every pipeline.
+func (l *Ledger) RunOutcomes(ctx context.Context, pipeline string, since time.Time) ([]RunOutcome, error) {
+	query := `SELECT pipeline, allocation_key, run_id, nominal_time, nominal_time_source, outcome, reason,
+		episode_id, period, sequence, recorded_at FROM run_outcomes WHERE 1 = 1`
+	var args []any
+	if pipeline != "" {
+		query += ` AND pipeline = ?`
+		args = append(args, pipeline)
+	}
+	if !since.IsZero() {
+		query += ` AND recorded_at >= ?`
+		args = append(args, l.d.timeArg(since))
+	}
+	query += ` ORDER BY recorded_at, pipeline, allocation_key, run_id`
+	rows, err := l.r.QueryContext(ctx, l.d.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: query run outcomes: %w", l.where, err)
+	}
+	defer rows.Close()
+	var out []RunOutcome
+	for rows.Next() {
+		var o RunOutcome
+		if err := rows.Scan(&o.Pipeline, &o.AllocationKey, &o.RunID, dbTime{&o.NominalTime}, &o.NominalTimeSource,
+			&o.Outcome, &o.Reason, &o.EpisodeID, &o.Period, &o.Sequence, dbTime{&o.RecordedAt}); err != nil {
+			return nil, fmt.Errorf("ledger %s: read run outcome: %w", l.where, err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: read run outcomes: %w", l.where, err)
+	}
+	return out, nil
+}
+
+// episodeRef validates a (pipeline, episode ID) pair. An empty ID is "not
+// found" rather than invalid: paid work without an explicit episode must
+// fail as EpisodeNotFound (invariant 6).
+func episodeRef(pipeline, episodeID string) error {
+	if pipeline == "" {
+		return invalid("episode %q names no pipeline", episodeID)
+	}
+	if episodeID == "" {
+		return fmt.Errorf("%w: no episode ID given for pipeline %q: name an existing episode explicitly", ErrEpisodeNotFound, pipeline)
+	}
+	return nil
+}
+
+func (l *Ledger) episodeExists(ctx context.Context, db queryer, pipeline, episodeID string) error {
+	var one int
+	err := db.QueryRowContext(ctx, l.d.q(`SELECT 1 FROM episodes WHERE pipeline = ? AND episode_id = ?`), pipeline, episodeID).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return notFound(pipeline, episodeID)
+	case err != nil:
+		return fmt.Errorf("ledger %s: look up episode %s of %s: %w", l.where, episodeID, pipeline, err)
+	}
+	return nil
+}

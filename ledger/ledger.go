@@ -1,0 +1,169 @@
+// Package ledger is allot's durable store: episodes (units of work), the
+// allocation keys bound to them, local step records and run outcomes.
+//
+// It runs on SQLite (one host, the default) or PostgreSQL (several hosts).
+// The SQL is shared; the differences between the two live in dialect.go.
+// Allocation is one transaction under a per-pipeline lock, backed by unique
+// constraints, so that invariants 1-5 of DESIGN.md hold even when the
+// scheduler starts the same run twice.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Errors callers tell apart with errors.Is. Every error the package returns
+// wraps one of these when it is a domain failure rather than an I/O one.
+var (
+	ErrEpisodeNotFound  = errors.New("episode not found")
+	ErrKeyCrossesPeriod = errors.New("allocation key crosses period")
+	ErrKeyAmbiguous     = errors.New("allocation key ambiguous")
+	ErrInvalidInput     = errors.New("invalid ledger input")
+)
+
+// EpisodeStatus is where an episode is in its life.
+type EpisodeStatus string
+
+// Episode statuses.
+const (
+	EpisodeAllocated EpisodeStatus = "allocated"
+	EpisodeCompleted EpisodeStatus = "completed"
+)
+
+// Episode is one allocated unit of work.
+type Episode struct {
+	Pipeline      string
+	ID            string // "<period>-<sequence>", e.g. "2026-W32-0"
+	Period        string
+	Sequence      int
+	AllocationKey string
+	NominalTime   time.Time // UTC
+	CreatedAt     time.Time
+	Status        EpisodeStatus
+	CompletedAt   time.Time // zero until completed
+}
+
+// EpisodeID formats "<period>-<sequence>".
+func EpisodeID(period string, sequence int) string {
+	return period + "-" + strconv.Itoa(sequence)
+}
+
+// Ledger is an open ledger. It is safe for concurrent use.
+type Ledger struct {
+	d *dialect
+	// w runs every write transaction. On SQLite it holds a single connection,
+	// so writers in this process queue in Go instead of racing for SQLite's
+	// file lock (busy_timeout still covers other processes).
+	w *sql.DB
+	// r runs plain reads. On SQLite it is a separate pool so that reads never
+	// wait behind the writer (WAL lets them proceed); on PostgreSQL r == w.
+	r        *sql.DB
+	where    string // the ledger's location for error messages, secrets redacted
+	readOnly bool
+}
+
+// Open opens the ledger named by url, creating it if needed, and applies the
+// embedded numbered migrations.
+//
+// Accepted forms: "sqlite:PATH" (the parent directory is created),
+// "postgres://..." or "postgresql://...".
+func Open(ctx context.Context, url string) (*Ledger, error) {
+	return open(ctx, url, false)
+}
+
+// OpenReadOnly opens an existing ledger without creating, migrating or
+// writing anything, for operators' read-only commands.
+func OpenReadOnly(ctx context.Context, url string) (*Ledger, error) {
+	return open(ctx, url, true)
+}
+
+func open(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
+	var (
+		l   *Ledger
+		err error
+	)
+	switch {
+	case strings.HasPrefix(url, "sqlite:"):
+		l, err = openSQLite(ctx, strings.TrimPrefix(url, "sqlite:"), readOnly)
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		l, err = openPostgres(ctx, url, readOnly)
+	default:
+		return nil, fmt.Errorf("ledger URL %q is not supported: use sqlite:PATH (e.g. sqlite:data/ledger.db), postgres://USER@HOST:PORT/DB or postgresql://...", redactURL(url))
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.readOnly = readOnly
+	if readOnly {
+		err = l.checkSchema(ctx)
+	} else {
+		err = l.migrate(ctx)
+	}
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Close releases the ledger's connections.
+func (l *Ledger) Close() error {
+	var errs []error
+	if l.r != nil && l.r != l.w {
+		errs = append(errs, l.r.Close())
+	}
+	if l.w != nil {
+		// Closed last: on SQLite the last connection to close checkpoints
+		// the WAL, and only the writer is allowed to.
+		errs = append(errs, l.w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// writeTx runs fn in one write transaction and commits it if fn returns nil.
+// On SQLite the transaction starts with BEGIN IMMEDIATE (see dialect.go), so
+// it holds the database's write lock before its first read.
+func (l *Ledger) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if l.readOnly {
+		return fmt.Errorf("ledger %s was opened read-only: open it with ledger.Open to write", l.where)
+	}
+	tx, err := l.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger %s: begin transaction: %w", l.where, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger %s: commit: %w", l.where, err)
+	}
+	return nil
+}
+
+// now is the ledger's clock, at the precision both databases keep.
+func now() time.Time { return normTime(time.Now()) }
+
+// normTime converts to UTC and truncates to microseconds, the precision of
+// PostgreSQL's timestamptz, so that a time reads back equal on both drivers.
+func normTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+}
+
+func notFound(pipeline, episodeID string) error {
+	return fmt.Errorf("%w: pipeline %q has no episode %q: check the pipeline and the episode ID (<period>-<sequence>, e.g. 2026-W32-0) against the ledger's episode list",
+		ErrEpisodeNotFound, pipeline, episodeID)
+}

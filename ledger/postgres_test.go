@@ -1,0 +1,155 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tests against PostgreSQL read ALLOT_TEST_POSTGRES_DSN, e.g.
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable, and skip if it is
+// unset. Each test gets a fresh schema (via search_path), so tests run in
+// parallel and repeatedly against one database.
+const postgresDSNEnv = "ALLOT_TEST_POSTGRES_DSN"
+
+func postgresDSN(tb testing.TB) string {
+	dsn := os.Getenv(postgresDSNEnv)
+	if dsn == "" {
+		tb.Skipf("%s is not set; set it to a PostgreSQL URL to run the PostgreSQL tests", postgresDSNEnv)
+	}
+	return dsn
+}
+
+// newPostgresSchema creates an empty schema and returns a ledger URL whose
+// connections use it, and a function that drops it.
+func newPostgresSchema(tb testing.TB) (string, func()) {
+	dsn := postgresDSN(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "allot_test_" + hex.EncodeToString(b)
+	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
+		_ = admin.Close()
+		tb.Fatalf("create schema in %s: %v", postgresDSNEnv, err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		tb.Fatalf("%s is not a URL: %v", postgresDSNEnv, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			tb.Logf("drop schema %s: %v", schema, err)
+		}
+		_ = admin.Close()
+	}
+	return u.String(), drop
+}
+
+func openPostgresT(t *testing.T) *Ledger {
+	t.Helper()
+	dsn, drop := newPostgresSchema(t)
+	l, err := Open(ctxT(t), dsn)
+	if err != nil {
+		drop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = l.Close()
+		drop()
+	})
+	return l
+}
+
+func TestPostgresConformance(t *testing.T) {
+	postgresDSN(t)
+	runConformance(t, openPostgresT)
+}
+
+// Invariant 5: a transaction holding pipeline A's lock does not block an
+// allocation in pipeline B, and does block one in A.
+func TestPostgresPipelinesDoNotWaitForEachOther(t *testing.T) {
+	l := openPostgresT(t)
+	tx, err := l.w.BeginTx(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctxT(t), l.d.q(l.d.lockPipeline), lockKey("alpha")); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := l.Allocate(ctx, AllocateInput{Pipeline: "beta", Key: "k", Period: "2026-W32", NominalTime: t0})
+	if err != nil {
+		t.Fatalf("pipeline beta waited for alpha's lock: %v", err)
+	}
+	if r.Episode.ID != "2026-W32-0" {
+		t.Fatalf("beta: %+v", r)
+	}
+
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	if _, err := l.Allocate(short, AllocateInput{Pipeline: "alpha", Key: "k", Period: "2026-W32", NominalTime: t0}); err == nil {
+		t.Fatal("pipeline alpha allocated while another transaction held its lock")
+	}
+
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if r := alloc(t, l, "alpha", "k", "2026-W32", 0); r.Decision != DecisionAllocated || r.Episode.ID != "2026-W32-0" {
+		t.Fatalf("alpha after the lock was released: %+v", r)
+	}
+}
+
+func TestPostgresReadOnly(t *testing.T) {
+	dsn, drop := newPostgresSchema(t)
+	defer drop()
+	if _, err := OpenReadOnly(ctxT(t), dsn); err == nil || !strings.Contains(err.Error(), "no allot schema") {
+		t.Fatalf("OpenReadOnly of an empty schema = %v, want an error saying there is no schema", err)
+	}
+	l, err := Open(ctxT(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := alloc(t, l, "weekly", "k", "2026-W32", 0).Episode
+	_ = l.Close()
+
+	ro, err := OpenReadOnly(ctxT(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got, err := ro.Episode(ctxT(t), "weekly", ep.ID); err != nil || got != ep {
+		t.Fatalf("read-only Episode = %+v, %v", got, err)
+	}
+	if _, err := ro.w.ExecContext(ctxT(t), `DELETE FROM episodes`); err == nil {
+		t.Fatal("a read-only connection deleted rows")
+	}
+}
+
+func TestPostgresBadURL(t *testing.T) {
+	_, err := Open(ctxT(t), "postgres://allot:s3cret@127.0.0.1:1/nope?sslmode=disable&connect_timeout=2")
+	if err == nil {
+		t.Fatal("Open of an unreachable server succeeded")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
