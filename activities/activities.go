@@ -1,0 +1,130 @@
+// Package activities holds the side effects of allot's workflows: the ledger,
+// the artifact files and (later) the paid vendor. Each activity is a method of
+// Activities, registered once; workflows name them through a nil pointer.
+package activities
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"allot/ledger"
+	"allot/pipeline"
+)
+
+// Activities holds what the activities depend on.
+type Activities struct {
+	Ledger       *ledger.Ledger
+	Pipelines    *pipeline.Set
+	ArtifactsDir string
+
+	// AfterAllocate, when set, runs after the allocation transaction
+	// committed and before the activity returns. Tests use it to fail an
+	// attempt whose write already landed, as a crash or a lost response would.
+	AfterAllocate func(ctx context.Context, res AllocateResult) error
+}
+
+// AllocateInput asks for the episode owned by one logical run.
+type AllocateInput struct {
+	Pipeline    string    `json:"pipeline"`
+	Key         string    `json:"key"`
+	NominalTime time.Time `json:"nominal_time"`
+}
+
+// AllocateResult is the ledger's decision for a key.
+type AllocateResult struct {
+	Decision  string `json:"decision"` // allocated | reused | skipped
+	Reason    string `json:"reason"`
+	EpisodeID string `json:"episode_id,omitempty"`
+	Period    string `json:"period"`
+	Sequence  int    `json:"sequence"`
+}
+
+// Allocate binds the key to an episode (or finds the one it is bound to) in
+// one ledger transaction under the pipeline's lock.
+func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateResult, error) {
+	p, err := a.pipeline(in.Pipeline)
+	if err != nil {
+		return AllocateResult{}, err
+	}
+	if err := ValidateAllocationKey(in.Key); err != nil {
+		return AllocateResult{}, nonRetryable(InvalidAllocationKey, "%v", err)
+	}
+	if in.NominalTime.IsZero() {
+		return AllocateResult{}, nonRetryable(InvalidInput, "allocation for key %q has no nominal time", in.Key)
+	}
+	period := p.PeriodOf(in.NominalTime)
+	res, err := a.Ledger.Allocate(ctx, ledger.AllocateInput{
+		Pipeline:     p.Name,
+		Key:          in.Key,
+		Period:       period,
+		NominalTime:  in.NominalTime.UTC(),
+		MaxPerPeriod: p.MaxPerPeriod,
+	})
+	if err != nil {
+		return AllocateResult{}, classify(err)
+	}
+	out := AllocateResult{
+		Decision:  string(res.Decision),
+		Reason:    res.Reason,
+		EpisodeID: res.Episode.ID,
+		Period:    period,
+		Sequence:  -1,
+	}
+	if res.Decision != ledger.DecisionSkipped {
+		out.Period = res.Episode.Period
+		out.Sequence = res.Episode.Sequence
+	}
+	activity.GetLogger(ctx).Info("allocation decided",
+		"pipeline", p.Name, "key", in.Key, "decision", out.Decision, "reason", out.Reason, "episode", out.EpisodeID)
+	if a.AfterAllocate != nil {
+		if err := a.AfterAllocate(ctx, out); err != nil {
+			return AllocateResult{}, err
+		}
+	}
+	return out, nil
+}
+
+// RecordRunOutcomeInput is how one ScheduledRun ended.
+type RecordRunOutcomeInput struct {
+	Pipeline          string    `json:"pipeline"`
+	Key               string    `json:"key"`
+	RunID             string    `json:"run_id"`
+	NominalTime       time.Time `json:"nominal_time"`
+	NominalTimeSource string    `json:"nominal_time_source"`
+	Outcome           string    `json:"outcome"`
+	Reason            string    `json:"reason"`
+	EpisodeID         string    `json:"episode_id,omitempty"`
+	Period            string    `json:"period,omitempty"`
+	Sequence          int       `json:"sequence"`
+	RecordedAt        time.Time `json:"recorded_at"`
+}
+
+// RecordRunOutcome stores the run's outcome; retries overwrite, never add.
+func (a *Activities) RecordRunOutcome(ctx context.Context, in RecordRunOutcomeInput) error {
+	return classify(a.Ledger.RecordRunOutcome(ctx, ledger.RunOutcome{
+		Pipeline:          in.Pipeline,
+		AllocationKey:     in.Key,
+		RunID:             in.RunID,
+		NominalTime:       in.NominalTime.UTC(),
+		NominalTimeSource: in.NominalTimeSource,
+		Outcome:           in.Outcome,
+		Reason:            in.Reason,
+		EpisodeID:         in.EpisodeID,
+		Period:            in.Period,
+		Sequence:          in.Sequence,
+		RecordedAt:        in.RecordedAt.UTC(),
+	}))
+}
+
+func (a *Activities) pipeline(name string) (*pipeline.Pipeline, error) {
+	if err := pipeline.ValidateName(name); err != nil {
+		return nil, nonRetryable(InvalidPipelineName, "%v", err)
+	}
+	p, err := a.Pipelines.Get(name)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return p, nil
+}

@@ -1,0 +1,219 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"allot/artifacts"
+	"allot/ledger"
+	"allot/pipeline"
+)
+
+// Step statuses as the ledger and the state query show them.
+const (
+	StepPending   = "pending"
+	StepCompleted = "completed"
+)
+
+// EpisodeRef names an existing episode. Paid and local work always take one;
+// nothing but Allocate ever creates an episode.
+type EpisodeRef struct {
+	Pipeline  string `json:"pipeline"`
+	EpisodeID string `json:"episode_id"`
+}
+
+// StepState is one step of an episode as the ledger knows it.
+type StepState struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Action   string `json:"action"`
+	Status   string `json:"status"`
+	Artifact string `json:"artifact,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+}
+
+// LoadEpisodeResult is the episode and its steps, in pipeline order.
+type LoadEpisodeResult struct {
+	Pipeline    string      `json:"pipeline"`
+	EpisodeID   string      `json:"episode_id"`
+	Period      string      `json:"period"`
+	Sequence    int         `json:"sequence"`
+	Key         string      `json:"key"`
+	NominalTime time.Time   `json:"nominal_time"`
+	Status      string      `json:"status"`
+	CompletedAt time.Time   `json:"completed_at,omitzero"`
+	Steps       []StepState `json:"steps"`
+}
+
+// LoadEpisode reads the episode from the ledger; EpisodeNotFound if missing.
+func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisodeResult, error) {
+	p, ep, err := a.episode(ctx, in)
+	if err != nil {
+		return LoadEpisodeResult{}, err
+	}
+	records, err := a.Ledger.Steps(ctx, p.Name, ep.ID)
+	if err != nil {
+		return LoadEpisodeResult{}, classify(err)
+	}
+	done := map[string]ledger.StepRecord{}
+	for _, r := range records {
+		done[r.Step] = r
+	}
+	out := LoadEpisodeResult{
+		Pipeline:    ep.Pipeline,
+		EpisodeID:   ep.ID,
+		Period:      ep.Period,
+		Sequence:    ep.Sequence,
+		Key:         ep.AllocationKey,
+		NominalTime: ep.NominalTime,
+		Status:      string(ep.Status),
+		CompletedAt: ep.CompletedAt,
+	}
+	for _, s := range p.Steps {
+		st := StepState{Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: StepPending}
+		if r, ok := done[s.Name]; ok {
+			st.Status, st.Artifact, st.SHA256 = r.Status, r.Artifact, r.SHA256
+		}
+		out.Steps = append(out.Steps, st)
+	}
+	return out, nil
+}
+
+// RunLocalStepInput names a local step of an existing episode.
+type RunLocalStepInput struct {
+	Pipeline  string `json:"pipeline"`
+	EpisodeID string `json:"episode_id"`
+	Step      string `json:"step"`
+}
+
+// RunLocalStep runs a local (free) step and records it. A step the ledger
+// already has as completed, with its file intact, is not run again.
+func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (StepState, error) {
+	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
+	if err != nil {
+		return StepState{}, err
+	}
+	step, ok := p.Step(in.Step)
+	if !ok {
+		return StepState{}, nonRetryable(StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
+	}
+	if step.Kind != pipeline.Local {
+		return StepState{}, nonRetryable(InvalidInput, "step %q of pipeline %q is %s, not local", step.Name, p.Name, step.Kind)
+	}
+	records, err := a.Ledger.Steps(ctx, p.Name, ep.ID)
+	if err != nil {
+		return StepState{}, classify(err)
+	}
+	for _, r := range records {
+		if r.Step == step.Name && r.Status == StepCompleted {
+			if sum, err := artifacts.SHA256File(r.Artifact); err == nil && sum == r.SHA256 {
+				return StepState{Name: step.Name, Kind: string(step.Kind), Action: step.Action, Status: r.Status, Artifact: r.Artifact, SHA256: r.SHA256}, nil
+			}
+			// The file is gone or differs: write it again from the ledger's state.
+		}
+	}
+	name, body, err := a.localArtifact(p, ep, step, records)
+	if err != nil {
+		return StepState{}, err
+	}
+	path := filepath.Join(artifacts.EpisodeDir(a.ArtifactsDir, p.Name, ep.ID), name)
+	sum, err := artifacts.WriteFile(path, body)
+	if err != nil {
+		return StepState{}, err
+	}
+	rec := ledger.StepRecord{
+		Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name,
+		Status: StepCompleted, Artifact: path, SHA256: sum, CompletedAt: time.Now().UTC(),
+	}
+	if err := a.Ledger.RecordStep(ctx, rec); err != nil {
+		return StepState{}, classify(err)
+	}
+	activity.GetLogger(ctx).Info("local step done", "pipeline", p.Name, "episode", ep.ID, "step", step.Name, "sha256", sum)
+	return StepState{Name: step.Name, Kind: string(step.Kind), Action: step.Action, Status: StepCompleted, Artifact: path, SHA256: sum}, nil
+}
+
+// localArtifact renders a local step's file. The bytes depend only on ledger
+// state, so running a step again writes the same file.
+func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, records []ledger.StepRecord) (string, []byte, error) {
+	type artifactEntry struct {
+		Step   string `json:"step"`
+		File   string `json:"file"`
+		SHA256 string `json:"sha256"`
+	}
+	var (
+		name string
+		doc  any
+	)
+	switch step.Action {
+	case pipeline.ActionPlan:
+		name = "plan.json"
+		doc = map[string]any{
+			"pipeline": p.Name, "episode": ep.ID, "period": ep.Period, "sequence": ep.Sequence,
+			"allocation_key": ep.AllocationKey, "nominal_time": ep.NominalTime.UTC().Format(time.RFC3339),
+			"steps": p.StepNames(),
+		}
+	case pipeline.ActionAssemble, pipeline.ActionPublish:
+		var entries []artifactEntry
+		for _, r := range records {
+			if r.Step == step.Name || r.Artifact == "" || r.Status != StepCompleted {
+				continue
+			}
+			entries = append(entries, artifactEntry{Step: r.Step, File: filepath.Base(r.Artifact), SHA256: r.SHA256})
+		}
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Step < entries[j].Step })
+		name = "manifest.json"
+		if step.Action == pipeline.ActionPublish {
+			name = "published.json"
+		}
+		doc = map[string]any{"pipeline": p.Name, "episode": ep.ID, "artifacts": entries}
+	default:
+		return "", nil, nonRetryable(InvalidInput, "step %q has unknown local action %q", step.Name, step.Action)
+	}
+	body, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return "", nil, fmt.Errorf("encode %s: %w", name, err)
+	}
+	return name, append(body, '\n'), nil
+}
+
+// CompleteEpisodeInput marks an episode done at a time the workflow chose.
+type CompleteEpisodeInput struct {
+	Pipeline    string    `json:"pipeline"`
+	EpisodeID   string    `json:"episode_id"`
+	CompletedAt time.Time `json:"completed_at"`
+}
+
+// CompleteEpisode marks the episode completed; the first completion time wins.
+func (a *Activities) CompleteEpisode(ctx context.Context, in CompleteEpisodeInput) (time.Time, error) {
+	if _, _, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID}); err != nil {
+		return time.Time{}, err
+	}
+	ep, err := a.Ledger.CompleteEpisode(ctx, in.Pipeline, in.EpisodeID, in.CompletedAt.UTC())
+	if err != nil {
+		return time.Time{}, classify(err)
+	}
+	return ep.CompletedAt, nil
+}
+
+// episode resolves the pipeline and loads an existing episode. It is the first
+// thing every episode activity does, so a missing episode stops all work.
+func (a *Activities) episode(ctx context.Context, ref EpisodeRef) (*pipeline.Pipeline, ledger.Episode, error) {
+	p, err := a.pipeline(ref.Pipeline)
+	if err != nil {
+		return nil, ledger.Episode{}, err
+	}
+	if ref.EpisodeID == "" {
+		return nil, ledger.Episode{}, nonRetryable(EpisodeNotFound, "no episode given for pipeline %q: name an existing episode explicitly", p.Name)
+	}
+	ep, err := a.Ledger.Episode(ctx, p.Name, ref.EpisodeID)
+	if err != nil {
+		return nil, ledger.Episode{}, classify(err)
+	}
+	return p, ep, nil
+}

@@ -1,0 +1,81 @@
+package activities
+
+import (
+	"errors"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/temporal"
+
+	"allot/ledger"
+	"allot/pipeline"
+)
+
+// Non-retryable application error types. Workflows and tests match on these,
+// never on messages.
+const (
+	EpisodeNotFound            = "EpisodeNotFound"
+	AllocationKeyCrossesPeriod = "AllocationKeyCrossesPeriod"
+	AllocationKeyAmbiguous     = "AllocationKeyAmbiguous"
+	InvalidAllocationKey       = "InvalidAllocationKey"
+	PipelineNotFound           = "PipelineNotFound"
+	InvalidPipelineName        = "InvalidPipelineName"
+	StepNotFound               = "StepNotFound"
+	InvalidInput               = "InvalidInput"
+)
+
+// NonRetryableErrorTypes lists every invariant failure; retry policies name
+// them too, so a mis-wrapped error still does not loop.
+var NonRetryableErrorTypes = []string{
+	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
+	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
+}
+
+// MaxAllocationKeyBytes bounds a key: it is a workflow ID and a ledger column.
+const MaxAllocationKeyBytes = 200
+
+// ValidateAllocationKey rejects keys that cannot be a stable identity.
+func ValidateAllocationKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("allocation key is empty: give --key or leave it out to derive it from the nominal time")
+	case len(key) > MaxAllocationKeyBytes:
+		return fmt.Errorf("allocation key is %d bytes, over the limit of %d: use a shorter key", len(key), MaxAllocationKeyBytes)
+	case !utf8.ValidString(key):
+		return errors.New("allocation key is not valid UTF-8: use printable text")
+	}
+	for i, r := range key {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("allocation key has a control character %U at byte %d: use printable characters only", r, i)
+		}
+	}
+	return nil
+}
+
+// classify turns domain errors into Temporal errors: invariant failures
+// become non-retryable application errors with a named type; anything else
+// stays retryable.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var unknown *pipeline.UnknownError
+	switch {
+	case errors.Is(err, ledger.ErrEpisodeNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), EpisodeNotFound, nil)
+	case errors.Is(err, ledger.ErrKeyCrossesPeriod):
+		return temporal.NewNonRetryableApplicationError(err.Error(), AllocationKeyCrossesPeriod, nil)
+	case errors.Is(err, ledger.ErrKeyAmbiguous):
+		return temporal.NewNonRetryableApplicationError(err.Error(), AllocationKeyAmbiguous, nil)
+	case errors.Is(err, ledger.ErrInvalidInput):
+		return temporal.NewNonRetryableApplicationError(err.Error(), InvalidInput, nil)
+	case errors.As(err, &unknown):
+		return temporal.NewNonRetryableApplicationError(err.Error(), PipelineNotFound, nil)
+	}
+	return err
+}
+
+func nonRetryable(errType string, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, nil)
+}
