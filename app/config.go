@@ -1,0 +1,117 @@
+// Package app wires allot together: its configuration, the Temporal
+// connection and the worker. The mains (worker/, starter/, devserver/) parse
+// flags and call into here.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	tlog "go.temporal.io/sdk/log"
+
+	"allot/pipeline"
+	"allot/workflows"
+)
+
+// Environment variables read by ConfigFromEnv. The Temporal connection is
+// configured by Temporal's own variables (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_API_KEY, TLS, profiles) through envconfig.
+const (
+	EnvLedger    = "ALLOT_LEDGER"
+	EnvPipelines = "ALLOT_PIPELINES"
+	EnvDataDir   = "ALLOT_DATA_DIR"
+	EnvTaskQueue = "ALLOT_TASK_QUEUE"
+)
+
+// Defaults of the embedded setup.
+const (
+	DefaultDataDir = "data"
+	DefaultLedger  = "sqlite:data/allot.db"
+)
+
+// Config is allot's configuration apart from the Temporal connection.
+type Config struct {
+	Ledger    string // "sqlite:PATH" or a postgres:// URL
+	Pipelines string // pipeline file; "" = the embedded default
+	DataDir   string // artifacts go to DataDir/artifacts
+	TaskQueue string
+}
+
+// ConfigFromEnv reads the ALLOT_* variables; unset ones keep their defaults.
+func ConfigFromEnv() Config {
+	return Config{
+		Ledger:    os.Getenv(EnvLedger),
+		Pipelines: os.Getenv(EnvPipelines),
+		DataDir:   os.Getenv(EnvDataDir),
+		TaskQueue: os.Getenv(EnvTaskQueue),
+	}
+}
+
+// WithDefaults fills what is unset.
+func (c Config) WithDefaults() Config {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Ledger == "" {
+		c.Ledger = "sqlite:" + filepath.Join(c.DataDir, "allot.db")
+	}
+	if c.TaskQueue == "" {
+		c.TaskQueue = workflows.TaskQueue
+	}
+	return c
+}
+
+// Validate fails fast, naming the setting and how to fix it.
+func (c Config) Validate() error {
+	var errs []error
+	if !strings.HasPrefix(c.Ledger, "sqlite:") && !strings.HasPrefix(c.Ledger, "postgres://") && !strings.HasPrefix(c.Ledger, "postgresql://") {
+		errs = append(errs, fmt.Errorf("%s=%q: use sqlite:PATH or a postgres:// URL", EnvLedger, c.Ledger))
+	}
+	if c.Ledger == "sqlite:" {
+		errs = append(errs, fmt.Errorf("%s=%q names no file: use sqlite:PATH, e.g. %s", EnvLedger, c.Ledger, DefaultLedger))
+	}
+	if strings.TrimSpace(c.TaskQueue) == "" || strings.ContainsAny(c.TaskQueue, " \t\n") {
+		errs = append(errs, fmt.Errorf("%s=%q: use a task queue name without spaces", EnvTaskQueue, c.TaskQueue))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadPipelines reads the configured pipeline file.
+func (c Config) LoadPipelines() (*pipeline.Set, error) {
+	return pipeline.Load(c.Pipelines)
+}
+
+// TemporalOptions loads the Temporal connection from envconfig (config file,
+// profile and TEMPORAL_* variables); address and namespace override it when set.
+func TemporalOptions(address, namespace string, logger *slog.Logger) (client.Options, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return client.Options{}, fmt.Errorf("load Temporal client config (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE, ...): %w", err)
+	}
+	if address != "" {
+		opts.HostPort = address
+	}
+	if namespace != "" {
+		opts.Namespace = namespace
+	}
+	if logger != nil {
+		opts.Logger = tlog.NewStructuredLogger(logger)
+	}
+	return opts, nil
+}
+
+// RedactURL hides a password in a database URL before it is logged.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}

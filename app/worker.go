@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"allot/activities"
+	"allot/ledger"
+	"allot/workflows"
+)
+
+// Register puts allot's workflows and activities on a worker, once.
+func Register(r worker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflow(workflows.ScheduledRun)
+	r.RegisterWorkflow(workflows.Episode)
+	r.RegisterActivity(acts)
+}
+
+// WorkerConfig is what RunWorker needs.
+type WorkerConfig struct {
+	Config
+	Temporal client.Options
+	Logger   *slog.Logger
+}
+
+// RunWorker opens the ledger, connects to Temporal and serves the task queue
+// until ctx ends; then it stops the worker and closes what it opened.
+func RunWorker(ctx context.Context, cfg WorkerConfig) error {
+	cfg.Config = cfg.Config.WithDefaults()
+	if err := cfg.Config.Validate(); err != nil {
+		return err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	pipelines, err := cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	led, err := ledger.Open(ctx, cfg.Ledger)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+
+	opts := cfg.Temporal
+	if opts.Logger == nil {
+		opts.Logger = tlog.NewStructuredLogger(logger)
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w (start the dev server with `go run ./devserver`, or set TEMPORAL_ADDRESS)", hostPort(opts), err)
+	}
+	defer c.Close()
+
+	acts := &activities.Activities{
+		Ledger:       led,
+		Pipelines:    pipelines,
+		ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
+	}
+	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),
+		"pipelines", pipelines.Names(), "temporal", hostPort(opts), "namespace", opts.Namespace)
+	return Serve(ctx, c, cfg.TaskQueue, acts)
+}
+
+// Serve runs a worker for the task queue until ctx ends.
+func Serve(ctx context.Context, c client.Client, taskQueue string, acts *activities.Activities) error {
+	w := worker.New(c, taskQueue, worker.Options{})
+	Register(w, acts)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on task queue %q: %w", taskQueue, err)
+	}
+	<-ctx.Done()
+	w.Stop()
+	return nil
+}
+
+func hostPort(opts client.Options) string {
+	if opts.HostPort == "" {
+		return client.DefaultHostPort
+	}
+	return opts.HostPort
+}

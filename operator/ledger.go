@@ -1,0 +1,67 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"allot/ledger"
+	"allot/pipeline"
+)
+
+var periodPattern = regexp.MustCompile(`^\d{4}-(W\d{2}|\d{2}-\d{2})$`)
+
+// EpisodesInput selects episodes of one pipeline, optionally one period.
+type EpisodesInput struct {
+	Pipeline string
+	Period   string
+}
+
+// EpisodesResult lists episodes in period and sequence order.
+type EpisodesResult struct {
+	Pipeline string           `json:"pipeline"`
+	Period   string           `json:"period,omitempty"`
+	Episodes []ledger.Episode `json:"episodes"`
+}
+
+// Episodes lists episodes from the ledger.
+func Episodes(ctx context.Context, led *ledger.Ledger, in EpisodesInput) (EpisodesResult, error) {
+	if err := pipeline.ValidateName(in.Pipeline); err != nil {
+		return EpisodesResult{}, err
+	}
+	if in.Period != "" && !periodPattern.MatchString(in.Period) {
+		return EpisodesResult{}, fmt.Errorf("period %q is not a period: use an ISO week like 2026-W32 or a day like 2026-08-07", in.Period)
+	}
+	eps, err := led.ListEpisodes(ctx, in.Pipeline, in.Period)
+	if err != nil {
+		return EpisodesResult{}, err
+	}
+	if eps == nil {
+		eps = []ledger.Episode{}
+	}
+	return EpisodesResult{Pipeline: in.Pipeline, Period: in.Period, Episodes: eps}, nil
+}
+
+// CheckResult lists invariant violations; OK means there are none.
+type CheckResult struct {
+	Pipeline   string             `json:"pipeline,omitempty"`
+	OK         bool               `json:"ok"`
+	Violations []ledger.Violation `json:"violations"`
+}
+
+// Check verifies invariants 1-4 of DESIGN.md over the ledger.
+func Check(ctx context.Context, led *ledger.Ledger, pipelineName string) (CheckResult, error) {
+	if pipelineName != "" {
+		if err := pipeline.ValidateName(pipelineName); err != nil {
+			return CheckResult{}, err
+		}
+	}
+	vs, err := led.Check(ctx, pipelineName)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	if vs == nil {
+		vs = []ledger.Violation{}
+	}
+	return CheckResult{Pipeline: pipelineName, OK: len(vs) == 0, Violations: vs}, nil
+}

@@ -1,0 +1,211 @@
+// Package operator is what the starter CLI does: start runs the way a
+// Schedule would, and read the ledger. Each command returns one result struct
+// that the CLI prints as text or JSON.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"allot/activities"
+	"allot/pipeline"
+	"allot/workflows"
+)
+
+// Runs starts ScheduledRuns on a Temporal cluster.
+type Runs struct {
+	Client    client.Client
+	Pipelines *pipeline.Set
+	TaskQueue string
+	// Now is the clock for runs without a nominal time; nil means time.Now.
+	Now func() time.Time
+}
+
+// RunInput is one request to run a pipeline.
+type RunInput struct {
+	Pipeline    string
+	NominalTime time.Time // zero: now, or (with Key) the workflow's start time
+	Key         string    // "": the key a Schedule would form for NominalTime
+	Wait        bool
+}
+
+// How a run request was served.
+const (
+	RunStarted  = "started"  // a new ScheduledRun was started
+	RunAttached = "attached" // the key's ScheduledRun was already running
+	RunExisting = "existing" // the key's ScheduledRun had finished; nothing started
+)
+
+// RunResult says what happened and, once known, what the run decided.
+type RunResult struct {
+	Action     string                        `json:"action"`
+	WorkflowID string                        `json:"workflow_id"`
+	RunID      string                        `json:"run_id"`
+	Result     *workflows.ScheduledRunResult `json:"result,omitempty"`
+}
+
+// StartOptions are the options every entry uses to start a ScheduledRun; the
+// README's `temporal workflow start` command sets the same ones.
+//   - conflict UseExisting: a second start of a running key attaches to it;
+//   - reuse AllowDuplicateFailedOnly: a finished key is never run again, a
+//     failed one may be (the ledger then hands back the same episode).
+func StartOptions(key, taskQueue, pipelineName string, nominal time.Time) client.StartWorkflowOptions {
+	summary := pipelineName + " run"
+	if !nominal.IsZero() {
+		summary += " for " + nominal.UTC().Format(time.RFC3339)
+	}
+	return client.StartWorkflowOptions{
+		ID:                                       key,
+		TaskQueue:                                taskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            summary,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(pipelineName)),
+	}
+}
+
+// Run starts (or finds) the ScheduledRun for the request's key. Validation
+// happens before anything is sent, so bad input starts nothing.
+func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
+	p, err := r.Pipelines.Get(in.Pipeline)
+	if err != nil {
+		return RunResult{}, err
+	}
+	nominal := in.NominalTime
+	if in.Key == "" {
+		if nominal.IsZero() {
+			nominal = r.now()
+		}
+		nominal = nominal.UTC().Truncate(time.Second)
+		in.Key = workflows.AllocationKey(p.Name, nominal)
+	}
+	if err := activities.ValidateAllocationKey(in.Key); err != nil {
+		return RunResult{}, err
+	}
+
+	desc, err := r.Client.DescribeWorkflowExecution(ctx, in.Key, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		desc = nil
+	case err != nil:
+		return RunResult{}, fmt.Errorf("look up workflow %q: %w", in.Key, err)
+	}
+	if desc != nil {
+		info := desc.GetWorkflowExecutionInfo()
+		if err := r.checkSamePeriod(ctx, p, in.Key, info.GetExecution().GetRunId(), nominal); err != nil {
+			return RunResult{}, err
+		}
+		switch info.GetStatus() {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			return r.follow(ctx, RunAttached, in.Key, info.GetExecution().GetRunId(), in.Wait)
+		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+			return r.follow(ctx, RunExisting, in.Key, info.GetExecution().GetRunId(), true)
+		}
+		// Failed, terminated, canceled or timed out: start it again; the
+		// ledger hands back the episode the key already owns.
+	}
+
+	run, err := r.Client.ExecuteWorkflow(ctx, StartOptions(in.Key, r.TaskQueue, p.Name, nominal),
+		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		// It finished between our look-up and our start: report it.
+		return r.follow(ctx, RunExisting, in.Key, already.RunId, true)
+	}
+	if err != nil {
+		return RunResult{}, fmt.Errorf("start ScheduledRun %q: %w", in.Key, err)
+	}
+	action := RunStarted
+	if desc != nil && desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() == run.GetRunID() {
+		action = RunAttached
+	}
+	return r.follow(ctx, action, in.Key, run.GetRunID(), in.Wait)
+}
+
+func (r *Runs) follow(ctx context.Context, action, key, runID string, wait bool) (RunResult, error) {
+	out := RunResult{Action: action, WorkflowID: key, RunID: runID}
+	if !wait {
+		return out, nil
+	}
+	var res workflows.ScheduledRunResult
+	if err := r.Client.GetWorkflow(ctx, key, runID).Get(ctx, &res); err != nil {
+		return out, fmt.Errorf("ScheduledRun %q failed: %w", key, err)
+	}
+	out.Result = &res
+	return out, nil
+}
+
+// checkSamePeriod refuses a request whose nominal time lies in another period
+// than the existing run's: the key is bound to that period forever.
+func (r *Runs) checkSamePeriod(ctx context.Context, p *pipeline.Pipeline, key, runID string, requested time.Time) error {
+	if requested.IsZero() {
+		return nil
+	}
+	existing, err := r.runNominalTime(ctx, key, runID)
+	if err != nil || existing.IsZero() {
+		return err
+	}
+	want, have := p.PeriodOf(requested), p.PeriodOf(existing)
+	if want == have {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("allocation key %q belongs to period %s (nominal time %s), but this request's nominal time %s is in period %s: use the key of that period's run, or leave --key out",
+			key, have, existing.Format(time.RFC3339), requested.Format(time.RFC3339), want),
+		activities.AllocationKeyCrossesPeriod, nil)
+}
+
+// runNominalTime reads the nominal time a run was started with: its input's,
+// else its Schedule's, else its start time.
+func (r *Runs) runNominalTime(ctx context.Context, key, runID string) (time.Time, error) {
+	iter := r.Client.GetWorkflowHistory(ctx, key, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return time.Time{}, nil
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the start of workflow %q: %w", key, err)
+	}
+	return startedNominalTime(ev)
+}
+
+func startedNominalTime(ev *historypb.HistoryEvent) (time.Time, error) {
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return time.Time{}, nil
+	}
+	var in workflows.ScheduledRunInput
+	if payloads := attrs.GetInput(); len(payloads.GetPayloads()) > 0 {
+		if err := converter.GetDefaultDataConverter().FromPayloads(payloads, &in); err != nil {
+			return time.Time{}, fmt.Errorf("decode ScheduledRun input: %w", err)
+		}
+	}
+	if !in.NominalTime.IsZero() {
+		return in.NominalTime.UTC(), nil
+	}
+	if sa := attrs.GetSearchAttributes().GetIndexedFields()[workflows.ScheduledStartTimeAttr.GetName()]; sa != nil {
+		var t time.Time
+		if err := converter.GetDefaultDataConverter().FromPayload(sa, &t); err == nil && !t.IsZero() {
+			return t.UTC(), nil
+		}
+	}
+	return ev.GetEventTime().AsTime().UTC(), nil
+}
+
+func (r *Runs) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}

@@ -1,0 +1,308 @@
+// Command starter is allot's operator CLI: it starts runs exactly as a
+// Schedule would and reads the ledger. Every command takes --json.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"allot/app"
+	"allot/ledger"
+	"allot/operator"
+)
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitError      = 1
+	exitUsage      = 2
+	exitViolations = 3
+)
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *cli, args []string) error
+}
+
+var commands = map[string]command{
+	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
+	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
+	"check":    {"verify the ledger's invariants; exits 3 on violations", checkCommand},
+}
+
+// cli carries what every command shares: config, output mode and streams.
+type cli struct {
+	cfg       app.Config
+	address   string
+	namespace string
+	json      bool
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+// usageError is a command line mistake: exit 2, with the command's usage.
+type usageError struct{ error }
+
+// violationsError means check found violations: exit 3.
+var errViolations = errors.New("ledger invariants violated")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "starter: unknown command %q\n\n", args[0])
+		printUsage(stderr)
+		return exitUsage
+	}
+	env := &cli{cfg: app.ConfigFromEnv(), stdout: stdout, stderr: stderr}
+	err := cmd.run(ctx, env, args[1:])
+	var uerr usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &uerr):
+		fmt.Fprintf(stderr, "starter %s: %v\n", args[0], uerr.error)
+		return exitUsage
+	case errors.Is(err, errViolations):
+		return exitViolations
+	default:
+		env.printError(args[0], err)
+		return exitError
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: starter <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun `starter <command> -h` for its flags.")
+}
+
+// flags returns a flag set with the shared flags bound.
+func (c *cli) flags(name string, temporalFlags bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("starter "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
+	fs.StringVar(&c.cfg.Ledger, "ledger", c.cfg.Ledger, "ledger: sqlite:PATH or postgres:// URL (env "+app.EnvLedger+")")
+	fs.StringVar(&c.cfg.Pipelines, "pipelines", c.cfg.Pipelines, "pipeline file (env "+app.EnvPipelines+"; default: embedded)")
+	if temporalFlags {
+		fs.StringVar(&c.cfg.TaskQueue, "task-queue", c.cfg.TaskQueue, "task queue (env "+app.EnvTaskQueue+", default allot)")
+		fs.StringVar(&c.address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or 127.0.0.1:7233)")
+		fs.StringVar(&c.namespace, "namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+	}
+	return fs
+}
+
+func (c *cli) parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q: every value goes with a flag", fs.Args())}
+	}
+	c.cfg = c.cfg.WithDefaults()
+	if err := c.cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+func (c *cli) dial(ctx context.Context) (client.Client, error) {
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts, err := app.TemporalOptions(c.address, c.namespace, logger)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s: %w (is the dev server running? `go run ./devserver`)", opts.HostPort, err)
+	}
+	return cl, nil
+}
+
+func (c *cli) openLedgerReadOnly(ctx context.Context) (*ledger.Ledger, error) {
+	return ledger.OpenReadOnly(ctx, c.cfg.Ledger)
+}
+
+// print writes v as JSON, or calls text for people.
+func (c *cli) print(v any, text func(w io.Writer)) {
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+		return
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	text(tw)
+	tw.Flush()
+}
+
+func (c *cli) printError(cmd string, err error) {
+	errType := ""
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		errType = appErr.Type()
+	}
+	if c.json {
+		_ = json.NewEncoder(c.stdout).Encode(map[string]string{"error": err.Error(), "type": errType})
+	}
+	if errType != "" {
+		fmt.Fprintf(c.stderr, "starter %s: %s: %v\n", cmd, errType, err)
+		return
+	}
+	fmt.Fprintf(c.stderr, "starter %s: %v\n", cmd, err)
+}
+
+func runCommand(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("run", true)
+	var (
+		pipelineName, nominal, key string
+		wait                       bool
+	)
+	fs.StringVar(&pipelineName, "pipeline", "", "pipeline to run (required)")
+	fs.StringVar(&nominal, "nominal-time", "", "planned time, RFC3339 (default: now); picks the period and the key")
+	fs.StringVar(&key, "key", "", "allocation key (default: the key the pipeline's Schedule forms for the nominal time)")
+	fs.BoolVar(&wait, "wait", false, "wait for the run and print its result")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if pipelineName == "" {
+		return usageError{errors.New("--pipeline is required")}
+	}
+	in := operator.RunInput{Pipeline: pipelineName, Key: key, Wait: wait}
+	if nominal != "" {
+		t, err := time.Parse(time.RFC3339, nominal)
+		if err != nil {
+			return usageError{fmt.Errorf("--nominal-time %q is not RFC3339: write it like 2026-08-03T02:00:00Z", nominal)}
+		}
+		in.NominalTime = t
+	}
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	if _, err := pipelines.Get(pipelineName); err != nil {
+		return err
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue}
+	res, err := runs.Run(ctx, in)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintf(w, "%s\t%s\n", res.Action, res.WorkflowID)
+		fmt.Fprintf(w, "run id\t%s\n", res.RunID)
+		if r := res.Result; r != nil {
+			fmt.Fprintf(w, "outcome\t%s (%s)\n", r.Outcome, r.Reason)
+			if r.EpisodeID != "" {
+				fmt.Fprintf(w, "episode\t%s (period %s, sequence %d)\n", r.EpisodeID, r.Period, r.Sequence)
+			}
+			fmt.Fprintf(w, "nominal time\t%s (from %s)\n", r.NominalTime.Format(time.RFC3339), r.NominalTimeSource)
+		}
+	})
+	return nil
+}
+
+func episodesCommand(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("episodes", false)
+	var in operator.EpisodesInput
+	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&in.Period, "period", "", "only this period, e.g. 2026-W32 or 2026-08-07")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if in.Pipeline == "" {
+		return usageError{errors.New("--pipeline is required")}
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	res, err := operator.Episodes(ctx, led, in)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintln(w, "EPISODE\tPERIOD\tSEQ\tSTATUS\tNOMINAL TIME\tKEY")
+		for _, e := range res.Episodes {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Period, e.Sequence, e.Status, e.NominalTime.Format(time.RFC3339), e.AllocationKey)
+		}
+	})
+	return nil
+}
+
+func checkCommand(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("check", false)
+	var pipelineName string
+	fs.StringVar(&pipelineName, "pipeline", "", "only this pipeline (default: all)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	res, err := operator.Check(ctx, led, pipelineName)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		if res.OK {
+			fmt.Fprintln(w, "ok: invariants 1-4 hold")
+			return
+		}
+		for _, v := range res.Violations {
+			fmt.Fprintf(w, "invariant %d\t%s\t%s\n", v.Invariant, v.Pipeline, v.Detail)
+		}
+		fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
+	})
+	if !res.OK {
+		return errViolations
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := execute(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestBadInputIsAUsageErrorBeforeAnythingIsContacted(t *testing.T) {
+	// TEMPORAL_ADDRESS points nowhere: a command that got as far as dialing
+	// would fail differently than with the usage errors asserted here.
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "--pipeline is required"},
+		{[]string{"run", "--pipeline", "weekly-video", "--nominal-time", "2026-08-03 02:00"}, "not RFC3339"},
+		{[]string{"run", "--pipeline", "weekly-video", "--nominal-time", "yesterday"}, "not RFC3339"},
+		{[]string{"run", "--pipeline", "weekly-video", "extra"}, "unexpected arguments"},
+		{[]string{"run", "--pipeline", "weekly-video", "--ledger", "mysql://x"}, "use sqlite:PATH"},
+		{[]string{"episodes", "--period", "2026-W32"}, "--pipeline is required"},
+		{[]string{"frobnicate"}, "unknown command"},
+	}
+	for _, c := range cases {
+		code, _, stderr := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+}
+
+func TestUnknownOrInvalidPipelineFailsBeforeDialing(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	for args, want := range map[string]string{
+		"monthly-podcast": "is not defined",
+		"Weekly_Video":    "is invalid",
+	} {
+		code, _, stderr := run(t, "run", "--pipeline", args)
+		if code != exitError || !strings.Contains(stderr, want) || strings.Contains(stderr, "connect to Temporal") {
+			t.Errorf("pipeline %q: exit %d, stderr %q; want %q without dialing", args, code, stderr, want)
+		}
+	}
+}
+
+func TestLedgerThatIsNotADatabase(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "notes.txt")
+	content := []byte("these are my notes, not a ledger\n")
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{
+		{"check", "--ledger", "sqlite:" + path},
+		{"episodes", "--pipeline", "weekly-video", "--ledger", "sqlite:" + path},
+	} {
+		code, _, stderr := run(t, cmd...)
+		if code != exitError || !strings.Contains(stderr, "not a SQLite database") {
+			t.Errorf("%v: exit %d, stderr %q", cmd, code, stderr)
+		}
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, content) {
+		t.Fatalf("the file was changed: %q", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("opening left %d files in the directory, want only the original", len(entries))
+	}
+}
+
+func TestCheckAndEpisodesOnMissingLedger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.db")
+	code, _, stderr := run(t, "check", "--ledger", "sqlite:"+path)
+	if code != exitError || stderr == "" {
+		t.Fatalf("check on a missing ledger: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("check created the ledger file: %v", err)
+	}
+}
+
+func TestJSONErrorCarriesType(t *testing.T) {
+	code, stdout, _ := run(t, "check", "--json", "--ledger", "sqlite:"+filepath.Join(t.TempDir(), "none.db"))
+	var v map[string]string
+	if code != exitError || json.Unmarshal([]byte(stdout), &v) != nil || v["error"] == "" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
