@@ -1,0 +1,385 @@
+package paidvendor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Response size limits: a task is small; the charge list grows with use.
+const (
+	maxTaskBody    = 1 << 20
+	maxChargesBody = 64 << 20
+	maxErrorBody   = 4 << 10
+)
+
+// DefaultHTTPTimeout bounds each request when NewHTTPClient is given no
+// *http.Client. Result downloads count too.
+const DefaultHTTPTimeout = 60 * time.Second
+
+// HTTPClient is a Client over the vendor's JSON API. It is safe for
+// concurrent use. Formatting it with fmt or slog shows the base URL and never
+// the API key.
+type HTTPClient struct {
+	base string // scheme://host[/prefix], no trailing slash
+	key  secret
+	hc   *http.Client
+}
+
+// secret holds the API key inside a closure. Reflection-based printing
+// (fmt of an enclosing struct, with any verb, even a wrong one) shows a
+// function address, never the captured value; the methods below cover
+// direct printing.
+type secret func() string
+
+func newSecret(v string) secret { return func() string { return v } }
+
+const redacted = "[REDACTED]"
+
+func (secret) String() string                { return redacted }
+func (secret) GoString() string              { return redacted }
+func (secret) Format(f fmt.State, _ rune)    { _, _ = io.WriteString(f, redacted) }
+func (secret) LogValue() slog.Value          { return slog.StringValue(redacted) }
+func (secret) MarshalText() ([]byte, error)  { return []byte(redacted), nil }
+func (s secret) redact(text string) string   { return redactSecret(text, s()) }
+func (s secret) authorizationHeader() string { return "Bearer " + s() }
+
+func redactSecret(text, secret string) string {
+	if secret == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, secret, redacted)
+}
+
+var _ Client = (*HTTPClient)(nil)
+
+// NewHTTPClient returns a client for the vendor API at baseURL (http or
+// https, optionally with a path prefix; no credentials, query or fragment)
+// authenticating with apiKey as a bearer token. httpClient may be nil (then
+// a client with DefaultHTTPTimeout is used); the given client is copied, not
+// changed, and the copy does not follow redirects, so the Authorization
+// header never goes anywhere but baseURL.
+func NewHTTPClient(baseURL string, apiKey string, httpClient *http.Client) (*HTTPClient, error) {
+	base, err := parseBaseURL(baseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAPIKey(apiKey); err != nil {
+		return nil, err
+	}
+	var hc http.Client
+	if httpClient != nil {
+		hc = *httpClient
+	} else {
+		hc.Timeout = DefaultHTTPTimeout
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &HTTPClient{base: base, key: newSecret(apiKey), hc: &hc}, nil
+}
+
+func parseBaseURL(raw string) (string, error) {
+	if strings.TrimSpace(raw) == "" {
+		return "", errors.New("paidvendor: vendor base URL is empty: give e.g. http://127.0.0.1:8787")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse quotes the whole input, which may hold credentials: keep
+		// only the reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", fmt.Errorf("paidvendor: vendor base URL does not parse: %v", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("paidvendor: vendor base URL %s: scheme must be http or https", u.Redacted())
+	case u.Host == "" || u.Opaque != "":
+		return "", fmt.Errorf("paidvendor: vendor base URL %s has no host", u.Redacted())
+	case u.User != nil:
+		return "", fmt.Errorf("paidvendor: vendor base URL %s carries credentials: pass the API key separately", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", fmt.Errorf("paidvendor: vendor base URL %s must not have a query or fragment", u.Redacted())
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func checkAPIKey(key string) error {
+	if key == "" {
+		return errors.New("paidvendor: vendor API key is empty")
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c >= 0x7f {
+			// Never echo the key, not even a part of it.
+			return fmt.Errorf("paidvendor: vendor API key has a space, control or non-ASCII byte at position %d: it cannot be sent in an HTTP header", i)
+		}
+	}
+	return nil
+}
+
+// String describes the client without its API key.
+func (c HTTPClient) String() string {
+	return "paidvendor.HTTPClient{base: " + c.base + ", apiKey: " + redacted + "}"
+}
+
+// GoString is String: %#v must not show the API key either.
+func (c HTTPClient) GoString() string { return c.String() }
+
+// Format makes every fmt verb (%v, %+v, %#v, %s, %q, %x, ...) print String.
+func (c HTTPClient) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+
+// LogValue keeps the API key out of slog output.
+func (c HTTPClient) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("base", c.base), slog.String("api_key", redacted))
+}
+
+// BaseURL returns the vendor base URL the client talks to.
+func (c *HTTPClient) BaseURL() string { return c.base }
+
+// Submit implements Client. The request is sent once: a lost response comes
+// back as a *TransportError, never as a silent re-send.
+func (c *HTTPClient) Submit(ctx context.Context, req SubmitRequest) (Task, error) {
+	const op = "submit"
+	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
+	}
+	if req.Kind == "" {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w: kind is empty", op, ErrInvalidRequest)
+	}
+	params := req.Params
+	if params == nil {
+		params = map[string]string{}
+	}
+	body, err := json.Marshal(wireSubmit{Kind: req.Kind, Params: params})
+	if err != nil {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w: %v", op, ErrInvalidRequest, err)
+	}
+	resp, err := c.do(ctx, op, http.MethodPost, "/v1/tasks", nil, body, req.IdempotencyKey)
+	if err != nil {
+		return Task{}, err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return Task{}, c.httpError(op, resp, map[int]error{http.StatusConflict: ErrIdempotencyConflict})
+	}
+	var wt wireTask
+	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
+		return Task{}, err
+	}
+	t, err := wt.task()
+	if err != nil {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
+	}
+	if t.IdempotencyKey != "" && t.IdempotencyKey != req.IdempotencyKey {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w: task %s carries idempotency key %s, not the one sent", op, ErrBadResponse, t.ID, quoteForError(t.IdempotencyKey))
+	}
+	t.IdempotencyKey = req.IdempotencyKey
+	if t.Kind == "" {
+		t.Kind = req.Kind
+	}
+	return t, nil
+}
+
+// Task implements Client.
+func (c *HTTPClient) Task(ctx context.Context, id string) (Task, error) {
+	const op = "get task"
+	if err := ValidateTaskID(id); err != nil {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
+	}
+	resp, err := c.do(ctx, op, http.MethodGet, "/v1/tasks/"+id, nil, nil, "")
+	if err != nil {
+		return Task{}, err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return Task{}, c.httpError(op, resp, map[int]error{http.StatusNotFound: ErrNotFound})
+	}
+	var wt wireTask
+	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
+		return Task{}, err
+	}
+	t, err := wt.task()
+	if err != nil {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
+	}
+	if t.ID != id {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w: asked for task %s, got %s", op, ErrBadResponse, id, t.ID)
+	}
+	return t, nil
+}
+
+// LookupByIdempotencyKey implements Client.
+func (c *HTTPClient) LookupByIdempotencyKey(ctx context.Context, key string) (Task, error) {
+	const op = "lookup by idempotency key"
+	if err := validateIdempotencyKey(key); err != nil {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
+	}
+	resp, err := c.do(ctx, op, http.MethodGet, "/v1/tasks", url.Values{"idempotency_key": {key}}, nil, "")
+	if err != nil {
+		return Task{}, err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return Task{}, c.httpError(op, resp, map[int]error{
+			http.StatusNotFound:       ErrNotFound,
+			http.StatusNotImplemented: ErrLookupUnsupported,
+		})
+	}
+	var wt wireTask
+	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
+		return Task{}, err
+	}
+	t, err := wt.task()
+	if err != nil {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
+	}
+	if t.IdempotencyKey != "" && t.IdempotencyKey != key {
+		return Task{}, fmt.Errorf("paidvendor: %s: %w: task %s carries a different idempotency key", op, ErrBadResponse, t.ID)
+	}
+	t.IdempotencyKey = key
+	return t, nil
+}
+
+// Result implements Client. Reading the returned body may still fail with a
+// transport error; check the bytes against Task.SHA256.
+func (c *HTTPClient) Result(ctx context.Context, id string) (io.ReadCloser, error) {
+	const op = "get result"
+	if err := ValidateTaskID(id); err != nil {
+		return nil, fmt.Errorf("paidvendor: %s: %w", op, err)
+	}
+	resp, err := c.do(ctx, op, http.MethodGet, "/v1/tasks/"+id+"/result", nil, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer drainClose(resp.Body)
+		return nil, c.httpError(op, resp, map[int]error{
+			http.StatusNotFound: ErrNotFound,
+			http.StatusConflict: ErrNoResult,
+		})
+	}
+	return resp.Body, nil
+}
+
+// Charges implements Client.
+func (c *HTTPClient) Charges(ctx context.Context) ([]Charge, error) {
+	const op = "list charges"
+	resp, err := c.do(ctx, op, http.MethodGet, "/v1/charges", nil, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, c.httpError(op, resp, nil)
+	}
+	var wcs []wireCharge
+	if err := c.decode(op, resp, maxChargesBody, &wcs); err != nil {
+		return nil, err
+	}
+	out := make([]Charge, 0, len(wcs))
+	for _, wc := range wcs {
+		ch, err := wc.charge()
+		if err != nil {
+			return nil, fmt.Errorf("paidvendor: %s: %w", op, err)
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+// do sends one request. Transport failures come back as *TransportError.
+func (c *HTTPClient) do(ctx context.Context, op, method, path string, query url.Values, body []byte, idempotencyKey string) (*http.Response, error) {
+	target := c.base + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, fmt.Errorf("paidvendor: %s: building request: %w", op, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		// Without GetBody the transport cannot re-send the body, so it never
+		// retries this request on its own. net/http otherwise treats a
+		// request with an Idempotency-Key header as replayable and re-sends
+		// it when a kept-alive connection closes before the response: a
+		// second submission nobody decided on, and a lost response the
+		// caller never hears of (invariant 7).
+		req.GetBody = nil
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", c.key.authorizationHeader())
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, &TransportError{Op: op, Err: scrubError(err, c.key)}
+	}
+	return resp, nil
+}
+
+// scrubError keeps err's chain for errors.Is/As but, in the unlikely case its
+// text holds the API key, replaces the text.
+func scrubError(err error, key secret) error {
+	if msg := err.Error(); strings.Contains(msg, key()) {
+		return &scrubbedError{msg: key.redact(msg), err: err}
+	}
+	return err
+}
+
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// decode reads a JSON body. A read failure (cut connection) is a transport
+// error; a body that does not parse is ErrBadResponse.
+func (c *HTTPClient) decode(op string, resp *http.Response, limit int64, v any) error {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return &TransportError{Op: op, Err: scrubError(fmt.Errorf("reading response body: %w", err), c.key)}
+	}
+	if int64(len(data)) > limit {
+		return fmt.Errorf("paidvendor: %s: %w: response body over %d bytes", op, ErrBadResponse, limit)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("paidvendor: %s: %w: %v", op, ErrBadResponse, err)
+	}
+	return nil
+}
+
+// httpError builds the *HTTPError for a non-2xx answer; 401 and 403 always
+// map to ErrUnauthorized, other statuses through byStatus.
+func (c *HTTPClient) httpError(op string, resp *http.Response, byStatus map[int]error) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &HTTPError{Op: op, StatusCode: resp.StatusCode, Body: c.key.redact(strings.ToValidUTF8(string(data), "?"))}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		e.sentinel = ErrUnauthorized
+	default:
+		e.sentinel = byStatus[resp.StatusCode]
+	}
+	return e
+}
+
+// drainClose reads a little of what is left so the connection can be reused.
+func drainClose(rc io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
+	_ = rc.Close()
+}

@@ -1,0 +1,272 @@
+// Package paidvendor is the paid-vendor layer: the Client interface the
+// activities use to submit paid work, an HTTP implementation of it, the
+// idempotency-key derivation for paid tasks, and a simulated vendor
+// (Simulator) with idempotency keys, a charge list and injectable faults.
+//
+// Rules the package keeps (DESIGN.md invariants 7 and 11):
+//
+//   - A submission is sent at most once per Submit call. The HTTP client
+//     disables the standard library's transparent re-send of POSTs carrying an
+//     Idempotency-Key header, so a lost response is reported to the caller as
+//     a transport error (the "outcome unknown" case) instead of being retried
+//     behind its back; the caller decides, via LookupByIdempotencyKey.
+//   - The API key never appears in errors, in fmt or slog output of the
+//     client, or in the simulator's logs.
+package paidvendor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Status is the vendor-side state of a task.
+type Status string
+
+// Task states. Queued and running are in progress; succeeded and failed are
+// terminal.
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+)
+
+// Valid reports whether s is one of the four known states.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQueued, StatusRunning, StatusSucceeded, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether s is succeeded or failed.
+func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
+
+// Cost is an amount of money in minor units (cents for USD).
+type Cost struct {
+	Amount   int64  `json:"amount"`   // minor units, e.g. cents
+	Currency string `json:"currency"` // ISO 4217 code, e.g. "USD"
+}
+
+// Task is one vendor task as the vendor reports it.
+type Task struct {
+	ID             string // the remote reference, "vt_<hex>"
+	IdempotencyKey string
+	Kind           string
+	Status         Status
+	SHA256         string // lowercase hex of the result bytes, set when succeeded
+	Cost           Cost
+	Error          string // why it failed, if failed
+}
+
+// SubmitRequest asks the vendor to start one paid task.
+type SubmitRequest struct {
+	IdempotencyKey string // a UUID in canonical form; see IdempotencyKey
+	Kind           string
+	Params         map[string]string
+}
+
+// Charge is one entry of the vendor's bill.
+type Charge struct {
+	TaskID         string
+	IdempotencyKey string
+	Amount         int64
+	Currency       string
+	At             time.Time
+}
+
+// Client is what the activities need from a paid vendor.
+type Client interface {
+	// Submit starts a task, or returns the task already started under the
+	// same idempotency key. A transport error (connection reset, EOF,
+	// timeout) means the outcome is unknown: the vendor may have accepted
+	// and charged. Ask LookupByIdempotencyKey before anything else.
+	Submit(ctx context.Context, req SubmitRequest) (Task, error)
+	// Task returns the current state of a task by its remote reference.
+	Task(ctx context.Context, id string) (Task, error)
+	// LookupByIdempotencyKey: ErrNotFound if the vendor has no such task,
+	// ErrLookupUnsupported if the vendor cannot tell (HTTP 501).
+	LookupByIdempotencyKey(ctx context.Context, key string) (Task, error)
+	// Result streams the result bytes of a succeeded task; ErrNoResult if
+	// the task has not finished or failed. The caller closes the reader.
+	Result(ctx context.Context, id string) (io.ReadCloser, error)
+	// Charges lists everything the vendor has billed.
+	Charges(ctx context.Context) ([]Charge, error)
+}
+
+// Sentinel errors. Match them with errors.Is; an *HTTPError carrying one of
+// the HTTP statuses below unwraps to the sentinel, so errors.As still gives
+// the status code and body.
+var (
+	// ErrNotFound: the vendor has no such task (HTTP 404 on a read).
+	ErrNotFound = errors.New("paidvendor: not found")
+	// ErrLookupUnsupported: the vendor cannot look tasks up by idempotency
+	// key (HTTP 501). An unknown outcome stays unknown: park the episode.
+	ErrLookupUnsupported = errors.New("paidvendor: vendor cannot look up tasks by idempotency key")
+	// ErrUnauthorized: the API key was refused (HTTP 401 or 403). Never retry.
+	ErrUnauthorized = errors.New("paidvendor: unauthorized: the vendor refused the API key")
+	// ErrNoResult: the task has no result to fetch, because it has not
+	// finished or because it failed (HTTP 409 on the result endpoint).
+	ErrNoResult = errors.New("paidvendor: task has no result (not finished, or failed)")
+	// ErrIdempotencyConflict: the idempotency key was already used for a
+	// different request (HTTP 409 on submit). Never retry.
+	ErrIdempotencyConflict = errors.New("paidvendor: idempotency key already used for a different request")
+	// ErrInvalidTaskID: a reference that cannot be this vendor's task ID.
+	// Returned before any request is sent.
+	ErrInvalidTaskID = errors.New("paidvendor: invalid task id")
+	// ErrInvalidRequest: a request rejected by the client before sending
+	// (bad idempotency key, empty kind).
+	ErrInvalidRequest = errors.New("paidvendor: invalid request")
+	// ErrBadResponse: the vendor answered 2xx with a body that does not
+	// follow the API (bad JSON, unknown status, foreign task ID, ...).
+	ErrBadResponse = errors.New("paidvendor: malformed vendor response")
+)
+
+// HTTPError is a non-2xx answer from the vendor. For 401/403, 404 (reads),
+// 409 and 501 (lookup) it unwraps to the matching sentinel.
+type HTTPError struct {
+	Op         string // what the client was doing, e.g. "submit"
+	StatusCode int
+	Body       string // at most maxErrorBody bytes, API key redacted
+	sentinel   error
+}
+
+func (e *HTTPError) Error() string {
+	var b strings.Builder
+	b.WriteString("paidvendor: ")
+	if e.Op != "" {
+		b.WriteString(e.Op)
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, "vendor answered HTTP %d", e.StatusCode)
+	if body := strings.TrimSpace(e.Body); body != "" {
+		b.WriteString(": ")
+		b.WriteString(body)
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel matching the status, or nil.
+func (e *HTTPError) Unwrap() error { return e.sentinel }
+
+// Temporary reports whether repeating the same request later may succeed:
+// true for 429 and 5xx, false for other 4xx. 501 is false: it means the
+// endpoint is not implemented (e.g. lookup disabled), which no retry fixes.
+func (e *HTTPError) Temporary() bool {
+	switch {
+	case e.StatusCode == 429:
+		return true
+	case e.StatusCode == 501:
+		return false
+	case e.StatusCode >= 500 && e.StatusCode <= 599:
+		return true
+	}
+	return false
+}
+
+// IsTemporary classifies an error returned by a Client: true for transport
+// errors (connection reset, EOF, a lost response, a per-request timeout),
+// for an *HTTPError whose Temporary() is true, and for a truncated body;
+// false for nil, the caller's cancellation, and every definite refusal
+// (unauthorized, not found, invalid input, malformed response).
+//
+// A temporary error on Submit still means "outcome unknown": look the task
+// up by idempotency key before submitting again.
+func IsTemporary(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Temporary()
+	}
+	for _, permanent := range []error{ErrInvalidTaskID, ErrInvalidRequest, ErrBadResponse, ErrUnauthorized, ErrNotFound, ErrLookupUnsupported, ErrNoResult, ErrIdempotencyConflict} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	var te *TransportError
+	return errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// TransportError is a request whose response never arrived or arrived
+// broken: the connection failed, was reset or closed, or timed out. For a
+// Submit it is the "response lost" case: the vendor may have accepted. It
+// wraps the underlying error, so errors.Is(err, context.DeadlineExceeded),
+// errors.Is(err, io.EOF) and errors.As(err, *net.OpError) keep working.
+type TransportError struct {
+	Op  string
+	Err error
+}
+
+func (e *TransportError) Error() string {
+	return "paidvendor: " + e.Op + ": no usable response from the vendor: " + e.Err.Error()
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// Task ID format: "vt_" followed by 8 to 64 lowercase hex digits.
+const (
+	taskIDPrefix    = "vt_"
+	taskIDMinDigits = 8
+	taskIDMaxDigits = 64
+)
+
+// ValidateTaskID checks that id can be a task ID of this vendor
+// ("vt_<hex>"). The error wraps ErrInvalidTaskID and says what is wrong.
+func ValidateTaskID(id string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w %s: %s", ErrInvalidTaskID, quoteForError(id), why)
+	}
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty: a task ID looks like vt_<hex>", ErrInvalidTaskID)
+	case strings.ContainsAny(id, "/\\"):
+		return bad("contains a slash, so it is a path, not a vendor reference")
+	case strings.ContainsAny(id, "?#&%="):
+		return bad("contains URL syntax (?, #, &, %, =), not allowed in a vendor reference")
+	case strings.IndexFunc(id, func(r rune) bool { return r <= ' ' || r == 0x7f || r > 0x7e }) >= 0:
+		return bad("contains a space, control or non-ASCII character")
+	case !strings.HasPrefix(id, taskIDPrefix):
+		return bad("does not start with " + taskIDPrefix + ": not this vendor's reference")
+	}
+	digits := id[len(taskIDPrefix):]
+	if len(digits) < taskIDMinDigits || len(digits) > taskIDMaxDigits {
+		return bad(fmt.Sprintf("needs %d to %d hex digits after %s, has %d", taskIDMinDigits, taskIDMaxDigits, taskIDPrefix, len(digits)))
+	}
+	for _, c := range []byte(digits) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return bad("has a character that is not a lowercase hex digit after " + taskIDPrefix)
+		}
+	}
+	return nil
+}
+
+// quoteForError quotes a caller-supplied value for an error message, cut to
+// a readable length.
+func quoteForError(s string) string {
+	const max = 80
+	if len(s) > max {
+		return fmt.Sprintf("%q...", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// isSHA256Hex reports whether s is 64 lowercase hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,228 @@
+// Command vendorsim runs the simulated paid vendor (paidvendor.Simulator) as
+// an HTTP server, for local development and integration tests.
+//
+//	go run ./vendorsim --addr 127.0.0.1:8787 --lose-response-after-accept 0.2 --state /tmp/vendor.json
+//
+// The API key it accepts comes from --api-key, else the environment variable
+// ALLOT_VENDOR_API_KEY, else the development default "dev-vendor-key". Prefer
+// the environment variable: a command-line flag is visible to every user of
+// the machine in the process list. The key is never logged.
+//
+// Flags:
+//
+//	--addr HOST:PORT                    listen address (default 127.0.0.1:8787)
+//	--lose-response-after-accept P      probability a submission is accepted and charged, then its response dropped
+//	--fail-before-accept P              probability a submission gets HTTP 503, nothing charged
+//	--latency D                         delay added to every request
+//	--task-duration D                   time for a task to go queued -> running -> succeeded (default 3s)
+//	--no-lookup                         the lookup-by-idempotency-key endpoint answers 501
+//	--ignore-idempotency                every submission creates and charges a new task (a bad vendor)
+//	--api-key K                         the bearer token to accept (see above)
+//	--seed N                            seed of the fault sequence (default 1)
+//	--state FILE                        keep tasks and charges in FILE across restarts
+//
+// A bad flag value exits with status 2. SIGINT or SIGTERM stops it cleanly.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"allot/paidvendor"
+)
+
+const (
+	// DevAPIKey is the documented development key, used when neither
+	// --api-key nor ALLOT_VENDOR_API_KEY is set. Never use it for anything
+	// reachable by others.
+	DevAPIKey = "dev-vendor-key"
+	// APIKeyEnv names the environment variable holding the key.
+	APIKeyEnv   = "ALLOT_VENDOR_API_KEY"
+	defaultAddr = "127.0.0.1:8787"
+
+	shutdownTimeout = 10 * time.Second
+)
+
+type options struct {
+	addr      string
+	keySource string // where the key came from, for the log; never the key
+	sim       paidvendor.SimConfig
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+}
+
+func run(args []string, getenv func(string) string, stderr io.Writer) int {
+	opts, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		if !errors.Is(err, errAlreadyReported) {
+			fmt.Fprintf(stderr, "vendorsim: %v\n", err)
+		}
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, opts, logger, nil); err != nil {
+		logger.Error("vendorsim stopped", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// errAlreadyReported marks a flag error the flag package has printed.
+var errAlreadyReported = errors.New("flag error already reported")
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("vendorsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		opts                options
+		lose, fail          float64
+		latency, taskDur    time.Duration
+		noLookup, ignoreIdm bool
+		apiKey, state       string
+		seed                int64
+	)
+	fs.StringVar(&opts.addr, "addr", defaultAddr, "listen address `HOST:PORT`")
+	fs.Float64Var(&lose, "lose-response-after-accept", 0, "probability `P` in [0,1] that a submission is accepted and charged, then its response is dropped")
+	fs.Float64Var(&fail, "fail-before-accept", 0, "probability `P` in [0,1] that a submission gets HTTP 503 and nothing is charged")
+	fs.DurationVar(&latency, "latency", 0, "delay `D` added to every request")
+	fs.DurationVar(&taskDur, "task-duration", 3*time.Second, "time `D` for a task to go queued -> running -> succeeded")
+	fs.BoolVar(&noLookup, "no-lookup", false, "the lookup-by-idempotency-key endpoint answers 501")
+	fs.BoolVar(&ignoreIdm, "ignore-idempotency", false, "every submission creates and charges a new task (a bad vendor)")
+	// No default shown on purpose: --help must not print a key from the environment.
+	fs.StringVar(&apiKey, "api-key", "", "bearer token `K` to accept (default: $"+APIKeyEnv+", else the development key \""+DevAPIKey+"\"); prefer the environment variable, flags show in the process list")
+	fs.Int64Var(&seed, "seed", 1, "seed `N` of the fault sequence")
+	fs.StringVar(&state, "state", "", "keep tasks and charges in `FILE` across restarts")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return options{}, err
+		}
+		return options{}, errAlreadyReported
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected argument %q: vendorsim takes flags only (see --help)", fs.Arg(0))
+	}
+	if _, _, err := net.SplitHostPort(opts.addr); err != nil {
+		return options{}, fmt.Errorf("--addr %q is not HOST:PORT: %v", opts.addr, err)
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"--lose-response-after-accept", lose}, {"--fail-before-accept", fail}} {
+		if math.IsNaN(p.v) || p.v < 0 || p.v > 1 {
+			return options{}, fmt.Errorf("%s must be a probability between 0 and 1, got %v", p.name, p.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--latency", latency}, {"--task-duration", taskDur}} {
+		if d.v < 0 {
+			return options{}, fmt.Errorf("%s must not be negative, got %v", d.name, d.v)
+		}
+	}
+	switch {
+	case apiKey != "":
+		opts.keySource = "flag --api-key"
+	case getenv(APIKeyEnv) != "":
+		apiKey, opts.keySource = getenv(APIKeyEnv), "environment "+APIKeyEnv
+	default:
+		apiKey, opts.keySource = DevAPIKey, "development default"
+	}
+	for i := 0; i < len(apiKey); i++ {
+		if c := apiKey[i]; c <= ' ' || c >= 0x7f {
+			return options{}, fmt.Errorf("the API key (from %s) has a space, control or non-ASCII byte at position %d: clients cannot send it in a header", opts.keySource, i)
+		}
+	}
+	opts.sim = paidvendor.SimConfig{
+		APIKey:                  apiKey,
+		LoseResponseAfterAccept: lose,
+		FailBeforeAccept:        fail,
+		Latency:                 latency,
+		TaskDuration:            taskDur,
+		NoLookup:                noLookup,
+		IgnoreIdempotency:       ignoreIdm,
+		Seed:                    seed,
+		StateFile:               state,
+	}
+	return opts, nil
+}
+
+// serve runs the simulator until ctx ends, then shuts the server down. If
+// ready is not nil it receives the listening address.
+func serve(ctx context.Context, opts options, logger *slog.Logger, ready chan<- string) error {
+	cfg := opts.sim
+	cfg.Logger = logger
+	sim, err := paidvendor.OpenSimulator(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", opts.addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", opts.addr, err)
+	}
+	srv := &http.Server{
+		Handler:           sim,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if opts.keySource == "development default" {
+		logger.Warn("vendorsim: accepting the documented development API key; set " + APIKeyEnv + " for anything shared")
+	}
+	if opts.keySource == "flag --api-key" {
+		logger.Warn("vendorsim: API key given on the command line is visible in the process list; prefer " + APIKeyEnv)
+	}
+	logger.Info("vendorsim: listening",
+		"addr", ln.Addr().String(),
+		"api_key_from", opts.keySource,
+		"lose_response_after_accept", cfg.LoseResponseAfterAccept,
+		"fail_before_accept", cfg.FailBeforeAccept,
+		"latency", cfg.Latency,
+		"task_duration", cfg.TaskDuration,
+		"no_lookup", cfg.NoLookup,
+		"ignore_idempotency", cfg.IgnoreIdempotency,
+		"seed", cfg.Seed,
+		"state", cfg.StateFile,
+		"tasks", sim.TaskCount(),
+		"charges", sim.ChargeCount(),
+	)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("vendorsim: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	logger.Info("vendorsim: stopped", "tasks", sim.TaskCount(), "charges", sim.ChargeCount())
+	return nil
+}

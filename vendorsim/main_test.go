@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"allot/paidvendor"
+)
+
+func noEnv(string) string { return "" }
+
+func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lose-response-after-accept", "1.5"}, "--lose-response-after-accept"},
+		{[]string{"--lose-response-after-accept", "NaN"}, "--lose-response-after-accept"},
+		{[]string{"--fail-before-accept", "-0.1"}, "--fail-before-accept"},
+		{[]string{"--latency", "-1s"}, "--latency"},
+		{[]string{"--task-duration", "-5ms"}, "--task-duration"},
+		{[]string{"--latency", "soon"}, "-latency"},
+		{[]string{"--seed", "x"}, "-seed"},
+		{[]string{"--addr", "8787"}, "--addr"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--api-key", "has space"}, "API key"},
+	} {
+		var stderr bytes.Buffer
+		if code := run(tc.args, noEnv, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: stderr %q does not name %q", tc.args, stderr.String(), tc.want)
+		}
+		if strings.Contains(stderr.String(), "has space") {
+			t.Errorf("%v: the error echoes the API key", tc.args)
+		}
+	}
+}
+
+func TestAPIKeySources(t *testing.T) {
+	env := func(k string) string {
+		if k == APIKeyEnv {
+			return "env-key-123"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		args   []string
+		getenv func(string) string
+		want   string
+	}{
+		{nil, noEnv, DevAPIKey},
+		{nil, env, "env-key-123"},
+		{[]string{"--api-key", "flag-key-456"}, env, "flag-key-456"},
+	} {
+		opts, err := parseFlags(tc.args, tc.getenv, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.sim.APIKey != tc.want {
+			t.Errorf("%v: key from %s, want %q", tc.args, opts.keySource, tc.want)
+		}
+	}
+	var help bytes.Buffer
+	if code := run([]string{"--help"}, env, &help); code != 0 {
+		t.Errorf("--help exit %d", code)
+	}
+	if strings.Contains(help.String(), "env-key-123") {
+		t.Error("--help prints the key from the environment")
+	}
+}
+
+func TestServeRoundTripAndShutdown(t *testing.T) {
+	opts, err := parseFlags([]string{"--addr", "127.0.0.1:0", "--task-duration", "0s", "--state", filepath.Join(t.TempDir(), "s.json")},
+		func(k string) string {
+			if k == APIKeyEnv {
+				return "sk-vendorsim-test-LEAKCHECK"
+			}
+			return ""
+		}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuf
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, opts, slog.New(slog.NewTextHandler(&logs, nil)), ready) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	c, err := paidvendor.NewHTTPClient("http://"+addr, "sk-vendorsim-test-LEAKCHECK", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := c.Submit(context.Background(), paidvendor.SubmitRequest{IdempotencyKey: paidvendor.IdempotencyKey("p", "e", "s", 0), Kind: "render"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Task(context.Background(), task.ID); err != nil || got.Status != paidvendor.StatusSucceeded {
+		t.Fatalf("Task: %+v, %v", got, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve after shutdown: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if strings.Contains(logs.String(), "LEAKCHECK") {
+		t.Fatalf("log shows the API key:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "vendorsim: stopped") {
+		t.Fatalf("no clean stop logged:\n%s", logs.String())
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
