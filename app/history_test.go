@@ -1,0 +1,57 @@
+package app_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"allot/operator"
+	"allot/workflows"
+)
+
+// TestSaveHistories writes the histories of one run of each workflow to
+// ALLOT_SAVE_HISTORIES (a directory) for the replay tests in workflows/.
+// Run it when a workflow changes shape on purpose, before the change:
+//
+//	ALLOT_SAVE_HISTORIES=$PWD/workflows/testdata/v1 go test ./app -run TestSaveHistories
+func TestSaveHistories(t *testing.T) {
+	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	if dir == "" {
+		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+	}
+	c := newCluster(t)
+	res, err := c.runs.Run(c.ctx(), operator.RunInput{Pipeline: "weekly-video", NominalTime: time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC), Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitEpisode("weekly-video", res.Result.EpisodeID)
+	save := func(name, id string) {
+		var events []*historypb.HistoryEvent
+		iter := c.client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			events = append(events, ev)
+		}
+		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("scheduled_run.json", res.WorkflowID)
+	save("episode.json", workflows.EpisodeWorkflowID("weekly-video", res.Result.EpisodeID))
+}
