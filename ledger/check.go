@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +11,7 @@ import (
 
 // Violation is one broken invariant found in stored data.
 type Violation struct {
-	Invariant int // 1..4 as numbered in DESIGN.md
+	Invariant int // 1, 2, 3, 7 or 8 as numbered in DESIGN.md
 	Pipeline  string
 	Detail    string // human readable, names key/period/episodes
 }
@@ -19,16 +20,22 @@ func (v Violation) String() string {
 	return fmt.Sprintf("invariant %d, pipeline %q: %s", v.Invariant, v.Pipeline, v.Detail)
 }
 
-// Check verifies invariants 1-4 over the stored data of one pipeline, or of
-// all pipelines when pipeline is "". The unique indexes make violations
-// impossible for data written by Allocate; Check exists for imported or
-// legacy data and for operators who want proof.
+// Check verifies invariants 1-4, 7 and 8 over the stored data of one
+// pipeline, or of all pipelines when pipeline is "". The unique indexes make
+// violations impossible for data written by Allocate and the paid-task API;
+// Check exists for imported or legacy data and for operators who want proof.
 //
 // A key bound to several episodes breaks invariant 1 and is exactly the case
 // invariant 4 (no guessing) guards: it is reported once, as invariant 1, and
 // Allocate refuses the key with ErrKeyAmbiguous. If those episodes lie in
 // different periods it is reported as invariant 3 as well. Gaps and
 // duplicate sequences in a period are invariant 2.
+//
+// Invariant 7: a paid task that is submitted, succeeded or failed without a
+// remote reference; a remote reference or an idempotency key shared by
+// several paid tasks (reported for each pipeline involved). Invariant 8: a
+// cost entry whose remote reference no paid task has, or that is booked to
+// another task than the one holding the reference.
 //
 // Check reads the whole table (grouped in SQL); it is an audit, not part of
 // the allocation path.
@@ -49,6 +56,11 @@ func (l *Ledger) Check(ctx context.Context, pipeline string) ([]Violation, error
 		return nil, err
 	}
 	out = append(out, seqs...)
+	paid, err := l.checkPaid(ctx, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, paid...)
 
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -200,6 +212,123 @@ func (l *Ledger) checkSequences(ctx context.Context, filter string, args []any) 
 				Detail:    fmt.Sprintf("period %s has gaps in its sequences 0..%d: %d missing: %s", g.period, maxSeq, nMissing, list),
 			})
 		}
+	}
+	return out, nil
+}
+
+// checkPaid finds broken paid tasks and cost entries (invariants 7 and 8).
+func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, error) {
+	var out []Violation
+
+	// Past intent without a remote reference: a retry cannot resume it.
+	q, args := `SELECT `+paidTaskCols+` FROM paid_tasks
+		WHERE state IN ('submitted', 'succeeded', 'failed') AND remote_ref = ''`, []any(nil)
+	if pipeline != "" {
+		q, args = q+` AND pipeline = ?`, append(args, pipeline)
+	}
+	noRef, err := l.queryPaidTasks(ctx, l.r, q+` ORDER BY pipeline, episode_id, step, revision`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: check paid tasks: %w", l.where, err)
+	}
+	for _, t := range noRef {
+		out = append(out, Violation{
+			Invariant: 7,
+			Pipeline:  t.Pipeline,
+			Detail: fmt.Sprintf("%s is %s without a remote reference: a retry cannot resume it; find the vendor's reference by idempotency key %q and record it",
+				describe(t.PaidTaskRef), t.State, t.IdempotencyKey),
+		})
+	}
+
+	// One reference or key on several tasks. Grouped over all pipelines,
+	// so that a clash across pipelines is found by either pipeline's audit.
+	for _, col := range []struct{ name, what, why string }{
+		{"remote_ref", "remote reference", "one vendor submission is booked to several paid tasks"},
+		{"idempotency_key", "idempotency key", "the vendor takes these paid tasks for one and submits only one of them"},
+	} {
+		values, err := l.sharedValues(ctx, col.name)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range values {
+			ts, err := l.queryPaidTasks(ctx, l.r, `SELECT `+paidTaskCols+` FROM paid_tasks
+				WHERE `+col.name+` = ? AND `+col.name+` <> '' ORDER BY pipeline, episode_id, step, revision`, v)
+			if err != nil {
+				return nil, fmt.Errorf("ledger %s: check paid tasks: %w", l.where, err)
+			}
+			names := make([]string, len(ts))
+			var pipelines []string
+			for i, t := range ts {
+				names[i] = describe(t.PaidTaskRef)
+				if (pipeline == "" || t.Pipeline == pipeline) && !slices.Contains(pipelines, t.Pipeline) {
+					pipelines = append(pipelines, t.Pipeline)
+				}
+			}
+			for _, p := range pipelines {
+				out = append(out, Violation{
+					Invariant: 7,
+					Pipeline:  p,
+					Detail: fmt.Sprintf("%s %q is shared by %d paid tasks: %s; %s",
+						col.what, v, len(ts), strings.Join(names, ", "), col.why),
+				})
+			}
+		}
+	}
+
+	// Cost entries without their paid task, or booked to another one.
+	q, args = `SELECT c.remote_ref, c.pipeline, c.episode_id, c.step, c.revision,
+			COALESCE(p.pipeline, ''), COALESCE(p.episode_id, ''), COALESCE(p.step, ''), COALESCE(p.revision, -1)
+		FROM cost_entries c LEFT JOIN paid_tasks p ON p.remote_ref = c.remote_ref AND p.remote_ref <> ''
+		WHERE (p.pipeline IS NULL OR p.pipeline <> c.pipeline OR p.episode_id <> c.episode_id OR p.step <> c.step OR p.revision <> c.revision)`, nil
+	if pipeline != "" {
+		q, args = q+` AND c.pipeline = ?`, append(args, pipeline)
+	}
+	rows, err := l.r.QueryContext(ctx, l.d.q(q+` ORDER BY c.pipeline, c.remote_ref`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: check cost entries: %w", l.where, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			ref         string
+			booked, got PaidTaskRef
+		)
+		if err := rows.Scan(&ref, &booked.Pipeline, &booked.EpisodeID, &booked.Step, &booked.Revision,
+			&got.Pipeline, &got.EpisodeID, &got.Step, &got.Revision); err != nil {
+			return nil, fmt.Errorf("ledger %s: check cost entries: %w", l.where, err)
+		}
+		detail := fmt.Sprintf("cost entry for remote reference %q (booked to %s) has no paid task with that reference: a cost must belong to a recorded submission",
+			ref, describe(booked))
+		if got.Revision >= 0 {
+			detail = fmt.Sprintf("cost entry for remote reference %q is booked to %s but the reference belongs to %s",
+				ref, describe(booked), describe(got))
+		}
+		out = append(out, Violation{Invariant: 8, Pipeline: booked.Pipeline, Detail: detail})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: check cost entries: %w", l.where, err)
+	}
+	return out, nil
+}
+
+// sharedValues lists the non-empty values of a paid_tasks column held by
+// more than one task. col is one of the package's own column names.
+func (l *Ledger) sharedValues(ctx context.Context, col string) ([]string, error) {
+	rows, err := l.r.QueryContext(ctx, `SELECT `+col+` FROM paid_tasks WHERE `+col+` <> ''
+		GROUP BY `+col+` HAVING COUNT(*) > 1 ORDER BY `+col)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: check shared %s: %w", l.where, col, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("ledger %s: check shared %s: %w", l.where, col, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: check shared %s: %w", l.where, col, err)
 	}
 	return out, nil
 }

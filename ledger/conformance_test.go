@@ -16,7 +16,11 @@ import (
 
 var t0 = time.Date(2026, 8, 3, 9, 0, 0, 0, time.UTC) // a Monday in 2026-W32
 
-func runConformance(t *testing.T, open func(t *testing.T) *Ledger) {
+// newURL returns the URL of a fresh, empty database that lives as long as
+// the test; most tests get a ledger opened on it, a few (migrations) take
+// the URL itself.
+func runConformance(t *testing.T, newURL func(t *testing.T) string) {
+	open := func(t *testing.T) *Ledger { return openURLT(t, newURL(t)) }
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, l *Ledger)
@@ -36,12 +40,62 @@ func runConformance(t *testing.T, open func(t *testing.T) *Ledger) {
 		{"InvalidInput", testInvalidInput},
 		{"Lookups", testLookups},
 		{"Steps", testSteps},
+		// Paid tasks, costs and decisions (paid_conformance_test.go).
+		{"PaidHappyPath", testPaidHappyPath},
+		{"PaidIntentNeedsEpisode", testPaidIntentNeedsEpisode},
+		{"PaidRetryResumes", testPaidRetryResumes},
+		{"PaidConcurrentIntent", testPaidConcurrentIntent},
+		{"PaidSubmissionCostOnce", testPaidSubmissionCostOnce},
+		{"PaidRemoteRefConflict", testPaidRemoteRefConflict},
+		{"PaidResultNeverOverwritten", testPaidResultNeverOverwritten},
+		{"PaidFailure", testPaidFailure},
+		{"PlanRevision", testPlanRevision},
+		{"PlanRevisionConcurrent", testPlanRevisionConcurrent},
+		{"ResetIntentAndAbandon", testResetIntentAndAbandon},
+		{"Decisions", testDecisions},
+		{"CostsByPeriod", testCostsByPeriod},
+		{"ResetSteps", testResetSteps},
+		{"PaidInvalidInput", testPaidInvalidInput},
+		{"CheckPaidClean", testCheckPaidClean},
+		{"CheckPaidTampered", testCheckPaidTampered},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, open(t))
 		})
 	}
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, url string)
+	}{
+		{"MigrateV1ToV2", testMigrateV1ToV2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newURL(t))
+		})
+	}
+}
+
+// openURLT opens (creating and migrating) the ledger at url for one test.
+func openURLT(t *testing.T, url string) *Ledger {
+	t.Helper()
+	l, err := Open(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// migrationCount is the number of migrations this build has for l's dialect.
+func migrationCount(t *testing.T, l *Ledger) int {
+	t.Helper()
+	ms, err := loadMigrations(l.d.migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ms)
 }
 
 func ctxT(t *testing.T) context.Context {

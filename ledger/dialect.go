@@ -34,6 +34,12 @@ type dialect struct {
 	// BEGIN already took a lock that covers the pipeline (SQLite's BEGIN
 	// IMMEDIATE takes the single database write lock).
 	lockPipeline string
+	// lockEpisode runs first in every transaction that writes an episode's
+	// paid tasks or decisions, with the episode's lock key as its only
+	// argument, so that check-then-insert (WriteIntent, PlanRevision,
+	// RecordDecision) sees concurrent writers of the same episode. Empty
+	// when BEGIN already took a lock that covers it.
+	lockEpisode string
 	// lockMigrations serialises concurrent Opens that migrate; empty when
 	// BEGIN IMMEDIATE already does.
 	lockMigrations string
@@ -56,6 +62,7 @@ var (
 		// pipeline: allocations in other pipelines take other keys and do
 		// not wait (invariant 5); it is released by COMMIT or ROLLBACK.
 		lockPipeline:   "SELECT pg_advisory_xact_lock(?)",
+		lockEpisode:    "SELECT pg_advisory_xact_lock(?)",
 		lockMigrations: "SELECT pg_advisory_xact_lock(?)",
 	}
 )
@@ -88,6 +95,15 @@ func (d *dialect) q(query string) string {
 func lockKey(pipeline string) int64 {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, "allot/ledger/pipeline/"+pipeline)
+	return int64(h.Sum64())
+}
+
+// episodeLockKey maps an episode to the 64-bit key of the advisory lock over
+// its paid tasks and decisions. The prefix differs from lockKey's, so paid
+// work does not wait for allocations in the pipeline.
+func episodeLockKey(pipeline, episodeID string) int64 {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, "allot/ledger/episode/"+pipeline+"\x00"+episodeID)
 	return int64(h.Sum64())
 }
 

@@ -1,11 +1,14 @@
 // Package ledger is allot's durable store: episodes (units of work), the
-// allocation keys bound to them, local step records and run outcomes.
+// allocation keys bound to them, local step records, run outcomes, paid
+// tasks with their cost entries, and operators' decisions.
 //
 // It runs on SQLite (one host, the default) or PostgreSQL (several hosts).
 // The SQL is shared; the differences between the two live in dialect.go.
 // Allocation is one transaction under a per-pipeline lock, backed by unique
 // constraints, so that invariants 1-5 of DESIGN.md hold even when the
-// scheduler starts the same run twice.
+// scheduler starts the same run twice. Paid tasks (paid.go) keep invariants
+// 7 and 8: intent before the vendor call, one remote reference per task, and
+// cost entries written as absolute values keyed by remote reference.
 package ledger
 
 import (
@@ -25,6 +28,13 @@ var (
 	ErrKeyCrossesPeriod = errors.New("allocation key crosses period")
 	ErrKeyAmbiguous     = errors.New("allocation key ambiguous")
 	ErrInvalidInput     = errors.New("invalid ledger input")
+
+	ErrPaidTaskNotFound = errors.New("paid task not found")
+	// ErrPaidTaskState: the message names the task, its current state and
+	// the states that would allow the operation.
+	ErrPaidTaskState     = errors.New("paid task is not in a state that allows this")
+	ErrRemoteRefConflict = errors.New("paid task already has another remote reference")
+	ErrCostNotFound      = errors.New("cost entry not found")
 )
 
 // EpisodeStatus is where an episode is in its life.
@@ -84,6 +94,24 @@ func OpenReadOnly(ctx context.Context, url string) (*Ledger, error) {
 }
 
 func open(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
+	l, err := connect(ctx, url, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	if readOnly {
+		err = l.checkSchema(ctx)
+	} else {
+		err = l.migrate(ctx, 0)
+	}
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// connect opens the ledger's connections without touching its schema.
+func connect(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
 	var (
 		l   *Ledger
 		err error
@@ -100,15 +128,6 @@ func open(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
 		return nil, err
 	}
 	l.readOnly = readOnly
-	if readOnly {
-		err = l.checkSchema(ctx)
-	} else {
-		err = l.migrate(ctx)
-	}
-	if err != nil {
-		_ = l.Close()
-		return nil, err
-	}
 	return l, nil
 }
 

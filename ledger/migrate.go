@@ -63,11 +63,16 @@ const createSchemaMigrations = `CREATE TABLE IF NOT EXISTS schema_migrations (
 )`
 
 // migrate brings the schema up to date in one transaction, so that a crash
-// leaves either the old schema or the new one, never half of it.
-func (l *Ledger) migrate(ctx context.Context) error {
+// leaves either the old schema or the new one, never half of it. upTo > 0
+// stops at that version (tests use it to build an older ledger); 0 applies
+// every migration.
+func (l *Ledger) migrate(ctx context.Context, upTo int) error {
 	ms, err := loadMigrations(l.d.migrations)
 	if err != nil {
 		return err
+	}
+	if upTo > 0 && upTo < len(ms) {
+		ms = ms[:upTo]
 	}
 	return l.writeTx(ctx, func(tx *sql.Tx) error {
 		if l.d.lockMigrations != "" {

@@ -61,24 +61,23 @@ func newPostgresSchema(tb testing.TB) (string, func()) {
 	return u.String(), drop
 }
 
-func openPostgresT(t *testing.T) *Ledger {
+// newPostgresURL returns the URL of a fresh schema, dropped when the test
+// ends (after the ledgers opened on it are closed: cleanups run last first).
+func newPostgresURL(t *testing.T) string {
 	t.Helper()
 	dsn, drop := newPostgresSchema(t)
-	l, err := Open(ctxT(t), dsn)
-	if err != nil {
-		drop()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = l.Close()
-		drop()
-	})
-	return l
+	t.Cleanup(drop)
+	return dsn
+}
+
+func openPostgresT(t *testing.T) *Ledger {
+	t.Helper()
+	return openURLT(t, newPostgresURL(t))
 }
 
 func TestPostgresConformance(t *testing.T) {
 	postgresDSN(t)
-	runConformance(t, openPostgresT)
+	runConformance(t, newPostgresURL)
 }
 
 // Invariant 5: a transaction holding pipeline A's lock does not block an

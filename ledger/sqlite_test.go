@@ -13,18 +13,19 @@ import (
 	"testing"
 )
 
+// newSQLiteURL names a fresh database file, removed with the test's
+// temporary directory.
+func newSQLiteURL(t *testing.T) string {
+	return "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+}
+
 func openSQLiteT(t *testing.T) *Ledger {
 	t.Helper()
-	l, err := Open(ctxT(t), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return openURLT(t, newSQLiteURL(t))
 }
 
 func TestSQLiteConformance(t *testing.T) {
-	runConformance(t, openSQLiteT)
+	runConformance(t, newSQLiteURL)
 }
 
 func TestSQLitePragmas(t *testing.T) {
@@ -157,8 +158,8 @@ func TestSQLiteReopenAndParentDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if n := countRows(t, l, "schema_migrations"); n != 1 {
-		t.Fatalf("%d rows in schema_migrations after two opens, want 1", n)
+	if n, want := countRows(t, l, "schema_migrations"), migrationCount(t, l); n != want {
+		t.Fatalf("%d rows in schema_migrations after two opens, want %d", n, want)
 	}
 	if r := alloc(t, l, "weekly", "k", "2026-W32", 0); r.Decision != DecisionReused || r.Episode != ep {
 		t.Fatalf("after reopen: %+v, want reused %+v", r, ep)
