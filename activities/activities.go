@@ -19,6 +19,12 @@ type Activities struct {
 	Pipelines    *pipeline.Set
 	ArtifactsDir string
 
+	// Credentials and NewVendor reach the paid vendor. They are used only
+	// inside paid activities, after the episode check.
+	Credentials  CredentialsSource
+	NewVendor    VendorFactory
+	PollInterval time.Duration // between vendor status polls; default 2s
+
 	// AfterAllocate, when set, runs after the allocation transaction
 	// committed and before the activity returns. Tests use it to fail an
 	// attempt whose write already landed, as a crash or a lost response would.

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -15,7 +16,9 @@ import (
 	"allot/pipeline"
 )
 
-// Step statuses as the ledger and the state query show them.
+// Step statuses as the ledger and the state query show them. Paid steps also
+// take the paid task's state: intent (outcome unknown), submitted, failed,
+// abandoned; approval steps are approved or rejected.
 const (
 	StepPending   = "pending"
 	StepCompleted = "completed"
@@ -28,14 +31,20 @@ type EpisodeRef struct {
 	EpisodeID string `json:"episode_id"`
 }
 
-// StepState is one step of an episode as the ledger knows it.
+// StepState is one step of an episode as the ledger knows it. For a paid
+// step it describes the latest revision.
 type StepState struct {
-	Name     string `json:"name"`
-	Kind     string `json:"kind"`
-	Action   string `json:"action"`
-	Status   string `json:"status"`
-	Artifact string `json:"artifact,omitempty"`
-	SHA256   string `json:"sha256,omitempty"`
+	Name         string `json:"name"`
+	Kind         string `json:"kind"`
+	Action       string `json:"action"`
+	Status       string `json:"status"`
+	Artifact     string `json:"artifact,omitempty"`
+	SHA256       string `json:"sha256,omitempty"`
+	Revision     int    `json:"revision,omitempty"`
+	RemoteRef    string `json:"remote_ref,omitempty"`
+	CostAmount   int64  `json:"cost_amount,omitempty"`
+	CostCurrency string `json:"cost_currency,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // LoadEpisodeResult is the episode and its steps, in pipeline order.
@@ -48,6 +57,7 @@ type LoadEpisodeResult struct {
 	NominalTime time.Time   `json:"nominal_time"`
 	Status      string      `json:"status"`
 	CompletedAt time.Time   `json:"completed_at,omitzero"`
+	AutoApprove bool        `json:"auto_approve,omitempty"`
 	Steps       []StepState `json:"steps"`
 }
 
@@ -74,15 +84,51 @@ func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisod
 		NominalTime: ep.NominalTime,
 		Status:      string(ep.Status),
 		CompletedAt: ep.CompletedAt,
+		AutoApprove: p.AutoApprove,
 	}
 	for _, s := range p.Steps {
 		st := StepState{Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: StepPending}
-		if r, ok := done[s.Name]; ok {
+		if s.Kind == pipeline.Paid {
+			if st, err = a.paidStepState(ctx, p.Name, ep.ID, s, st); err != nil {
+				return LoadEpisodeResult{}, err
+			}
+		} else if r, ok := done[s.Name]; ok {
 			st.Status, st.Artifact, st.SHA256 = r.Status, r.Artifact, r.SHA256
 		}
 		out.Steps = append(out.Steps, st)
 	}
 	return out, nil
+}
+
+func (a *Activities) paidStepState(ctx context.Context, pipelineName, episodeID string, s pipeline.Step, st StepState) (StepState, error) {
+	t, err := a.Ledger.LatestPaidTask(ctx, pipelineName, episodeID, s.Name)
+	if errors.Is(err, ledger.ErrPaidTaskNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, classify(err)
+	}
+	res, err := a.paidResult(ctx, t)
+	if err != nil {
+		return st, err
+	}
+	return res.stepState(s), nil
+}
+
+// stepState shows a paid task as its step's state.
+func (r PaidTaskResult) stepState(s pipeline.Step) StepState {
+	st := StepState{
+		Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: r.State,
+		Artifact: r.Artifact, SHA256: r.SHA256, Revision: r.Revision, RemoteRef: r.RemoteRef,
+		CostAmount: r.CostAmount, CostCurrency: r.CostCurrency, Error: r.Error,
+	}
+	switch ledger.PaidTaskState(r.State) {
+	case ledger.PaidSucceeded:
+		st.Status = StepCompleted
+	case ledger.PaidPlanned:
+		st.Status = StepPending
+	}
+	return st
 }
 
 // RunLocalStepInput names a local step of an existing episode.
@@ -118,7 +164,11 @@ func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (St
 			// The file is gone or differs: write it again from the ledger's state.
 		}
 	}
-	name, body, err := a.localArtifact(p, ep, step, records)
+	paid, err := a.latestPaidResults(ctx, p, ep.ID)
+	if err != nil {
+		return StepState{}, err
+	}
+	name, body, err := a.localArtifact(p, ep, step, records, paid)
 	if err != nil {
 		return StepState{}, err
 	}
@@ -140,11 +190,13 @@ func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (St
 
 // localArtifact renders a local step's file. The bytes depend only on ledger
 // state, so running a step again writes the same file.
-func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, records []ledger.StepRecord) (string, []byte, error) {
+func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, records []ledger.StepRecord, paid []ledger.PaidTask) (string, []byte, error) {
 	type artifactEntry struct {
-		Step   string `json:"step"`
-		File   string `json:"file"`
-		SHA256 string `json:"sha256"`
+		Step      string `json:"step"`
+		File      string `json:"file"`
+		SHA256    string `json:"sha256"`
+		Revision  int    `json:"revision,omitempty"`
+		RemoteRef string `json:"remote_ref,omitempty"`
 	}
 	var (
 		name string
@@ -166,6 +218,9 @@ func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step
 			}
 			entries = append(entries, artifactEntry{Step: r.Step, File: filepath.Base(r.Artifact), SHA256: r.SHA256})
 		}
+		for _, t := range paid {
+			entries = append(entries, artifactEntry{Step: t.Step, File: filepath.Base(t.Artifact), SHA256: t.SHA256, Revision: t.Revision, RemoteRef: t.RemoteRef})
+		}
 		sort.Slice(entries, func(i, j int) bool { return entries[i].Step < entries[j].Step })
 		name = "manifest.json"
 		if step.Action == pipeline.ActionPublish {
@@ -180,6 +235,28 @@ func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step
 		return "", nil, fmt.Errorf("encode %s: %w", name, err)
 	}
 	return name, append(body, '\n'), nil
+}
+
+// latestPaidResults is the succeeded latest revision of each paid step, in
+// pipeline order: what an assembly is made of.
+func (a *Activities) latestPaidResults(ctx context.Context, p *pipeline.Pipeline, episodeID string) ([]ledger.PaidTask, error) {
+	tasks, err := a.Ledger.PaidTasks(ctx, p.Name, episodeID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	latest := map[string]ledger.PaidTask{}
+	for _, t := range tasks {
+		if cur, ok := latest[t.Step]; !ok || t.Revision > cur.Revision {
+			latest[t.Step] = t
+		}
+	}
+	var out []ledger.PaidTask
+	for _, s := range p.Steps {
+		if t, ok := latest[s.Name]; ok && t.State == ledger.PaidSucceeded {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // CompleteEpisodeInput marks an episode done at a time the workflow chose.

@@ -46,8 +46,10 @@ func ValidateAllocationKey(key string) error {
 		return errors.New("allocation key is not valid UTF-8: use printable text")
 	}
 	for i, r := range key {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("allocation key has a control character %U at byte %d: use printable characters only", r, i)
+		// Invisible characters (controls, format characters, line
+		// separators) would let two keys look alike in the UI and in logs.
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("allocation key has a control or invisible character %U at byte %d: use printable characters only", r, i)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // EpisodeDir is where an episode's artifacts live under root:
@@ -24,9 +25,25 @@ func WriteFile(path string, data []byte) (string, error) {
 	return Write(path, bytes.NewReader(data))
 }
 
+// HashMismatchError says downloaded bytes are not what their source promised.
+type HashMismatchError struct {
+	Path, Want, Got string
+}
+
+func (e *HashMismatchError) Error() string {
+	return fmt.Sprintf("sha256 of %s is %s, expected %s", filepath.Base(e.Path), e.Got, e.Want)
+}
+
 // Write copies r to path atomically and durably and returns the hex sha256 of
 // what was written. On error nothing is left at path that was not there before.
-func Write(path string, r io.Reader) (sum string, err error) {
+func Write(path string, r io.Reader) (string, error) {
+	return WriteVerified(path, r, "")
+}
+
+// WriteVerified is Write that, when wantSHA256 is not empty, refuses to put
+// the file in place unless its sha256 matches; an existing file at path is
+// then left untouched.
+func WriteVerified(path string, r io.Reader, wantSHA256 string) (sum string, err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create artifact directory: %w", err)
@@ -51,13 +68,18 @@ func Write(path string, r io.Reader) (sum string, err error) {
 	if err = tmp.Close(); err != nil {
 		return "", fmt.Errorf("close artifact %s: %w", path, err)
 	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	if wantSHA256 != "" && !strings.EqualFold(sum, wantSHA256) {
+		err = &HashMismatchError{Path: path, Want: wantSHA256, Got: sum}
+		return "", err
+	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("rename artifact into %s: %w", path, err)
 	}
 	if err = syncDir(dir); err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, nil
 }
 
 // SHA256File returns the hex sha256 of the file at path.

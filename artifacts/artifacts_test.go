@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -61,5 +62,29 @@ func TestWriteFailureKeepsOldFile(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("a failed write left %d entries, want 1", len(entries))
+	}
+}
+
+func TestWriteVerifiedRefusesMismatchAndKeepsOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "video-r0.bin")
+	if _, err := WriteFile(path, []byte("verified result")); err != nil {
+		t.Fatal(err)
+	}
+	good := sha256.Sum256([]byte("new result"))
+	_, err := WriteVerified(path, bytes.NewReader([]byte("tampered result")), hex.EncodeToString(good[:]))
+	var mismatch *HashMismatchError
+	if !errors.As(err, &mismatch) {
+		t.Fatalf("error = %v, want *HashMismatchError", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "verified result" {
+		t.Fatalf("a mismatching download overwrote the file: %q", got)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("a mismatching download left %d entries", len(entries))
+	}
+	sum, err := WriteVerified(path, bytes.NewReader([]byte("new result")), hex.EncodeToString(good[:]))
+	if err != nil || sum != hex.EncodeToString(good[:]) {
+		t.Fatalf("matching download: %s, %v", sum, err)
 	}
 }

@@ -28,6 +28,8 @@ const (
 	Local StepKind = "local"
 	// Paid steps submit work to a vendor.
 	Paid StepKind = "paid"
+	// Approval steps wait for an operator's approve or reject.
+	Approval StepKind = "approval"
 )
 
 // Local step actions the worker knows how to run.
@@ -53,7 +55,9 @@ type Pipeline struct {
 	Period       PeriodKind `toml:"period" json:"period"`
 	TimeZone     string     `toml:"time_zone" json:"time_zone"`
 	MaxPerPeriod int        `toml:"max_episodes_per_period" json:"max_episodes_per_period,omitempty"`
-	Steps        []Step     `toml:"step" json:"steps"`
+	// AutoApprove passes approval steps without an operator (demos, tests).
+	AutoApprove bool   `toml:"auto_approve" json:"auto_approve,omitempty"`
+	Steps       []Step `toml:"step" json:"steps"`
 
 	location *time.Location
 }
@@ -115,11 +119,16 @@ func (p *Pipeline) normalize() error {
 				return fmt.Errorf("pipeline %q: step %q has unknown local action %q: use one of %s", p.Name, s.Name, s.Action, strings.Join(localActions, ", "))
 			}
 		case Paid:
+			// For a paid step the action is the vendor's task kind.
 			if s.Action == "" {
 				s.Action = s.Name
 			}
+		case Approval:
+			if s.Action != "" || len(s.Params) > 0 {
+				return fmt.Errorf("pipeline %q: approval step %q takes no action or params: remove them", p.Name, s.Name)
+			}
 		default:
-			return fmt.Errorf("pipeline %q: step %q has kind %q: use %q or %q", p.Name, s.Name, s.Kind, Local, Paid)
+			return fmt.Errorf("pipeline %q: step %q has kind %q: use %q, %q or %q", p.Name, s.Name, s.Kind, Local, Paid, Approval)
 		}
 	}
 	return nil
@@ -162,6 +171,17 @@ func (p *Pipeline) StepNames() []string {
 	names := make([]string, len(p.Steps))
 	for i, s := range p.Steps {
 		names[i] = s.Name
+	}
+	return names
+}
+
+// PaidStepNames lists the paid steps in order.
+func (p *Pipeline) PaidStepNames() []string {
+	var names []string
+	for _, s := range p.Steps {
+		if s.Kind == Paid {
+			names = append(names, s.Name)
+		}
 	}
 	return names
 }

@@ -1,0 +1,307 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"allot/artifacts"
+	"allot/ledger"
+	"allot/paidvendor"
+	"allot/pipeline"
+)
+
+// Paid-step failure types. Each parks the episode as needs_attention.
+const (
+	// OutcomeUnknown: an intent without a reference, and the vendor cannot
+	// say whether it accepted the task. Never resubmitted blindly.
+	OutcomeUnknown = "OutcomeUnknown"
+	// VendorRejected: the vendor definitely refused the submission
+	// (unauthorized, invalid request); nothing was accepted.
+	VendorRejected = "VendorRejected"
+	// VendorTaskFailed: the vendor accepted the task and reports it failed.
+	VendorTaskFailed = "VendorTaskFailed"
+	// ResultHashMismatch: the downloaded result does not match the vendor's sha256.
+	ResultHashMismatch = "ResultHashMismatch"
+	// InvalidRemoteRef: a reference that is not the vendor's, or not this task's.
+	InvalidRemoteRef = "InvalidRemoteRef"
+	// VendorNotConfigured: the worker has no vendor client or credentials.
+	VendorNotConfigured = "VendorNotConfigured"
+)
+
+// PaidTaskInput names one paid task: (episode, step, revision).
+type PaidTaskInput struct {
+	Pipeline  string `json:"pipeline"`
+	EpisodeID string `json:"episode_id"`
+	Step      string `json:"step"`
+	Revision  int    `json:"revision"`
+}
+
+// PaidTaskResult is the ledger's view of a paid task after the activity.
+type PaidTaskResult struct {
+	Step           string `json:"step"`
+	Revision       int    `json:"revision"`
+	State          string `json:"state"`
+	IdempotencyKey string `json:"idempotency_key"`
+	RemoteRef      string `json:"remote_ref,omitempty"`
+	CostAmount     int64  `json:"cost_amount,omitempty"`
+	CostCurrency   string `json:"cost_currency,omitempty"`
+	Artifact       string `json:"artifact,omitempty"`
+	SHA256         string `json:"sha256,omitempty"`
+	Error          string `json:"error,omitempty"`
+}
+
+// SubmitPaidTask sends a paid task to the vendor at most once. In order:
+// the episode must exist (before any credential is read or client built); a
+// written reference is returned as is; an intent without a reference is
+// settled by asking the vendor by idempotency key, and if the vendor cannot
+// tell, the activity fails with OutcomeUnknown; only then is the intent
+// written, the vendor called, and the reference and cost written.
+func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
+	p, ep, step, err := a.paidStep(ctx, in)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name, Revision: in.Revision}
+	key := paidvendor.IdempotencyKey(p.Name, ep.ID, step.Name, in.Revision)
+	log := activity.GetLogger(ctx)
+
+	task, err := a.Ledger.PaidTask(ctx, ref)
+	switch {
+	case errors.Is(err, ledger.ErrPaidTaskNotFound):
+	case err != nil:
+		return PaidTaskResult{}, classify(err)
+	}
+	var vendor paidvendor.Client
+	switch task.State {
+	case ledger.PaidSubmitted, ledger.PaidSucceeded, ledger.PaidFailed, ledger.PaidAbandoned:
+		return a.paidResult(ctx, task)
+	case ledger.PaidIntent:
+		// A previous attempt wrote the intent and may or may not have
+		// reached the vendor: ask before anything else.
+		if vendor, err = a.vendor(ctx); err != nil {
+			return PaidTaskResult{}, err
+		}
+		found, err := vendor.LookupByIdempotencyKey(ctx, key)
+		switch {
+		case err == nil:
+			log.Info("adopting the vendor task found by idempotency key", "step", step.Name, "revision", in.Revision, "remote_ref", found.ID)
+			return a.recordSubmission(ctx, ref, found)
+		case errors.Is(err, paidvendor.ErrNotFound):
+			log.Info("vendor has no task for the intent; submitting", "step", step.Name, "revision", in.Revision)
+		case errors.Is(err, paidvendor.ErrLookupUnsupported):
+			return PaidTaskResult{}, nonRetryable(OutcomeUnknown,
+				"paid task %s/%s step %s revision %d: an earlier submission may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s: resolve it with `starter episode resolve --step %s --adopt REF | --resubmit | --abandon --reason TEXT`",
+				p.Name, ep.ID, step.Name, in.Revision, key, step.Name)
+		default:
+			return PaidTaskResult{}, fmt.Errorf("look up paid task by idempotency key: %w", err)
+		}
+	default:
+		if task, err = a.Ledger.WriteIntent(ctx, ref, key); err != nil {
+			return PaidTaskResult{}, classify(err)
+		}
+		if task.State != ledger.PaidIntent {
+			return a.paidResult(ctx, task)
+		}
+	}
+
+	if vendor == nil {
+		if vendor, err = a.vendor(ctx); err != nil {
+			return PaidTaskResult{}, err
+		}
+	}
+	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": step.Name, "revision": strconv.Itoa(in.Revision)}
+	for k, v := range step.Params {
+		params[k] = v
+	}
+	accepted, err := vendor.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: key, Kind: step.Action, Params: params})
+	if err != nil {
+		if refused(err) {
+			// The vendor said no: nothing was accepted, so the intent can go
+			// back to planned and be sent again once the cause is fixed.
+			if _, rerr := a.Ledger.ResetIntent(ctx, ref); rerr != nil {
+				return PaidTaskResult{}, classify(rerr)
+			}
+			return PaidTaskResult{}, nonRetryable(VendorRejected, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
+		}
+		// The outcome is unknown; the retry asks the vendor by idempotency key.
+		return PaidTaskResult{}, fmt.Errorf("submit paid task (the retry will look it up by idempotency key): %w", err)
+	}
+	log.Info("paid task accepted", "step", step.Name, "revision", in.Revision, "remote_ref", accepted.ID,
+		"cost", accepted.Cost.Amount, "currency", accepted.Cost.Currency)
+	return a.recordSubmission(ctx, ref, accepted)
+}
+
+// refused reports a definite refusal: the vendor did not accept the task.
+func refused(err error) bool {
+	if errors.Is(err, paidvendor.ErrUnauthorized) || errors.Is(err, paidvendor.ErrInvalidRequest) {
+		return true
+	}
+	var he *paidvendor.HTTPError
+	return errors.As(err, &he) && he.StatusCode >= 400 && he.StatusCode < 500 &&
+		he.StatusCode != 409 && he.StatusCode != 429 && he.StatusCode != 408
+}
+
+func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRef, t paidvendor.Task) (PaidTaskResult, error) {
+	task, err := a.Ledger.RecordSubmission(ctx, ledger.Submission{
+		PaidTaskRef: ref, RemoteRef: t.ID, Amount: t.Cost.Amount, Currency: t.Cost.Currency,
+	})
+	if err != nil {
+		return PaidTaskResult{}, classify(err)
+	}
+	return a.paidResult(ctx, task)
+}
+
+// AwaitPaidTask polls the vendor by reference, heartbeating, until the task
+// ends; then it downloads the result to the episode's artifact folder
+// (temporary file, fsync, rename, directory fsync), checks its sha256 against
+// the vendor's, and records it.
+func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
+	p, ep, step, err := a.paidStep(ctx, in)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name, Revision: in.Revision}
+	task, err := a.Ledger.PaidTask(ctx, ref)
+	if err != nil {
+		return PaidTaskResult{}, classify(err)
+	}
+	switch task.State {
+	case ledger.PaidSucceeded:
+		if sum, err := artifacts.SHA256File(task.Artifact); err == nil && sum == task.SHA256 {
+			return a.paidResult(ctx, task)
+		}
+		// The recorded file is gone or damaged: fetch it again below.
+	case ledger.PaidSubmitted:
+	case ledger.PaidFailed:
+		return PaidTaskResult{}, nonRetryable(VendorTaskFailed, "vendor task %s for step %s revision %d failed: %s", task.RemoteRef, step.Name, in.Revision, task.Error)
+	default:
+		return PaidTaskResult{}, nonRetryable(InvalidInput, "paid task %s/%s step %s revision %d is %s, not submitted: submit it first", p.Name, ep.ID, step.Name, in.Revision, task.State)
+	}
+	vendor, err := a.vendor(ctx)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	for {
+		vt, err := vendor.Task(ctx, task.RemoteRef)
+		switch {
+		case errors.Is(err, paidvendor.ErrInvalidTaskID) || errors.Is(err, paidvendor.ErrNotFound):
+			return PaidTaskResult{}, nonRetryable(InvalidRemoteRef, "vendor has no task %q for step %s: %v", task.RemoteRef, step.Name, err)
+		case err != nil:
+			return PaidTaskResult{}, fmt.Errorf("poll vendor task %s: %w", task.RemoteRef, err)
+		}
+		activity.RecordHeartbeat(ctx, string(vt.Status))
+		switch vt.Status {
+		case paidvendor.StatusSucceeded:
+			return a.download(ctx, ref, task, vt, vendor)
+		case paidvendor.StatusFailed:
+			if _, err := a.Ledger.RecordPaidFailure(ctx, ref, task.RemoteRef, vt.Error); err != nil {
+				return PaidTaskResult{}, classify(err)
+			}
+			return PaidTaskResult{}, nonRetryable(VendorTaskFailed, "vendor task %s for step %s revision %d failed: %s", vt.ID, step.Name, in.Revision, vt.Error)
+		}
+		select {
+		case <-ctx.Done():
+			return PaidTaskResult{}, ctx.Err()
+		case <-time.After(a.pollInterval()):
+		}
+	}
+}
+
+func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task ledger.PaidTask, vt paidvendor.Task, vendor paidvendor.Client) (PaidTaskResult, error) {
+	body, err := vendor.Result(ctx, vt.ID)
+	if err != nil {
+		return PaidTaskResult{}, fmt.Errorf("download result of vendor task %s: %w", vt.ID, err)
+	}
+	defer body.Close()
+	path := filepath.Join(artifacts.EpisodeDir(a.ArtifactsDir, ref.Pipeline, ref.EpisodeID), fmt.Sprintf("%s-r%d.bin", ref.Step, ref.Revision))
+	sum, err := artifacts.WriteVerified(path, io.LimitReader(body, maxResultBytes), vt.SHA256)
+	var mismatch *artifacts.HashMismatchError
+	if errors.As(err, &mismatch) {
+		// The vendor's bytes are not what it promised: the revision failed;
+		// a rework asks for a new one.
+		if _, ferr := a.Ledger.RecordPaidFailure(ctx, ref, task.RemoteRef, "result sha256 mismatch: "+mismatch.Error()); ferr != nil {
+			return PaidTaskResult{}, classify(ferr)
+		}
+		return PaidTaskResult{}, nonRetryable(ResultHashMismatch, "result of vendor task %s for step %s: %v; nothing was written", vt.ID, ref.Step, err)
+	}
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	done, err := a.Ledger.RecordPaidResult(ctx, ref, task.RemoteRef, path, sum)
+	if err != nil {
+		return PaidTaskResult{}, classify(err)
+	}
+	activity.GetLogger(ctx).Info("paid result stored", "step", ref.Step, "revision", ref.Revision, "remote_ref", vt.ID, "sha256", sum)
+	return a.paidResult(ctx, done)
+}
+
+// maxResultBytes bounds one downloaded result.
+const maxResultBytes = 1 << 30
+
+func (a *Activities) paidResult(ctx context.Context, t ledger.PaidTask) (PaidTaskResult, error) {
+	out := PaidTaskResult{
+		Step: t.Step, Revision: t.Revision, State: string(t.State), IdempotencyKey: t.IdempotencyKey,
+		RemoteRef: t.RemoteRef, Artifact: t.Artifact, SHA256: t.SHA256, Error: t.Error,
+	}
+	if t.RemoteRef != "" {
+		c, err := a.Ledger.Cost(ctx, t.RemoteRef)
+		switch {
+		case err == nil:
+			out.CostAmount, out.CostCurrency = c.Amount, c.Currency
+		case !errors.Is(err, ledger.ErrCostNotFound):
+			return PaidTaskResult{}, classify(err)
+		}
+	}
+	return out, nil
+}
+
+// paidStep resolves a paid step of an existing episode. The episode check
+// comes first: a missing episode stops before credentials or a client.
+func (a *Activities) paidStep(ctx context.Context, in PaidTaskInput) (*pipeline.Pipeline, ledger.Episode, pipeline.Step, error) {
+	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
+	if err != nil {
+		return nil, ledger.Episode{}, pipeline.Step{}, err
+	}
+	step, ok := p.Step(in.Step)
+	if !ok {
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
+	}
+	if step.Kind != pipeline.Paid {
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(StepNotFound, "step %q of pipeline %q is %s, not paid: paid commands take one of %v", step.Name, p.Name, step.Kind, p.PaidStepNames())
+	}
+	if in.Revision < 0 {
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(InvalidInput, "revision %d is negative", in.Revision)
+	}
+	return p, ep, step, nil
+}
+
+// vendor reads the credentials and builds a client; called only after the
+// episode check.
+func (a *Activities) vendor(ctx context.Context) (paidvendor.Client, error) {
+	if a.Credentials == nil || a.NewVendor == nil {
+		return nil, nonRetryable(VendorNotConfigured, "this worker has no paid vendor configured: set %s (and %s or %s)", EnvVendorURL, EnvVendorAPIKey, EnvVendorAPIKeyFile)
+	}
+	key, err := a.Credentials.VendorAPIKey(ctx)
+	if err != nil {
+		return nil, nonRetryable(VendorNotConfigured, "%v", err)
+	}
+	c, err := a.NewVendor(key)
+	if err != nil {
+		return nil, nonRetryable(VendorNotConfigured, "build the vendor client: %v", err)
+	}
+	return c, nil
+}
+
+func (a *Activities) pollInterval() time.Duration {
+	if a.PollInterval > 0 {
+		return a.PollInterval
+	}
+	return 2 * time.Second
+}
