@@ -28,6 +28,7 @@ const (
 	EnvPipelines = "ALLOT_PIPELINES"
 	EnvDataDir   = "ALLOT_DATA_DIR"
 	EnvTaskQueue = "ALLOT_TASK_QUEUE"
+	EnvVendorURL = "ALLOT_VENDOR_URL"
 )
 
 // Defaults of the embedded setup.
@@ -42,6 +43,9 @@ type Config struct {
 	Pipelines string // pipeline file; "" = the embedded default
 	DataDir   string // artifacts go to DataDir/artifacts
 	TaskQueue string
+	// VendorURL is the paid vendor's API; its key is read by the paid
+	// activities from ALLOT_VENDOR_API_KEY(_FILE), never from here.
+	VendorURL string
 }
 
 // ConfigFromEnv reads the ALLOT_* variables; unset ones keep their defaults.
@@ -51,6 +55,7 @@ func ConfigFromEnv() Config {
 		Pipelines: os.Getenv(EnvPipelines),
 		DataDir:   os.Getenv(EnvDataDir),
 		TaskQueue: os.Getenv(EnvTaskQueue),
+		VendorURL: os.Getenv(EnvVendorURL),
 	}
 }
 
@@ -79,6 +84,13 @@ func (c Config) Validate() error {
 	}
 	if strings.TrimSpace(c.TaskQueue) == "" || strings.ContainsAny(c.TaskQueue, " \t\n") {
 		errs = append(errs, fmt.Errorf("%s=%q: use a task queue name without spaces", EnvTaskQueue, c.TaskQueue))
+	}
+	if c.VendorURL != "" {
+		if u, err := url.Parse(c.VendorURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q: use the vendor's base URL, e.g. http://127.0.0.1:8787", EnvVendorURL, c.VendorURL))
+		} else if u.User != nil {
+			errs = append(errs, fmt.Errorf("%s must not carry credentials: put the API key in ALLOT_VENDOR_API_KEY or ALLOT_VENDOR_API_KEY_FILE", EnvVendorURL))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/server/temporaltest"
 
@@ -25,17 +27,22 @@ import (
 	"allot/workflows"
 )
 
-// cluster is a real Temporal server in-process with an allot worker on it.
+// cluster is a real Temporal server in-process with an allot worker on it,
+// a simulated paid vendor over HTTP, and a ledger in a temporary directory.
 type cluster struct {
 	t         *testing.T
 	server    *temporaltest.TestServer
 	client    client.Client
 	namespace string
+	dir       string
 	ledger    *ledger.Ledger
 	ledgerURL string
 	pipelines *pipeline.Set
 	acts      *activities.Activities
 	runs      *operator.Runs
+	commands  *operator.EpisodeCommands
+	vendor    *vendorHarness
+	logs      *syncBuffer
 }
 
 const testPipelines = `
@@ -47,6 +54,44 @@ name = "weekly-video"
   [[pipeline.step]]
   name = "assemble"
   kind = "local"
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+
+[[pipeline]]
+name = "weekly-paid"
+  [[pipeline.step]]
+  name = "video"
+  kind = "paid"
+  params = { resolution = "1080p" }
+  [[pipeline.step]]
+  name = "cover"
+  kind = "paid"
+  [[pipeline.step]]
+  name = "assemble"
+  kind = "local"
+  [[pipeline.step]]
+  name = "approve"
+  kind = "approval"
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+
+[[pipeline]]
+name = "auto-paid"
+auto_approve = true
+  [[pipeline.step]]
+  name = "video"
+  kind = "paid"
+  [[pipeline.step]]
+  name = "cover"
+  kind = "paid"
+  [[pipeline.step]]
+  name = "assemble"
+  kind = "local"
+  [[pipeline.step]]
+  name = "approve"
+  kind = "approval"
   [[pipeline.step]]
   name = "publish"
   kind = "local"
@@ -68,7 +113,9 @@ func newCluster(t *testing.T) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
-	c := ts.GetDefaultClient()
+	logs := &syncBuffer{}
+	c := ts.NewClientWithOptions(client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(logs, nil)))})
+	t.Cleanup(c.Close)
 	if _, err := app.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()); err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +130,17 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	vendor := newVendorHarness(t)
 	cl := &cluster{
-		t: t, server: ts, client: c, namespace: ts.GetDefaultNamespace(),
-		ledger: led, ledgerURL: url, pipelines: set,
-		acts: &activities.Activities{Ledger: led, Pipelines: set, ArtifactsDir: filepath.Join(dir, "artifacts")},
+		t: t, server: ts, client: c, namespace: ts.GetDefaultNamespace(), dir: dir,
+		ledger: led, ledgerURL: url, pipelines: set, vendor: vendor, logs: logs,
+		acts: &activities.Activities{
+			Ledger: led, Pipelines: set, ArtifactsDir: filepath.Join(dir, "artifacts"),
+			Credentials: vendor.creds, NewVendor: vendor.factory, PollInterval: 20 * time.Millisecond,
+		},
 	}
 	cl.runs = &operator.Runs{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue}
+	cl.commands = &operator.EpisodeCommands{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, Ledger: led}
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Serve(wctx, c, workflows.TaskQueue, cl.acts) }()
@@ -470,7 +522,7 @@ func TestBadRunInputStartsNothing(t *testing.T) {
 		{"unknown pipeline", operator.RunInput{Pipeline: "monthly-podcast"}, "not defined"},
 		{"bad pipeline name", operator.RunInput{Pipeline: "Weekly Video"}, "invalid"},
 		{"key over 200 bytes", operator.RunInput{Pipeline: "weekly-video", Key: strings.Repeat("k", 201)}, "over the limit"},
-		{"key with control character", operator.RunInput{Pipeline: "weekly-video", Key: "weekly\x00video"}, "control character"},
+		{"key with control character", operator.RunInput{Pipeline: "weekly-video", Key: "weekly\x00video"}, "control or invisible character"},
 	}
 	for _, tc := range cases {
 		_, err := c.runs.Run(c.ctx(), tc.in)

@@ -65,8 +65,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		Pipelines:    pipelines,
 		ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
 	}
+	if cfg.VendorURL != "" {
+		acts.Credentials = activities.EnvCredentials{}
+		acts.NewVendor = activities.HTTPVendor(cfg.VendorURL)
+	}
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),
-		"pipelines", pipelines.Names(), "temporal", hostPort(opts), "namespace", opts.Namespace)
+		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "temporal", hostPort(opts), "namespace", opts.Namespace)
 	return Serve(ctx, c, cfg.TaskQueue, acts)
 }
 

@@ -42,6 +42,8 @@ var commands = map[string]command{
 	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
 	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
 	"check":    {"verify the ledger's invariants; exits 3 on violations", checkCommand},
+	"episode":  {"show or command one episode: show|approve|reject|rework|reassemble|resolve", episodeCommand},
+	"costs":    {"costs per episode and step, from the ledger", costsCommand},
 }
 
 // cli carries what every command shares: config, output mode and streams.

@@ -21,6 +21,7 @@ func main() {
 	flag.StringVar(&cfg.Pipelines, "pipelines", cfg.Pipelines, "pipeline file (env "+app.EnvPipelines+"; default: the embedded demo pipelines)")
 	flag.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for artifacts (env "+app.EnvDataDir+", default data)")
 	flag.StringVar(&cfg.TaskQueue, "task-queue", cfg.TaskQueue, "task queue (env "+app.EnvTaskQueue+", default allot)")
+	flag.StringVar(&cfg.VendorURL, "vendor-url", cfg.VendorURL, "paid vendor base URL (env "+app.EnvVendorURL+"); its key comes from ALLOT_VENDOR_API_KEY or ALLOT_VENDOR_API_KEY_FILE")
 	flag.StringVar(&address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or 127.0.0.1:7233)")
 	flag.StringVar(&namespace, "namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
 	flag.Parse()

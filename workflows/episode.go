@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -19,11 +20,35 @@ type EpisodeInput struct {
 
 // Episode stages, as the state query and current details show them.
 const (
-	StageLoading   = "loading"
-	StageRunning   = "running"
-	StageCompleted = "completed"
-	StageFailed    = "failed"
+	StageLoading          = "loading"
+	StageRunning          = "running"
+	StageWaitingApproval  = "waiting_approval"
+	StageNeedsAttention   = "needs_attention"
+	StageCompleted        = "completed"
+	StageRejected         = "rejected"
+	StageFailed           = "failed"
+	OutcomeWaitingApprove = "waiting_approval"
+	OutcomeRejected       = "rejected"
 )
+
+// Update names of the Episode workflow: the operator's commands.
+const (
+	ApproveUpdate    = "approve"
+	RejectUpdate     = "reject"
+	ReworkUpdate     = "rework"
+	ReassembleUpdate = "reassemble"
+	ResolveUpdate    = "resolve"
+)
+
+// Attention says why an episode waits for an operator.
+type Attention struct {
+	Step      string    `json:"step"`
+	Revision  int       `json:"revision"`
+	ErrorType string    `json:"error_type"`
+	Reason    string    `json:"reason"`
+	Since     time.Time `json:"since"`
+	Remedy    string    `json:"remedy"`
+}
 
 // EpisodeState is what the state query answers.
 type EpisodeState struct {
@@ -36,12 +61,21 @@ type EpisodeState struct {
 	Stage       string                 `json:"stage"`
 	CurrentStep string                 `json:"current_step,omitempty"`
 	Steps       []activities.StepState `json:"steps"`
+	Attention   *Attention             `json:"attention,omitempty"`
 	CompletedAt time.Time              `json:"completed_at,omitzero"`
 	Error       string                 `json:"error,omitempty"`
 }
 
 // EpisodeResult is the episode's final state.
 type EpisodeResult = EpisodeState
+
+// DecisionRequest is the argument of every operator update.
+type DecisionRequest struct {
+	Step      string `json:"step,omitempty"`
+	Resolve   string `json:"resolve,omitempty"` // resolve: adopt | resubmit | abandon
+	RemoteRef string `json:"remote_ref,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
 
 func episodeActivityOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
@@ -50,17 +84,36 @@ func episodeActivityOptions() workflow.ActivityOptions {
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+			NonRetryableErrorTypes: append([]string{}, activities.NonRetryableErrorTypes...),
 		},
 	}
 }
 
-type episode struct {
-	input EpisodeInput
-	state EpisodeState
+// awaitActivityOptions let a paid task run long; the heartbeat timeout brings
+// a crashed worker's poll back quickly, and the retry resumes by reference.
+func awaitActivityOptions() workflow.ActivityOptions {
+	o := episodeActivityOptions()
+	o.StartToCloseTimeout = 24 * time.Hour
+	o.HeartbeatTimeout = 10 * time.Second
+	return o
 }
 
-// Episode is the execution phase of one episode. It is a function of the
+type episode struct {
+	input       EpisodeInput
+	state       EpisodeState
+	autoApprove bool
+
+	loaded  bool
+	loadErr error // why loading failed; commands waiting for the load return it
+	// idle: the main loop waits for an operator or has finished, so a
+	// command may change the steps. busy: a command is being applied.
+	idle, busy bool
+	// generation counts applied commands; waits end when it changes.
+	generation int
+}
+
+// Episode is the execution phase of one episode: paid steps, local steps, an
+// approval gate, and operator commands as Updates. It is a function of the
 // ledger: started again for an episode, it resumes from what the ledger has.
 func Episode(ctx workflow.Context, in EpisodeInput) (EpisodeResult, error) {
 	e := &episode{input: in}
@@ -73,7 +126,24 @@ func Episode(ctx workflow.Context, in EpisodeInput) (EpisodeResult, error) {
 func (e *episode) setup(ctx workflow.Context) error {
 	e.state = EpisodeState{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Sequence: -1, Stage: StageLoading}
 	workflow.SetCurrentDetails(ctx, "Loading the episode from the ledger.")
-	return workflow.SetQueryHandler(ctx, StateQuery, func() (EpisodeState, error) { return e.state, nil })
+	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (EpisodeState, error) { return e.state, nil }); err != nil {
+		return err
+	}
+	handlers := map[string]func(workflow.Context, DecisionRequest) (EpisodeState, error){
+		ApproveUpdate:    e.approve(activities.DecisionApprove),
+		RejectUpdate:     e.approve(activities.DecisionReject),
+		ReworkUpdate:     e.rework,
+		ReassembleUpdate: e.reassemble,
+		ResolveUpdate:    e.resolve,
+	}
+	for _, name := range []string{ApproveUpdate, RejectUpdate, ReworkUpdate, ReassembleUpdate, ResolveUpdate} {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, name, handlers[name], workflow.UpdateHandlerOptions{
+			Validator: validateDecision(name),
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
@@ -84,10 +154,19 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	if err := workflow.ExecuteActivity(actx, a.LoadEpisode, activities.EpisodeRef{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID,
 	}).Get(ctx, &loaded); err != nil {
-		return e.fail(ctx, err)
+		e.loadErr = err
+		res, err := e.fail(ctx, err)
+		// Commands that came with the start (Update-With-Start) get the
+		// same error instead of being dropped.
+		if aerr := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); aerr != nil {
+			return res, aerr
+		}
+		return res, err
 	}
 	e.state.Period, e.state.Sequence, e.state.Key = loaded.Period, loaded.Sequence, loaded.Key
 	e.state.NominalTime, e.state.Steps, e.state.CompletedAt = loaded.NominalTime, loaded.Steps, loaded.CompletedAt
+	e.autoApprove = loaded.AutoApprove
+	e.loaded = true
 	if err := workflow.UpsertTypedSearchAttributes(ctx,
 		PipelineAttr.ValueSet(loaded.Pipeline),
 		EpisodeAttr.ValueSet(loaded.EpisodeID),
@@ -96,41 +175,210 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	); err != nil {
 		return EpisodeResult{}, err
 	}
-	if loaded.Status == StageCompleted {
-		return e.complete(ctx, actx)
-	}
-
-	e.state.Stage = StageRunning
-	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(OutcomeRunning)); err != nil {
-		return EpisodeResult{}, err
-	}
-	for i := range e.state.Steps {
-		step := &e.state.Steps[i]
-		if step.Status == activities.StepCompleted {
-			continue
+	if !(loaded.Status == StageCompleted && e.nextStep() < 0) {
+		if err := e.setStage(ctx, StageRunning, OutcomeRunning); err != nil {
+			return EpisodeResult{}, err
 		}
-		e.state.CurrentStep = step.Name
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running step **%s** (%s), %d of %d.", step.Name, step.Kind, i+1, len(e.state.Steps)))
-		switch step.Kind {
-		case "local":
-			var done activities.StepState
-			if err := workflow.ExecuteActivity(actx, a.RunLocalStep, activities.RunLocalStepInput{
-				Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name,
-			}).Get(ctx, &done); err != nil {
+	}
+	for {
+		i := e.nextStep()
+		if i >= 0 {
+			if err := e.runStep(ctx, actx, i); err != nil {
 				return e.fail(ctx, err)
 			}
-			*step = done
-		default:
-			return e.fail(ctx, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("step %q has kind %q, which this worker cannot run", step.Name, step.Kind), activities.InvalidInput, nil))
+			continue
+		}
+		res, err := e.finish(ctx, actx)
+		if err != nil {
+			return res, err
+		}
+		// Finished: commands may run now (also those that came with an
+		// Update-With-Start); one that reopened work sends the loop round.
+		if err := e.waitIdle(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return EpisodeResult{}, err
+		}
+		if e.nextStep() < 0 {
+			return e.state, nil
+		}
+		if err := e.setStage(ctx, StageRunning, OutcomeRunning); err != nil {
+			return EpisodeResult{}, err
 		}
 	}
-	e.state.CurrentStep = ""
-	return e.complete(ctx, actx)
 }
 
-func (e *episode) complete(ctx, actx workflow.Context) (EpisodeResult, error) {
+// waitIdle lets operator commands run until done() holds and no command is
+// being applied.
+func (e *episode) waitIdle(ctx workflow.Context, done func() bool) error {
+	e.idle = true
+	defer func() { e.idle = false }()
+	return workflow.Await(ctx, func() bool { return !e.busy && done() })
+}
+
+// nextStep is the first step that is not settled, or -1. A rejected
+// approval settles the rest of the episode.
+func (e *episode) nextStep() int {
+	for i, s := range e.state.Steps {
+		switch s.Status {
+		case activities.StepCompleted, activities.StepApproved, "abandoned":
+			continue
+		case activities.StepRejected:
+			return -1
+		}
+		return i
+	}
+	return -1
+}
+
+func (e *episode) runStep(ctx, actx workflow.Context, i int) error {
 	var a *activities.Activities
+	step := e.state.Steps[i]
+	e.state.CurrentStep = step.Name
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running step **%s** (%s), %d of %d.", step.Name, step.Kind, i+1, len(e.state.Steps)))
+	defer func() { e.state.CurrentStep = "" }()
+	switch step.Kind {
+	case "local":
+		var done activities.StepState
+		if err := workflow.ExecuteActivity(actx, a.RunLocalStep, activities.RunLocalStepInput{
+			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name,
+		}).Get(ctx, &done); err != nil {
+			return err
+		}
+		e.state.Steps[i] = done
+		return nil
+	case "paid":
+		return e.runPaid(ctx, actx, i)
+	case "approval":
+		return e.awaitApproval(ctx, actx, i)
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("step %q has kind %q, which this worker cannot run", step.Name, step.Kind), activities.InvalidInput, nil)
+}
+
+// runPaid submits (at most once) and awaits one paid task. Failures that
+// need a person park the episode until an operator decides.
+func (e *episode) runPaid(ctx, actx workflow.Context, i int) error {
+	var a *activities.Activities
+	step := e.state.Steps[i]
+	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name, Revision: step.Revision}
+	var res activities.PaidTaskResult
+	err := workflow.ExecuteActivity(actx, a.SubmitPaidTask, in).Get(ctx, &res)
+	if err == nil {
+		e.applyPaid(i, res)
+		if res.State == "abandoned" || res.State == "failed" && res.RemoteRef == "" {
+			return nil
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", step.Name, step.Revision, res.RemoteRef))
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, awaitActivityOptions()), a.AwaitPaidTask, in).Get(ctx, &res)
+		if err == nil {
+			e.applyPaid(i, res)
+			return nil
+		}
+	}
+	if kind := errorType(err); needsOperator(kind) {
+		return e.park(ctx, i, kind, err)
+	}
+	return err
+}
+
+func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
+	s := &e.state.Steps[i]
+	s.Status, s.Revision, s.RemoteRef, s.Artifact, s.SHA256, s.Error = r.State, r.Revision, r.RemoteRef, r.Artifact, r.SHA256, r.Error
+	s.CostAmount, s.CostCurrency = r.CostAmount, r.CostCurrency
+	if r.State == "succeeded" {
+		s.Status = activities.StepCompleted
+	}
+}
+
+// needsOperator lists the paid failures a retry cannot fix and a person can.
+func needsOperator(errType string) bool {
+	switch errType {
+	case activities.OutcomeUnknown, activities.VendorRejected, activities.VendorTaskFailed,
+		activities.ResultHashMismatch, activities.InvalidRemoteRef, activities.VendorNotConfigured:
+		return true
+	}
+	return false
+}
+
+func remedy(errType, step string) string {
+	switch errType {
+	case activities.OutcomeUnknown:
+		return fmt.Sprintf("starter episode resolve --step %s --adopt REF | --resubmit | --abandon --reason TEXT", step)
+	case activities.VendorRejected, activities.VendorNotConfigured:
+		return fmt.Sprintf("fix the vendor configuration, then: starter episode resolve --step %s --resubmit", step)
+	default:
+		return fmt.Sprintf("starter episode rework --step %s", step)
+	}
+}
+
+// park shows why the episode needs attention and waits until an operator's
+// update clears it.
+func (e *episode) park(ctx workflow.Context, i int, errType string, cause error) error {
+	step := &e.state.Steps[i]
+	msg := cause.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(cause, &appErr) {
+		msg = appErr.Message()
+	}
+	e.state.Attention = &Attention{
+		Step: step.Name, Revision: step.Revision, ErrorType: errType, Reason: msg,
+		Since: workflow.Now(ctx), Remedy: remedy(errType, step.Name),
+	}
+	if errType == activities.OutcomeUnknown {
+		step.Status = "intent"
+	}
+	if err := e.setStage(ctx, StageNeedsAttention, OutcomeNeedsAttention); err != nil {
+		return err
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Needs attention** (%s) on step **%s** revision %d: %s\n\nTo continue: `%s`",
+		errType, step.Name, step.Revision, msg, e.state.Attention.Remedy))
+	workflow.GetLogger(ctx).Warn("episode needs attention", "step", step.Name, "type", errType)
+	if err := e.waitIdle(ctx, func() bool { return e.state.Attention == nil }); err != nil {
+		return err
+	}
+	return e.setStage(ctx, StageRunning, OutcomeRunning)
+}
+
+func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
+	step := e.state.Steps[i]
+	if e.autoApprove {
+		var a *activities.Activities
+		var res activities.DecisionResult
+		if err := workflow.ExecuteActivity(actx, a.ApplyDecision, activities.DecisionInput{
+			RequestID: "auto-approve/" + e.input.EpisodeID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID,
+			Pipeline:  e.input.Pipeline, EpisodeID: e.input.EpisodeID, Action: activities.DecisionApprove,
+			Reason: "pipeline approves automatically (auto_approve = true)",
+		}).Get(ctx, &res); err != nil {
+			return err
+		}
+		e.state.Steps = res.Steps
+		return nil
+	}
+	if err := e.setStage(ctx, StageWaitingApproval, OutcomeWaitingApprove); err != nil {
+		return err
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n`starter episode approve --pipeline %s --episode %s` or `... reject`.",
+		step.Name, e.input.Pipeline, e.input.EpisodeID))
+	// A decision ends the wait: approve or reject, or a rework or
+	// reassembly that reopened earlier steps.
+	gen := e.generation
+	if err := e.waitIdle(ctx, func() bool { return e.generation != gen }); err != nil {
+		return err
+	}
+	if e.nextStep() < 0 {
+		return nil
+	}
+	return e.setStage(ctx, StageRunning, OutcomeRunning)
+}
+
+// finish marks the episode completed in the ledger, or shows it rejected.
+func (e *episode) finish(ctx, actx workflow.Context) (EpisodeResult, error) {
+	var a *activities.Activities
+	for _, s := range e.state.Steps {
+		if s.Status == activities.StepRejected {
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("Rejected at step **%s**. `starter episode rework` or `reassemble` reopens it.", s.Name))
+			return e.state, e.setStage(ctx, StageRejected, OutcomeRejected)
+		}
+	}
 	if e.state.CompletedAt.IsZero() {
 		if err := workflow.ExecuteActivity(actx, a.CompleteEpisode, activities.CompleteEpisodeInput{
 			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, CompletedAt: workflow.Now(ctx),
@@ -138,12 +386,16 @@ func (e *episode) complete(ctx, actx workflow.Context) (EpisodeResult, error) {
 			return e.fail(ctx, err)
 		}
 	}
-	e.state.Stage = StageCompleted
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Completed at %s: %s.", e.state.CompletedAt.UTC().Format(time.RFC3339), stepSummary(e.state.Steps)))
-	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(OutcomeCompleted)); err != nil {
-		return EpisodeResult{}, err
+	return e.state, e.setStage(ctx, StageCompleted, OutcomeCompleted)
+}
+
+func (e *episode) setStage(ctx workflow.Context, stage, outcome string) error {
+	if e.state.Stage == stage {
+		return nil
 	}
-	return e.state, nil
+	e.state.Stage = stage
+	return workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(outcome))
 }
 
 func (e *episode) fail(ctx workflow.Context, err error) (EpisodeResult, error) {

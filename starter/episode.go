@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"allot/operator"
+	"allot/workflows"
+)
+
+// episodeCommand dispatches `starter episode <subcommand>`.
+func episodeCommand(ctx context.Context, c *cli, args []string) error {
+	subs := map[string]func(context.Context, *cli, []string) error{
+		"show":       episodeShow,
+		"approve":    episodeUpdate(workflows.ApproveUpdate),
+		"reject":     episodeUpdate(workflows.RejectUpdate),
+		"rework":     episodeUpdate(workflows.ReworkUpdate),
+		"reassemble": episodeUpdate(workflows.ReassembleUpdate),
+		"resolve":    episodeUpdate(workflows.ResolveUpdate),
+	}
+	if len(args) == 0 || subs[args[0]] == nil {
+		names := make([]string, 0, len(subs))
+		for n := range subs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return usageError{fmt.Errorf("episode takes a subcommand: one of %v", names)}
+	}
+	return subs[args[0]](ctx, c, args[1:])
+}
+
+func episodeShow(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("episode show", true)
+	var pipelineName, episodeID string
+	fs.StringVar(&pipelineName, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&episodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if pipelineName == "" || episodeID == "" {
+		return usageError{errors.New("--pipeline and --episode are required")}
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	// Temporal is optional for show: the ledger alone answers.
+	cl, _ := c.dial(ctx)
+	if cl != nil {
+		defer cl.Close()
+	}
+	res, err := operator.Show(ctx, led, cl, pipelineName, episodeID)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		e := res.Episode
+		fmt.Fprintf(w, "episode\t%s/%s (period %s, sequence %d)\n", e.Pipeline, e.ID, e.Period, e.Sequence)
+		fmt.Fprintf(w, "status\t%s\n", e.Status)
+		fmt.Fprintf(w, "key\t%s\n", e.AllocationKey)
+		fmt.Fprintf(w, "nominal time\t%s\n", e.NominalTime.Format(time.RFC3339))
+		if res.Workflow != nil {
+			stage := ""
+			if res.Workflow.State != nil {
+				stage = " / " + res.Workflow.State.Stage
+				if a := res.Workflow.State.Attention; a != nil {
+					stage += fmt.Sprintf(" (%s on %s: %s; %s)", a.ErrorType, a.Step, a.Reason, a.Remedy)
+				}
+			}
+			fmt.Fprintf(w, "workflow\t%s %s%s\n", res.Workflow.WorkflowID, res.Workflow.Status, stage)
+		}
+		fmt.Fprintln(w, "\nPAID STEP\tREV\tSTATE\tREMOTE REF\tCOST\tSHA256")
+		costs := map[string]string{}
+		for _, c := range res.Costs {
+			costs[c.RemoteRef] = money(c.Amount, c.Currency)
+		}
+		for _, t := range res.PaidTasks {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", t.Step, t.Revision, t.State, dash(t.RemoteRef), dash(costs[t.RemoteRef]), dash(t.SHA256))
+		}
+		fmt.Fprintln(w, "\nSTEP\tSTATUS\tSHA256")
+		for _, s := range res.Steps {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", s.Step, s.Status, dash(s.SHA256))
+		}
+		if len(res.Decisions) > 0 {
+			fmt.Fprintln(w, "\nDECISION\tSTEP\tREV\tREF\tREASON\tAT")
+			for _, d := range res.Decisions {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Action, dash(d.Step), d.Revision, dash(d.RemoteRef), dash(d.Reason), d.At.Format(time.RFC3339))
+			}
+		}
+		for cur, amount := range res.Totals {
+			fmt.Fprintf(w, "\ntotal\t%s\n", money(amount, cur))
+		}
+	})
+	return nil
+}
+
+func episodeUpdate(update string) func(context.Context, *cli, []string) error {
+	return func(ctx context.Context, c *cli, args []string) error {
+		fs := c.flags("episode "+update, true)
+		var (
+			in                = operator.CommandInput{Update: update}
+			adopt             string
+			resubmit, abandon bool
+		)
+		fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
+		fs.StringVar(&in.EpisodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required; commands never allocate)")
+		fs.StringVar(&in.Request.Reason, "reason", "", "why (recorded in the ledger)")
+		if update == workflows.ReworkUpdate || update == workflows.ResolveUpdate {
+			fs.StringVar(&in.Request.Step, "step", "", "paid step (required)")
+		}
+		if update == workflows.ResolveUpdate {
+			fs.StringVar(&adopt, "adopt", "", "adopt this vendor task reference")
+			fs.BoolVar(&resubmit, "resubmit", false, "submit again with the same idempotency key")
+			fs.BoolVar(&abandon, "abandon", false, "give the task up (needs --reason)")
+		}
+		if err := c.parse(fs, args); err != nil {
+			return err
+		}
+		if in.Pipeline == "" || in.EpisodeID == "" {
+			return usageError{errors.New("--pipeline and --episode are required: operator commands never allocate an episode")}
+		}
+		if update == workflows.ReworkUpdate && in.Request.Step == "" {
+			return usageError{errors.New("--step is required")}
+		}
+		if update == workflows.ResolveUpdate {
+			if in.Request.Step == "" {
+				return usageError{errors.New("--step is required")}
+			}
+			chosen := 0
+			for _, b := range []bool{adopt != "", resubmit, abandon} {
+				if b {
+					chosen++
+				}
+			}
+			if chosen != 1 {
+				return usageError{errors.New("give exactly one of --adopt REF, --resubmit or --abandon --reason TEXT")}
+			}
+			switch {
+			case adopt != "":
+				in.Request.Resolve, in.Request.RemoteRef = workflows.ResolveAdopt, adopt
+			case resubmit:
+				in.Request.Resolve = workflows.ResolveResubmit
+			default:
+				if in.Request.Reason == "" {
+					return usageError{errors.New("--abandon needs --reason TEXT")}
+				}
+				in.Request.Resolve = workflows.ResolveAbandon
+			}
+		}
+		pipelines, err := c.cfg.LoadPipelines()
+		if err != nil {
+			return err
+		}
+		led, err := c.openLedgerReadOnly(ctx)
+		if err != nil {
+			return err
+		}
+		defer led.Close()
+		cl, err := c.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		cmds := &operator.EpisodeCommands{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, Ledger: led}
+		res, err := cmds.Send(ctx, in)
+		if err != nil {
+			return err
+		}
+		c.print(res, func(w io.Writer) {
+			fmt.Fprintf(w, "%s\t%s\n", update, res.WorkflowID)
+			fmt.Fprintf(w, "stage\t%s\n", res.State.Stage)
+			for _, s := range res.State.Steps {
+				fmt.Fprintf(w, "  %s\t%s\trev %d\t%s\n", s.Name, s.Status, s.Revision, dash(s.RemoteRef))
+			}
+		})
+		return nil
+	}
+}
+
+func costsCommand(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("costs", false)
+	var in operator.CostsInput
+	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&in.Period, "period", "", "only this period, e.g. 2026-W32")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if in.Pipeline == "" {
+		return usageError{errors.New("--pipeline is required")}
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	res, err := operator.Costs(ctx, led, in)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintln(w, "EPISODE\tSTEP\tREVISIONS\tCOST")
+		for _, l := range res.Lines {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", l.EpisodeID, l.Step, l.Revisions, money(l.Amount, l.Currency))
+		}
+		for cur, amount := range res.Totals {
+			fmt.Fprintf(w, "total\t\t\t%s\n", money(amount, cur))
+		}
+	})
+	return nil
+}
+
+func money(minor int64, currency string) string {
+	if currency == "" {
+		return ""
+	}
+	return fmt.Sprintf("%d.%02d %s", minor/100, minor%100, currency)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
