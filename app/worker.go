@@ -27,6 +27,9 @@ type WorkerConfig struct {
 	Config
 	Temporal client.Options
 	Logger   *slog.Logger
+	// Credentials for the paid vendor; nil reads ALLOT_VENDOR_API_KEY or
+	// ALLOT_VENDOR_API_KEY_FILE when a paid activity needs them.
+	Credentials activities.CredentialsSource
 }
 
 // RunWorker opens the ledger, connects to Temporal and serves the task queue
@@ -66,7 +69,10 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
 	}
 	if cfg.VendorURL != "" {
-		acts.Credentials = activities.EnvCredentials{}
+		acts.Credentials = cfg.Credentials
+		if acts.Credentials == nil {
+			acts.Credentials = activities.EnvCredentials{}
+		}
 		acts.NewVendor = activities.HTTPVendor(cfg.VendorURL)
 	}
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),

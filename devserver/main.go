@@ -1,9 +1,9 @@
-// Command devserver runs a Temporal server and its Web UI in one process,
-// with state in a SQLite file under --data-dir, and allot's custom search
-// attributes registered in the namespace.
+// Command devserver is allot's one command on embedded defaults: a Temporal
+// server with its Web UI, the simulated paid vendor and the allot worker, all
+// in one process with their state under --data-dir, kept across restarts.
 //
-//	go run ./devserver                      # frontend :7233, UI http://127.0.0.1:8233
-//	go run ./devserver --headless --port 7300 --data-dir /tmp/allot-temporal
+//	go run ./devserver                  # frontend 127.0.0.1:7233, UI http://127.0.0.1:8233
+//	go run ./devserver --headless --port 7300 --data-dir /tmp/allot
 //
 // Stop it with Ctrl+C (SIGINT) or SIGTERM.
 package main
@@ -15,69 +15,47 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
+	"allot/app"
 	"allot/temporalserver"
-	"allot/workflows"
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(logger); err != nil {
-		logger.Error("devserver failed", "error", err)
-		os.Exit(1)
-	}
-}
-
-func run(logger *slog.Logger) error {
-	port := flag.Int("port", temporalserver.DefaultPort, "frontend gRPC port")
-	uiPort := flag.Int("ui-port", temporalserver.DefaultUIPort, "Web UI HTTP port")
-	dataDir := flag.String("data-dir", "./data", "directory of the SQLite file ("+temporalserver.DBFileName+"), kept across restarts")
-	namespace := flag.String("namespace", temporalserver.DefaultNamespace, "namespace to create (if missing) and register search attributes in")
-	headless := flag.Bool("headless", false, "run without the Web UI")
+	cfg := app.DevConfig{Pipelines: os.Getenv(app.EnvPipelines)}
+	flag.IntVar(&cfg.Port, "port", temporalserver.DefaultPort, "Temporal frontend gRPC port (-1: any free port)")
+	flag.IntVar(&cfg.UIPort, "ui-port", temporalserver.DefaultUIPort, "Web UI HTTP port (-1: any free port)")
+	flag.IntVar(&cfg.VendorPort, "vendor-port", 8787, "simulated paid vendor HTTP port (-1: any free port)")
+	flag.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir, "directory for Temporal's, the ledger's and the vendor's state")
+	flag.StringVar(&cfg.Pipelines, "pipelines", cfg.Pipelines, "pipeline file (env "+app.EnvPipelines+"; default: the embedded demo)")
+	flag.BoolVar(&cfg.Headless, "headless", false, "run without the Web UI")
 	flag.Parse()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", flag.Args())
+		fmt.Fprintf(os.Stderr, "devserver: unexpected arguments %q: every value goes with a flag\n", flag.Args())
+		os.Exit(2)
+	}
+	cfg.Logger = logger
+	cfg.Ready = func(info app.DevInfo) {
+		ui := info.WebUI
+		if ui == "" {
+			ui = "disabled (--headless)"
+		}
+		fmt.Printf("allot is running\n"+
+			"  Web UI:    %s\n"+
+			"  Temporal:  %s (namespace %s)\n"+
+			"  vendor:    %s (simulated)\n"+
+			"  ledger:    %s\n"+
+			"  try:       go run ./starter run --pipeline weekly-video --wait\n"+
+			"Press Ctrl+C to stop; run it again to resume where it left off.\n",
+			ui, info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	srv, err := temporalserver.Start(ctx, temporalserver.Config{
-		DataDir:          *dataDir,
-		Port:             *port,
-		UIPort:           *uiPort,
-		DisableUI:        *headless,
-		Namespace:        *namespace,
-		SearchAttributes: workflows.SearchAttributeTypes(),
-		Logger:           logger,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			logger.Info("interrupted while starting")
-			return nil
-		}
-		return err
+	if err := app.RunDev(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "devserver:", err)
+		os.Exit(1)
 	}
-
-	ui := srv.UIAddress()
-	if ui == "" {
-		ui = "disabled (--headless)"
-	}
-	fmt.Printf("Temporal dev server is running\n"+
-		"  frontend:  %s  (namespace %q)\n"+
-		"  Web UI:    %s\n"+
-		"  data:      %s\n"+
-		"Press Ctrl+C (or send SIGTERM) to stop.\n",
-		srv.FrontendAddress(), srv.Namespace(), ui, filepath.Join(*dataDir, temporalserver.DBFileName))
-
-	<-ctx.Done()
-	stop() // a second Ctrl+C kills the process the usual way
-	logger.Info("stopping Temporal dev server")
-	if err := srv.Stop(); err != nil {
-		return err
-	}
-	logger.Info("stopped")
-	return nil
+	fmt.Println("allot stopped")
 }

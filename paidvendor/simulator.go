@@ -23,6 +23,10 @@ import (
 // as its error instead of "succeeded", and nothing is refunded.
 const SimFailParam = "sim.fail"
 
+// DevAPIKey is the simulator's documented development key, used by the
+// one-command dev setup. Never use it for anything reachable by others.
+const DevAPIKey = "dev-vendor-key"
+
 // DefaultSimPrice is what a task costs when SimConfig names no price for its
 // kind and no DefaultPrice.
 var DefaultSimPrice = Cost{Amount: 250, Currency: "USD"}

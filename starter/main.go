@@ -41,7 +41,7 @@ type command struct {
 var commands = map[string]command{
 	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
 	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
-	"check":    {"verify the ledger's invariants; exits 3 on violations", checkCommand},
+	"check":    {"verify the ledger's invariants (DESIGN.md 1-4, 7, 8); exits 3 on violations", checkCommand},
 	"episode":  {"show or command one episode: show|approve|reject|rework|reassemble|resolve", episodeCommand},
 	"costs":    {"costs per episode and step, from the ledger", costsCommand},
 }
@@ -187,7 +187,7 @@ func (c *cli) printError(cmd string, err error) {
 		_ = json.NewEncoder(c.stdout).Encode(map[string]string{"error": err.Error(), "type": errType})
 	}
 	if errType != "" {
-		fmt.Fprintf(c.stderr, "starter %s: %s: %v\n", cmd, errType, err)
+		fmt.Fprintf(c.stderr, "starter %s: %s: %s\n", cmd, errType, appErr.Message())
 		return
 	}
 	fmt.Fprintf(c.stderr, "starter %s: %v\n", cmd, err)
@@ -295,7 +295,7 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	c.print(res, func(w io.Writer) {
 		if res.OK {
-			fmt.Fprintln(w, "ok: invariants 1-4 hold")
+			fmt.Fprintln(w, "ok: the ledger's invariants hold")
 			return
 		}
 		for _, v := range res.Violations {

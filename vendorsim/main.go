@@ -43,10 +43,8 @@ import (
 )
 
 const (
-	// DevAPIKey is the documented development key, used when neither
-	// --api-key nor ALLOT_VENDOR_API_KEY is set. Never use it for anything
-	// reachable by others.
-	DevAPIKey = "dev-vendor-key"
+	// DevAPIKey is used when neither --api-key nor ALLOT_VENDOR_API_KEY is set.
+	DevAPIKey = paidvendor.DevAPIKey
 	// APIKeyEnv names the environment variable holding the key.
 	APIKeyEnv   = "ALLOT_VENDOR_API_KEY"
 	defaultAddr = "127.0.0.1:8787"

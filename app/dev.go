@@ -1,0 +1,144 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"allot/activities"
+	"allot/paidvendor"
+	"allot/temporalserver"
+	"allot/workflows"
+)
+
+// DevConfig is the one-command setup on embedded defaults: a Temporal server
+// with its Web UI, the simulated paid vendor and the worker, all keeping
+// their state under DataDir.
+type DevConfig struct {
+	DataDir    string // default "data"
+	Host       string // default 127.0.0.1
+	Port       int    // Temporal frontend; default 7233, -1 = any free port
+	UIPort     int    // Web UI; default 8233, -1 = any free port
+	Headless   bool   // no Web UI
+	VendorPort int    // simulated vendor; default 8787, -1 = any free port
+	Pipelines  string // pipeline file; "" = embedded demo
+	Logger     *slog.Logger
+	// Ready is called once everything runs, with where to look.
+	Ready func(DevInfo)
+}
+
+// DevInfo says where the running pieces are.
+type DevInfo struct {
+	Frontend  string `json:"frontend"`
+	Namespace string `json:"namespace"`
+	WebUI     string `json:"web_ui,omitempty"`
+	VendorURL string `json:"vendor_url"`
+	Ledger    string `json:"ledger"`
+	DataDir   string `json:"data_dir"`
+}
+
+// RunDev runs the embedded setup until ctx ends, then stops the worker, the
+// vendor and the server, in that order. Started again on the same DataDir it
+// resumes: the ledger, the vendor's charges and Temporal's state persist.
+func RunDev(ctx context.Context, cfg DevConfig) error {
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir
+	}
+	if cfg.Host == "" {
+		cfg.Host = temporalserver.DefaultHost
+	}
+	if cfg.VendorPort == 0 {
+		cfg.VendorPort = 8787
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	srv, err := temporalserver.Start(ctx, temporalserver.Config{
+		DataDir: cfg.DataDir, Host: cfg.Host, Port: cfg.Port, UIPort: cfg.UIPort, DisableUI: cfg.Headless,
+		SearchAttributes: workflows.SearchAttributeTypes(), Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			logger.Error("stopping the Temporal server", "error", err)
+		}
+	}()
+
+	vendorURL, stopVendor, err := startDevVendor(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopVendor()
+
+	wcfg := WorkerConfig{
+		Config: Config{
+			DataDir: cfg.DataDir, Pipelines: cfg.Pipelines, VendorURL: vendorURL,
+		}.WithDefaults(),
+		Temporal:    client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace()},
+		Logger:      logger,
+		Credentials: activities.NewStaticCredentials(paidvendor.DevAPIKey),
+	}
+	wctx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- RunWorker(wctx, wcfg) }()
+
+	if cfg.Ready != nil {
+		cfg.Ready(DevInfo{
+			Frontend: srv.FrontendAddress(), Namespace: srv.Namespace(), WebUI: srv.UIAddress(),
+			VendorURL: vendorURL, Ledger: wcfg.Ledger, DataDir: cfg.DataDir,
+		})
+	}
+	select {
+	case <-ctx.Done():
+		stopWorker()
+		return <-workerDone
+	case err := <-workerDone:
+		return fmt.Errorf("worker stopped: %w", err)
+	}
+}
+
+// startDevVendor serves the simulated paid vendor with its state file under
+// DataDir, so charges survive a restart.
+func startDevVendor(cfg DevConfig, logger *slog.Logger) (string, func(), error) {
+	sim, err := paidvendor.OpenSimulator(paidvendor.SimConfig{
+		APIKey:       paidvendor.DevAPIKey,
+		TaskDuration: 3 * time.Second,
+		Seed:         1,
+		StateFile:    filepath.Join(cfg.DataDir, "vendorsim.json"),
+		Logger:       logger.With("component", "vendorsim"),
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	port := cfg.VendorPort
+	if port < 0 {
+		port = 0
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, fmt.Sprint(port)))
+	if err != nil {
+		return "", nil, fmt.Errorf("simulated vendor: listen on port %d: %w (choose another with --vendor-port)", port, err)
+	}
+	hs := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("simulated vendor stopped", "error", err)
+		}
+	}()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}
