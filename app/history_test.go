@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"allot/operator"
+	"allot/paidvendor"
 	"allot/workflows"
 )
 
@@ -19,7 +20,7 @@ import (
 // ALLOT_SAVE_HISTORIES (a directory) for the replay tests in workflows/.
 // Run it when a workflow changes shape on purpose, before the change:
 //
-//	ALLOT_SAVE_HISTORIES=$PWD/workflows/testdata/v1 go test ./app -run TestSaveHistories
+//	ALLOT_SAVE_HISTORIES=$PWD/workflows/testdata/vN go test ./app -run TestSaveHistories
 func TestSaveHistories(t *testing.T) {
 	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
 	if dir == "" {
@@ -54,4 +55,24 @@ func TestSaveHistories(t *testing.T) {
 	}
 	save("scheduled_run.json", res.WorkflowID)
 	save("episode.json", workflows.EpisodeWorkflowID("weekly-video", res.Result.EpisodeID))
+
+	// A paid episode that parks on an unknown outcome, is resolved, waits at
+	// the approval gate and is approved: every path of the Episode workflow.
+	if err := c.vendor.sim.SetFaults(paidvendor.SimFaults{LoseResponseAfterAccept: 1, NoLookup: true}); err != nil {
+		t.Fatal(err)
+	}
+	ep := c.allocate("weekly-paid", monday())
+	c.waitStage("weekly-paid", ep, workflows.StageNeedsAttention)
+	if err := c.vendor.sim.SetFaults(paidvendor.SimFaults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.send("weekly-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: workflows.ResolveAdopt, RemoteRef: c.vendor.sim.Charges()[0].TaskID}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitStage("weekly-paid", ep, workflows.StageWaitingApproval)
+	if _, err := c.send("weekly-paid", ep, workflows.ApproveUpdate, workflows.DecisionRequest{Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitEpisode("weekly-paid", ep)
+	save("paid_episode.json", workflows.EpisodeWorkflowID("weekly-paid", ep))
 }

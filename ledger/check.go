@@ -11,9 +11,9 @@ import (
 
 // Violation is one broken invariant found in stored data.
 type Violation struct {
-	Invariant int // 1, 2, 3, 7 or 8 as numbered in DESIGN.md
-	Pipeline  string
-	Detail    string // human readable, names key/period/episodes
+	Invariant int    `json:"invariant"` // 1, 2, 3, 7 or 8 as numbered in DESIGN.md
+	Pipeline  string `json:"pipeline"`
+	Detail    string `json:"detail"` // human readable, names key/period/episodes
 }
 
 func (v Violation) String() string {

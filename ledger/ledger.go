@@ -48,15 +48,15 @@ const (
 
 // Episode is one allocated unit of work.
 type Episode struct {
-	Pipeline      string
-	ID            string // "<period>-<sequence>", e.g. "2026-W32-0"
-	Period        string
-	Sequence      int
-	AllocationKey string
-	NominalTime   time.Time // UTC
-	CreatedAt     time.Time
-	Status        EpisodeStatus
-	CompletedAt   time.Time // zero until completed
+	Pipeline      string        `json:"pipeline"`
+	ID            string        `json:"id"` // "<period>-<sequence>", e.g. "2026-W32-0"
+	Period        string        `json:"period"`
+	Sequence      int           `json:"sequence"`
+	AllocationKey string        `json:"allocation_key"`
+	NominalTime   time.Time     `json:"nominal_time"` // UTC
+	CreatedAt     time.Time     `json:"created_at"`
+	Status        EpisodeStatus `json:"status"`
+	CompletedAt   time.Time     `json:"completed_at,omitzero"` // zero until completed
 }
 
 // EpisodeID formats "<period>-<sequence>".

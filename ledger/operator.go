@@ -29,15 +29,15 @@ var (
 
 // OperatorDecision is one operator command on an episode, with its reason.
 type OperatorDecision struct {
-	RequestID string // idempotency key of the decision (the Temporal update ID); required
-	Pipeline  string
-	EpisodeID string
-	Step      string // "" for episode-wide decisions (approve, reject, reassemble)
-	Revision  int
-	Action    string // approve | reject | rework | reassemble | adopt | resubmit | abandon
-	RemoteRef string
-	Reason    string
-	At        time.Time // zero = now
+	RequestID string    `json:"request_id"` // idempotency key of the decision (the Temporal update ID); required
+	Pipeline  string    `json:"pipeline"`
+	EpisodeID string    `json:"episode_id"`
+	Step      string    `json:"step"` // "" for episode-wide decisions (approve, reject, reassemble)
+	Revision  int       `json:"revision"`
+	Action    string    `json:"action"` // approve | reject | rework | reassemble | adopt | resubmit | abandon
+	RemoteRef string    `json:"remote_ref"`
+	Reason    string    `json:"reason"`
+	At        time.Time `json:"at"` // zero = now
 }
 
 const decisionCols = `request_id, pipeline, episode_id, step, revision, action, remote_ref, reason, decided_at`

@@ -42,22 +42,24 @@ const (
 
 // PaidTaskRef names one paid task.
 type PaidTaskRef struct {
-	Pipeline, EpisodeID, Step string
-	Revision                  int // 0 for the first submission of a step
+	Pipeline  string `json:"pipeline"`
+	EpisodeID string `json:"episode_id"`
+	Step      string `json:"step"`
+	Revision  int    `json:"revision"` // 0 for the first submission of a step
 }
 
 // PaidTask is one paid task as stored.
 type PaidTask struct {
 	PaidTaskRef
-	IdempotencyKey string
-	State          PaidTaskState
-	RemoteRef      string
-	Artifact       string
-	SHA256         string
-	Error          string
-	RequestID      string // the operator request (Temporal update ID) that planned this revision, if any
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	IdempotencyKey string        `json:"idempotency_key"`
+	State          PaidTaskState `json:"state"`
+	RemoteRef      string        `json:"remote_ref"`
+	Artifact       string        `json:"artifact"`
+	SHA256         string        `json:"sha256"`
+	Error          string        `json:"error"`
+	RequestID      string        `json:"request_id"` // the operator request (Temporal update ID) that planned this revision, if any
+	CreatedAt      time.Time     `json:"created_at"`
+	UpdatedAt      time.Time     `json:"updated_at"`
 }
 
 // Submission is what the vendor said when it accepted a paid task.
@@ -71,15 +73,15 @@ type Submission struct {
 // CostEntry is the cost of one accepted paid task, keyed by its remote
 // reference and holding an absolute amount.
 type CostEntry struct {
-	RemoteRef  string
-	Pipeline   string
-	EpisodeID  string
-	Period     string // filled on read from the episode
-	Step       string
-	Revision   int
-	Amount     int64
-	Currency   string
-	RecordedAt time.Time
+	RemoteRef  string    `json:"remote_ref"`
+	Pipeline   string    `json:"pipeline"`
+	EpisodeID  string    `json:"episode_id"`
+	Period     string    `json:"period"` // filled on read from the episode
+	Step       string    `json:"step"`
+	Revision   int       `json:"revision"`
+	Amount     int64     `json:"amount"`
+	Currency   string    `json:"currency"`
+	RecordedAt time.Time `json:"recorded_at"`
 }
 
 const paidTaskCols = `pipeline, episode_id, step, revision, idempotency_key, state, remote_ref, artifact, sha256, error, request_id, created_at, updated_at`

@@ -3,11 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"allot/ledger"
 )
 
 func run(t *testing.T, args ...string) (int, string, string) {
@@ -96,5 +102,56 @@ func TestJSONErrorCarriesType(t *testing.T) {
 	var v map[string]string
 	if code != exitError || json.Unmarshal([]byte(stdout), &v) != nil || v["error"] == "" {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestCheckReportsViolationsWithExit3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "allot.db")
+	ctx := context.Background()
+	led, err := ledger.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"k0", "k1"} {
+		if _, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "weekly-video", Key: key, Period: "2026-W32", NominalTime: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	led.Close()
+	if code, stdout, _ := run(t, "check", "--ledger", "sqlite:"+path); code != exitOK || !strings.Contains(stdout, "invariants hold") {
+		t.Fatalf("clean ledger: exit %d, %q", code, stdout)
+	}
+	// Imported data: the key's unique index is gone and a key is bound twice,
+	// leaving a gap in the sequences as well.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`DROP INDEX episodes_pipeline_key_uniq`,
+		`INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
+		 SELECT pipeline, '2026-W32-5', period, 5, allocation_key, nominal_time, created_at, status FROM episodes WHERE allocation_key = 'k0'`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	code, stdout, _ := run(t, "check", "--json", "--ledger", "sqlite:"+path)
+	var res struct {
+		OK         bool `json:"ok"`
+		Violations []struct {
+			Invariant int `json:"invariant"`
+		} `json:"violations"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("check --json printed %q: %v", stdout, err)
+	}
+	seen := map[int]bool{}
+	for _, v := range res.Violations {
+		seen[v.Invariant] = true
+	}
+	if code != exitViolations || res.OK || !seen[1] || !seen[2] {
+		t.Fatalf("tampered ledger: exit %d, result %s", code, stdout)
 	}
 }

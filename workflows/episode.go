@@ -356,8 +356,8 @@ func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
 	if err := e.setStage(ctx, StageWaitingApproval, OutcomeWaitingApprove); err != nil {
 		return err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n`starter episode approve --pipeline %s --episode %s` or `... reject`.",
-		step.Name, e.input.Pipeline, e.input.EpisodeID))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n`starter episode approve --pipeline %s --episode %s` or `... reject`.\n\n%s",
+		step.Name, e.input.Pipeline, e.input.EpisodeID, stepTable(e.state.Steps)))
 	// A decision ends the wait: approve or reject, or a rework or
 	// reassembly that reopened earlier steps.
 	gen := e.generation
@@ -386,7 +386,7 @@ func (e *episode) finish(ctx, actx workflow.Context) (EpisodeResult, error) {
 			return e.fail(ctx, err)
 		}
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Completed at %s: %s.", e.state.CompletedAt.UTC().Format(time.RFC3339), stepSummary(e.state.Steps)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Completed at %s.\n\n%s", e.state.CompletedAt.UTC().Format(time.RFC3339), stepTable(e.state.Steps)))
 	return e.state, e.setStage(ctx, StageCompleted, OutcomeCompleted)
 }
 
@@ -407,10 +407,21 @@ func (e *episode) fail(ctx workflow.Context, err error) (EpisodeResult, error) {
 	return EpisodeResult{}, err
 }
 
-func stepSummary(steps []activities.StepState) string {
-	parts := make([]string, len(steps))
-	for i, s := range steps {
-		parts[i] = s.Name + " " + s.Status
+// stepTable shows the steps, with each paid step's reference and cost, as
+// Markdown for the Web UI.
+func stepTable(steps []activities.StepState) string {
+	var b strings.Builder
+	b.WriteString("| step | kind | status | revision | remote reference | cost |\n|---|---|---|---|---|---|\n")
+	for _, s := range steps {
+		ref, cost, rev := "", "", ""
+		if s.Kind == "paid" {
+			rev = fmt.Sprint(s.Revision)
+			ref = "`" + s.RemoteRef + "`"
+			if s.CostCurrency != "" {
+				cost = fmt.Sprintf("%d.%02d %s", s.CostAmount/100, s.CostAmount%100, s.CostCurrency)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Name, s.Kind, s.Status, rev, ref, cost)
 	}
-	return strings.Join(parts, ", ")
+	return b.String()
 }
