@@ -82,6 +82,7 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 		out.Period = res.Episode.Period
 		out.Sequence = res.Episode.Sequence
 	}
+	count(ctx, MetricAllocations, 1, map[string]string{"pipeline": p.Name, "decision": out.Decision})
 	activity.GetLogger(ctx).Info("allocation decided",
 		"pipeline", p.Name, "key", in.Key, "decision", out.Decision, "reason", out.Reason, "episode", out.EpisodeID)
 	if a.AfterAllocate != nil {
@@ -109,6 +110,7 @@ type RecordRunOutcomeInput struct {
 
 // RecordRunOutcome stores the run's outcome; retries overwrite, never add.
 func (a *Activities) RecordRunOutcome(ctx context.Context, in RecordRunOutcomeInput) error {
+	defer count(ctx, MetricRuns, 1, map[string]string{"pipeline": in.Pipeline, "outcome": in.Outcome, "reason": in.Reason})
 	return classify(a.Ledger.RecordRunOutcome(ctx, ledger.RunOutcome{
 		Pipeline:          in.Pipeline,
 		AllocationKey:     in.Key,

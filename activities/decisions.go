@@ -152,6 +152,8 @@ func (a *Activities) applyPaidDecision(ctx context.Context, p *pipeline.Pipeline
 		if _, err := a.recordSubmission(ctx, ref, vt); err != nil {
 			return 0, err
 		}
+		countSubmission(ctx, p.Name, step.Name, SubmissionAdopted)
+		countCost(ctx, p.Name, vt.Cost.Amount, vt.Cost.Currency)
 	case DecisionResubmit:
 		if !unknown && latest.State != ledger.PaidPlanned {
 			return 0, nonRetryable(InvalidInput, "step %s revision %d is %s: only an unknown outcome can be resubmitted (use rework for a new revision)", step.Name, ref.Revision, latest.State)

@@ -294,3 +294,21 @@ func (a *Activities) episode(ctx context.Context, ref EpisodeRef) (*pipeline.Pip
 	}
 	return p, ep, nil
 }
+
+// EpisodeOutcomeInput is an episode's outcome as its workflow reports it.
+type EpisodeOutcomeInput struct {
+	Pipeline  string    `json:"pipeline"`
+	EpisodeID string    `json:"episode_id"`
+	Outcome   string    `json:"outcome"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// RecordEpisodeOutcome keeps the episode's current outcome in the ledger, so
+// outcomes are counted (starter stats, metrics) without asking Temporal.
+func (a *Activities) RecordEpisodeOutcome(ctx context.Context, in EpisodeOutcomeInput) error {
+	if _, _, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID}); err != nil {
+		return err
+	}
+	return classify(a.Ledger.RecordEpisodeOutcome(ctx, in.Pipeline, in.EpisodeID, in.Outcome, in.Reason, in.At.UTC()))
+}

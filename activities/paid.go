@@ -92,10 +92,13 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 		switch {
 		case err == nil:
 			log.Info("adopting the vendor task found by idempotency key", "step", step.Name, "revision", in.Revision, "remote_ref", found.ID)
+			countSubmission(ctx, p.Name, step.Name, SubmissionAdopted)
+			countCost(ctx, p.Name, found.Cost.Amount, found.Cost.Currency)
 			return a.recordSubmission(ctx, ref, found)
 		case errors.Is(err, paidvendor.ErrNotFound):
 			log.Info("vendor has no task for the intent; submitting", "step", step.Name, "revision", in.Revision)
 		case errors.Is(err, paidvendor.ErrLookupUnsupported):
+			countSubmission(ctx, p.Name, step.Name, SubmissionUnknown)
 			return PaidTaskResult{}, nonRetryable(OutcomeUnknown,
 				"paid task %s/%s step %s revision %d: an earlier submission may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s: resolve it with `starter episode resolve --step %s --adopt REF | --resubmit | --abandon --reason TEXT`",
 				p.Name, ep.ID, step.Name, in.Revision, key, step.Name)
@@ -125,16 +128,20 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 		if refused(err) {
 			// The vendor said no: nothing was accepted, so the intent can go
 			// back to planned and be sent again once the cause is fixed.
+			countSubmission(ctx, p.Name, step.Name, SubmissionRefused)
 			if _, rerr := a.Ledger.ResetIntent(ctx, ref); rerr != nil {
 				return PaidTaskResult{}, classify(rerr)
 			}
 			return PaidTaskResult{}, nonRetryable(VendorRejected, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
 		}
 		// The outcome is unknown; the retry asks the vendor by idempotency key.
+		countSubmission(ctx, p.Name, step.Name, SubmissionError)
 		return PaidTaskResult{}, fmt.Errorf("submit paid task (the retry will look it up by idempotency key): %w", err)
 	}
 	log.Info("paid task accepted", "step", step.Name, "revision", in.Revision, "remote_ref", accepted.ID,
 		"cost", accepted.Cost.Amount, "currency", accepted.Cost.Currency)
+	countSubmission(ctx, p.Name, step.Name, SubmissionAccepted)
+	countCost(ctx, p.Name, accepted.Cost.Amount, accepted.Cost.Currency)
 	return a.recordSubmission(ctx, ref, accepted)
 }
 

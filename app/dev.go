@@ -12,8 +12,12 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	tlog "go.temporal.io/sdk/log"
+
 	"allot/activities"
+	"allot/operator"
 	"allot/paidvendor"
+	"allot/pipeline"
 	"allot/temporalserver"
 	"allot/workflows"
 )
@@ -29,7 +33,13 @@ type DevConfig struct {
 	Headless   bool   // no Web UI
 	VendorPort int    // simulated vendor; default 8787, -1 = any free port
 	Pipelines  string // pipeline file; "" = embedded demo
-	Logger     *slog.Logger
+	// DemoPipeline is put on a schedule firing every DemoInterval (0: no
+	// schedule); its approvals pass by themselves when AutoApprove is set.
+	DemoPipeline string
+	DemoInterval time.Duration
+	AutoApprove  bool
+	MetricsAddr  string // Prometheus /metrics of the worker; "" = off
+	Logger       *slog.Logger
 	// Ready is called once everything runs, with where to look.
 	Ready func(DevInfo)
 }
@@ -42,6 +52,10 @@ type DevInfo struct {
 	VendorURL string `json:"vendor_url"`
 	Ledger    string `json:"ledger"`
 	DataDir   string `json:"data_dir"`
+	// Schedule is the demo schedule's ID, if one runs.
+	Schedule string `json:"schedule,omitempty"`
+	// Metrics is the worker's /metrics URL, if served.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // RunDev runs the embedded setup until ctx ends, then stops the worker, the
@@ -87,17 +101,38 @@ func RunDev(ctx context.Context, cfg DevConfig) error {
 		Temporal:    client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace()},
 		Logger:      logger,
 		Credentials: activities.NewStaticCredentials(paidvendor.DevAPIKey),
+		AutoApprove: cfg.AutoApprove,
+		MetricsAddr: cfg.MetricsAddr,
+	}
+	info := DevInfo{
+		Frontend: srv.FrontendAddress(), Namespace: srv.Namespace(), WebUI: srv.UIAddress(),
+		VendorURL: vendorURL, Ledger: wcfg.Ledger, DataDir: cfg.DataDir,
+	}
+	metricsAddr := make(chan string, 1)
+	if cfg.MetricsAddr != "" {
+		wcfg.MetricsReady = func(addr string) { metricsAddr <- addr }
 	}
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- RunWorker(wctx, wcfg) }()
-
+	if cfg.MetricsAddr != "" {
+		select {
+		case addr := <-metricsAddr:
+			info.Metrics = "http://" + addr + "/metrics"
+		case err := <-workerDone:
+			return fmt.Errorf("worker stopped: %w", err)
+		}
+	}
+	if cfg.DemoInterval > 0 {
+		if info.Schedule, err = ensureDemoSchedule(ctx, cfg, wcfg.Config, info); err != nil {
+			stopWorker()
+			<-workerDone
+			return err
+		}
+	}
 	if cfg.Ready != nil {
-		cfg.Ready(DevInfo{
-			Frontend: srv.FrontendAddress(), Namespace: srv.Namespace(), WebUI: srv.UIAddress(),
-			VendorURL: vendorURL, Ledger: wcfg.Ledger, DataDir: cfg.DataDir,
-		})
+		cfg.Ready(info)
 	}
 	select {
 	case <-ctx.Done():
@@ -107,6 +142,41 @@ func RunDev(ctx context.Context, cfg DevConfig) error {
 		return fmt.Errorf("worker stopped: %w", err)
 	}
 }
+
+// ensureDemoSchedule puts the demo pipeline on a fast schedule, creating or
+// updating it, so a fresh machine shows runs within seconds. The short
+// catch-up window keeps a restart from replaying every missed tick.
+func ensureDemoSchedule(ctx context.Context, cfg DevConfig, wcfg Config, info DevInfo) (string, error) {
+	pipelines, err := wcfg.LoadPipelines()
+	if err != nil {
+		return "", err
+	}
+	name := cfg.DemoPipeline
+	if name == "" {
+		name = DemoPipeline
+	}
+	if _, err := pipelines.Get(name); err != nil {
+		return "", fmt.Errorf("demo schedule: %w (choose one with --demo-pipeline, or --demo-interval 0 for none)", err)
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: info.Frontend, Namespace: info.Namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	s := &operator.Schedules{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue}
+	res, err := s.Ensure(ctx, operator.ScheduleInput{
+		Pipeline: name,
+		Override: pipeline.Schedule{Interval: cfg.DemoInterval.String(), CatchupWindow: pipeline.MinCatchupWindow.String()},
+		Note:     "demo schedule of the dev setup",
+	})
+	if err != nil {
+		return "", fmt.Errorf("demo schedule: %w", err)
+	}
+	return res.ScheduleID, nil
+}
+
+// DemoPipeline is the embedded demo pipeline the dev setup schedules.
+const DemoPipeline = "weekly-video"
 
 // startDevVendor serves the simulated paid vendor with its state file under
 // DataDir, so charges survive a restart.

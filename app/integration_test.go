@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"allot/activities"
 	"allot/app"
 	"allot/ledger"
+	"allot/metrics"
 	"allot/operator"
 	"allot/pipeline"
 	"allot/workflows"
@@ -43,6 +45,8 @@ type cluster struct {
 	commands  *operator.EpisodeCommands
 	vendor    *vendorHarness
 	logs      *syncBuffer
+	// metricsURL serves the worker's Prometheus metrics.
+	metricsURL string
 }
 
 const testPipelines = `
@@ -114,11 +118,6 @@ func newCluster(t *testing.T) *cluster {
 	defer cancel()
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	logs := &syncBuffer{}
-	c := ts.NewClientWithOptions(client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(logs, nil)))})
-	t.Cleanup(c.Close)
-	if _, err := app.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	url := "sqlite:" + filepath.Join(dir, "allot.db")
 	led, err := ledger.Open(ctx, url)
@@ -126,6 +125,16 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { led.Close() })
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	m := metrics.New(led.EpisodesNeedingAttention, logger)
+	t.Cleanup(func() { m.Close() })
+	metricsServer := httptest.NewServer(m.HTTPHandler())
+	t.Cleanup(metricsServer.Close)
+	c := ts.NewClientWithOptions(client.Options{Logger: tlog.NewStructuredLogger(logger), MetricsHandler: m.Handler()})
+	t.Cleanup(c.Close)
+	if _, err := app.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()); err != nil {
+		t.Fatal(err)
+	}
 	set, err := pipeline.Parse([]byte(testPipelines), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +142,7 @@ func newCluster(t *testing.T) *cluster {
 	vendor := newVendorHarness(t)
 	cl := &cluster{
 		t: t, server: ts, client: c, namespace: ts.GetDefaultNamespace(), dir: dir,
-		ledger: led, ledgerURL: url, pipelines: set, vendor: vendor, logs: logs,
+		ledger: led, ledgerURL: url, pipelines: set, vendor: vendor, logs: logs, metricsURL: metricsServer.URL,
 		acts: &activities.Activities{
 			Ledger: led, Pipelines: set, ArtifactsDir: filepath.Join(dir, "artifacts"),
 			Credentials: vendor.creds, NewVendor: vendor.factory, PollInterval: 20 * time.Millisecond,
@@ -410,6 +419,10 @@ func TestLedgerRefusesCrossPeriodEvenWithoutTemporalHistory(t *testing.T) {
 	if eps := c.episodes("weekly-video"); len(eps) != 1 {
 		t.Fatalf("ledger has %d episodes, want 1", len(eps))
 	}
+}
+
+func listRequest(c *cluster, query string) *workflowservice.ListWorkflowExecutionsRequest {
+	return &workflowservice.ListWorkflowExecutionsRequest{Namespace: c.namespace, Query: query}
 }
 
 func countRuns(t *testing.T, c *cluster, workflowID string) int {

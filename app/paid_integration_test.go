@@ -476,3 +476,9 @@ func TestVendorKeyNeverInHistoriesOrLogs(t *testing.T) {
 		t.Fatal("the vendor key is in the worker's logs")
 	}
 }
+
+func noLookupLostResponses() paidvendor.SimFaults {
+	return paidvendor.SimFaults{LoseResponseAfterAccept: 1, NoLookup: true}
+}
+
+func noFaults() paidvendor.SimFaults { return paidvendor.SimFaults{} }

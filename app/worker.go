@@ -12,6 +12,7 @@ import (
 
 	"allot/activities"
 	"allot/ledger"
+	"allot/metrics"
 	"allot/workflows"
 )
 
@@ -30,6 +31,12 @@ type WorkerConfig struct {
 	// Credentials for the paid vendor; nil reads ALLOT_VENDOR_API_KEY or
 	// ALLOT_VENDOR_API_KEY_FILE when a paid activity needs them.
 	Credentials activities.CredentialsSource
+	// MetricsAddr, when set, serves Prometheus metrics at /metrics there.
+	MetricsAddr string
+	// MetricsReady, when set, gets the address the metrics server bound.
+	MetricsReady func(addr string)
+	// AutoApprove makes every pipeline pass its approval steps (the demo).
+	AutoApprove bool
 }
 
 // RunWorker opens the ledger, connects to Temporal and serves the task queue
@@ -47,6 +54,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return err
 	}
+	if cfg.AutoApprove {
+		pipelines = pipelines.WithAutoApprove()
+	}
 	led, err := ledger.Open(ctx, cfg.Ledger)
 	if err != nil {
 		return err
@@ -56,6 +66,18 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	opts := cfg.Temporal
 	if opts.Logger == nil {
 		opts.Logger = tlog.NewStructuredLogger(logger)
+	}
+	if cfg.MetricsAddr != "" {
+		m := metrics.New(led.EpisodesNeedingAttention, logger)
+		defer m.Close()
+		opts.MetricsHandler = m.Handler()
+		mctx, stopMetrics := context.WithCancel(ctx)
+		defer stopMetrics()
+		go func() {
+			if err := m.Serve(mctx, cfg.MetricsAddr, cfg.MetricsReady); err != nil {
+				logger.Error("metrics server stopped", "error", err)
+			}
+		}()
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {

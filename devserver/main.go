@@ -13,9 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"allot/app"
 	"allot/temporalserver"
@@ -29,6 +31,10 @@ func main() {
 	flag.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir, "directory for Temporal's, the ledger's and the vendor's state")
 	flag.StringVar(&cfg.Pipelines, "pipelines", cfg.Pipelines, "pipeline file (env "+app.EnvPipelines+"; default: the embedded demo)")
 	flag.BoolVar(&cfg.Headless, "headless", false, "run without the Web UI")
+	flag.StringVar(&cfg.DemoPipeline, "demo-pipeline", app.DemoPipeline, "pipeline to put on the demo schedule")
+	flag.DurationVar(&cfg.DemoInterval, "demo-interval", 10*time.Second, "demo schedule interval (0: no demo schedule)")
+	flag.BoolVar(&cfg.AutoApprove, "auto-approve", true, "approval steps pass by themselves (demo); --auto-approve=false to approve with starter")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics at HOST:PORT/metrics (off by default)")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if flag.NArg() > 0 {
@@ -43,12 +49,20 @@ func main() {
 		}
 		fmt.Printf("allot is running\n"+
 			"  Web UI:    %s\n"+
+			"  episodes:  %s/namespaces/%s/workflows?query=%s\n"+
 			"  Temporal:  %s (namespace %s)\n"+
 			"  vendor:    %s (simulated)\n"+
-			"  ledger:    %s\n"+
-			"  try:       go run ./starter run --pipeline weekly-video --wait\n"+
-			"Press Ctrl+C to stop; run it again to resume where it left off.\n",
-			ui, info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
+			"  ledger:    %s\n",
+			ui, ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
+			info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
+		if info.Schedule != "" {
+			fmt.Printf("  schedule:  %s, every %s\n", info.Schedule, cfg.DemoInterval)
+		}
+		if info.Metrics != "" {
+			fmt.Printf("  metrics:   %s\n", info.Metrics)
+		}
+		fmt.Printf("  try:       go run ./starter episodes --pipeline %s\n"+
+			"Press Ctrl+C to stop; run it again to resume where it left off.\n", cfg.DemoPipeline)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"time"
 
 	"allot/ledger"
 	"allot/pipeline"
@@ -64,4 +65,51 @@ func Check(ctx context.Context, led *ledger.Ledger, pipelineName string) (CheckR
 		vs = []ledger.Violation{}
 	}
 	return CheckResult{Pipeline: pipelineName, OK: len(vs) == 0, Violations: vs}, nil
+}
+
+// StatsInput selects the runs and episodes to count.
+type StatsInput struct {
+	Pipeline string
+	Since    time.Time // zero: all
+}
+
+// StatsResult counts runs by outcome and reason, and episodes by their
+// current outcome and reason.
+type StatsResult struct {
+	Pipeline      string                `json:"pipeline"`
+	Since         time.Time             `json:"since,omitzero"`
+	Runs          []ledger.OutcomeCount `json:"runs"`
+	Episodes      []ledger.OutcomeCount `json:"episodes"`
+	RunsTotal     int                   `json:"runs_total"`
+	EpisodesTotal int                   `json:"episodes_total"`
+}
+
+// Stats counts outcomes from the ledger: every run says why (invariant 10).
+func Stats(ctx context.Context, led *ledger.Ledger, in StatsInput) (StatsResult, error) {
+	if err := pipeline.ValidateName(in.Pipeline); err != nil {
+		return StatsResult{}, err
+	}
+	runs, err := led.RunOutcomeCounts(ctx, in.Pipeline, in.Since)
+	if err != nil {
+		return StatsResult{}, err
+	}
+	eps, err := led.EpisodeOutcomeCounts(ctx, in.Pipeline, in.Since)
+	if err != nil {
+		return StatsResult{}, err
+	}
+	out := StatsResult{Pipeline: in.Pipeline, Since: in.Since, Runs: nonNil(runs), Episodes: nonNil(eps)}
+	for _, c := range runs {
+		out.RunsTotal += c.Count
+	}
+	for _, c := range eps {
+		out.EpisodesTotal += c.Count
+	}
+	return out, nil
+}
+
+func nonNil(c []ledger.OutcomeCount) []ledger.OutcomeCount {
+	if c == nil {
+		return []ledger.OutcomeCount{}
+	}
+	return c
 }

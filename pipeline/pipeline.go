@@ -58,6 +58,8 @@ type Pipeline struct {
 	// AutoApprove passes approval steps without an operator (demos, tests).
 	AutoApprove bool   `toml:"auto_approve" json:"auto_approve,omitempty"`
 	Steps       []Step `toml:"step" json:"steps"`
+	// Schedule is the pipeline's Temporal Schedule; optional.
+	Schedule *Schedule `toml:"schedule" json:"schedule,omitempty"`
 
 	location *time.Location
 }
@@ -99,6 +101,11 @@ func (p *Pipeline) normalize() error {
 	}
 	if len(p.Steps) == 0 {
 		return fmt.Errorf("pipeline %q has no steps: add at least one [[pipeline.step]]", p.Name)
+	}
+	if p.Schedule != nil {
+		if _, err := p.Schedule.Spec(); err != nil {
+			return fmt.Errorf("pipeline %q: schedule: %w", p.Name, err)
+		}
 	}
 	seen := map[string]bool{}
 	for i := range p.Steps {

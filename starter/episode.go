@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"allot/app"
 	"allot/operator"
 	"allot/workflows"
 )
@@ -226,4 +227,67 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func statsCommand(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("stats", false)
+	var (
+		in    operator.StatsInput
+		since string
+	)
+	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&since, "since", "", "only runs recorded (and episodes allocated) at or after this time, RFC3339")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if in.Pipeline == "" {
+		return usageError{errors.New("--pipeline is required")}
+	}
+	if since != "" {
+		t, err := time.Parse(time.RFC3339, since)
+		if err != nil {
+			return usageError{fmt.Errorf("--since %q is not RFC3339: write it like 2026-08-03T00:00:00Z", since)}
+		}
+		in.Since = t
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	res, err := operator.Stats(ctx, led, in)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintf(w, "RUNS (%d)\tREASON\tCOUNT\n", res.RunsTotal)
+		for _, r := range res.Runs {
+			fmt.Fprintf(w, "%s\t%s\t%d\n", r.Outcome, dash(r.Reason), r.Count)
+		}
+		fmt.Fprintf(w, "\nEPISODES (%d)\tREASON\tCOUNT\n", res.EpisodesTotal)
+		for _, e := range res.Episodes {
+			fmt.Fprintf(w, "%s\t%s\t%d\n", e.Outcome, dash(e.Reason), e.Count)
+		}
+	})
+	return nil
+}
+
+func setupCommand(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("setup", true)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	res, err := app.EnsureSearchAttributes(ctx, cl, c.resolvedNamespace)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintf(w, "namespace\t%s\nadded\t%v\nalready there\t%v\n", res.Namespace, res.Added, res.Existing)
+	})
+	return nil
 }

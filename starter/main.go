@@ -44,6 +44,9 @@ var commands = map[string]command{
 	"check":    {"verify the ledger's invariants (DESIGN.md 1-4, 7, 8); exits 3 on violations", checkCommand},
 	"episode":  {"show or command one episode: show|approve|reject|rework|reassemble|resolve", episodeCommand},
 	"costs":    {"costs per episode and step, from the ledger", costsCommand},
+	"stats":    {"count runs and episodes by outcome and reason, from the ledger", statsCommand},
+	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
+	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|delete", scheduleCommand},
 }
 
 // cli carries what every command shares: config, output mode and streams.
@@ -51,9 +54,11 @@ type cli struct {
 	cfg       app.Config
 	address   string
 	namespace string
-	json      bool
-	stdout    io.Writer
-	stderr    io.Writer
+	// resolvedNamespace is the namespace the last dial used.
+	resolvedNamespace string
+	json              bool
+	stdout            io.Writer
+	stderr            io.Writer
 }
 
 // usageError is a command line mistake: exit 2, with the command's usage.
@@ -152,6 +157,10 @@ func (c *cli) dial(ctx context.Context) (client.Client, error) {
 	opts, err := app.TemporalOptions(c.address, c.namespace, logger)
 	if err != nil {
 		return nil, err
+	}
+	c.resolvedNamespace = opts.Namespace
+	if c.resolvedNamespace == "" {
+		c.resolvedNamespace = client.DefaultNamespace
 	}
 	cl, err := client.DialContext(ctx, opts)
 	if err != nil {

@@ -22,6 +22,8 @@ func main() {
 	flag.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for artifacts (env "+app.EnvDataDir+", default data)")
 	flag.StringVar(&cfg.TaskQueue, "task-queue", cfg.TaskQueue, "task queue (env "+app.EnvTaskQueue+", default allot)")
 	flag.StringVar(&cfg.VendorURL, "vendor-url", cfg.VendorURL, "paid vendor base URL (env "+app.EnvVendorURL+"); its key comes from ALLOT_VENDOR_API_KEY or ALLOT_VENDOR_API_KEY_FILE")
+	var metricsAddr string
+	flag.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://HOST:PORT/metrics (off by default)")
 	flag.StringVar(&address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or 127.0.0.1:7233)")
 	flag.StringVar(&namespace, "namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
 	flag.Parse()
@@ -32,7 +34,7 @@ func main() {
 
 	opts, err := app.TemporalOptions(address, namespace, logger)
 	if err == nil {
-		err = app.RunWorker(ctx, app.WorkerConfig{Config: cfg, Temporal: opts, Logger: logger})
+		err = app.RunWorker(ctx, app.WorkerConfig{Config: cfg, Temporal: opts, Logger: logger, MetricsAddr: metricsAddr})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "allot worker:", err)

@@ -110,6 +110,8 @@ type episode struct {
 	idle, busy bool
 	// generation counts applied commands; waits end when it changes.
 	generation int
+	// recordsOutcomes: this run records outcomes in the ledger (version 1).
+	recordsOutcomes bool
 }
 
 // Episode is the execution phase of one episode: paid steps, local steps, an
@@ -149,6 +151,7 @@ func (e *episode) setup(ctx workflow.Context) error {
 func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	var a *activities.Activities
 	actx := workflow.WithActivityOptions(ctx, episodeActivityOptions())
+	e.recordsOutcomes = workflow.GetVersion(ctx, recordOutcomeChange, workflow.DefaultVersion, recordOutcomeVersion) == recordOutcomeVersion
 
 	var loaded activities.LoadEpisodeResult
 	if err := workflow.ExecuteActivity(actx, a.LoadEpisode, activities.EpisodeRef{
@@ -326,7 +329,7 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 	if errType == activities.OutcomeUnknown {
 		step.Status = "intent"
 	}
-	if err := e.setStage(ctx, StageNeedsAttention, OutcomeNeedsAttention); err != nil {
+	if err := e.setStage(ctx, StageNeedsAttention, OutcomeNeedsAttention, errType); err != nil {
 		return err
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Needs attention** (%s) on step **%s** revision %d: %s\n\nTo continue: `%s`",
@@ -390,12 +393,35 @@ func (e *episode) finish(ctx, actx workflow.Context) (EpisodeResult, error) {
 	return e.state, e.setStage(ctx, StageCompleted, OutcomeCompleted)
 }
 
-func (e *episode) setStage(ctx workflow.Context, stage, outcome string) error {
+// setStage moves the episode to stage: the search attribute shows the
+// outcome, and (from version 1 on) the ledger records it with its reason so
+// outcomes can be counted without Temporal.
+func (e *episode) setStage(ctx workflow.Context, stage, outcome string, reason ...string) error {
 	if e.state.Stage == stage {
 		return nil
 	}
 	e.state.Stage = stage
-	return workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(outcome))
+	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(outcome)); err != nil {
+		return err
+	}
+	return e.recordOutcome(ctx, outcome, strings.Join(reason, ""))
+}
+
+// Versions of the Episode workflow, for workflow.GetVersion.
+const (
+	// recordOutcomeChange: the Episode records each outcome in the ledger.
+	recordOutcomeChange  = "record-episode-outcome"
+	recordOutcomeVersion = 1
+)
+
+func (e *episode) recordOutcome(ctx workflow.Context, outcome, reason string) error {
+	if !e.recordsOutcomes {
+		return nil
+	}
+	var a *activities.Activities
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, episodeActivityOptions()), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
+		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Outcome: outcome, Reason: reason, At: workflow.Now(ctx),
+	}).Get(ctx, nil)
 }
 
 func (e *episode) fail(ctx workflow.Context, err error) (EpisodeResult, error) {
@@ -403,6 +429,12 @@ func (e *episode) fail(ctx workflow.Context, err error) (EpisodeResult, error) {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Failed (%s): %s", errorType(err), err.Error()))
 	if uerr := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(OutcomeFailed)); uerr != nil {
 		workflow.GetLogger(ctx).Error("setting the failed outcome failed", "error", uerr)
+	}
+	// A missing episode has no ledger row to record on.
+	if e.loaded {
+		if rerr := e.recordOutcome(ctx, OutcomeFailed, errorType(err)); rerr != nil {
+			workflow.GetLogger(ctx).Error("recording the failed outcome failed", "error", rerr)
+		}
 	}
 	return EpisodeResult{}, err
 }

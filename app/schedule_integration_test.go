@@ -1,0 +1,269 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"allot/ledger"
+	"allot/operator"
+	"allot/pipeline"
+	"allot/workflows"
+)
+
+func (c *cluster) schedules() *operator.Schedules {
+	return &operator.Schedules{Client: c.client, Pipelines: c.pipelines, TaskQueue: workflows.TaskQueue}
+}
+
+// keysRun is every allocation key of a pipeline with a recorded run, and how
+// many runs each had.
+func (c *cluster) keysRun(pipelineName string) map[string]int {
+	c.t.Helper()
+	outcomes, err := c.ledger.RunOutcomes(context.Background(), pipelineName, time.Time{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	keys := map[string]int{}
+	for _, o := range outcomes {
+		keys[o.AllocationKey]++
+	}
+	return keys
+}
+
+func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
+	c := newCluster(t)
+	s := c.schedules()
+	ctx := c.ctx()
+	created, err := s.Create(ctx, operator.ScheduleInput{Pipeline: "weekly-video", Override: pipeline.Schedule{Interval: "1s", Jitter: "300ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Spec.Interval != time.Second || created.Spec.Jitter != 300*time.Millisecond || created.Spec.Overlap != pipeline.DefaultOverlap {
+		t.Fatalf("created %+v", created.Spec)
+	}
+	ids := waitAtLeast(t, c, `WorkflowType = "ScheduledRun" AND ExecutionStatus = "Completed" AND AllotPipeline = "weekly-video"`, 3)
+	if _, err := s.Pause(ctx, "weekly-video", "backfill test"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // let an action already fired finish
+	prefix := workflows.ScheduleActionID("weekly-video") + "-"
+	var first, last time.Time
+	for _, id := range ids {
+		nominal, err := time.Parse(time.RFC3339, strings.TrimPrefix(id, prefix))
+		if err != nil || !strings.HasPrefix(id, prefix) {
+			t.Fatalf("scheduled workflow ID %q is not <action id>-<nominal time>", id)
+		}
+		// With jitter the start moves; the key stays the nominal time.
+		var res workflows.ScheduledRunResult
+		if err := c.client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+		if !res.NominalTime.Equal(nominal) || res.NominalTimeSource != workflows.NominalFromSchedule || workflows.AllocationKey("weekly-video", nominal) != id {
+			t.Fatalf("run %s: result %+v", id, res)
+		}
+		if first.IsZero() || nominal.Before(first) {
+			first = nominal
+		}
+		if nominal.After(last) {
+			last = nominal
+		}
+	}
+	before := c.keysRun("weekly-video")
+	episodesBefore := len(c.episodes("weekly-video"))
+
+	// Backfill from 3 s before the first scheduled run to just after the
+	// last one: the times that ran reuse their episodes, the rest allocate.
+	from, to := first.Add(-3*time.Second), last.Add(time.Second)
+	if _, err := s.Backfill(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: to}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for tm := from; tm.Before(to); tm = tm.Add(time.Second) {
+		want = append(want, workflows.AllocationKey("weekly-video", tm))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		after := c.keysRun("weekly-video")
+		done := true
+		for _, k := range want {
+			if after[k] < before[k]+1 {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backfill did not run every nominal time in [%s, %s): runs per key %v", from, to, after)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	reused, allocated := 0, 0
+	for _, k := range want {
+		if before[k] > 0 {
+			reused++
+		} else {
+			allocated++
+		}
+	}
+	if reused < 3 || allocated < 3 {
+		t.Fatalf("the range should hold runs that ran (%d) and runs that did not (%d)", reused, allocated)
+	}
+	eps := c.episodes("weekly-video")
+	if len(eps) != episodesBefore+allocated {
+		t.Fatalf("episodes %d, want %d before + %d allocated by the backfill", len(eps), episodesBefore, allocated)
+	}
+	byKey := map[string]ledger.Episode{}
+	for _, e := range eps {
+		byKey[e.AllocationKey] = e
+	}
+	for _, k := range want {
+		if _, ok := byKey[k]; !ok {
+			t.Fatalf("backfilled key %s has no episode", k)
+		}
+	}
+	stats, err := operator.Stats(context.Background(), c.ledger, operator.StatsInput{Pipeline: "weekly-video"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, r := range stats.Runs {
+		counts[r.Outcome+"/"+r.Reason] = r.Count
+	}
+	total := 0
+	for _, n := range c.keysRun("weekly-video") {
+		total += n
+	}
+	if counts["allocated/new_episode"] != len(eps) || counts["reused/key_bound"] != total-len(eps) || stats.RunsTotal != total {
+		t.Fatalf("stats %+v; want %d allocated and %d reused of %d runs", stats.Runs, len(eps), total-len(eps), total)
+	}
+	c.mustCheck()
+}
+
+func TestBadScheduleInputCreatesNothing(t *testing.T) {
+	c := newCluster(t)
+	s := c.schedules()
+	ctx := c.ctx()
+	for name, in := range map[string]operator.ScheduleInput{
+		"bad cron":           {Pipeline: "weekly-video", Override: pipeline.Schedule{Cron: "every monday"}},
+		"unknown pipeline":   {Pipeline: "monthly-podcast", Override: pipeline.Schedule{Interval: "1h"}},
+		"invalid pipeline":   {Pipeline: "Weekly Video", Override: pipeline.Schedule{Interval: "1h"}},
+		"no timing":          {Pipeline: "weekly-video"},
+		"zero interval":      {Pipeline: "weekly-video", Override: pipeline.Schedule{Interval: "0s"}},
+		"negative jitter":    {Pipeline: "weekly-video", Override: pipeline.Schedule{Interval: "1h", Jitter: "-1s"}},
+		"unknown overlap":    {Pipeline: "weekly-video", Override: pipeline.Schedule{Interval: "1h", Overlap: "sometimes"}},
+		"catch-up too short": {Pipeline: "weekly-video", Override: pipeline.Schedule{Interval: "1h", CatchupWindow: "1s"}},
+	} {
+		if _, err := s.Create(ctx, in); err == nil {
+			t.Errorf("%s: created", name)
+		}
+	}
+	if _, err := s.Create(ctx, operator.ScheduleInput{Pipeline: "weekly-video", Override: pipeline.Schedule{Interval: "1h"}, Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for name, in := range map[string]operator.BackfillInput{
+		"reversed":         {Pipeline: "weekly-video", From: now, To: now.Add(-time.Hour)},
+		"empty":            {Pipeline: "weekly-video", From: now, To: now},
+		"over the maximum": {Pipeline: "weekly-video", From: now.Add(-100 * 24 * time.Hour), To: now},
+		"unknown pipeline": {Pipeline: "monthly-podcast", From: now.Add(-time.Hour), To: now},
+		"no schedule":      {Pipeline: "capped", From: now.Add(-time.Hour), To: now},
+	} {
+		if _, err := s.Backfill(ctx, in); err == nil {
+			t.Errorf("backfill %s: accepted", name)
+		}
+	}
+	list, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Pipeline != "weekly-video" {
+		t.Fatalf("schedules after bad input: %+v", list)
+	}
+	for _, cmd := range []func() error{
+		func() error { _, err := s.Describe(ctx, "capped"); return err },
+		func() error { _, err := s.Pause(ctx, "capped", ""); return err },
+		func() error { _, err := s.Trigger(ctx, "capped"); return err },
+		func() error { return s.Delete(ctx, "monthly-podcast") },
+	} {
+		if err := cmd(); err == nil {
+			t.Error("a command on a pipeline without a schedule succeeded")
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := countRunsQuery(t, c, `WorkflowType = "ScheduledRun"`); n != 0 {
+		t.Fatalf("bad backfills started %d runs", n)
+	}
+}
+
+func countRunsQuery(t *testing.T, c *cluster, query string) int {
+	t.Helper()
+	resp, err := c.client.ListWorkflow(context.Background(), listRequest(c, query))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(resp.GetExecutions())
+}
+
+func TestMetricsEndpointServesCounters(t *testing.T) {
+	c := newCluster(t)
+	if err := c.vendor.sim.SetFaults(noLookupLostResponses()); err != nil {
+		t.Fatal(err)
+	}
+	parked := c.allocate("auto-paid", monday())
+	c.waitStage("auto-paid", parked, workflows.StageNeedsAttention)
+	if err := c.vendor.sim.SetFaults(noFaults()); err != nil {
+		t.Fatal(err)
+	}
+	done := c.allocate("auto-paid", monday().Add(time.Hour))
+	c.waitEpisode("auto-paid", done)
+	want := []string{
+		`allot_runs_total{`, `outcome="allocated"`, `reason="new_episode"`,
+		`allot_allocations_total{`, `decision="allocated"`,
+		`allot_vendor_submissions_total{`, `result="accepted"`, `result="unknown"`,
+		`allot_cost_minor_units_total{`, `currency="USD"`,
+		`allot_episodes_needing_attention{pipeline="auto-paid"} 1`,
+		`temporal_workflow_completed_total`, // the SDK's own worker metrics
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var body string
+	for {
+		resp, err := http.Get(c.metricsURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %q:\n%s", missing, grepAllot(body))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if strings.Contains(body, vendorKey) {
+		t.Fatal("the vendor key is in the metrics")
+	}
+}
+
+func grepAllot(body string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "allot_") || strings.HasPrefix(l, "temporal_workflow") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

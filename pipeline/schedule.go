@@ -1,0 +1,142 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Overlap policies a schedule may use, by their names in config and flags.
+var OverlapPolicies = []string{"allow_all", "buffer_all", "buffer_one", "skip", "cancel_other", "terminate_other"}
+
+// DefaultOverlap runs every nominal time as its own ScheduledRun at once.
+// ScheduledRuns are short and keyed by nominal time, and the ledger's lock
+// serialises their allocations, so nothing needs to wait and no nominal time
+// is dropped (skip would drop one, and only the schedule's counters would
+// know).
+const DefaultOverlap = "allow_all"
+
+// MinCatchupWindow is Temporal's lower bound for a schedule's catch-up window.
+const MinCatchupWindow = 10 * time.Second
+
+// Schedule is a pipeline's Temporal Schedule, as configured.
+type Schedule struct {
+	Cron          string `toml:"cron" json:"cron,omitempty"`
+	Interval      string `toml:"interval" json:"interval,omitempty"`
+	Jitter        string `toml:"jitter" json:"jitter,omitempty"`
+	Overlap       string `toml:"overlap" json:"overlap,omitempty"`
+	CatchupWindow string `toml:"catchup_window" json:"catchup_window,omitempty"`
+	MaxBackfill   string `toml:"max_backfill" json:"max_backfill,omitempty"`
+}
+
+// ScheduleSpec is a validated schedule, ready to send.
+type ScheduleSpec struct {
+	Cron          string        `json:"cron,omitempty"`
+	Interval      time.Duration `json:"interval,omitempty"`
+	Jitter        time.Duration `json:"jitter"`
+	Overlap       string        `json:"overlap"`
+	CatchupWindow time.Duration `json:"catchup_window"`
+	MaxBackfill   time.Duration `json:"max_backfill"`
+}
+
+// Defaults of a schedule's settings.
+const (
+	DefaultCatchupWindow = 24 * time.Hour
+	DefaultMaxBackfill   = 90 * 24 * time.Hour
+)
+
+// Merge lays override's non-empty fields over s. Setting a cron clears the
+// interval and the other way round.
+func (s Schedule) Merge(override Schedule) Schedule {
+	if override.Cron != "" {
+		s.Cron, s.Interval = override.Cron, ""
+	}
+	if override.Interval != "" {
+		s.Interval, s.Cron = override.Interval, ""
+	}
+	if override.Jitter != "" {
+		s.Jitter = override.Jitter
+	}
+	if override.Overlap != "" {
+		s.Overlap = override.Overlap
+	}
+	if override.CatchupWindow != "" {
+		s.CatchupWindow = override.CatchupWindow
+	}
+	if override.MaxBackfill != "" {
+		s.MaxBackfill = override.MaxBackfill
+	}
+	return s
+}
+
+// Spec validates the schedule; every error names the setting and the fix.
+func (s Schedule) Spec() (ScheduleSpec, error) {
+	var out ScheduleSpec
+	switch {
+	case s.Cron == "" && s.Interval == "":
+		return out, fmt.Errorf("the schedule has no timing: set cron (e.g. \"0 2 * * MON\") or interval (e.g. \"168h\") in the pipeline's [pipeline.schedule], or pass --cron / --interval")
+	case s.Cron != "" && s.Interval != "":
+		return out, fmt.Errorf("the schedule has both cron %q and interval %q: keep one", s.Cron, s.Interval)
+	case s.Cron != "":
+		if _, err := cron.ParseStandard(s.Cron); err != nil {
+			return out, fmt.Errorf("cron %q is not a cron expression (minute hour day-of-month month day-of-week, e.g. \"0 2 * * MON\"): %v", s.Cron, err)
+		}
+		out.Cron = s.Cron
+	default:
+		d, err := positive("interval", s.Interval)
+		if err != nil {
+			return out, err
+		}
+		if d < time.Second {
+			return out, fmt.Errorf("interval %s is under a second: a schedule acts at most once a second", d)
+		}
+		out.Interval = d
+	}
+	var err error
+	if out.Jitter, err = nonNegative("jitter", s.Jitter, 0); err != nil {
+		return out, err
+	}
+	if out.CatchupWindow, err = nonNegative("catchup_window", s.CatchupWindow, DefaultCatchupWindow); err != nil {
+		return out, err
+	}
+	if out.CatchupWindow < MinCatchupWindow {
+		return out, fmt.Errorf("catchup_window %s is under Temporal's minimum of %s", out.CatchupWindow, MinCatchupWindow)
+	}
+	if out.MaxBackfill, err = nonNegative("max_backfill", s.MaxBackfill, DefaultMaxBackfill); err != nil {
+		return out, err
+	}
+	out.Overlap = strings.ReplaceAll(strings.ToLower(s.Overlap), "-", "_")
+	if out.Overlap == "" {
+		out.Overlap = DefaultOverlap
+	}
+	if !contains(OverlapPolicies, out.Overlap) {
+		return out, fmt.Errorf("overlap policy %q is unknown: use one of %s", s.Overlap, strings.Join(OverlapPolicies, ", "))
+	}
+	return out, nil
+}
+
+// MaxBackfillDuration is the longest range one backfill may cover.
+func (s Schedule) MaxBackfillDuration() (time.Duration, error) {
+	return nonNegative("max_backfill", s.MaxBackfill, DefaultMaxBackfill)
+}
+
+func positive(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s %q is not a positive duration: write it like 90s, 15m or 168h", name, v)
+	}
+	return d, nil
+}
+
+func nonNegative(name, v string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s %q is not a duration: write it like 30s, 10m or 24h", name, v)
+	}
+	return d, nil
+}

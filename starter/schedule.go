@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"allot/operator"
+	"allot/pipeline"
+)
+
+// scheduleCommand dispatches `starter schedule <subcommand>`.
+func scheduleCommand(ctx context.Context, c *cli, args []string) error {
+	subs := map[string]func(context.Context, *cli, []string) error{
+		"create":   scheduleChange("create"),
+		"update":   scheduleChange("update"),
+		"describe": scheduleSimple("describe"),
+		"list":     scheduleList,
+		"pause":    scheduleSimple("pause"),
+		"unpause":  scheduleSimple("unpause"),
+		"trigger":  scheduleSimple("trigger"),
+		"backfill": scheduleBackfill,
+		"delete":   scheduleSimple("delete"),
+	}
+	if len(args) == 0 || subs[args[0]] == nil {
+		names := make([]string, 0, len(subs))
+		for n := range subs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return usageError{fmt.Errorf("schedule takes a subcommand: one of %v", names)}
+	}
+	return subs[args[0]](ctx, c, args[1:])
+}
+
+// schedules connects and returns the schedule operations.
+func (c *cli) schedules(ctx context.Context) (*operator.Schedules, func(), error) {
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &operator.Schedules{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue}, cl.Close, nil
+}
+
+func bindScheduleFlags(c *cli, name string, in *operator.ScheduleInput) *flag.FlagSet {
+	fs := c.flags("schedule "+name, true)
+	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&in.Override.Cron, "cron", "", "cron expression, e.g. \"0 2 * * MON\" (in the pipeline's time zone)")
+	fs.StringVar(&in.Override.Interval, "interval", "", "interval, e.g. 168h")
+	fs.StringVar(&in.Override.Jitter, "jitter", "", "random delay up to this, e.g. 30s")
+	fs.StringVar(&in.Override.Overlap, "overlap", "", "overlap policy: "+fmt.Sprint(pipeline.OverlapPolicies)+" (default "+pipeline.DefaultOverlap+")")
+	fs.StringVar(&in.Override.CatchupWindow, "catchup-window", "", "how late a missed time may still run, e.g. 24h (minimum 10s)")
+	fs.StringVar(&in.Note, "note", "", "note shown with the schedule")
+	return fs
+}
+
+func scheduleChange(name string) func(context.Context, *cli, []string) error {
+	return func(ctx context.Context, c *cli, args []string) error {
+		var in operator.ScheduleInput
+		fs := bindScheduleFlags(c, name, &in)
+		if name == "create" {
+			fs.BoolVar(&in.Paused, "paused", false, "create it paused")
+		}
+		if err := c.parse(fs, args); err != nil {
+			return err
+		}
+		if in.Pipeline == "" {
+			return usageError{errors.New("--pipeline is required")}
+		}
+		s, done, err := c.schedules(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		var res operator.ScheduleResult
+		if name == "create" {
+			res, err = s.Create(ctx, in)
+		} else {
+			res, err = s.Update(ctx, in)
+		}
+		if err != nil {
+			return err
+		}
+		c.printSchedule(res)
+		return nil
+	}
+}
+
+func scheduleSimple(name string) func(context.Context, *cli, []string) error {
+	return func(ctx context.Context, c *cli, args []string) error {
+		fs := c.flags("schedule "+name, true)
+		var pipelineName, note string
+		fs.StringVar(&pipelineName, "pipeline", "", "pipeline (required)")
+		if name == "pause" || name == "unpause" {
+			fs.StringVar(&note, "note", "", "why")
+		}
+		if err := c.parse(fs, args); err != nil {
+			return err
+		}
+		if pipelineName == "" {
+			return usageError{errors.New("--pipeline is required")}
+		}
+		s, done, err := c.schedules(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		var res operator.ScheduleResult
+		switch name {
+		case "describe":
+			res, err = s.Describe(ctx, pipelineName)
+		case "pause":
+			res, err = s.Pause(ctx, pipelineName, note)
+		case "unpause":
+			res, err = s.Unpause(ctx, pipelineName, note)
+		case "trigger":
+			res, err = s.Trigger(ctx, pipelineName)
+		case "delete":
+			if err = s.Delete(ctx, pipelineName); err == nil {
+				c.print(map[string]string{"deleted": pipelineName}, func(w io.Writer) { fmt.Fprintf(w, "deleted the schedule of %s\n", pipelineName) })
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		c.printSchedule(res)
+		return nil
+	}
+}
+
+func scheduleList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("schedule list", true)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	s, done, err := c.schedules(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	list, err := s.List(ctx)
+	if err != nil {
+		return err
+	}
+	c.print(list, func(w io.Writer) {
+		fmt.Fprintln(w, "SCHEDULE\tPIPELINE\tPAUSED\tNEXT")
+		for _, e := range list {
+			next := "-"
+			if len(e.NextActionTimes) > 0 {
+				next = e.NextActionTimes[0].Format(time.RFC3339)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", e.ScheduleID, e.Pipeline, e.Paused, next)
+		}
+	})
+	return nil
+}
+
+func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("schedule backfill", true)
+	var (
+		in       operator.BackfillInput
+		from, to string
+	)
+	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&from, "from", "", "first nominal time, RFC3339 (required)")
+	fs.StringVar(&to, "to", "", "end of the range, RFC3339, exclusive (required)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if in.Pipeline == "" || from == "" || to == "" {
+		return usageError{errors.New("--pipeline, --from and --to are required")}
+	}
+	var err error
+	if in.From, err = time.Parse(time.RFC3339, from); err != nil {
+		return usageError{fmt.Errorf("--from %q is not RFC3339: write it like 2026-08-03T00:00:00Z", from)}
+	}
+	if in.To, err = time.Parse(time.RFC3339, to); err != nil {
+		return usageError{fmt.Errorf("--to %q is not RFC3339: write it like 2026-08-10T00:00:00Z", to)}
+	}
+	s, done, err := c.schedules(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := s.Backfill(ctx, in)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintf(w, "backfilling %s from %s to %s\n", res.ScheduleID, res.From.Format(time.RFC3339), res.To.Format(time.RFC3339))
+		fmt.Fprintf(w, "times that already ran get their episodes back; see `starter stats --pipeline %s`\n", in.Pipeline)
+	})
+	return nil
+}
+
+func (c *cli) printSchedule(res operator.ScheduleResult) {
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintf(w, "schedule\t%s (pipeline %s)\n", res.ScheduleID, res.Pipeline)
+		if res.Spec.Cron != "" {
+			fmt.Fprintf(w, "cron\t%s\n", res.Spec.Cron)
+		} else {
+			fmt.Fprintf(w, "interval\t%s\n", res.Spec.Interval)
+		}
+		fmt.Fprintf(w, "jitter\t%s\noverlap\t%s\ncatch-up window\t%s\npaused\t%v\n", res.Spec.Jitter, res.Spec.Overlap, res.Spec.CatchupWindow, res.Paused)
+		fmt.Fprintf(w, "actions\t%d (skipped for overlap %d, missed catch-up %d)\n", res.Actions, res.SkippedOverlap, res.MissedCatchup)
+		for _, t := range res.NextActionTimes {
+			fmt.Fprintf(w, "next\t%s\n", t.Format(time.RFC3339))
+		}
+		for _, a := range res.RecentActions {
+			fmt.Fprintf(w, "ran\t%s\t%s\n", a.NominalTime.Format(time.RFC3339), a.WorkflowID)
+		}
+	})
+}
