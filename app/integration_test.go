@@ -111,6 +111,12 @@ max_episodes_per_period = 1
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	return newClusterWith(t, testPipelines)
+}
+
+// newClusterWith is newCluster with the given pipeline definitions.
+func newClusterWith(t *testing.T, pipelines string) *cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: needs an embedded Temporal server")
 	}
@@ -135,7 +141,7 @@ func newCluster(t *testing.T) *cluster {
 	if _, err := app.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()); err != nil {
 		t.Fatal(err)
 	}
-	set, err := pipeline.Parse([]byte(testPipelines), "test")
+	set, err := pipeline.Parse([]byte(pipelines), "test")
 	if err != nil {
 		t.Fatal(err)
 	}

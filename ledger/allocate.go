@@ -41,7 +41,8 @@ type AllocateResult struct {
 	Episode  Episode // zero value when skipped
 }
 
-const episodeCols = `pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, completed_at`
+const episodeCols = `pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, completed_at,
+	outcome, outcome_reason`
 
 // Allocate binds in.Key to an episode, or returns the episode it is already
 // bound to. It is one transaction that takes the pipeline's write lock before
@@ -173,7 +174,8 @@ func (l *Ledger) queryEpisodes(ctx context.Context, db querier, query string, ar
 			status string
 		)
 		if err := rows.Scan(&e.Pipeline, &e.ID, &e.Period, &e.Sequence, &e.AllocationKey,
-			dbTime{&e.NominalTime}, dbTime{&e.CreatedAt}, &status, dbTime{&e.CompletedAt}); err != nil {
+			dbTime{&e.NominalTime}, dbTime{&e.CreatedAt}, &status, dbTime{&e.CompletedAt},
+			&e.Outcome, &e.OutcomeReason); err != nil {
 			return nil, fmt.Errorf("ledger %s: read episode: %w", l.where, err)
 		}
 		e.Status = EpisodeStatus(status)

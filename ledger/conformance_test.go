@@ -58,6 +58,13 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"PaidInvalidInput", testPaidInvalidInput},
 		{"CheckPaidClean", testCheckPaidClean},
 		{"CheckPaidTampered", testCheckPaidTampered},
+		// Episode outcomes and outcome counts (outcomes_conformance_test.go).
+		{"EpisodeOutcomes", testEpisodeOutcomes},
+		{"EpisodeOutcomeInvalid", testEpisodeOutcomeInvalid},
+		{"RunOutcomeCounts", testRunOutcomeCounts},
+		{"EpisodeOutcomeCounts", testEpisodeOutcomeCounts},
+		{"EpisodesNeedingAttention", testEpisodesNeedingAttention},
+		{"OutcomeQueriesUseIndexes", testOutcomeQueriesUseIndexes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -69,6 +76,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		fn   func(t *testing.T, url string)
 	}{
 		{"MigrateV1ToV2", testMigrateV1ToV2},
+		{"MigrateV2ToV3", testMigrateV2ToV3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -86,6 +94,57 @@ func openURLT(t *testing.T, url string) *Ledger {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
+}
+
+// ledgerAtVersion connects to the empty database at url and migrates it to
+// version only, standing for a ledger an older build created. The caller
+// closes it. Only raw SQL and the API calls that read no newer column may
+// write to it.
+func ledgerAtVersion(t *testing.T, url string, version int) *Ledger {
+	t.Helper()
+	ctx := ctxT(t)
+	l, err := connect(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.migrate(ctx, version); err != nil {
+		_ = l.Close()
+		t.Fatal(err)
+	}
+	if v, err := schemaVersion(ctx, l.w, l.d); err != nil || v != version {
+		_ = l.Close()
+		t.Fatalf("ledger built at version %d reports version %d, %v", version, v, err)
+	}
+	return l
+}
+
+// mustBeAtLatestVersion fails unless schema_migrations records exactly the
+// versions 1..N of this build's N migrations.
+func mustBeAtLatestVersion(t *testing.T, l *Ledger) {
+	t.Helper()
+	rows, err := l.r.QueryContext(ctxT(t), `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var versions []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var want []int
+	for v := range migrationCount(t, l) {
+		want = append(want, v+1)
+	}
+	if !slices.Equal(versions, want) {
+		t.Fatalf("schema_migrations versions %v, want %v", versions, want)
+	}
 }
 
 // migrationCount is the number of migrations this build has for l's dialect.

@@ -46,6 +46,13 @@ type dialect struct {
 	// timeAsText: SQLite has no time type, so times are stored as
 	// fixed-width UTC text, which sorts and compares in time order.
 	timeAsText bool
+	// explain prefixes a query to get its plan instead of its rows, one row
+	// per plan line with the text in the last column, and preferIndexes
+	// (if set) runs first in the same transaction so that the planner uses
+	// an index whenever one serves the query, even on a test's tiny tables.
+	// Only tests use them, to check that the metrics queries are indexed.
+	explain       string
+	preferIndexes string
 }
 
 var (
@@ -53,6 +60,7 @@ var (
 		name:       "sqlite",
 		migrations: "migrations/sqlite",
 		timeAsText: true,
+		explain:    "EXPLAIN QUERY PLAN ",
 	}
 	postgresDialect = &dialect{
 		name:               "postgres",
@@ -64,6 +72,8 @@ var (
 		lockPipeline:   "SELECT pg_advisory_xact_lock(?)",
 		lockEpisode:    "SELECT pg_advisory_xact_lock(?)",
 		lockMigrations: "SELECT pg_advisory_xact_lock(?)",
+		explain:        "EXPLAIN ",
+		preferIndexes:  "SET LOCAL enable_seqscan = off",
 	}
 )
 

@@ -9,6 +9,9 @@
 // scheduler starts the same run twice. Paid tasks (paid.go) keep invariants
 // 7 and 8: intent before the vendor call, one remote reference per task, and
 // cost entries written as absolute values keyed by remote reference.
+// Outcomes (outcomes.go) keep invariant 10: each run's and each episode's
+// outcome is stored with its reason and counted per reason by indexed
+// queries.
 package ledger
 
 import (
@@ -57,6 +60,11 @@ type Episode struct {
 	CreatedAt     time.Time     `json:"created_at"`
 	Status        EpisodeStatus `json:"status"`
 	CompletedAt   time.Time     `json:"completed_at,omitzero"` // zero until completed
+	// Outcome and OutcomeReason are the episode's current outcome as the
+	// Episode workflow last reported it (RecordEpisodeOutcome), e.g.
+	// "needs_attention" / "OutcomeUnknown"; "" until one is reported.
+	Outcome       string `json:"outcome,omitempty"`
+	OutcomeReason string `json:"outcome_reason,omitempty"`
 }
 
 // EpisodeID formats "<period>-<sequence>".

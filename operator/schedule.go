@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -220,8 +222,12 @@ func (s *Schedules) Describe(ctx context.Context, pipelineName string) (Schedule
 		NextActionTimes: d.Info.NextActionTimes, RecentActions: []ScheduledAction{}, RunningWorkflows: []string{},
 	}
 	if sp := d.Schedule.Spec; sp != nil {
-		if len(sp.CronExpressions) > 0 {
+		switch {
+		case len(sp.CronExpressions) > 0:
 			out.Spec.Cron = sp.CronExpressions[0]
+		case len(sp.Calendars) > 0:
+			// The server keeps a cron string as a calendar; show it as one.
+			out.Spec.Cron = calendarCron(sp.Calendars[0])
 		}
 		if len(sp.Intervals) > 0 {
 			out.Spec.Interval = sp.Intervals[0].Every
@@ -245,6 +251,33 @@ func (s *Schedules) Describe(ctx context.Context, pipelineName string) (Schedule
 		out.RunningWorkflows = append(out.RunningWorkflows, w.WorkflowID)
 	}
 	return out, nil
+}
+
+// calendarCron writes a calendar spec back as a cron expression
+// (minute hour day-of-month month day-of-week).
+func calendarCron(c client.ScheduleCalendarSpec) string {
+	return strings.Join([]string{
+		cronField(c.Minute, 0, 59), cronField(c.Hour, 0, 23), cronField(c.DayOfMonth, 1, 31),
+		cronField(c.Month, 1, 12), cronField(c.DayOfWeek, 0, 6),
+	}, " ")
+}
+
+func cronField(ranges []client.ScheduleRange, lo, hi int) string {
+	if len(ranges) == 0 || len(ranges) == 1 && ranges[0].Start == lo && ranges[0].End == hi && ranges[0].Step <= 1 {
+		return "*"
+	}
+	parts := make([]string, len(ranges))
+	for i, r := range ranges {
+		p := strconv.Itoa(r.Start)
+		if r.End > r.Start {
+			p += "-" + strconv.Itoa(r.End)
+		}
+		if r.Step > 1 {
+			p += "/" + strconv.Itoa(r.Step)
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
 }
 
 // ScheduleSummary is one schedule in a list.
