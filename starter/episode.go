@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"allot/app"
+	"allot/ledger"
 	"allot/operator"
 	"allot/workflows"
 )
@@ -194,12 +195,9 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	led, err := c.openLedgerReadOnly(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	res, err := operator.Costs(ctx, led, in)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.CostsResult, error) {
+		return operator.Costs(ctx, led, in)
+	})
 	if err != nil {
 		return err
 	}
@@ -250,12 +248,9 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		in.Since = t
 	}
-	led, err := c.openLedgerReadOnly(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	res, err := operator.Stats(ctx, led, in)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.StatsResult, error) {
+		return operator.Stats(ctx, led, in)
+	})
 	if err != nil {
 		return err
 	}

@@ -173,6 +173,17 @@ func (c *cli) openLedgerReadOnly(ctx context.Context) (*ledger.Ledger, error) {
 	return ledger.OpenReadOnly(ctx, c.cfg.Ledger)
 }
 
+// readLedger answers one query from the ledger, opened read-only.
+func readLedger[T any](ctx context.Context, c *cli, query func(*ledger.Ledger) (T, error)) (T, error) {
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer led.Close()
+	return query(led)
+}
+
 // print writes v as JSON, or calls text for people.
 func (c *cli) print(v any, text func(w io.Writer)) {
 	if c.json {
@@ -268,12 +279,9 @@ func episodesCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	led, err := c.openLedgerReadOnly(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	res, err := operator.Episodes(ctx, led, in)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.EpisodesResult, error) {
+		return operator.Episodes(ctx, led, in)
+	})
 	if err != nil {
 		return err
 	}
@@ -293,12 +301,9 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	led, err := c.openLedgerReadOnly(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	res, err := operator.Check(ctx, led, pipelineName)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.CheckResult, error) {
+		return operator.Check(ctx, led, pipelineName)
+	})
 	if err != nil {
 		return err
 	}
