@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"allot/app"
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
@@ -266,4 +267,15 @@ func grepAllot(body string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+func TestSetupRegistersSearchAttributesIdempotently(t *testing.T) {
+	c := newCluster(t) // newCluster ran setup once already
+	res, err := app.EnsureSearchAttributes(c.ctx(), c.client, c.namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Added) != 0 || len(res.Existing) != len(workflows.SearchAttributeTypes()) {
+		t.Fatalf("second setup %+v: want nothing added, all %d existing", res, len(workflows.SearchAttributeTypes()))
+	}
 }

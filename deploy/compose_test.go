@@ -884,13 +884,13 @@ func TestPostgresInitScript(t *testing.T) {
 func TestReadmeLedgerURL(t *testing.T) {
 	c := loadCompose(t)
 	pg := c.service(t, svcPostgres)
-	data, err := os.ReadFile("README-section.md")
+	data, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`ALLOT_LEDGER='([^']+)'`).FindSubmatch(data)
 	if m == nil {
-		t.Fatal("README-section.md sets no ALLOT_LEDGER='...'")
+		t.Fatal("README.md sets no ALLOT_LEDGER='...'")
 	}
 	u, err := url.Parse(string(m[1]))
 	if err != nil {
@@ -910,7 +910,7 @@ func TestReadmeLedgerURL(t *testing.T) {
 	}
 	for _, s := range []string{"TEMPORAL_ADDRESS=127.0.0.1:7233", "TEMPORAL_NAMESPACE=default", composeFile, "temporal operator search-attribute create"} {
 		if !bytes.Contains(data, []byte(s)) {
-			t.Errorf("README-section.md does not mention %q", s)
+			t.Errorf("README.md does not mention %q", s)
 		}
 	}
 }

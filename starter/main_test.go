@@ -38,6 +38,14 @@ func TestBadInputIsAUsageErrorBeforeAnythingIsContacted(t *testing.T) {
 		{[]string{"run", "--pipeline", "weekly-video", "--ledger", "mysql://x"}, "use sqlite:PATH"},
 		{[]string{"episodes", "--period", "2026-W32"}, "--pipeline is required"},
 		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"schedule"}, "schedule takes a subcommand"},
+		{[]string{"schedule", "create"}, "--pipeline is required"},
+		{[]string{"schedule", "backfill", "--pipeline", "weekly-video", "--from", "yesterday", "--to", "2026-08-03T00:00:00Z"}, "--from \"yesterday\" is not RFC3339"},
+		{[]string{"schedule", "backfill", "--pipeline", "weekly-video", "--from", "2026-08-03T00:00:00Z"}, "--from and --to are required"},
+		{[]string{"episode", "rework", "--pipeline", "weekly-video"}, "--episode are required"},
+		{[]string{"episode", "resolve", "--pipeline", "weekly-video", "--episode", "2026-W32-0", "--step", "video"}, "exactly one of"},
+		{[]string{"episode", "resolve", "--pipeline", "weekly-video", "--episode", "2026-W32-0", "--step", "video", "--abandon"}, "--abandon needs --reason"},
+		{[]string{"stats", "--pipeline", "weekly-video", "--since", "last week"}, "not RFC3339"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)
