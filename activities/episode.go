@@ -22,6 +22,10 @@ import (
 const (
 	StepPending   = "pending"
 	StepCompleted = "completed"
+	StepIntent    = string(ledger.PaidIntent)    // outcome unknown until the vendor is asked
+	StepSubmitted = string(ledger.PaidSubmitted) // the vendor has it
+	StepFailed    = string(ledger.PaidFailed)    // the vendor says it failed
+	StepAbandoned = string(ledger.PaidAbandoned) // an operator gave it up
 )
 
 // EpisodeRef names an existing episode. Paid and local work always take one;
@@ -117,18 +121,23 @@ func (a *Activities) paidStepState(ctx context.Context, pipelineName, episodeID 
 
 // stepState shows a paid task as its step's state.
 func (r PaidTaskResult) stepState(s pipeline.Step) StepState {
-	st := StepState{
-		Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: r.State,
+	return StepState{
+		Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: r.StepStatus(),
 		Artifact: r.Artifact, SHA256: r.SHA256, Revision: r.Revision, RemoteRef: r.RemoteRef,
 		CostAmount: r.CostAmount, CostCurrency: r.CostCurrency, Error: r.Error,
 	}
+}
+
+// StepStatus is the paid task's state as its step's status: a verified
+// result is completed, a planned revision is pending.
+func (r PaidTaskResult) StepStatus() string {
 	switch ledger.PaidTaskState(r.State) {
 	case ledger.PaidSucceeded:
-		st.Status = StepCompleted
+		return StepCompleted
 	case ledger.PaidPlanned:
-		st.Status = StepPending
+		return StepPending
 	}
-	return st
+	return r.State
 }
 
 // RunLocalStepInput names a local step of an existing episode.

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"allot/activities"
+	"allot/pipeline"
 )
 
 // EpisodeInput names an existing episode. The Episode workflow never allocates.
@@ -222,7 +223,7 @@ func (e *episode) waitIdle(ctx workflow.Context, done func() bool) error {
 func (e *episode) nextStep() int {
 	for i, s := range e.state.Steps {
 		switch s.Status {
-		case activities.StepCompleted, activities.StepApproved, "abandoned":
+		case activities.StepCompleted, activities.StepApproved, activities.StepAbandoned:
 			continue
 		case activities.StepRejected:
 			return -1
@@ -239,7 +240,7 @@ func (e *episode) runStep(ctx, actx workflow.Context, i int) error {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running step **%s** (%s), %d of %d.", step.Name, step.Kind, i+1, len(e.state.Steps)))
 	defer func() { e.state.CurrentStep = "" }()
 	switch step.Kind {
-	case "local":
+	case string(pipeline.Local):
 		var done activities.StepState
 		if err := workflow.ExecuteActivity(actx, a.RunLocalStep, activities.RunLocalStepInput{
 			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name,
@@ -248,9 +249,9 @@ func (e *episode) runStep(ctx, actx workflow.Context, i int) error {
 		}
 		e.state.Steps[i] = done
 		return nil
-	case "paid":
+	case string(pipeline.Paid):
 		return e.runPaid(ctx, actx, i)
-	case "approval":
+	case string(pipeline.Approval):
 		return e.awaitApproval(ctx, actx, i)
 	}
 	return temporal.NewNonRetryableApplicationError(
@@ -267,7 +268,7 @@ func (e *episode) runPaid(ctx, actx workflow.Context, i int) error {
 	err := workflow.ExecuteActivity(actx, a.SubmitPaidTask, in).Get(ctx, &res)
 	if err == nil {
 		e.applyPaid(i, res)
-		if res.State == "abandoned" || res.State == "failed" && res.RemoteRef == "" {
+		if res.State == activities.StepAbandoned {
 			return nil
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", step.Name, step.Revision, res.RemoteRef))
@@ -285,11 +286,8 @@ func (e *episode) runPaid(ctx, actx workflow.Context, i int) error {
 
 func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
 	s := &e.state.Steps[i]
-	s.Status, s.Revision, s.RemoteRef, s.Artifact, s.SHA256, s.Error = r.State, r.Revision, r.RemoteRef, r.Artifact, r.SHA256, r.Error
+	s.Status, s.Revision, s.RemoteRef, s.Artifact, s.SHA256, s.Error = r.StepStatus(), r.Revision, r.RemoteRef, r.Artifact, r.SHA256, r.Error
 	s.CostAmount, s.CostCurrency = r.CostAmount, r.CostCurrency
-	if r.State == "succeeded" {
-		s.Status = activities.StepCompleted
-	}
 }
 
 // needsOperator lists the paid failures a retry cannot fix and a person can.
@@ -327,7 +325,7 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 		Since: workflow.Now(ctx), Remedy: remedy(errType, step.Name),
 	}
 	if errType == activities.OutcomeUnknown {
-		step.Status = "intent"
+		step.Status = activities.StepIntent
 	}
 	if err := e.setStage(ctx, StageNeedsAttention, OutcomeNeedsAttention, errType); err != nil {
 		return err
@@ -446,7 +444,7 @@ func stepTable(steps []activities.StepState) string {
 	b.WriteString("| step | kind | status | revision | remote reference | cost |\n|---|---|---|---|---|---|\n")
 	for _, s := range steps {
 		ref, cost, rev := "", "", ""
-		if s.Kind == "paid" {
+		if s.Kind == string(pipeline.Paid) {
 			rev = fmt.Sprint(s.Revision)
 			ref = "`" + s.RemoteRef + "`"
 			if s.CostCurrency != "" {
