@@ -4,6 +4,7 @@
 package activities
 
 import (
+	"allot"
 	"context"
 	"time"
 
@@ -40,11 +41,11 @@ type AllocateInput struct {
 
 // AllocateResult is the ledger's decision for a key.
 type AllocateResult struct {
-	Decision  string `json:"decision"` // allocated | reused | skipped
-	Reason    string `json:"reason"`
-	EpisodeID string `json:"episode_id,omitempty"`
-	Period    string `json:"period"`
-	Sequence  int    `json:"sequence"`
+	Decision  allot.Outcome `json:"decision"` // allocated | reused | skipped
+	Reason    string        `json:"reason"`
+	EpisodeID string        `json:"episode_id,omitempty"`
+	Period    string        `json:"period"`
+	Sequence  int           `json:"sequence"`
 }
 
 // Allocate binds the key to an episode (or finds the one it is bound to) in
@@ -55,10 +56,10 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 		return AllocateResult{}, err
 	}
 	if err := ValidateAllocationKey(in.Key); err != nil {
-		return AllocateResult{}, nonRetryable(InvalidAllocationKey, "%v", err)
+		return AllocateResult{}, nonRetryable(allot.InvalidAllocationKey, "%v", err)
 	}
 	if in.NominalTime.IsZero() {
-		return AllocateResult{}, nonRetryable(InvalidInput, "allocation for key %q has no nominal time", in.Key)
+		return AllocateResult{}, nonRetryable(allot.InvalidInput, "allocation for key %q has no nominal time", in.Key)
 	}
 	period := p.PeriodOf(in.NominalTime)
 	res, err := a.Ledger.Allocate(ctx, ledger.AllocateInput{
@@ -72,7 +73,7 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 		return AllocateResult{}, classify(err)
 	}
 	out := AllocateResult{
-		Decision:  string(res.Decision),
+		Decision:  allot.Outcome(res.Decision),
 		Reason:    res.Reason,
 		EpisodeID: res.Episode.ID,
 		Period:    period,
@@ -82,7 +83,7 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 		out.Period = res.Episode.Period
 		out.Sequence = res.Episode.Sequence
 	}
-	count(ctx, MetricAllocations, 1, map[string]string{"pipeline": p.Name, "decision": out.Decision})
+	count(ctx, MetricAllocations, 1, map[string]string{"pipeline": p.Name, "decision": string(out.Decision)})
 	activity.GetLogger(ctx).Info("allocation decided",
 		"pipeline", p.Name, "key", in.Key, "decision", out.Decision, "reason", out.Reason, "episode", out.EpisodeID)
 	if a.AfterAllocate != nil {
@@ -95,22 +96,22 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 
 // RecordRunOutcomeInput is how one ScheduledRun ended.
 type RecordRunOutcomeInput struct {
-	Pipeline          string    `json:"pipeline"`
-	Key               string    `json:"key"`
-	RunID             string    `json:"run_id"`
-	NominalTime       time.Time `json:"nominal_time"`
-	NominalTimeSource string    `json:"nominal_time_source"`
-	Outcome           string    `json:"outcome"`
-	Reason            string    `json:"reason"`
-	EpisodeID         string    `json:"episode_id,omitempty"`
-	Period            string    `json:"period,omitempty"`
-	Sequence          int       `json:"sequence"`
-	RecordedAt        time.Time `json:"recorded_at"`
+	Pipeline          string                  `json:"pipeline"`
+	Key               string                  `json:"key"`
+	RunID             string                  `json:"run_id"`
+	NominalTime       time.Time               `json:"nominal_time"`
+	NominalTimeSource allot.NominalTimeSource `json:"nominal_time_source"`
+	Outcome           allot.Outcome           `json:"outcome"`
+	Reason            string                  `json:"reason"`
+	EpisodeID         string                  `json:"episode_id,omitempty"`
+	Period            string                  `json:"period,omitempty"`
+	Sequence          int                     `json:"sequence"`
+	RecordedAt        time.Time               `json:"recorded_at"`
 }
 
 // RecordRunOutcome stores the run's outcome; retries overwrite, never add.
 func (a *Activities) RecordRunOutcome(ctx context.Context, in RecordRunOutcomeInput) error {
-	defer count(ctx, MetricRuns, 1, map[string]string{"pipeline": in.Pipeline, "outcome": in.Outcome, "reason": in.Reason})
+	defer count(ctx, MetricRuns, 1, map[string]string{"pipeline": in.Pipeline, "outcome": string(in.Outcome), "reason": in.Reason})
 	return classify(a.Ledger.RecordRunOutcome(ctx, ledger.RunOutcome{
 		Pipeline:          in.Pipeline,
 		AllocationKey:     in.Key,
@@ -128,7 +129,7 @@ func (a *Activities) RecordRunOutcome(ctx context.Context, in RecordRunOutcomeIn
 
 func (a *Activities) pipeline(name string) (*pipeline.Pipeline, error) {
 	if err := pipeline.ValidateName(name); err != nil {
-		return nil, nonRetryable(InvalidPipelineName, "%v", err)
+		return nil, nonRetryable(allot.InvalidPipelineName, "%v", err)
 	}
 	p, err := a.Pipelines.Get(name)
 	if err != nil {

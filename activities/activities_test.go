@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"allot"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -291,7 +292,7 @@ func TestAllocateKeyCrossingPeriodFails(t *testing.T) {
 	// One second before midnight in Tokyo: the previous day there.
 	before := time.Date(2026, 8, 6, 14, 59, 59, 0, time.UTC)
 	_, err := f.allocate(t, "tokyo", "run-a", before)
-	appErr := wantAppError(t, err, AllocationKeyCrossesPeriod)
+	appErr := wantAppError(t, err, allot.AllocationKeyCrossesPeriod)
 	// The operator must be told which episode the key is bound to and which
 	// periods clash.
 	for _, name := range []string{tokyoEpisode, tokyoPeriod, "2026-08-06"} {
@@ -316,10 +317,10 @@ func TestAllocateRejectsBadPipeline(t *testing.T) {
 	for _, tc := range []struct {
 		name, pipeline, errType string
 	}{
-		{"unknown", "no-such-pipeline", PipelineNotFound},
-		{"uppercase and underscore", "Tokyo_Daily", InvalidPipelineName},
-		{"empty", "", InvalidPipelineName},
-		{"path", "../tokyo", InvalidPipelineName},
+		{"unknown", "no-such-pipeline", allot.PipelineNotFound},
+		{"uppercase and underscore", "Tokyo_Daily", allot.InvalidPipelineName},
+		{"empty", "", allot.InvalidPipelineName},
+		{"path", "../tokyo", allot.InvalidPipelineName},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.allocate(t, tc.pipeline, "run-a", tokyoNominal)
@@ -344,7 +345,7 @@ func TestAllocateRejectsBadKeyAndWritesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.allocate(t, "tokyo", tc.key, tokyoNominal)
-			wantAppError(t, err, InvalidAllocationKey)
+			wantAppError(t, err, allot.InvalidAllocationKey)
 		})
 	}
 	if ids := f.episodeIDs(t, "tokyo"); len(ids) != 0 {
@@ -355,7 +356,7 @@ func TestAllocateRejectsBadKeyAndWritesNothing(t *testing.T) {
 func TestAllocateZeroNominalTime(t *testing.T) {
 	f := newFixture(t, nil)
 	_, err := f.allocate(t, "tokyo", "run-a", time.Time{})
-	wantAppError(t, err, InvalidInput)
+	wantAppError(t, err, allot.InvalidInput)
 	if ids := f.episodeIDs(t, "tokyo"); len(ids) != 0 {
 		t.Fatalf("ledger episodes after a zero nominal time = %v, want none", ids)
 	}
@@ -473,7 +474,7 @@ func TestAllocateAmbiguousKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.allocate(t, "tokyo", "run-a", tc.nominal)
-			wantAppError(t, err, AllocationKeyAmbiguous)
+			wantAppError(t, err, allot.AllocationKeyAmbiguous)
 			if ids := f.episodeIDs(t, "tokyo"); !equalStrings(ids, wantIDs) {
 				t.Fatalf("ledger episodes after an ambiguous key = %v, want %v", ids, wantIDs)
 			}
@@ -526,7 +527,7 @@ func TestValidateAllocationKey(t *testing.T) {
 				}
 				return
 			}
-			wantAppError(t, err, InvalidAllocationKey)
+			wantAppError(t, err, allot.InvalidAllocationKey)
 			if ids := f.episodeIDs(t, "tokyo"); len(ids) != 0 {
 				t.Fatalf("ledger episodes after key %q = %v, want none", tc.key, ids)
 			}
@@ -542,15 +543,15 @@ func TestMissingEpisodeFailsEveryEpisodeActivity(t *testing.T) {
 	for _, id := range []string{tokyoPeriod + "-7", "2026-08-06-0", ""} {
 		t.Run("id="+id, func(t *testing.T) {
 			_, err := f.loadEpisode(t, id)
-			wantAppError(t, err, EpisodeNotFound)
+			wantAppError(t, err, allot.EpisodeNotFound)
 
 			for _, step := range []string{"plan", "assemble", "publish"} {
 				_, err = f.runLocalStep(t, id, step)
-				wantAppError(t, err, EpisodeNotFound)
+				wantAppError(t, err, allot.EpisodeNotFound)
 			}
 
 			_, err = f.completeEpisode(t, id, tokyoNominal.Add(time.Hour))
-			wantAppError(t, err, EpisodeNotFound)
+			wantAppError(t, err, allot.EpisodeNotFound)
 		})
 	}
 
@@ -578,7 +579,7 @@ func TestRunLocalStepPlan(t *testing.T) {
 	wantPath := filepath.Join(f.acts.ArtifactsDir, "tokyo", tokyoEpisode, "plan.json")
 
 	st := f.mustRunLocalStep(t, tokyoEpisode, "plan")
-	if st.Name != "plan" || st.Kind != "local" || st.Action != "plan" || st.Status != StepCompleted || st.Artifact != wantPath {
+	if st.Name != "plan" || st.Kind != "local" || st.Action != "plan" || st.Status != allot.StepCompleted || st.Artifact != wantPath {
 		t.Fatalf("plan step = %+v, want completed local plan at %s", st, wantPath)
 	}
 	if got := sha256Of(t, wantPath); got != st.SHA256 {
@@ -588,7 +589,7 @@ func TestRunLocalStepPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 || recs[0].Step != "plan" || recs[0].Status != StepCompleted || recs[0].Artifact != wantPath || recs[0].SHA256 != st.SHA256 {
+	if len(recs) != 1 || recs[0].Step != "plan" || recs[0].Status != allot.StepCompleted || recs[0].Artifact != wantPath || recs[0].SHA256 != st.SHA256 {
 		t.Fatalf("ledger step records = %+v, want one completed plan with sha %s", recs, st.SHA256)
 	}
 	recorded := recs[0]
@@ -677,10 +678,10 @@ func TestRunLocalStepRejectsUnknownAndPaidSteps(t *testing.T) {
 	f.mustAllocate(t, "tokyo", "run-a", tokyoNominal)
 
 	_, err := f.runLocalStep(t, tokyoEpisode, "no-such-step")
-	wantAppError(t, err, StepNotFound)
+	wantAppError(t, err, allot.StepNotFound)
 
 	_, err = f.runLocalStep(t, tokyoEpisode, "video")
-	wantAppError(t, err, InvalidInput)
+	wantAppError(t, err, allot.InvalidInput)
 
 	if files := f.artifactFiles(t); len(files) != 0 {
 		t.Fatalf("files written for refused steps: %v", files)
@@ -697,7 +698,7 @@ func TestRunLocalStepAssembleListsPlan(t *testing.T) {
 
 	st := f.mustRunLocalStep(t, tokyoEpisode, "assemble")
 	wantPath := filepath.Join(f.acts.ArtifactsDir, "tokyo", tokyoEpisode, "manifest.json")
-	if st.Status != StepCompleted || st.Artifact != wantPath {
+	if st.Status != allot.StepCompleted || st.Artifact != wantPath {
 		t.Fatalf("assemble step = %+v, want completed at %s", st, wantPath)
 	}
 	if got := sha256Of(t, wantPath); got != st.SHA256 {
@@ -763,10 +764,10 @@ func TestLoadEpisodeStepsInPipelineOrder(t *testing.T) {
 	}
 
 	want := []StepState{
-		{Name: "plan", Kind: "local", Action: "plan", Status: StepCompleted, Artifact: plan.Artifact, SHA256: plan.SHA256},
-		{Name: "video", Kind: "paid", Action: "video", Status: StepPending},
-		{Name: "assemble", Kind: "local", Action: "assemble", Status: StepCompleted, Artifact: assemble.Artifact, SHA256: assemble.SHA256},
-		{Name: "publish", Kind: "local", Action: "publish", Status: StepPending},
+		{Name: "plan", Kind: "local", Action: "plan", Status: allot.StepCompleted, Artifact: plan.Artifact, SHA256: plan.SHA256},
+		{Name: "video", Kind: "paid", Action: "video", Status: allot.StepPending},
+		{Name: "assemble", Kind: "local", Action: "assemble", Status: allot.StepCompleted, Artifact: assemble.Artifact, SHA256: assemble.SHA256},
+		{Name: "publish", Kind: "local", Action: "publish", Status: allot.StepPending},
 	}
 	if len(got.Steps) != len(want) {
 		t.Fatalf("loaded steps = %+v, want %+v", got.Steps, want)
@@ -833,5 +834,5 @@ func TestRecordRunOutcomeOverwrites(t *testing.T) {
 
 	in.RunID = ""
 	_, err = f.env.ExecuteActivity(f.acts.RecordRunOutcome, in)
-	wantAppError(t, err, InvalidInput)
+	wantAppError(t, err, allot.InvalidInput)
 }

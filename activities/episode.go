@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"allot"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,18 +17,6 @@ import (
 	"allot/pipeline"
 )
 
-// Step statuses as the ledger and the state query show them. Paid steps also
-// take the paid task's state: intent (outcome unknown), submitted, failed,
-// abandoned; approval steps are approved or rejected.
-const (
-	StepPending   = "pending"
-	StepCompleted = "completed"
-	StepIntent    = string(ledger.PaidIntent)    // outcome unknown until the vendor is asked
-	StepSubmitted = string(ledger.PaidSubmitted) // the vendor has it
-	StepFailed    = string(ledger.PaidFailed)    // the vendor says it failed
-	StepAbandoned = string(ledger.PaidAbandoned) // an operator gave it up
-)
-
 // EpisodeRef names an existing episode. Paid and local work always take one;
 // nothing but Allocate ever creates an episode.
 type EpisodeRef struct {
@@ -38,17 +27,17 @@ type EpisodeRef struct {
 // StepState is one step of an episode as the ledger knows it. For a paid
 // step it describes the latest revision.
 type StepState struct {
-	Name         string `json:"name"`
-	Kind         string `json:"kind"`
-	Action       string `json:"action"`
-	Status       string `json:"status"`
-	Artifact     string `json:"artifact,omitempty"`
-	SHA256       string `json:"sha256,omitempty"`
-	Revision     int    `json:"revision,omitempty"`
-	RemoteRef    string `json:"remote_ref,omitempty"`
-	CostAmount   int64  `json:"cost_amount,omitempty"`
-	CostCurrency string `json:"cost_currency,omitempty"`
-	Error        string `json:"error,omitempty"`
+	Name         string           `json:"name"`
+	Kind         string           `json:"kind"`
+	Action       string           `json:"action"`
+	Status       allot.StepStatus `json:"status"`
+	Artifact     string           `json:"artifact,omitempty"`
+	SHA256       string           `json:"sha256,omitempty"`
+	Revision     int              `json:"revision,omitempty"`
+	RemoteRef    string           `json:"remote_ref,omitempty"`
+	CostAmount   int64            `json:"cost_amount,omitempty"`
+	CostCurrency string           `json:"cost_currency,omitempty"`
+	Error        string           `json:"error,omitempty"`
 }
 
 // LoadEpisodeResult is the episode and its steps, in pipeline order.
@@ -65,7 +54,7 @@ type LoadEpisodeResult struct {
 	Steps       []StepState `json:"steps"`
 }
 
-// LoadEpisode reads the episode from the ledger; EpisodeNotFound if missing.
+// LoadEpisode reads the episode from the ledger; allot.EpisodeNotFound if missing.
 func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisodeResult, error) {
 	p, ep, err := a.episode(ctx, in)
 	if err != nil {
@@ -91,7 +80,7 @@ func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisod
 		AutoApprove: p.AutoApprove,
 	}
 	for _, s := range p.Steps {
-		st := StepState{Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: StepPending}
+		st := StepState{Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: allot.StepPending}
 		if s.Kind == pipeline.Paid {
 			if st, err = a.paidStepState(ctx, p.Name, ep.ID, s, st); err != nil {
 				return LoadEpisodeResult{}, err
@@ -130,14 +119,14 @@ func (r PaidTaskResult) stepState(s pipeline.Step) StepState {
 
 // StepStatus is the paid task's state as its step's status: a verified
 // result is completed, a planned revision is pending.
-func (r PaidTaskResult) StepStatus() string {
-	switch ledger.PaidTaskState(r.State) {
-	case ledger.PaidSucceeded:
-		return StepCompleted
-	case ledger.PaidPlanned:
-		return StepPending
+func (r PaidTaskResult) StepStatus() allot.StepStatus {
+	switch r.State {
+	case allot.PaidSucceeded:
+		return allot.StepCompleted
+	case allot.PaidPlanned:
+		return allot.StepPending
 	}
-	return r.State
+	return allot.StepStatus(r.State)
 }
 
 // RunLocalStepInput names a local step of an existing episode.
@@ -156,17 +145,17 @@ func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (St
 	}
 	step, ok := p.Step(in.Step)
 	if !ok {
-		return StepState{}, nonRetryable(StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
+		return StepState{}, nonRetryable(allot.StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
 	}
 	if step.Kind != pipeline.Local {
-		return StepState{}, nonRetryable(InvalidInput, "step %q of pipeline %q is %s, not local", step.Name, p.Name, step.Kind)
+		return StepState{}, nonRetryable(allot.InvalidInput, "step %q of pipeline %q is %s, not local", step.Name, p.Name, step.Kind)
 	}
 	records, err := a.Ledger.Steps(ctx, p.Name, ep.ID)
 	if err != nil {
 		return StepState{}, classify(err)
 	}
 	for _, r := range records {
-		if r.Step == step.Name && r.Status == StepCompleted {
+		if r.Step == step.Name && r.Status == allot.StepCompleted {
 			if sum, err := artifacts.SHA256File(r.Artifact); err == nil && sum == r.SHA256 {
 				return StepState{Name: step.Name, Kind: string(step.Kind), Action: step.Action, Status: r.Status, Artifact: r.Artifact, SHA256: r.SHA256}, nil
 			}
@@ -188,13 +177,13 @@ func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (St
 	}
 	rec := ledger.StepRecord{
 		Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name,
-		Status: StepCompleted, Artifact: path, SHA256: sum, CompletedAt: time.Now().UTC(),
+		Status: allot.StepCompleted, Artifact: path, SHA256: sum, CompletedAt: time.Now().UTC(),
 	}
 	if err := a.Ledger.RecordStep(ctx, rec); err != nil {
 		return StepState{}, classify(err)
 	}
 	activity.GetLogger(ctx).Info("local step done", "pipeline", p.Name, "episode", ep.ID, "step", step.Name, "sha256", sum)
-	return StepState{Name: step.Name, Kind: string(step.Kind), Action: step.Action, Status: StepCompleted, Artifact: path, SHA256: sum}, nil
+	return StepState{Name: step.Name, Kind: string(step.Kind), Action: step.Action, Status: allot.StepCompleted, Artifact: path, SHA256: sum}, nil
 }
 
 // localArtifact renders a local step's file. The bytes depend only on ledger
@@ -222,7 +211,7 @@ func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step
 	case pipeline.ActionAssemble, pipeline.ActionPublish:
 		var entries []artifactEntry
 		for _, r := range records {
-			if r.Step == step.Name || r.Artifact == "" || r.Status != StepCompleted {
+			if r.Step == step.Name || r.Artifact == "" || r.Status != allot.StepCompleted {
 				continue
 			}
 			entries = append(entries, artifactEntry{Step: r.Step, File: filepath.Base(r.Artifact), SHA256: r.SHA256})
@@ -237,7 +226,7 @@ func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step
 		}
 		doc = map[string]any{"pipeline": p.Name, "episode": ep.ID, "artifacts": entries}
 	default:
-		return "", nil, nonRetryable(InvalidInput, "step %q has unknown local action %q", step.Name, step.Action)
+		return "", nil, nonRetryable(allot.InvalidInput, "step %q has unknown local action %q", step.Name, step.Action)
 	}
 	body, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -261,7 +250,7 @@ func (a *Activities) latestPaidResults(ctx context.Context, p *pipeline.Pipeline
 	}
 	var out []ledger.PaidTask
 	for _, s := range p.Steps {
-		if t, ok := latest[s.Name]; ok && t.State == ledger.PaidSucceeded {
+		if t, ok := latest[s.Name]; ok && t.State == allot.PaidSucceeded {
 			out = append(out, t)
 		}
 	}
@@ -295,7 +284,7 @@ func (a *Activities) episode(ctx context.Context, ref EpisodeRef) (*pipeline.Pip
 		return nil, ledger.Episode{}, err
 	}
 	if ref.EpisodeID == "" {
-		return nil, ledger.Episode{}, nonRetryable(EpisodeNotFound, "no episode given for pipeline %q: name an existing episode explicitly", p.Name)
+		return nil, ledger.Episode{}, nonRetryable(allot.EpisodeNotFound, "no episode given for pipeline %q: name an existing episode explicitly", p.Name)
 	}
 	ep, err := a.Ledger.Episode(ctx, p.Name, ref.EpisodeID)
 	if err != nil {
@@ -306,11 +295,11 @@ func (a *Activities) episode(ctx context.Context, ref EpisodeRef) (*pipeline.Pip
 
 // EpisodeOutcomeInput is an episode's outcome as its workflow reports it.
 type EpisodeOutcomeInput struct {
-	Pipeline  string    `json:"pipeline"`
-	EpisodeID string    `json:"episode_id"`
-	Outcome   string    `json:"outcome"`
-	Reason    string    `json:"reason,omitempty"`
-	At        time.Time `json:"at"`
+	Pipeline  string        `json:"pipeline"`
+	EpisodeID string        `json:"episode_id"`
+	Outcome   allot.Outcome `json:"outcome"`
+	Reason    string        `json:"reason,omitempty"`
+	At        time.Time     `json:"at"`
 }
 
 // RecordEpisodeOutcome keeps the episode's current outcome in the ledger, so

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"allot"
 	"errors"
 	"fmt"
 	"unicode"
@@ -11,26 +12,6 @@ import (
 	"allot/ledger"
 	"allot/pipeline"
 )
-
-// Non-retryable application error types. Workflows and tests match on these,
-// never on messages.
-const (
-	EpisodeNotFound            = "EpisodeNotFound"
-	AllocationKeyCrossesPeriod = "AllocationKeyCrossesPeriod"
-	AllocationKeyAmbiguous     = "AllocationKeyAmbiguous"
-	InvalidAllocationKey       = "InvalidAllocationKey"
-	PipelineNotFound           = "PipelineNotFound"
-	InvalidPipelineName        = "InvalidPipelineName"
-	StepNotFound               = "StepNotFound"
-	InvalidInput               = "InvalidInput"
-)
-
-// NonRetryableErrorTypes lists every invariant failure; retry policies name
-// them too, so a mis-wrapped error still does not loop.
-var NonRetryableErrorTypes = []string{
-	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
-	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
-}
 
 // MaxAllocationKeyBytes bounds a key: it is a workflow ID and a ledger column.
 const MaxAllocationKeyBytes = 200
@@ -65,15 +46,15 @@ func classify(err error) error {
 	var unknown *pipeline.UnknownError
 	switch {
 	case errors.Is(err, ledger.ErrEpisodeNotFound):
-		return temporal.NewNonRetryableApplicationError(err.Error(), EpisodeNotFound, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.EpisodeNotFound, nil)
 	case errors.Is(err, ledger.ErrKeyCrossesPeriod):
-		return temporal.NewNonRetryableApplicationError(err.Error(), AllocationKeyCrossesPeriod, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.AllocationKeyCrossesPeriod, nil)
 	case errors.Is(err, ledger.ErrKeyAmbiguous):
-		return temporal.NewNonRetryableApplicationError(err.Error(), AllocationKeyAmbiguous, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.AllocationKeyAmbiguous, nil)
 	case errors.Is(err, ledger.ErrInvalidInput):
-		return temporal.NewNonRetryableApplicationError(err.Error(), InvalidInput, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
 	case errors.As(err, &unknown):
-		return temporal.NewNonRetryableApplicationError(err.Error(), PipelineNotFound, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PipelineNotFound, nil)
 	}
 	return err
 }

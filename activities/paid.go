@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -17,24 +18,6 @@ import (
 	"allot/pipeline"
 )
 
-// Paid-step failure types. Each parks the episode as needs_attention.
-const (
-	// OutcomeUnknown: an intent without a reference, and the vendor cannot
-	// say whether it accepted the task. Never resubmitted blindly.
-	OutcomeUnknown = "OutcomeUnknown"
-	// VendorRejected: the vendor definitely refused the submission
-	// (unauthorized, invalid request); nothing was accepted.
-	VendorRejected = "VendorRejected"
-	// VendorTaskFailed: the vendor accepted the task and reports it failed.
-	VendorTaskFailed = "VendorTaskFailed"
-	// ResultHashMismatch: the downloaded result does not match the vendor's sha256.
-	ResultHashMismatch = "ResultHashMismatch"
-	// InvalidRemoteRef: a reference that is not the vendor's, or not this task's.
-	InvalidRemoteRef = "InvalidRemoteRef"
-	// VendorNotConfigured: the worker has no vendor client or credentials.
-	VendorNotConfigured = "VendorNotConfigured"
-)
-
 // PaidTaskInput names one paid task: (episode, step, revision).
 type PaidTaskInput struct {
 	Pipeline  string `json:"pipeline"`
@@ -45,23 +28,23 @@ type PaidTaskInput struct {
 
 // PaidTaskResult is the ledger's view of a paid task after the activity.
 type PaidTaskResult struct {
-	Step           string `json:"step"`
-	Revision       int    `json:"revision"`
-	State          string `json:"state"`
-	IdempotencyKey string `json:"idempotency_key"`
-	RemoteRef      string `json:"remote_ref,omitempty"`
-	CostAmount     int64  `json:"cost_amount,omitempty"`
-	CostCurrency   string `json:"cost_currency,omitempty"`
-	Artifact       string `json:"artifact,omitempty"`
-	SHA256         string `json:"sha256,omitempty"`
-	Error          string `json:"error,omitempty"`
+	Step           string              `json:"step"`
+	Revision       int                 `json:"revision"`
+	State          allot.PaidTaskState `json:"state"`
+	IdempotencyKey string              `json:"idempotency_key"`
+	RemoteRef      string              `json:"remote_ref,omitempty"`
+	CostAmount     int64               `json:"cost_amount,omitempty"`
+	CostCurrency   string              `json:"cost_currency,omitempty"`
+	Artifact       string              `json:"artifact,omitempty"`
+	SHA256         string              `json:"sha256,omitempty"`
+	Error          string              `json:"error,omitempty"`
 }
 
 // SubmitPaidTask sends a paid task to the vendor at most once. In order:
 // the episode must exist (before any credential is read or client built); a
 // written reference is returned as is; an intent without a reference is
 // settled by asking the vendor by idempotency key, and if the vendor cannot
-// tell, the activity fails with OutcomeUnknown; only then is the intent
+// tell, the activity fails with allot.OutcomeUnknown; only then is the intent
 // written, the vendor called, and the reference and cost written.
 func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
 	p, ep, step, err := a.paidStep(ctx, in)
@@ -80,9 +63,9 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 	}
 	var vendor paidvendor.Client
 	switch task.State {
-	case ledger.PaidSubmitted, ledger.PaidSucceeded, ledger.PaidFailed, ledger.PaidAbandoned:
+	case allot.PaidSubmitted, allot.PaidSucceeded, allot.PaidFailed, allot.PaidAbandoned:
 		return a.paidResult(ctx, task)
-	case ledger.PaidIntent:
+	case allot.PaidIntent:
 		// A previous attempt wrote the intent and may or may not have
 		// reached the vendor: ask before anything else.
 		if vendor, err = a.vendor(ctx); err != nil {
@@ -99,7 +82,7 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 			log.Info("vendor has no task for the intent; submitting", "step", step.Name, "revision", in.Revision)
 		case errors.Is(err, paidvendor.ErrLookupUnsupported):
 			countSubmission(ctx, p.Name, step.Name, SubmissionUnknown)
-			return PaidTaskResult{}, nonRetryable(OutcomeUnknown,
+			return PaidTaskResult{}, nonRetryable(allot.OutcomeUnknown,
 				"paid task %s/%s step %s revision %d: an earlier submission may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s: resolve it with `starter episode resolve --step %s --adopt REF | --resubmit | --abandon --reason TEXT`",
 				p.Name, ep.ID, step.Name, in.Revision, key, step.Name)
 		default:
@@ -109,7 +92,7 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 		if task, err = a.Ledger.WriteIntent(ctx, ref, key); err != nil {
 			return PaidTaskResult{}, classify(err)
 		}
-		if task.State != ledger.PaidIntent {
+		if task.State != allot.PaidIntent {
 			return a.paidResult(ctx, task)
 		}
 	}
@@ -132,7 +115,7 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 			if _, rerr := a.Ledger.ResetIntent(ctx, ref); rerr != nil {
 				return PaidTaskResult{}, classify(rerr)
 			}
-			return PaidTaskResult{}, nonRetryable(VendorRejected, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
+			return PaidTaskResult{}, nonRetryable(allot.VendorRejected, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
 		}
 		// The outcome is unknown; the retry asks the vendor by idempotency key.
 		countSubmission(ctx, p.Name, step.Name, SubmissionError)
@@ -180,16 +163,16 @@ func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 		return PaidTaskResult{}, classify(err)
 	}
 	switch task.State {
-	case ledger.PaidSucceeded:
+	case allot.PaidSucceeded:
 		if sum, err := artifacts.SHA256File(task.Artifact); err == nil && sum == task.SHA256 {
 			return a.paidResult(ctx, task)
 		}
 		// The recorded file is gone or damaged: fetch it again below.
-	case ledger.PaidSubmitted:
-	case ledger.PaidFailed:
-		return PaidTaskResult{}, nonRetryable(VendorTaskFailed, "vendor task %s for step %s revision %d failed: %s", task.RemoteRef, step.Name, in.Revision, task.Error)
+	case allot.PaidSubmitted:
+	case allot.PaidFailed:
+		return PaidTaskResult{}, nonRetryable(allot.VendorTaskFailed, "vendor task %s for step %s revision %d failed: %s", task.RemoteRef, step.Name, in.Revision, task.Error)
 	default:
-		return PaidTaskResult{}, nonRetryable(InvalidInput, "paid task %s/%s step %s revision %d is %s, not submitted: submit it first", p.Name, ep.ID, step.Name, in.Revision, task.State)
+		return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid task %s/%s step %s revision %d is %s, not submitted: submit it first", p.Name, ep.ID, step.Name, in.Revision, task.State)
 	}
 	vendor, err := a.vendor(ctx)
 	if err != nil {
@@ -199,7 +182,7 @@ func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 		vt, err := vendor.Task(ctx, task.RemoteRef)
 		switch {
 		case errors.Is(err, paidvendor.ErrInvalidTaskID) || errors.Is(err, paidvendor.ErrNotFound):
-			return PaidTaskResult{}, nonRetryable(InvalidRemoteRef, "vendor has no task %q for step %s: %v", task.RemoteRef, step.Name, err)
+			return PaidTaskResult{}, nonRetryable(allot.InvalidRemoteRef, "vendor has no task %q for step %s: %v", task.RemoteRef, step.Name, err)
 		case err != nil:
 			return PaidTaskResult{}, fmt.Errorf("poll vendor task %s: %w", task.RemoteRef, err)
 		}
@@ -211,7 +194,7 @@ func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 			if _, err := a.Ledger.RecordPaidFailure(ctx, ref, task.RemoteRef, vt.Error); err != nil {
 				return PaidTaskResult{}, classify(err)
 			}
-			return PaidTaskResult{}, nonRetryable(VendorTaskFailed, "vendor task %s for step %s revision %d failed: %s", vt.ID, step.Name, in.Revision, vt.Error)
+			return PaidTaskResult{}, nonRetryable(allot.VendorTaskFailed, "vendor task %s for step %s revision %d failed: %s", vt.ID, step.Name, in.Revision, vt.Error)
 		}
 		select {
 		case <-ctx.Done():
@@ -236,7 +219,7 @@ func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task 
 		if _, ferr := a.Ledger.RecordPaidFailure(ctx, ref, task.RemoteRef, "result sha256 mismatch: "+mismatch.Error()); ferr != nil {
 			return PaidTaskResult{}, classify(ferr)
 		}
-		return PaidTaskResult{}, nonRetryable(ResultHashMismatch, "result of vendor task %s for step %s: %v; nothing was written", vt.ID, ref.Step, err)
+		return PaidTaskResult{}, nonRetryable(allot.ResultHashMismatch, "result of vendor task %s for step %s: %v; nothing was written", vt.ID, ref.Step, err)
 	}
 	if err != nil {
 		return PaidTaskResult{}, err
@@ -254,7 +237,7 @@ const maxResultBytes = 1 << 30
 
 func (a *Activities) paidResult(ctx context.Context, t ledger.PaidTask) (PaidTaskResult, error) {
 	out := PaidTaskResult{
-		Step: t.Step, Revision: t.Revision, State: string(t.State), IdempotencyKey: t.IdempotencyKey,
+		Step: t.Step, Revision: t.Revision, State: t.State, IdempotencyKey: t.IdempotencyKey,
 		RemoteRef: t.RemoteRef, Artifact: t.Artifact, SHA256: t.SHA256, Error: t.Error,
 	}
 	if t.RemoteRef != "" {
@@ -278,13 +261,13 @@ func (a *Activities) paidStep(ctx context.Context, in PaidTaskInput) (*pipeline.
 	}
 	step, ok := p.Step(in.Step)
 	if !ok {
-		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
 	}
 	if step.Kind != pipeline.Paid {
-		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(StepNotFound, "step %q of pipeline %q is %s, not paid: paid commands take one of %v", step.Name, p.Name, step.Kind, p.PaidStepNames())
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.StepNotFound, "step %q of pipeline %q is %s, not paid: paid commands take one of %v", step.Name, p.Name, step.Kind, p.PaidStepNames())
 	}
 	if in.Revision < 0 {
-		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(InvalidInput, "revision %d is negative", in.Revision)
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.InvalidInput, "revision %d is negative", in.Revision)
 	}
 	return p, ep, step, nil
 }
@@ -293,15 +276,15 @@ func (a *Activities) paidStep(ctx context.Context, in PaidTaskInput) (*pipeline.
 // episode check.
 func (a *Activities) vendor(ctx context.Context) (paidvendor.Client, error) {
 	if a.Credentials == nil || a.NewVendor == nil {
-		return nil, nonRetryable(VendorNotConfigured, "this worker has no paid vendor configured: set %s (and %s or %s)", EnvVendorURL, EnvVendorAPIKey, EnvVendorAPIKeyFile)
+		return nil, nonRetryable(allot.VendorNotConfigured, "this worker has no paid vendor configured: set %s (and %s or %s)", EnvVendorURL, EnvVendorAPIKey, EnvVendorAPIKeyFile)
 	}
 	key, err := a.Credentials.VendorAPIKey(ctx)
 	if err != nil {
-		return nil, nonRetryable(VendorNotConfigured, "%v", err)
+		return nil, nonRetryable(allot.VendorNotConfigured, "%v", err)
 	}
 	c, err := a.NewVendor(key)
 	if err != nil {
-		return nil, nonRetryable(VendorNotConfigured, "build the vendor client: %v", err)
+		return nil, nonRetryable(allot.VendorNotConfigured, "build the vendor client: %v", err)
 	}
 	return c, nil
 }

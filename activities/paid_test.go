@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"allot"
 	"context"
 	"net/http/httptest"
 	"sync/atomic"
@@ -43,15 +44,15 @@ func TestPaidActivitiesOnMissingEpisodeReadNoCredentials(t *testing.T) {
 
 	missing := PaidTaskInput{Pipeline: "tokyo", EpisodeID: "2026-08-07-5", Step: "video"}
 	_, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, missing)
-	wantAppError(t, err, EpisodeNotFound)
+	wantAppError(t, err, allot.EpisodeNotFound)
 	_, err = execute[PaidTaskResult](t, f, f.acts.AwaitPaidTask, missing)
-	wantAppError(t, err, EpisodeNotFound)
-	for _, action := range []string{DecisionAdopt, DecisionRework, DecisionResubmit, DecisionAbandon, DecisionApprove} {
+	wantAppError(t, err, allot.EpisodeNotFound)
+	for _, action := range []allot.Action{allot.ActionAdopt, allot.ActionRework, allot.ActionResubmit, allot.ActionAbandon, allot.ActionApprove} {
 		_, err = execute[DecisionResult](t, f, f.acts.ApplyDecision, DecisionInput{
-			RequestID: "r-" + action, Pipeline: "tokyo", EpisodeID: "2026-08-07-5", Action: action,
+			RequestID: "r-" + string(action), Pipeline: "tokyo", EpisodeID: "2026-08-07-5", Action: action,
 			Step: "video", RemoteRef: "vt_00000000000000000000000000000000", Reason: "x",
 		})
-		wantAppError(t, err, EpisodeNotFound)
+		wantAppError(t, err, allot.EpisodeNotFound)
 	}
 	if creds.reads.Load() != 0 || builds.Load() != 0 {
 		t.Fatalf("credentials read %d times, clients built %d times for a missing episode", creds.reads.Load(), builds.Load())
@@ -95,10 +96,10 @@ func TestPaidActivitiesRejectUnknownOrUnpaidSteps(t *testing.T) {
 	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
 	for _, step := range []string{"render", "plan"} {
 		_, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, PaidTaskInput{Pipeline: "tokyo", EpisodeID: tokyoEpisode, Step: step})
-		wantAppError(t, err, StepNotFound)
+		wantAppError(t, err, allot.StepNotFound)
 	}
-	_, err := execute[DecisionResult](t, f, f.acts.ApplyDecision, DecisionInput{RequestID: "r1", Pipeline: "tokyo", EpisodeID: tokyoEpisode, Action: DecisionRework, Step: "plan"})
-	wantAppError(t, err, StepNotFound)
+	_, err := execute[DecisionResult](t, f, f.acts.ApplyDecision, DecisionInput{RequestID: "r1", Pipeline: "tokyo", EpisodeID: tokyoEpisode, Action: allot.ActionRework, Step: "plan"})
+	wantAppError(t, err, allot.StepNotFound)
 	if creds.reads.Load() != 0 {
 		t.Fatal("credentials read for a step that is not paid")
 	}
@@ -123,10 +124,10 @@ func TestAdoptRefusesReferencesThatAreNotThisTasks(t *testing.T) {
 		t.Fatal("a lost response was reported as success")
 	}
 	_, err = execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, in)
-	wantAppError(t, err, OutcomeUnknown)
+	wantAppError(t, err, allot.OutcomeUnknown)
 	for _, ref := range []string{"", "../etc/passwd", "vt_ffffffffffffffffffffffffffffffff", other} {
-		_, err := execute[DecisionResult](t, f, f.acts.ApplyDecision, DecisionInput{RequestID: "adopt-" + ref, Pipeline: "tokyo", EpisodeID: tokyoEpisode, Action: DecisionAdopt, Step: "video", RemoteRef: ref})
-		wantAppError(t, err, InvalidRemoteRef)
+		_, err := execute[DecisionResult](t, f, f.acts.ApplyDecision, DecisionInput{RequestID: "adopt-" + ref, Pipeline: "tokyo", EpisodeID: tokyoEpisode, Action: allot.ActionAdopt, Step: "video", RemoteRef: ref})
+		wantAppError(t, err, allot.InvalidRemoteRef)
 	}
 	task, err := f.led.LatestPaidTask(f.ctx, "tokyo", tokyoEpisode, "video")
 	if err != nil || task.RemoteRef != "" || task.State != "intent" {

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -188,7 +189,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	if one(t, up, "workflow-id") != workflows.EpisodeWorkflowID(viaCLI.Pipeline, viaCLI.EpisodeID) {
 		t.Fatalf("README update targets %s, the run's episode is %s", one(t, up, "workflow-id"), viaCLI.EpisodeID)
 	}
-	c.waitStage(viaCLI.Pipeline, viaCLI.EpisodeID, workflows.StageWaitingApproval)
+	c.waitStage(viaCLI.Pipeline, viaCLI.EpisodeID, allot.StageWaitingApproval)
 	var req workflows.DecisionRequest
 	if err := json.Unmarshal([]byte(one(t, up, "input")), &req); err != nil {
 		t.Fatal(err)
@@ -205,7 +206,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := c.waitEpisode(viaCLI.Pipeline, viaCLI.EpisodeID)
-	if final.Stage != workflows.StageCompleted {
+	if final.Stage != allot.StageCompleted {
 		t.Fatalf("after the CLI approve: %+v", final)
 	}
 	decisions, err := c.ledger.Decisions(ctx, viaCLI.Pipeline, viaCLI.EpisodeID)

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -100,7 +101,7 @@ func TestWorkerKilledDuringPaidTaskResumesWithOneChargePerStep(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		task, err := c.ledger.PaidTask(context.Background(), ledger.PaidTaskRef{Pipeline: "auto-paid", EpisodeID: ep, Step: "video"})
-		if err == nil && task.State == ledger.PaidSubmitted {
+		if err == nil && task.State == allot.PaidSubmitted {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -125,14 +126,14 @@ func TestWorkerKilledDuringPaidTaskResumesWithOneChargePerStep(t *testing.T) {
 	if err := c.client.GetWorkflow(ctx, workflows.EpisodeWorkflowID("auto-paid", ep), "").Get(ctx, &final); err != nil {
 		t.Fatalf("episode after restart: %v\nworker output:\n%s", err, second.output.String())
 	}
-	if final.Stage != workflows.StageCompleted {
+	if final.Stage != allot.StageCompleted {
 		t.Fatalf("final %+v", final)
 	}
 	if n := sim.ChargeCount(); n != 2 {
 		t.Fatalf("vendor charged %d times, want 2 (one per paid step)", n)
 	}
 	for _, task := range c.paidTasks("auto-paid", ep) {
-		if task.State != ledger.PaidSucceeded {
+		if task.State != allot.PaidSucceeded {
 			t.Fatalf("paid task %+v", task)
 		}
 	}

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"context"
 	"encoding/json"
 	"os"
@@ -92,7 +93,7 @@ func runDemoEpisode(t *testing.T, info app.DevInfo, nominal time.Time) string {
 		if err == nil {
 			break
 		}
-		if appErrType(err) != workflows.NotReady || ctx.Err() != nil {
+		if appErrType(err) != allot.NotReady || ctx.Err() != nil {
 			t.Fatalf("approve: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -101,7 +102,7 @@ func runDemoEpisode(t *testing.T, info app.DevInfo, nominal time.Time) string {
 	if err := c.GetWorkflow(ctx, workflows.EpisodeWorkflowID("weekly-video", res.Result.EpisodeID), "").Get(ctx, &final); err != nil {
 		t.Fatal(err)
 	}
-	if final.Stage != workflows.StageCompleted {
+	if final.Stage != allot.StageCompleted {
 		t.Fatalf("demo episode ended %+v", final)
 	}
 	return res.Result.EpisodeID

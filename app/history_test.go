@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"context"
 	"os"
 	"path/filepath"
@@ -62,14 +63,14 @@ func TestSaveHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := c.allocate("weekly-paid", monday())
-	c.waitStage("weekly-paid", ep, workflows.StageNeedsAttention)
+	c.waitStage("weekly-paid", ep, allot.StageNeedsAttention)
 	if err := c.vendor.sim.SetFaults(paidvendor.SimFaults{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.send("weekly-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: workflows.ResolveAdopt, RemoteRef: c.vendor.sim.Charges()[0].TaskID}); err != nil {
+	if _, err := c.send("weekly-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: c.vendor.sim.Charges()[0].TaskID}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitStage("weekly-paid", ep, workflows.StageWaitingApproval)
+	c.waitStage("weekly-paid", ep, allot.StageWaitingApproval)
 	if _, err := c.send("weekly-paid", ep, workflows.ApproveUpdate, workflows.DecisionRequest{Reason: "ok"}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -222,11 +223,11 @@ func TestRunAllocatesAndCompletesEpisode(t *testing.T) {
 		t.Fatalf("run = %+v", res)
 	}
 	r := res.Result
-	if r.EpisodeID != "2026-W32-0" || r.Outcome != workflows.OutcomeAllocated || r.NominalTimeSource != workflows.NominalFromInput {
+	if r.EpisodeID != "2026-W32-0" || r.Outcome != allot.OutcomeAllocated || r.NominalTimeSource != allot.NominalFromInput {
 		t.Fatalf("result = %+v", r)
 	}
 	ep := c.waitEpisode("weekly-video", r.EpisodeID)
-	if ep.Stage != workflows.StageCompleted || len(ep.Steps) != 3 || ep.Steps[2].SHA256 == "" {
+	if ep.Stage != allot.StageCompleted || len(ep.Steps) != 3 || ep.Steps[2].SHA256 == "" {
 		t.Fatalf("episode = %+v", ep)
 	}
 	stored, err := c.ledger.Episode(context.Background(), "weekly-video", "2026-W32-0")
@@ -327,7 +328,7 @@ func TestAllocationRetriedAfterCommitReturnsSameEpisode(t *testing.T) {
 	if attempts.Load() != 2 {
 		t.Fatalf("allocation ran %d times, want 2 (one failed after commit, one retry)", attempts.Load())
 	}
-	if first.Result.EpisodeID != "2026-W32-0" || first.Result.Outcome != workflows.OutcomeReused {
+	if first.Result.EpisodeID != "2026-W32-0" || first.Result.Outcome != allot.OutcomeReused {
 		t.Fatalf("retry result = %+v, want episode 2026-W32-0 reused", first.Result)
 	}
 	if eps := c.episodes("weekly-video"); len(eps) != 1 {
@@ -359,7 +360,7 @@ func TestFailedRunRerunGetsSameEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Action != operator.RunStarted || res.Result.EpisodeID != allocated[0].ID || res.Result.Outcome != workflows.OutcomeReused {
+	if res.Action != operator.RunStarted || res.Result.EpisodeID != allocated[0].ID || res.Result.Outcome != allot.OutcomeReused {
 		t.Fatalf("re-run = %+v / %+v, want a new run reusing %s", res, res.Result, allocated[0].ID)
 	}
 	if eps := c.episodes("weekly-video"); len(eps) != 1 {
@@ -369,7 +370,7 @@ func TestFailedRunRerunGetsSameEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(outcomes) != 2 || outcomes[0].Outcome != workflows.OutcomeFailed || outcomes[0].Reason != "InjectedFailure" || outcomes[1].Outcome != workflows.OutcomeReused {
+	if len(outcomes) != 2 || outcomes[0].Outcome != allot.OutcomeFailed || outcomes[0].Reason != "InjectedFailure" || outcomes[1].Outcome != allot.OutcomeReused {
 		t.Fatalf("outcomes = %+v, want failed(InjectedFailure) then reused", outcomes)
 	}
 	c.mustCheck()
@@ -391,8 +392,8 @@ func TestFinishedKeyReportsExistingAndRefusesOtherPeriod(t *testing.T) {
 	}
 	// The same key for a nominal time in another week is refused, not reused.
 	_, err = c.runs.Run(c.ctx(), operator.RunInput{Pipeline: "weekly-video", Key: first.WorkflowID, NominalTime: nominal.AddDate(0, 0, 7)})
-	if appErrType(err) != activities.AllocationKeyCrossesPeriod {
-		t.Fatalf("cross-period request error = %v, want %s", err, activities.AllocationKeyCrossesPeriod)
+	if appErrType(err) != allot.AllocationKeyCrossesPeriod {
+		t.Fatalf("cross-period request error = %v, want %s", err, allot.AllocationKeyCrossesPeriod)
 	}
 	if n := countRuns(t, c, first.WorkflowID); n != 1 {
 		t.Fatalf("key has %d runs, want 1: nothing may start", n)
@@ -419,8 +420,8 @@ func TestLedgerRefusesCrossPeriodEvenWithoutTemporalHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = run.Get(c.ctx(), nil)
-	if appErrType(err) != activities.AllocationKeyCrossesPeriod {
-		t.Fatalf("error = %v, want %s", err, activities.AllocationKeyCrossesPeriod)
+	if appErrType(err) != allot.AllocationKeyCrossesPeriod {
+		t.Fatalf("error = %v, want %s", err, allot.AllocationKeyCrossesPeriod)
 	}
 	if eps := c.episodes("weekly-video"); len(eps) != 1 {
 		t.Fatalf("ledger has %d episodes, want 1", len(eps))
@@ -453,7 +454,7 @@ func TestCapSkipsWithReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Result.EpisodeID != "2026-08-03-0" || second.Result.Outcome != workflows.OutcomeSkipped || second.Result.Reason != ledger.ReasonCapReached {
+	if first.Result.EpisodeID != "2026-08-03-0" || second.Result.Outcome != allot.OutcomeSkipped || second.Result.Reason != ledger.ReasonCapReached {
 		t.Fatalf("first %+v, second %+v", first.Result, second.Result)
 	}
 	waitVisible(t, c, `AllotPipeline = "capped" AND AllotOutcome = "skipped"`, 1)
@@ -493,7 +494,7 @@ func TestScheduleRunsAreKeyedByNominalTimeAndManualRunReusesThem(t *testing.T) {
 	if err := c.client.GetWorkflow(ctx, id, "").Get(ctx, &scheduled); err != nil {
 		t.Fatal(err)
 	}
-	if scheduled.NominalTimeSource != workflows.NominalFromSchedule || !scheduled.NominalTime.Equal(nominal) {
+	if scheduled.NominalTimeSource != allot.NominalFromSchedule || !scheduled.NominalTime.Equal(nominal) {
 		t.Fatalf("scheduled run %s result %+v, want nominal %s from the schedule", id, scheduled, nominal)
 	}
 	if workflows.AllocationKey("weekly-video", nominal) != id {

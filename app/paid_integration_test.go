@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"bytes"
 	"context"
 	"errors"
@@ -116,7 +117,7 @@ func (c *cluster) allocate(pipelineName string, nominal time.Time) string {
 }
 
 // waitStage polls the Episode's state query until it reaches stage.
-func (c *cluster) waitStage(pipelineName, episodeID, stage string) workflows.EpisodeState {
+func (c *cluster) waitStage(pipelineName, episodeID string, stage allot.Stage) workflows.EpisodeState {
 	c.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var st workflows.EpisodeState
@@ -149,9 +150,9 @@ func monday() time.Time { return time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC) }
 func TestPaidEpisodeWithApprovalChargesOncePerStep(t *testing.T) {
 	c := newCluster(t)
 	ep := c.allocate("weekly-paid", monday())
-	st := c.waitStage("weekly-paid", ep, workflows.StageWaitingApproval)
+	st := c.waitStage("weekly-paid", ep, allot.StageWaitingApproval)
 	for _, s := range st.Steps[:2] {
-		if s.Status != activities.StepCompleted || s.RemoteRef == "" || s.CostAmount != paidvendor.DefaultSimPrice.Amount || s.SHA256 == "" {
+		if s.Status != allot.StepCompleted || s.RemoteRef == "" || s.CostAmount != paidvendor.DefaultSimPrice.Amount || s.SHA256 == "" {
 			t.Fatalf("paid step before approval: %+v", s)
 		}
 	}
@@ -160,7 +161,7 @@ func TestPaidEpisodeWithApprovalChargesOncePerStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := c.waitEpisode("weekly-paid", ep)
-	if final.Stage != workflows.StageCompleted || final.Steps[4].Status != activities.StepCompleted {
+	if final.Stage != allot.StageCompleted || final.Steps[4].Status != allot.StepCompleted {
 		t.Fatalf("final state %+v", final)
 	}
 	if n := c.vendor.sim.ChargeCount(); n != 2 {
@@ -173,7 +174,7 @@ func TestPaidEpisodeWithApprovalChargesOncePerStep(t *testing.T) {
 	if len(show.PaidTasks) != 2 || len(show.Costs) != 2 || show.Totals["USD"] != 2*paidvendor.DefaultSimPrice.Amount {
 		t.Fatalf("show = %+v", show)
 	}
-	if len(show.Decisions) != 1 || show.Decisions[0].Action != activities.DecisionApprove || show.Decisions[0].Reason != "looks good" {
+	if len(show.Decisions) != 1 || show.Decisions[0].Action != allot.ActionApprove || show.Decisions[0].Reason != "looks good" {
 		t.Fatalf("decisions = %+v", show.Decisions)
 	}
 	manifest, err := os.ReadFile(c.dir + "/artifacts/weekly-paid/" + ep + "/manifest.json")
@@ -199,14 +200,14 @@ func TestLostResponseIsAdoptedByLookup(t *testing.T) {
 	}
 	ep := c.allocate("auto-paid", monday())
 	final := c.waitEpisode("auto-paid", ep)
-	if final.Stage != workflows.StageCompleted {
+	if final.Stage != allot.StageCompleted {
 		t.Fatalf("final %+v", final)
 	}
 	if n := c.vendor.sim.ChargeCount(); n != 2 {
 		t.Fatalf("vendor charged %d times, want 2: every lost response must be adopted, not resubmitted", n)
 	}
 	for _, task := range c.paidTasks("auto-paid", ep) {
-		if task.State != ledger.PaidSucceeded || task.RemoteRef == "" {
+		if task.State != allot.PaidSucceeded || task.RemoteRef == "" {
 			t.Fatalf("paid task %+v", task)
 		}
 	}
@@ -219,8 +220,8 @@ func TestUnknownOutcomeWithoutLookupNeedsAttentionThenAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := c.allocate("auto-paid", monday())
-	st := c.waitStage("auto-paid", ep, workflows.StageNeedsAttention)
-	if st.Attention == nil || st.Attention.Step != "video" || st.Attention.ErrorType != activities.OutcomeUnknown || !strings.Contains(st.Attention.Remedy, "resolve") {
+	st := c.waitStage("auto-paid", ep, allot.StageNeedsAttention)
+	if st.Attention == nil || st.Attention.Step != "video" || st.Attention.ErrorType != allot.OutcomeUnknown || !strings.Contains(st.Attention.Remedy, "resolve") {
 		t.Fatalf("attention = %+v", st.Attention)
 	}
 	waitVisible(t, c, `AllotPipeline = "auto-paid" AND AllotOutcome = "needs_attention"`, 1)
@@ -234,19 +235,19 @@ func TestUnknownOutcomeWithoutLookupNeedsAttentionThenAdopt(t *testing.T) {
 	}
 	// Bad references are refused and change nothing.
 	for ref, want := range map[string]string{
-		"not-a-vendor-ref":                    activities.InvalidRemoteRef,
-		"vt_00000000000000000000000000000000": activities.InvalidRemoteRef,
+		"not-a-vendor-ref":                    allot.InvalidRemoteRef,
+		"vt_00000000000000000000000000000000": allot.InvalidRemoteRef,
 	} {
-		_, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: workflows.ResolveAdopt, RemoteRef: ref})
+		_, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: ref})
 		if appErrType(err) != want {
 			t.Fatalf("adopt %q: error %v, want %s", ref, err, want)
 		}
 	}
-	if _, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "cover", Resolve: workflows.ResolveResubmit}); appErrType(err) != workflows.NotReady {
-		t.Fatalf("resolving a step without an unknown outcome: %v, want %s", err, workflows.NotReady)
+	if _, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "cover", Resolve: allot.ActionResubmit}); appErrType(err) != allot.NotReady {
+		t.Fatalf("resolving a step without an unknown outcome: %v, want %s", err, allot.NotReady)
 	}
 	ref := c.vendor.sim.Charges()[0].TaskID
-	res, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: workflows.ResolveAdopt, RemoteRef: ref, Reason: "found in the vendor console"})
+	res, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: ref, Reason: "found in the vendor console"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,14 +255,14 @@ func TestUnknownOutcomeWithoutLookupNeedsAttentionThenAdopt(t *testing.T) {
 		t.Fatalf("after adopt: %+v", res.State.Steps[0])
 	}
 	final := c.waitEpisode("auto-paid", ep)
-	if final.Stage != workflows.StageCompleted {
+	if final.Stage != allot.StageCompleted {
 		t.Fatalf("final %+v", final)
 	}
 	if n := c.vendor.sim.ChargeCount(); n != 2 {
 		t.Fatalf("vendor charged %d times, want 2 (one per step)", n)
 	}
 	decisions, err := c.ledger.Decisions(context.Background(), "auto-paid", ep)
-	if err != nil || len(decisions) < 2 || decisions[0].Action != activities.DecisionAdopt || decisions[0].Reason != "found in the vendor console" {
+	if err != nil || len(decisions) < 2 || decisions[0].Action != allot.ActionAdopt || decisions[0].Reason != "found in the vendor console" {
 		t.Fatalf("decisions = %+v, %v", decisions, err)
 	}
 	c.mustCheck()
@@ -277,7 +278,7 @@ func TestVendorIgnoringIdempotencyWithFaultsNeverChargesTwice(t *testing.T) {
 		eps = append(eps, c.allocate("auto-paid", monday().Add(time.Duration(i)*time.Hour)))
 	}
 	for _, ep := range eps {
-		if final := c.waitEpisode("auto-paid", ep); final.Stage != workflows.StageCompleted {
+		if final := c.waitEpisode("auto-paid", ep); final.Stage != allot.StageCompleted {
 			t.Fatalf("episode %s: %+v", ep, final)
 		}
 	}
@@ -316,7 +317,7 @@ func TestServerErrorBeforeAcceptIsRetriedWithOneCharge(t *testing.T) {
 	if err := c.vendor.sim.SetFaults(paidvendor.SimFaults{}); err != nil {
 		t.Fatal(err)
 	}
-	if final := c.waitEpisode("auto-paid", ep); final.Stage != workflows.StageCompleted {
+	if final := c.waitEpisode("auto-paid", ep); final.Stage != allot.StageCompleted {
 		t.Fatalf("final %+v", final)
 	}
 	if n := c.vendor.sim.ChargeCount(); n != 2 {
@@ -333,7 +334,7 @@ func TestReworkChargesOnceMoreAndKeepsOldArtifact(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := c.waitEpisode("auto-paid", ep)
-	if final.Stage != workflows.StageCompleted || final.Steps[0].Revision != 1 {
+	if final.Stage != allot.StageCompleted || final.Steps[0].Revision != 1 {
 		t.Fatalf("after rework: %+v", final)
 	}
 	if n := c.vendor.sim.ChargeCount(); n != 3 {
@@ -382,8 +383,8 @@ func TestCommandsOnMissingEpisodeSpendNothing(t *testing.T) {
 	reads, builds := c.vendor.reads.Load(), c.vendor.builds.Load()
 
 	_, err := c.send("auto-paid", "2026-W32-7", workflows.ReworkUpdate, workflows.DecisionRequest{Step: "video"})
-	if appErrType(err) != activities.EpisodeNotFound {
-		t.Fatalf("rework of a missing episode: %v, want %s", err, activities.EpisodeNotFound)
+	if appErrType(err) != allot.EpisodeNotFound {
+		t.Fatalf("rework of a missing episode: %v, want %s", err, allot.EpisodeNotFound)
 	}
 	if _, err := c.client.DescribeWorkflowExecution(context.Background(), workflows.EpisodeWorkflowID("auto-paid", "2026-W32-7"), ""); err == nil {
 		t.Fatal("a workflow was started for a missing episode")
@@ -393,13 +394,13 @@ func TestCommandsOnMissingEpisodeSpendNothing(t *testing.T) {
 	noPrecheck := *c.commands
 	noPrecheck.Ledger = nil
 	_, err = noPrecheck.Send(c.ctx(), operator.CommandInput{Pipeline: "auto-paid", EpisodeID: "2026-W32-8", Update: workflows.ResolveUpdate,
-		Request: workflows.DecisionRequest{Step: "video", Resolve: workflows.ResolveAdopt, RemoteRef: "vt_00000000000000000000000000000000"}})
-	if appErrType(err) != activities.EpisodeNotFound {
-		t.Fatalf("resolve on a missing episode without precheck: %v, want %s", err, activities.EpisodeNotFound)
+		Request: workflows.DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: "vt_00000000000000000000000000000000"}})
+	if appErrType(err) != allot.EpisodeNotFound {
+		t.Fatalf("resolve on a missing episode without precheck: %v, want %s", err, allot.EpisodeNotFound)
 	}
 	// And the unknown step is refused before anything is sent.
-	if _, err := c.send("auto-paid", "2026-W32-0", workflows.ReworkUpdate, workflows.DecisionRequest{Step: "assemble"}); appErrType(err) != activities.StepNotFound {
-		t.Fatalf("rework of a local step: %v, want %s", err, activities.StepNotFound)
+	if _, err := c.send("auto-paid", "2026-W32-0", workflows.ReworkUpdate, workflows.DecisionRequest{Step: "assemble"}); appErrType(err) != allot.StepNotFound {
+		t.Fatalf("rework of a local step: %v, want %s", err, allot.StepNotFound)
 	}
 	if c.vendor.reads.Load() != reads || c.vendor.builds.Load() != builds {
 		t.Fatalf("credentials read %d->%d, clients built %d->%d for commands on missing episodes", reads, c.vendor.reads.Load(), builds, c.vendor.builds.Load())
@@ -413,8 +414,8 @@ func TestResultHashMismatchNeedsAttentionAndOverwritesNothing(t *testing.T) {
 	c := newCluster(t)
 	c.vendor.corrupt.Store(true)
 	ep := c.allocate("auto-paid", monday())
-	st := c.waitStage("auto-paid", ep, workflows.StageNeedsAttention)
-	if st.Attention.ErrorType != activities.ResultHashMismatch || st.Attention.Step != "video" {
+	st := c.waitStage("auto-paid", ep, allot.StageNeedsAttention)
+	if st.Attention.ErrorType != allot.ResultHashMismatch || st.Attention.Step != "video" {
 		t.Fatalf("attention %+v", st.Attention)
 	}
 	if _, err := os.Stat(c.dir + "/artifacts/auto-paid/" + ep + "/video-r0.bin"); !errors.Is(err, os.ErrNotExist) {
@@ -424,7 +425,7 @@ func TestResultHashMismatchNeedsAttentionAndOverwritesNothing(t *testing.T) {
 	if _, err := c.send("auto-paid", ep, workflows.ReworkUpdate, workflows.DecisionRequest{Step: "video", Reason: "corrupt download"}); err != nil {
 		t.Fatal(err)
 	}
-	if final := c.waitEpisode("auto-paid", ep); final.Stage != workflows.StageCompleted || final.Steps[0].Revision != 1 {
+	if final := c.waitEpisode("auto-paid", ep); final.Stage != allot.StageCompleted || final.Steps[0].Revision != 1 {
 		t.Fatalf("final %+v", final)
 	}
 }
@@ -435,9 +436,9 @@ func TestVendorKeyNeverInHistoriesOrLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := c.allocate("auto-paid", monday())
-	c.waitStage("auto-paid", ep, workflows.StageNeedsAttention)
+	c.waitStage("auto-paid", ep, allot.StageNeedsAttention)
 	_ = c.vendor.sim.SetFaults(paidvendor.SimFaults{})
-	if _, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: workflows.ResolveAdopt, RemoteRef: c.vendor.sim.Charges()[0].TaskID}); err != nil {
+	if _, err := c.send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: c.vendor.sim.Charges()[0].TaskID}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitEpisode("auto-paid", ep)

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"context"
 	"io"
 	"net/http"
@@ -62,7 +63,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 		if err := c.client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
 			t.Fatal(err)
 		}
-		if !res.NominalTime.Equal(nominal) || res.NominalTimeSource != workflows.NominalFromSchedule || workflows.AllocationKey("weekly-video", nominal) != id {
+		if !res.NominalTime.Equal(nominal) || res.NominalTimeSource != allot.NominalFromSchedule || workflows.AllocationKey("weekly-video", nominal) != id {
 			t.Fatalf("run %s: result %+v", id, res)
 		}
 		if first.IsZero() || nominal.Before(first) {
@@ -132,7 +133,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for _, r := range stats.Runs {
-		counts[r.Outcome+"/"+r.Reason] = r.Count
+		counts[string(r.Outcome)+"/"+r.Reason] = r.Count
 	}
 	total := 0
 	for _, n := range c.keysRun("weekly-video") {
@@ -215,7 +216,7 @@ func TestMetricsEndpointServesCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	parked := c.allocate("auto-paid", monday())
-	c.waitStage("auto-paid", parked, workflows.StageNeedsAttention)
+	c.waitStage("auto-paid", parked, allot.StageNeedsAttention)
 	if err := c.vendor.sim.SetFaults(noFaults()); err != nil {
 		t.Fatal(err)
 	}

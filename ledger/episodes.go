@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"allot"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -100,13 +102,13 @@ func (l *Ledger) CompleteEpisode(ctx context.Context, pipeline, episodeID string
 
 // StepRecord is a local step's result for one episode.
 type StepRecord struct {
-	Pipeline    string    `json:"pipeline"`
-	EpisodeID   string    `json:"episode_id"`
-	Step        string    `json:"step"`
-	Status      string    `json:"status"`   // e.g. "completed"
-	Artifact    string    `json:"artifact"` // path of the file the step wrote, may be ""
-	SHA256      string    `json:"sha256"`   // hex, may be ""
-	CompletedAt time.Time `json:"completed_at,omitzero"`
+	Pipeline    string           `json:"pipeline"`
+	EpisodeID   string           `json:"episode_id"`
+	Step        string           `json:"step"`
+	Status      allot.StepStatus `json:"status"`   // e.g. "completed"
+	Artifact    string           `json:"artifact"` // path of the file the step wrote, may be ""
+	SHA256      string           `json:"sha256"`   // hex, may be ""
+	CompletedAt time.Time        `json:"completed_at,omitzero"`
 }
 
 // RecordStep stores a step's result, replacing an earlier record of the same
@@ -173,17 +175,17 @@ func (l *Ledger) Steps(ctx context.Context, pipeline, episodeID string) ([]StepR
 
 // RunOutcome is how one ScheduledRun ended (invariant 10).
 type RunOutcome struct {
-	Pipeline          string    `json:"pipeline"`
-	AllocationKey     string    `json:"allocation_key"`
-	RunID             string    `json:"run_i_d"`
-	NominalTime       time.Time `json:"nominal_time"`
-	NominalTimeSource string    `json:"nominal_time_source"` // "input" | "schedule" | "start_time"
-	Outcome           string    `json:"outcome"`             // "allocated" | "reused" | "skipped" | "failed"
-	Reason            string    `json:"reason"`
-	EpisodeID         string    `json:"episode_id"` // "" when none
-	Period            string    `json:"period"`
-	Sequence          int       `json:"sequence"` // -1 when none
-	RecordedAt        time.Time `json:"recorded_at"`
+	Pipeline          string                  `json:"pipeline"`
+	AllocationKey     string                  `json:"allocation_key"`
+	RunID             string                  `json:"run_i_d"`
+	NominalTime       time.Time               `json:"nominal_time"`
+	NominalTimeSource allot.NominalTimeSource `json:"nominal_time_source"`
+	Outcome           allot.Outcome           `json:"outcome"` // allocated | reused | skipped | failed
+	Reason            string                  `json:"reason"`
+	EpisodeID         string                  `json:"episode_id"` // "" when none
+	Period            string                  `json:"period"`
+	Sequence          int                     `json:"sequence"` // -1 when none
+	RecordedAt        time.Time               `json:"recorded_at"`
 }
 
 // RecordRunOutcome stores a run's outcome, replacing an earlier record for

@@ -1,43 +1,25 @@
 package ledger
 
 import (
+	"allot"
 	"context"
 	"database/sql"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-)
-
-// Operator actions, as recorded in OperatorDecision.Action.
-const (
-	ActionApprove    = "approve"
-	ActionReject     = "reject"
-	ActionRework     = "rework"
-	ActionReassemble = "reassemble"
-	ActionAdopt      = "adopt"
-	ActionResubmit   = "resubmit"
-	ActionAbandon    = "abandon"
-)
-
-// operatorActions lists every valid action; stepActions are those that act
-// on one paid step and so must name it.
-var (
-	operatorActions = []string{ActionApprove, ActionReject, ActionRework, ActionReassemble, ActionAdopt, ActionResubmit, ActionAbandon}
-	stepActions     = []string{ActionRework, ActionAdopt, ActionResubmit, ActionAbandon}
 )
 
 // OperatorDecision is one operator command on an episode, with its reason.
 type OperatorDecision struct {
-	RequestID string    `json:"request_id"` // idempotency key of the decision (the Temporal update ID); required
-	Pipeline  string    `json:"pipeline"`
-	EpisodeID string    `json:"episode_id"`
-	Step      string    `json:"step"` // "" for episode-wide decisions (approve, reject, reassemble)
-	Revision  int       `json:"revision"`
-	Action    string    `json:"action"` // approve | reject | rework | reassemble | adopt | resubmit | abandon
-	RemoteRef string    `json:"remote_ref"`
-	Reason    string    `json:"reason"`
-	At        time.Time `json:"at"` // zero = now
+	RequestID string       `json:"request_id"` // idempotency key of the decision (the Temporal update ID); required
+	Pipeline  string       `json:"pipeline"`
+	EpisodeID string       `json:"episode_id"`
+	Step      string       `json:"step"` // "" for episode-wide decisions (approve, reject, reassemble)
+	Revision  int          `json:"revision"`
+	Action    allot.Action `json:"action"` // approve | reject | rework | reassemble | adopt | resubmit | abandon
+	RemoteRef string       `json:"remote_ref"`
+	Reason    string       `json:"reason"`
+	At        time.Time    `json:"at"` // zero = now
 }
 
 const decisionCols = `request_id, pipeline, episode_id, step, revision, action, remote_ref, reason, decided_at`
@@ -60,12 +42,12 @@ func (l *Ledger) RecordDecision(ctx context.Context, d OperatorDecision) (Operat
 	switch {
 	case d.RequestID == "":
 		return OperatorDecision{}, false, invalid("decision %q on episode %s of %s has no request ID: pass the Temporal update ID", d.Action, d.EpisodeID, d.Pipeline)
-	case !slices.Contains(operatorActions, d.Action):
+	case !slices.Contains(allot.Actions, d.Action):
 		return OperatorDecision{}, false, invalid("decision %s on episode %s of %s has unknown action %q: use one of %s",
-			d.RequestID, d.EpisodeID, d.Pipeline, d.Action, strings.Join(operatorActions, ", "))
-	case d.Step == "" && slices.Contains(stepActions, d.Action):
+			d.RequestID, d.EpisodeID, d.Pipeline, d.Action, allot.Actions)
+	case d.Step == "" && d.Action.StepAction():
 		return OperatorDecision{}, false, invalid("decision %s (%s) on episode %s of %s names no step", d.RequestID, d.Action, d.EpisodeID, d.Pipeline)
-	case d.Action == ActionAdopt && d.RemoteRef == "":
+	case d.Action == allot.ActionAdopt && d.RemoteRef == "":
 		return OperatorDecision{}, false, invalid("decision %s adopts no remote reference for step %q of episode %s of %s", d.RequestID, d.Step, d.EpisodeID, d.Pipeline)
 	case d.Revision < 0:
 		return OperatorDecision{}, false, invalid("decision %s on episode %s of %s has a negative revision %d", d.RequestID, d.EpisodeID, d.Pipeline, d.Revision)

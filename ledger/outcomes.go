@@ -7,6 +7,7 @@ package ledger
 // views and the metrics, so each one is served by an index (0001, 0003).
 
 import (
+	"allot"
 	"context"
 	"database/sql"
 	"fmt"
@@ -15,15 +16,11 @@ import (
 	"time"
 )
 
-// outcomeNeedsAttention is the episode outcome an operator must act on
-// (invariant 7: an unknown paid outcome parks the episode).
-const outcomeNeedsAttention = "needs_attention"
-
 // OutcomeCount is how many runs or episodes ended one way.
 type OutcomeCount struct {
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason"`
-	Count   int    `json:"count"`
+	Outcome allot.Outcome `json:"outcome"`
+	Reason  string        `json:"reason"`
+	Count   int           `json:"count"`
 }
 
 // RecordEpisodeOutcome sets the episode's current outcome and reason, as the
@@ -39,7 +36,7 @@ type OutcomeCount struct {
 //
 // ErrEpisodeNotFound if the episode does not exist; ErrInvalidInput if the
 // outcome is empty.
-func (l *Ledger) RecordEpisodeOutcome(ctx context.Context, pipeline, episodeID, outcome, reason string, at time.Time) error {
+func (l *Ledger) RecordEpisodeOutcome(ctx context.Context, pipeline, episodeID string, outcome allot.Outcome, reason string, at time.Time) error {
 	if err := episodeRef(pipeline, episodeID); err != nil {
 		return err
 	}
@@ -147,7 +144,7 @@ func (l *Ledger) EpisodeOutcomeCounts(ctx context.Context, pipeline string, sinc
 	}
 	var out []OutcomeCount
 	for g, n := range counts {
-		out = append(out, OutcomeCount{Outcome: g.outcome, Reason: g.reason, Count: n})
+		out = append(out, OutcomeCount{Outcome: allot.Outcome(g.outcome), Reason: g.reason, Count: n})
 	}
 	sortOutcomeCounts(out)
 	return out, nil
@@ -191,7 +188,7 @@ func (l *Ledger) EpisodesNeedingAttention(ctx context.Context) (map[string]int, 
 }
 
 func (l *Ledger) needingAttentionQuery() (string, []any) {
-	return l.d.q(`SELECT pipeline, COUNT(*) FROM episodes WHERE outcome = ? GROUP BY pipeline`), []any{outcomeNeedsAttention}
+	return l.d.q(`SELECT pipeline, COUNT(*) FROM episodes WHERE outcome = ? GROUP BY pipeline`), []any{allot.OutcomeNeedsAttention}
 }
 
 // outcomeFilter builds the WHERE clause of the counting queries: an optional
@@ -219,7 +216,7 @@ func outcomeFilter(d *dialect, timeCol, pipeline string, since time.Time) (strin
 // on both drivers whatever the database's collation.
 func sortOutcomeCounts(cs []OutcomeCount) {
 	slices.SortFunc(cs, func(a, b OutcomeCount) int {
-		if c := strings.Compare(a.Outcome, b.Outcome); c != 0 {
+		if c := strings.Compare(string(a.Outcome), string(b.Outcome)); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Reason, b.Reason)

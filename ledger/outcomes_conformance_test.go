@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"allot"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,7 +13,7 @@ import (
 // Conformance tests for episode outcomes and the outcome counts (invariant
 // 10); registered in runConformance so that both drivers run them.
 
-func mustEpisodeOutcome(t *testing.T, l *Ledger, pipeline, episodeID, outcome, reason string, at time.Time) {
+func mustEpisodeOutcome(t *testing.T, l *Ledger, pipeline, episodeID string, outcome allot.Outcome, reason string, at time.Time) {
 	t.Helper()
 	if err := l.RecordEpisodeOutcome(ctxT(t), pipeline, episodeID, outcome, reason, at); err != nil {
 		t.Fatalf("RecordEpisodeOutcome(%s, %s, %s, %s): %v", pipeline, episodeID, outcome, reason, err)
@@ -46,7 +47,7 @@ func setCreatedAt(t *testing.T, l *Ledger, pipeline, episodeID string, at time.T
 }
 
 // oc is shorthand for an expected OutcomeCount.
-func oc(outcome, reason string, n int) OutcomeCount {
+func oc(outcome allot.Outcome, reason string, n int) OutcomeCount {
 	return OutcomeCount{Outcome: outcome, Reason: reason, Count: n}
 }
 
@@ -175,7 +176,7 @@ func testEpisodeOutcomeInvalid(t *testing.T, l *Ledger) {
 
 func testRunOutcomeCounts(t *testing.T, l *Ledger) {
 	base := time.Date(2026, 8, 3, 9, 0, 0, 0, time.UTC)
-	record := func(pipeline, key, run, outcome, reason string, at time.Time) {
+	record := func(pipeline, key, run string, outcome allot.Outcome, reason string, at time.Time) {
 		t.Helper()
 		if err := l.RecordRunOutcome(ctxT(t), RunOutcome{Pipeline: pipeline, AllocationKey: key, RunID: run,
 			Outcome: outcome, Reason: reason, Sequence: -1, RecordedAt: at}); err != nil {
@@ -443,7 +444,7 @@ func testMigrateV2ToV3(t *testing.T, url string) {
 	parked := paidRef(want[2], "voice", 0)
 	mustIntent(t, v2, parked) // outcome unknown, left for the operator
 	if _, _, err := v2.RecordDecision(ctx, OperatorDecision{RequestID: "u-1", Pipeline: "weekly", EpisodeID: want[1].ID,
-		Action: ActionApprove, Reason: "looks good", At: done}); err != nil {
+		Action: allot.ActionApprove, Reason: "looks good", At: done}); err != nil {
 		t.Fatal(err)
 	}
 	runs := []RunOutcome{

@@ -19,25 +19,13 @@ package ledger
 // reference).
 
 import (
+	"allot"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-)
-
-// PaidTaskState is where one paid task (episode, step, revision) is.
-type PaidTaskState string
-
-// Paid task states.
-const (
-	PaidPlanned   PaidTaskState = "planned"   // the revision exists (rework or a resubmit decision); nothing sent yet
-	PaidIntent    PaidTaskState = "intent"    // written before the vendor is called; without a RemoteRef the outcome is unknown
-	PaidSubmitted PaidTaskState = "submitted" // the vendor accepted; RemoteRef set
-	PaidSucceeded PaidTaskState = "succeeded" // result downloaded and verified; Artifact and SHA256 set
-	PaidFailed    PaidTaskState = "failed"    // the vendor reported the task failed; Error set
-	PaidAbandoned PaidTaskState = "abandoned" // an operator abandoned an unknown outcome; Error holds the reason
 )
 
 // PaidTaskRef names one paid task.
@@ -51,15 +39,15 @@ type PaidTaskRef struct {
 // PaidTask is one paid task as stored.
 type PaidTask struct {
 	PaidTaskRef
-	IdempotencyKey string        `json:"idempotency_key"`
-	State          PaidTaskState `json:"state"`
-	RemoteRef      string        `json:"remote_ref"`
-	Artifact       string        `json:"artifact"`
-	SHA256         string        `json:"sha256"`
-	Error          string        `json:"error"`
-	RequestID      string        `json:"request_id"` // the operator request (Temporal update ID) that planned this revision, if any
-	CreatedAt      time.Time     `json:"created_at"`
-	UpdatedAt      time.Time     `json:"updated_at"`
+	IdempotencyKey string              `json:"idempotency_key"`
+	State          allot.PaidTaskState `json:"state"`
+	RemoteRef      string              `json:"remote_ref"`
+	Artifact       string              `json:"artifact"`
+	SHA256         string              `json:"sha256"`
+	Error          string              `json:"error"`
+	RequestID      string              `json:"request_id"` // the operator request (Temporal update ID) that planned this revision, if any
+	CreatedAt      time.Time           `json:"created_at"`
+	UpdatedAt      time.Time           `json:"updated_at"`
 }
 
 // Submission is what the vendor said when it accepted a paid task.
@@ -114,7 +102,7 @@ func paidNotFound(r PaidTaskRef) error {
 // stateErr says that t's state does not allow op, which needs one of allowed.
 func stateErr(t PaidTask, op string, allowed []string, hint string) error {
 	cur := string(t.State)
-	if t.State == PaidIntent && t.RemoteRef == "" {
+	if t.State == allot.PaidIntent && t.RemoteRef == "" {
 		cur += " without a remote reference (outcome unknown)"
 	}
 	msg := fmt.Sprintf("%s is %s; %s needs it to be %s", describe(t.PaidTaskRef), cur, op, orList(allowed))
@@ -125,7 +113,7 @@ func stateErr(t PaidTask, op string, allowed []string, hint string) error {
 }
 
 // states lists state names for stateErr.
-func states(ss ...PaidTaskState) []string {
+func states(ss ...allot.PaidTaskState) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = string(s)
@@ -179,7 +167,7 @@ func (l *Ledger) queryPaidTasks(ctx context.Context, db querier, query string, a
 			&t.Artifact, &t.SHA256, &t.Error, &t.RequestID, dbTime{&t.CreatedAt}, dbTime{&t.UpdatedAt}); err != nil {
 			return nil, fmt.Errorf("ledger %s: read paid task: %w", l.where, err)
 		}
-		t.State = PaidTaskState(state)
+		t.State = allot.PaidTaskState(state)
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
@@ -322,7 +310,7 @@ func (l *Ledger) WriteIntent(ctx context.Context, ref PaidTaskRef, idempotencyKe
 			return invalid("%s has idempotency key %q, not %q: a task's key never changes (it is derived from pipeline, episode, step and revision); check the caller's key derivation",
 				describe(ref), t.IdempotencyKey, idempotencyKey)
 		}
-		if ok && t.State != PaidPlanned {
+		if ok && t.State != allot.PaidPlanned {
 			out = t
 			return nil
 		}
@@ -340,14 +328,14 @@ func (l *Ledger) WriteIntent(ctx context.Context, ref PaidTaskRef, idempotencyKe
 		}
 		if !ok {
 			at := now()
-			t = PaidTask{PaidTaskRef: ref, IdempotencyKey: idempotencyKey, State: PaidIntent, CreatedAt: at, UpdatedAt: at}
+			t = PaidTask{PaidTaskRef: ref, IdempotencyKey: idempotencyKey, State: allot.PaidIntent, CreatedAt: at, UpdatedAt: at}
 			if err := l.insertPaidTask(ctx, tx, t); err != nil {
 				return err
 			}
 			out = t
 			return nil
 		}
-		t.IdempotencyKey, t.State = idempotencyKey, PaidIntent
+		t.IdempotencyKey, t.State = idempotencyKey, allot.PaidIntent
 		if err := l.savePaidTask(ctx, tx, &t); err != nil {
 			return err
 		}
@@ -388,9 +376,9 @@ func (l *Ledger) RecordSubmission(ctx context.Context, s Submission) (PaidTask, 
 			return err
 		}
 		switch t.State {
-		case PaidIntent, PaidSubmitted, PaidSucceeded, PaidFailed:
+		case allot.PaidIntent, allot.PaidSubmitted, allot.PaidSucceeded, allot.PaidFailed:
 		default:
-			return stateErr(t, "recording a submission", states(PaidIntent, PaidSubmitted, PaidSucceeded, PaidFailed),
+			return stateErr(t, "recording a submission", states(allot.PaidIntent, allot.PaidSubmitted, allot.PaidSucceeded, allot.PaidFailed),
 				"the intent must be written (WriteIntent) before the vendor is called")
 		}
 		if t.RemoteRef != "" && t.RemoteRef != s.RemoteRef {
@@ -419,10 +407,10 @@ func (l *Ledger) RecordSubmission(ctx context.Context, s Submission) (PaidTask, 
 				ErrRemoteRefConflict, s.RemoteRef, describe(owner), describe(s.PaidTaskRef))
 		}
 
-		if t.RemoteRef != s.RemoteRef || t.State == PaidIntent {
+		if t.RemoteRef != s.RemoteRef || t.State == allot.PaidIntent {
 			t.RemoteRef = s.RemoteRef
-			if t.State == PaidIntent {
-				t.State = PaidSubmitted
+			if t.State == allot.PaidIntent {
+				t.State = allot.PaidSubmitted
 			}
 			if err := l.savePaidTask(ctx, tx, &t); err != nil {
 				return err
@@ -467,14 +455,14 @@ func (l *Ledger) RecordPaidResult(ctx context.Context, ref PaidTaskRef, remoteRe
 		if err != nil {
 			return err
 		}
-		if t.State != PaidSubmitted && t.State != PaidSucceeded {
-			return stateErr(t, "recording a result", states(PaidSubmitted, PaidSucceeded),
+		if t.State != allot.PaidSubmitted && t.State != allot.PaidSucceeded {
+			return stateErr(t, "recording a result", states(allot.PaidSubmitted, allot.PaidSucceeded),
 				"the remote reference must be written (RecordSubmission) before the task completes")
 		}
 		if t.RemoteRef != remoteRef {
 			return refConflict(t, remoteRef)
 		}
-		if t.State == PaidSucceeded {
+		if t.State == allot.PaidSucceeded {
 			if t.SHA256 == sha256 && t.Artifact == artifact {
 				out = t
 				return nil
@@ -482,7 +470,7 @@ func (l *Ledger) RecordPaidResult(ctx context.Context, ref PaidTaskRef, remoteRe
 			return fmt.Errorf("%w: %s already succeeded with artifact %s (sha256 %s); refusing %s (sha256 %s): a verified result is never overwritten, rework the step for a new revision",
 				ErrPaidTaskState, describe(ref), t.Artifact, t.SHA256, artifact, sha256)
 		}
-		t.State, t.Artifact, t.SHA256 = PaidSucceeded, artifact, sha256
+		t.State, t.Artifact, t.SHA256 = allot.PaidSucceeded, artifact, sha256
 		if err := l.savePaidTask(ctx, tx, &t); err != nil {
 			return err
 		}
@@ -511,17 +499,17 @@ func (l *Ledger) RecordPaidFailure(ctx context.Context, ref PaidTaskRef, remoteR
 		if err != nil {
 			return err
 		}
-		if t.State != PaidSubmitted && t.State != PaidFailed {
-			return stateErr(t, "recording a failure", states(PaidSubmitted, PaidFailed), "")
+		if t.State != allot.PaidSubmitted && t.State != allot.PaidFailed {
+			return stateErr(t, "recording a failure", states(allot.PaidSubmitted, allot.PaidFailed), "")
 		}
 		if t.RemoteRef != remoteRef {
 			return refConflict(t, remoteRef)
 		}
-		if t.State == PaidFailed {
+		if t.State == allot.PaidFailed {
 			out = t
 			return nil
 		}
-		t.State, t.Error = PaidFailed, reason
+		t.State, t.Error = allot.PaidFailed, reason
 		if err := l.savePaidTask(ctx, tx, &t); err != nil {
 			return err
 		}
@@ -577,8 +565,8 @@ func (l *Ledger) PlanRevision(ctx context.Context, pipeline, episodeID, step, re
 			return err
 		}
 		if len(busy) > 0 {
-			allowed := states(PaidPlanned, PaidSucceeded, PaidFailed, PaidAbandoned)
-			if busy[0].State == PaidIntent {
+			allowed := states(allot.PaidPlanned, allot.PaidSucceeded, allot.PaidFailed, allot.PaidAbandoned)
+			if busy[0].State == allot.PaidIntent {
 				return stateErr(busy[0], "a rework", allowed, "settle the unknown outcome first (adopt a reference, resubmit or abandon)")
 			}
 			return stateErr(busy[0], "a rework", allowed, "wait until the vendor finishes it")
@@ -594,7 +582,7 @@ func (l *Ledger) PlanRevision(ctx context.Context, pipeline, episodeID, step, re
 		at := now()
 		t := PaidTask{
 			PaidTaskRef: PaidTaskRef{Pipeline: pipeline, EpisodeID: episodeID, Step: step, Revision: rev},
-			State:       PaidPlanned,
+			State:       allot.PaidPlanned,
 			RequestID:   requestID,
 			CreatedAt:   at,
 			UpdatedAt:   at,
@@ -626,14 +614,14 @@ func (l *Ledger) ResetIntent(ctx context.Context, ref PaidTaskRef) (PaidTask, er
 			return err
 		}
 		switch {
-		case t.State == PaidPlanned:
+		case t.State == allot.PaidPlanned:
 			out = t
 			return nil
-		case t.State != PaidIntent || t.RemoteRef != "":
-			return stateErr(t, "a resubmit", []string{unknownOutcome, string(PaidPlanned)},
+		case t.State != allot.PaidIntent || t.RemoteRef != "":
+			return stateErr(t, "a resubmit", []string{unknownOutcome, string(allot.PaidPlanned)},
 				"only an unknown outcome is resubmitted")
 		}
-		t.State = PaidPlanned
+		t.State = allot.PaidPlanned
 		if err := l.savePaidTask(ctx, tx, &t); err != nil {
 			return err
 		}
@@ -664,14 +652,14 @@ func (l *Ledger) Abandon(ctx context.Context, ref PaidTaskRef, reason string) (P
 			return err
 		}
 		switch {
-		case t.State == PaidAbandoned:
+		case t.State == allot.PaidAbandoned:
 			out = t
 			return nil
-		case t.State != PaidIntent || t.RemoteRef != "":
-			return stateErr(t, "abandoning", []string{unknownOutcome, string(PaidAbandoned)},
+		case t.State != allot.PaidIntent || t.RemoteRef != "":
+			return stateErr(t, "abandoning", []string{unknownOutcome, string(allot.PaidAbandoned)},
 				"only an unknown outcome is abandoned")
 		}
-		t.State, t.Error = PaidAbandoned, reason
+		t.State, t.Error = allot.PaidAbandoned, reason
 		if err := l.savePaidTask(ctx, tx, &t); err != nil {
 			return err
 		}

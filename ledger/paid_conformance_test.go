@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"allot"
 	"errors"
 	"fmt"
 	"slices"
@@ -106,7 +107,7 @@ func testPaidHappyPath(t *testing.T, l *Ledger) {
 	r := paidRef(ep, "render", 0)
 
 	in := mustIntent(t, l, r)
-	if in.PaidTaskRef != r || in.State != PaidIntent || in.IdempotencyKey != testKey(r) || in.RemoteRef != "" ||
+	if in.PaidTaskRef != r || in.State != allot.PaidIntent || in.IdempotencyKey != testKey(r) || in.RemoteRef != "" ||
 		in.CreatedAt.IsZero() || !in.UpdatedAt.Equal(in.CreatedAt) || in.RequestID != "" {
 		t.Fatalf("intent: %+v", in)
 	}
@@ -115,7 +116,7 @@ func testPaidHappyPath(t *testing.T, l *Ledger) {
 	}
 
 	sub := mustSubmit(t, l, r, "vr-1", 1250)
-	if sub.State != PaidSubmitted || sub.RemoteRef != "vr-1" || sub.IdempotencyKey != in.IdempotencyKey ||
+	if sub.State != allot.PaidSubmitted || sub.RemoteRef != "vr-1" || sub.IdempotencyKey != in.IdempotencyKey ||
 		!sub.CreatedAt.Equal(in.CreatedAt) || sub.UpdatedAt.Before(in.UpdatedAt) {
 		t.Fatalf("submitted: %+v", sub)
 	}
@@ -127,7 +128,7 @@ func testPaidHappyPath(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done.State != PaidSucceeded || done.RemoteRef != "vr-1" || done.Artifact != "/a/render.mp4" || done.SHA256 != "abc123" || done.Error != "" {
+	if done.State != allot.PaidSucceeded || done.RemoteRef != "vr-1" || done.Artifact != "/a/render.mp4" || done.SHA256 != "abc123" || done.Error != "" {
 		t.Fatalf("succeeded: %+v", done)
 	}
 	if got := mustPaidTask(t, l, r); got != done {
@@ -190,7 +191,7 @@ func testPaidIntentNeedsEpisode(t *testing.T, l *Ledger) {
 	wantErr(t, "RecordSubmission without an intent", err, ErrPaidTaskNotFound)
 	_, err = l.PlanRevision(ctxT(t), "weekly", "2026-W32-5", "render", "req")
 	wantErr(t, "PlanRevision on a missing episode", err, ErrEpisodeNotFound)
-	_, _, err = l.RecordDecision(ctxT(t), OperatorDecision{RequestID: "u", Pipeline: "weekly", EpisodeID: "2026-W32-5", Action: ActionApprove})
+	_, _, err = l.RecordDecision(ctxT(t), OperatorDecision{RequestID: "u", Pipeline: "weekly", EpisodeID: "2026-W32-5", Action: allot.ActionApprove})
 	wantErr(t, "RecordDecision on a missing episode", err, ErrEpisodeNotFound)
 	for _, table := range []string{"paid_tasks", "cost_entries", "operator_decisions"} {
 		if n := countRows(t, l, table); n != 0 {
@@ -224,7 +225,7 @@ func testPaidRetryResumes(t *testing.T, l *Ledger) {
 	sub := mustSubmit(t, l, r, "vr-1", 500)
 	// A retry after the reference was written resumes from it.
 	resumed := mustIntent(t, l, r)
-	if resumed != sub || resumed.State != PaidSubmitted || resumed.RemoteRef != "vr-1" {
+	if resumed != sub || resumed.State != allot.PaidSubmitted || resumed.RemoteRef != "vr-1" {
 		t.Fatalf("WriteIntent after submission = %+v, want the submitted task %+v", resumed, sub)
 	}
 	done := mustResult(t, l, r, "vr-1")
@@ -256,7 +257,7 @@ func testPaidConcurrentIntent(t *testing.T, l *Ledger) {
 		if errs[i] != nil {
 			t.Fatalf("caller %d: %v", i, errs[i])
 		}
-		if got[i] != got[0] || got[i].State != PaidIntent {
+		if got[i] != got[0] || got[i].State != allot.PaidIntent {
 			t.Fatalf("caller %d got %+v, caller 0 got %+v", i, got[i], got[0])
 		}
 	}
@@ -390,7 +391,7 @@ func testPaidFailure(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if failed.State != PaidFailed || failed.Error != "vendor: content policy" || failed.RemoteRef != "vr-1" {
+	if failed.State != allot.PaidFailed || failed.Error != "vendor: content policy" || failed.RemoteRef != "vr-1" {
 		t.Fatalf("failed: %+v", failed)
 	}
 	if again, err := l.RecordPaidFailure(ctxT(t), r, "vr-1", "another reason"); err != nil || again != failed {
@@ -414,7 +415,7 @@ func testPlanRevision(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if music.PaidTaskRef != paidRef(ep, "music", 0) || music.State != PaidPlanned || music.RequestID != "req-a" || music.IdempotencyKey != "" {
+	if music.PaidTaskRef != paidRef(ep, "music", 0) || music.State != allot.PaidPlanned || music.RequestID != "req-a" || music.IdempotencyKey != "" {
 		t.Fatalf("first planned revision: %+v", music)
 	}
 
@@ -435,7 +436,7 @@ func testPlanRevision(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rev1.PaidTaskRef != paidRef(ep, "render", 1) || rev1.State != PaidPlanned || rev1.RequestID != "req-a" {
+	if rev1.PaidTaskRef != paidRef(ep, "render", 1) || rev1.State != allot.PaidPlanned || rev1.RequestID != "req-a" {
 		t.Fatalf("rework revision: %+v", rev1)
 	}
 	// The activity's retry gets the same revision back.
@@ -456,7 +457,7 @@ func testPlanRevision(t *testing.T, l *Ledger) {
 	// Planning then sending: the planned revision gets its own key.
 	r2 := paidRef(ep, "render", 2)
 	in2 := mustIntent(t, l, r2)
-	if in2.State != PaidIntent || in2.IdempotencyKey != testKey(r2) || in2.RequestID != "req-b" || !in2.CreatedAt.Equal(rev2.CreatedAt) {
+	if in2.State != allot.PaidIntent || in2.IdempotencyKey != testKey(r2) || in2.RequestID != "req-b" || !in2.CreatedAt.Equal(rev2.CreatedAt) {
 		t.Fatalf("intent of a planned revision: %+v", in2)
 	}
 	if got, err := l.LatestPaidTask(ctxT(t), "weekly", ep.ID, "render"); err != nil || got != in2 {
@@ -557,7 +558,7 @@ func testResetIntentAndAbandon(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reset.State != PaidPlanned || reset.IdempotencyKey != in.IdempotencyKey || reset.RemoteRef != "" {
+	if reset.State != allot.PaidPlanned || reset.IdempotencyKey != in.IdempotencyKey || reset.RemoteRef != "" {
 		t.Fatalf("reset: %+v", reset)
 	}
 	if again, err := l.ResetIntent(ctxT(t), r); err != nil || again != reset {
@@ -567,7 +568,7 @@ func testResetIntentAndAbandon(t *testing.T, l *Ledger) {
 	wantErr(t, "Abandon of a planned task", err, ErrPaidTaskState, "planned")
 	_, err = l.WriteIntent(ctxT(t), r, "another-key")
 	wantErr(t, "WriteIntent of a reset task with another key", err, ErrInvalidInput)
-	if in2 := mustIntent(t, l, r); in2.State != PaidIntent || in2.IdempotencyKey != in.IdempotencyKey {
+	if in2 := mustIntent(t, l, r); in2.State != allot.PaidIntent || in2.IdempotencyKey != in.IdempotencyKey {
 		t.Fatalf("intent after reset: %+v", in2)
 	}
 
@@ -578,7 +579,7 @@ func testResetIntentAndAbandon(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ab.State != PaidAbandoned || ab.Error != "vendor cannot tell; operator gave up" {
+	if ab.State != allot.PaidAbandoned || ab.Error != "vendor cannot tell; operator gave up" {
 		t.Fatalf("abandoned: %+v", ab)
 	}
 	if again, err := l.Abandon(ctxT(t), r, "other reason"); err != nil || again != ab {
@@ -614,7 +615,7 @@ func testDecisions(t *testing.T, l *Ledger) {
 	at := time.Date(2026, 8, 4, 12, 0, 0, 0, time.UTC)
 
 	rework := OperatorDecision{RequestID: "upd-1", Pipeline: "weekly", EpisodeID: ep.ID, Step: "render", Revision: 1,
-		Action: ActionRework, Reason: "too dark", At: at}
+		Action: allot.ActionRework, Reason: "too dark", At: at}
 	got, inserted, err := l.RecordDecision(ctxT(t), rework)
 	if err != nil || !inserted || got != rework {
 		t.Fatalf("RecordDecision = %+v, %v, %v; want %+v, true", got, inserted, err, rework)
@@ -630,17 +631,17 @@ func testDecisions(t *testing.T, l *Ledger) {
 		t.Fatalf("%d decisions after a retried one, want 1", n)
 	}
 
-	approve, inserted, err := l.RecordDecision(ctxT(t), OperatorDecision{RequestID: "upd-2", Pipeline: "weekly", EpisodeID: ep.ID, Action: ActionApprove})
+	approve, inserted, err := l.RecordDecision(ctxT(t), OperatorDecision{RequestID: "upd-2", Pipeline: "weekly", EpisodeID: ep.ID, Action: allot.ActionApprove})
 	if err != nil || !inserted || approve.At.IsZero() || approve.At.Location() != time.UTC {
 		t.Fatalf("approve: %+v, %v, %v", approve, inserted, err)
 	}
-	earlier := OperatorDecision{RequestID: "upd-0", Pipeline: "weekly", EpisodeID: ep.ID, Step: "render", Action: ActionAdopt,
+	earlier := OperatorDecision{RequestID: "upd-0", Pipeline: "weekly", EpisodeID: ep.ID, Step: "render", Action: allot.ActionAdopt,
 		RemoteRef: "vr-9", Reason: "found it in the vendor console", At: at.Add(-time.Hour)}
 	if _, _, err := l.RecordDecision(ctxT(t), earlier); err != nil {
 		t.Fatal(err)
 	}
 	// The same update ID in another episode's workflow is another decision.
-	if _, inserted, err := l.RecordDecision(ctxT(t), OperatorDecision{RequestID: "upd-1", Pipeline: "weekly", EpisodeID: other.ID, Action: ActionReject, Reason: "off topic"}); err != nil || !inserted {
+	if _, inserted, err := l.RecordDecision(ctxT(t), OperatorDecision{RequestID: "upd-1", Pipeline: "weekly", EpisodeID: other.ID, Action: allot.ActionReject, Reason: "off topic"}); err != nil || !inserted {
 		t.Fatalf("same request ID in another episode: %v, %v", inserted, err)
 	}
 
@@ -657,11 +658,11 @@ func testDecisions(t *testing.T, l *Ledger) {
 	before := countRows(t, l, "operator_decisions")
 	for name, d := range map[string]OperatorDecision{
 		"unknown action":   {RequestID: "x1", Pipeline: "weekly", EpisodeID: ep.ID, Action: "delete"},
-		"no request ID":    {Pipeline: "weekly", EpisodeID: ep.ID, Action: ActionApprove},
-		"rework, no step":  {RequestID: "x2", Pipeline: "weekly", EpisodeID: ep.ID, Action: ActionRework},
-		"adopt, no ref":    {RequestID: "x3", Pipeline: "weekly", EpisodeID: ep.ID, Step: "render", Action: ActionAdopt},
-		"negative rev":     {RequestID: "x4", Pipeline: "weekly", EpisodeID: ep.ID, Step: "render", Action: ActionResubmit, Revision: -1},
-		"no pipeline":      {RequestID: "x5", EpisodeID: ep.ID, Action: ActionApprove},
+		"no request ID":    {Pipeline: "weekly", EpisodeID: ep.ID, Action: allot.ActionApprove},
+		"rework, no step":  {RequestID: "x2", Pipeline: "weekly", EpisodeID: ep.ID, Action: allot.ActionRework},
+		"adopt, no ref":    {RequestID: "x3", Pipeline: "weekly", EpisodeID: ep.ID, Step: "render", Action: allot.ActionAdopt},
+		"negative rev":     {RequestID: "x4", Pipeline: "weekly", EpisodeID: ep.ID, Step: "render", Action: allot.ActionResubmit, Revision: -1},
+		"no pipeline":      {RequestID: "x5", EpisodeID: ep.ID, Action: allot.ActionApprove},
 		"empty action":     {RequestID: "x6", Pipeline: "weekly", EpisodeID: ep.ID},
 		"capitalised verb": {RequestID: "x7", Pipeline: "weekly", EpisodeID: ep.ID, Action: "Approve"},
 	} {
@@ -813,7 +814,7 @@ func testPaidInvalidInput(t *testing.T, l *Ledger) {
 	wantErr(t, "RecordPaidResult without a SHA-256", err, ErrInvalidInput)
 	_, err = l.RecordPaidFailure(ctxT(t), r, "vr", "")
 	wantErr(t, "RecordPaidFailure without a reason", err, ErrInvalidInput)
-	if got := mustPaidTask(t, l, r); got.State != PaidSubmitted {
+	if got := mustPaidTask(t, l, r); got.State != allot.PaidSubmitted {
 		t.Fatalf("invalid calls changed the task: %+v", got)
 	}
 }

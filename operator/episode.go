@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"allot/activities"
 	"allot/ledger"
 	"allot/pipeline"
 	"allot/workflows"
@@ -77,7 +77,7 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 			if errors.Is(err, ledger.ErrEpisodeNotFound) {
 				return CommandResult{}, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("pipeline %s has no episode %s: list them with `starter episodes --pipeline %s`", p.Name, in.EpisodeID, p.Name),
-					activities.EpisodeNotFound, nil)
+					allot.EpisodeNotFound, nil)
 			}
 			return CommandResult{}, err
 		}
@@ -111,7 +111,7 @@ func checkStep(p *pipeline.Pipeline, in CommandInput) error {
 	if !ok || s.Kind != pipeline.Paid {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("pipeline %s has no paid step %q: its paid steps are %v", p.Name, in.Request.Step, p.PaidStepNames()),
-			activities.StepNotFound, nil)
+			allot.StepNotFound, nil)
 	}
 	return nil
 }

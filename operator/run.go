@@ -4,6 +4,7 @@
 package operator
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -163,7 +164,7 @@ func (r *Runs) checkSamePeriod(ctx context.Context, p *pipeline.Pipeline, key, r
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("allocation key %q belongs to period %s (nominal time %s), but this request's nominal time %s is in period %s: use the key of that period's run, or leave --key out",
 			key, have, existing.Format(time.RFC3339), requested.Format(time.RFC3339), want),
-		activities.AllocationKeyCrossesPeriod, nil)
+		allot.AllocationKeyCrossesPeriod, nil)
 }
 
 // runNominalTime reads the nominal time a run was started with: its input's,

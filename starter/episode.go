@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -69,7 +70,7 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 		if res.Workflow != nil {
 			stage := ""
 			if res.Workflow.State != nil {
-				stage = " / " + res.Workflow.State.Stage
+				stage = " / " + string(res.Workflow.State.Stage)
 				if a := res.Workflow.State.Attention; a != nil {
 					stage += fmt.Sprintf(" (%s on %s: %s; %s)", a.ErrorType, a.Step, a.Reason, a.Remedy)
 				}
@@ -144,14 +145,14 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 			}
 			switch {
 			case adopt != "":
-				in.Request.Resolve, in.Request.RemoteRef = workflows.ResolveAdopt, adopt
+				in.Request.Resolve, in.Request.RemoteRef = allot.ActionAdopt, adopt
 			case resubmit:
-				in.Request.Resolve = workflows.ResolveResubmit
+				in.Request.Resolve = allot.ActionResubmit
 			default:
 				if in.Request.Reason == "" {
 					return usageError{errors.New("--abandon needs --reason TEXT")}
 				}
-				in.Request.Resolve = workflows.ResolveAbandon
+				in.Request.Resolve = allot.ActionAbandon
 			}
 		}
 		pipelines, err := c.cfg.LoadPipelines()

@@ -3,6 +3,7 @@
 package webui_test
 
 import (
+	"allot"
 	"bytes"
 	"context"
 	"errors"
@@ -232,7 +233,7 @@ func runDemoEpisode(t *testing.T, info app.DevInfo, nominal time.Time) string {
 			break
 		}
 		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) || appErr.Type() != workflows.NotReady || ctx.Err() != nil {
+		if !errors.As(err, &appErr) || appErr.Type() != allot.NotReady || ctx.Err() != nil {
 			t.Fatalf("approve: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -241,7 +242,7 @@ func runDemoEpisode(t *testing.T, info app.DevInfo, nominal time.Time) string {
 	if err := c.GetWorkflow(ctx, workflows.EpisodeWorkflowID(demoPipeline, res.Result.EpisodeID), "").Get(ctx, &final); err != nil {
 		t.Fatal(err)
 	}
-	if final.Stage != workflows.StageCompleted {
+	if final.Stage != allot.StageCompleted {
 		t.Fatalf("demo episode ended %+v", final)
 	}
 	return res.Result.EpisodeID

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"allot"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
@@ -9,23 +10,11 @@ import (
 	"allot/activities"
 )
 
-// Ways to settle an unknown outcome with the resolve update.
-const (
-	ResolveAdopt    = "adopt"
-	ResolveResubmit = "resubmit"
-	ResolveAbandon  = "abandon"
-)
-
-// NotReady is the error type of an operator command that the episode cannot
-// take in its current stage (approve when not at the gate, resolve with
-// nothing to resolve).
-const NotReady = "NotReady"
-
 // validateDecision rejects malformed commands before they enter history.
 func validateDecision(update string) func(workflow.Context, DecisionRequest) error {
 	return func(_ workflow.Context, req DecisionRequest) error {
 		bad := func(format string, args ...any) error {
-			return temporal.NewApplicationError(fmt.Sprintf(format, args...), activities.InvalidInput)
+			return temporal.NewApplicationError(fmt.Sprintf(format, args...), allot.InvalidInput)
 		}
 		switch update {
 		case ReworkUpdate:
@@ -37,12 +26,12 @@ func validateDecision(update string) func(workflow.Context, DecisionRequest) err
 				return bad("resolve needs a step: --step NAME")
 			}
 			switch req.Resolve {
-			case ResolveAdopt:
+			case allot.ActionAdopt:
 				if req.RemoteRef == "" {
 					return bad("resolve --adopt needs the vendor's task reference")
 				}
-			case ResolveResubmit:
-			case ResolveAbandon:
+			case allot.ActionResubmit:
+			case allot.ActionAbandon:
 				if req.Reason == "" {
 					return bad("resolve --abandon needs a reason: --reason TEXT")
 				}
@@ -86,16 +75,16 @@ func (e *episode) decide(ctx workflow.Context, in activities.DecisionInput) (Epi
 	return e.state, nil
 }
 
-func (e *episode) approve(action string) func(workflow.Context, DecisionRequest) (EpisodeState, error) {
+func (e *episode) approve(action allot.Action) func(workflow.Context, DecisionRequest) (EpisodeState, error) {
 	return func(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
 		release, err := e.awaitTurn(ctx)
 		if err != nil {
 			return EpisodeState{}, err
 		}
 		defer release()
-		if e.state.Stage != StageWaitingApproval {
+		if e.state.Stage != allot.StageWaitingApproval {
 			return EpisodeState{}, temporal.NewApplicationError(
-				fmt.Sprintf("episode %s is %s, not waiting for approval: %s it once it reaches the approval step", e.input.EpisodeID, e.state.Stage, action), NotReady)
+				fmt.Sprintf("episode %s is %s, not waiting for approval: %s it once it reaches the approval step", e.input.EpisodeID, e.state.Stage, action), allot.NotReady)
 		}
 		return e.decide(ctx, activities.DecisionInput{Action: action, Reason: req.Reason})
 	}
@@ -107,7 +96,7 @@ func (e *episode) rework(ctx workflow.Context, req DecisionRequest) (EpisodeStat
 		return EpisodeState{}, err
 	}
 	defer release()
-	return e.decide(ctx, activities.DecisionInput{Action: activities.DecisionRework, Step: req.Step, Reason: req.Reason})
+	return e.decide(ctx, activities.DecisionInput{Action: allot.ActionRework, Step: req.Step, Reason: req.Reason})
 }
 
 func (e *episode) reassemble(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
@@ -116,7 +105,7 @@ func (e *episode) reassemble(ctx workflow.Context, req DecisionRequest) (Episode
 		return EpisodeState{}, err
 	}
 	defer release()
-	return e.decide(ctx, activities.DecisionInput{Action: activities.DecisionReassemble, Reason: req.Reason})
+	return e.decide(ctx, activities.DecisionInput{Action: allot.ActionReassemble, Reason: req.Reason})
 }
 
 func (e *episode) resolve(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
@@ -127,7 +116,7 @@ func (e *episode) resolve(ctx workflow.Context, req DecisionRequest) (EpisodeSta
 	defer release()
 	if e.state.Attention == nil || e.state.Attention.Step != req.Step {
 		return EpisodeState{}, temporal.NewApplicationError(
-			fmt.Sprintf("step %s of episode %s has no unresolved outcome: resolve is for a paid step that needs attention", req.Step, e.input.EpisodeID), NotReady)
+			fmt.Sprintf("step %s of episode %s has no unresolved outcome: resolve is for a paid step that needs attention", req.Step, e.input.EpisodeID), allot.NotReady)
 	}
 	return e.decide(ctx, activities.DecisionInput{Action: req.Resolve, Step: req.Step, RemoteRef: req.RemoteRef, Reason: req.Reason})
 }

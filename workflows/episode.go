@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"allot"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,19 +19,6 @@ type EpisodeInput struct {
 	Pipeline  string `json:"pipeline"`
 	EpisodeID string `json:"episode_id"`
 }
-
-// Episode stages, as the state query and current details show them.
-const (
-	StageLoading          = "loading"
-	StageRunning          = "running"
-	StageWaitingApproval  = "waiting_approval"
-	StageNeedsAttention   = "needs_attention"
-	StageCompleted        = "completed"
-	StageRejected         = "rejected"
-	StageFailed           = "failed"
-	OutcomeWaitingApprove = "waiting_approval"
-	OutcomeRejected       = "rejected"
-)
 
 // Update names of the Episode workflow: the operator's commands.
 const (
@@ -59,7 +47,7 @@ type EpisodeState struct {
 	Sequence    int                    `json:"sequence"`
 	Key         string                 `json:"allocation_key"`
 	NominalTime time.Time              `json:"nominal_time"`
-	Stage       string                 `json:"stage"`
+	Stage       allot.Stage            `json:"stage"`
 	CurrentStep string                 `json:"current_step,omitempty"`
 	Steps       []activities.StepState `json:"steps"`
 	Attention   *Attention             `json:"attention,omitempty"`
@@ -72,10 +60,10 @@ type EpisodeResult = EpisodeState
 
 // DecisionRequest is the argument of every operator update.
 type DecisionRequest struct {
-	Step      string `json:"step,omitempty"`
-	Resolve   string `json:"resolve,omitempty"` // resolve: adopt | resubmit | abandon
-	RemoteRef string `json:"remote_ref,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	Step      string       `json:"step,omitempty"`
+	Resolve   allot.Action `json:"resolve,omitempty"` // resolve: adopt | resubmit | abandon
+	RemoteRef string       `json:"remote_ref,omitempty"`
+	Reason    string       `json:"reason,omitempty"`
 }
 
 func episodeActivityOptions() workflow.ActivityOptions {
@@ -85,7 +73,7 @@ func episodeActivityOptions() workflow.ActivityOptions {
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: append([]string{}, activities.NonRetryableErrorTypes...),
+			NonRetryableErrorTypes: append([]string{}, allot.NonRetryableErrorTypes...),
 		},
 	}
 }
@@ -127,14 +115,14 @@ func Episode(ctx workflow.Context, in EpisodeInput) (EpisodeResult, error) {
 }
 
 func (e *episode) setup(ctx workflow.Context) error {
-	e.state = EpisodeState{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Sequence: -1, Stage: StageLoading}
+	e.state = EpisodeState{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Sequence: -1, Stage: allot.StageLoading}
 	workflow.SetCurrentDetails(ctx, "Loading the episode from the ledger.")
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (EpisodeState, error) { return e.state, nil }); err != nil {
 		return err
 	}
 	handlers := map[string]func(workflow.Context, DecisionRequest) (EpisodeState, error){
-		ApproveUpdate:    e.approve(activities.DecisionApprove),
-		RejectUpdate:     e.approve(activities.DecisionReject),
+		ApproveUpdate:    e.approve(allot.ActionApprove),
+		RejectUpdate:     e.approve(allot.ActionReject),
 		ReworkUpdate:     e.rework,
 		ReassembleUpdate: e.reassemble,
 		ResolveUpdate:    e.resolve,
@@ -179,8 +167,8 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	); err != nil {
 		return EpisodeResult{}, err
 	}
-	if !(loaded.Status == StageCompleted && e.nextStep() < 0) {
-		if err := e.setStage(ctx, StageRunning, OutcomeRunning); err != nil {
+	if !(loaded.Status == string(allot.OutcomeCompleted) && e.nextStep() < 0) {
+		if err := e.setStage(ctx, allot.StageRunning); err != nil {
 			return EpisodeResult{}, err
 		}
 	}
@@ -204,7 +192,7 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 		if e.nextStep() < 0 {
 			return e.state, nil
 		}
-		if err := e.setStage(ctx, StageRunning, OutcomeRunning); err != nil {
+		if err := e.setStage(ctx, allot.StageRunning); err != nil {
 			return EpisodeResult{}, err
 		}
 	}
@@ -223,9 +211,9 @@ func (e *episode) waitIdle(ctx workflow.Context, done func() bool) error {
 func (e *episode) nextStep() int {
 	for i, s := range e.state.Steps {
 		switch s.Status {
-		case activities.StepCompleted, activities.StepApproved, activities.StepAbandoned:
+		case allot.StepCompleted, allot.StepApproved, allot.StepAbandoned:
 			continue
-		case activities.StepRejected:
+		case allot.StepRejected:
 			return -1
 		}
 		return i
@@ -255,7 +243,7 @@ func (e *episode) runStep(ctx, actx workflow.Context, i int) error {
 		return e.awaitApproval(ctx, actx, i)
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("step %q has kind %q, which this worker cannot run", step.Name, step.Kind), activities.InvalidInput, nil)
+		fmt.Sprintf("step %q has kind %q, which this worker cannot run", step.Name, step.Kind), allot.InvalidInput, nil)
 }
 
 // runPaid submits (at most once) and awaits one paid task. Failures that
@@ -268,7 +256,7 @@ func (e *episode) runPaid(ctx, actx workflow.Context, i int) error {
 	err := workflow.ExecuteActivity(actx, a.SubmitPaidTask, in).Get(ctx, &res)
 	if err == nil {
 		e.applyPaid(i, res)
-		if res.State == activities.StepAbandoned {
+		if res.State == allot.PaidAbandoned {
 			return nil
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", step.Name, step.Revision, res.RemoteRef))
@@ -293,8 +281,8 @@ func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
 // needsOperator lists the paid failures a retry cannot fix and a person can.
 func needsOperator(errType string) bool {
 	switch errType {
-	case activities.OutcomeUnknown, activities.VendorRejected, activities.VendorTaskFailed,
-		activities.ResultHashMismatch, activities.InvalidRemoteRef, activities.VendorNotConfigured:
+	case allot.OutcomeUnknown, allot.VendorRejected, allot.VendorTaskFailed,
+		allot.ResultHashMismatch, allot.InvalidRemoteRef, allot.VendorNotConfigured:
 		return true
 	}
 	return false
@@ -302,9 +290,9 @@ func needsOperator(errType string) bool {
 
 func remedy(errType, step string) string {
 	switch errType {
-	case activities.OutcomeUnknown:
+	case allot.OutcomeUnknown:
 		return fmt.Sprintf("starter episode resolve --step %s --adopt REF | --resubmit | --abandon --reason TEXT", step)
-	case activities.VendorRejected, activities.VendorNotConfigured:
+	case allot.VendorRejected, allot.VendorNotConfigured:
 		return fmt.Sprintf("fix the vendor configuration, then: starter episode resolve --step %s --resubmit", step)
 	default:
 		return fmt.Sprintf("starter episode rework --step %s", step)
@@ -324,10 +312,10 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 		Step: step.Name, Revision: step.Revision, ErrorType: errType, Reason: msg,
 		Since: workflow.Now(ctx), Remedy: remedy(errType, step.Name),
 	}
-	if errType == activities.OutcomeUnknown {
-		step.Status = activities.StepIntent
+	if errType == allot.OutcomeUnknown {
+		step.Status = allot.StepIntent
 	}
-	if err := e.setStage(ctx, StageNeedsAttention, OutcomeNeedsAttention, errType); err != nil {
+	if err := e.setStage(ctx, allot.StageNeedsAttention, errType); err != nil {
 		return err
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Needs attention** (%s) on step **%s** revision %d: %s\n\nTo continue: `%s`",
@@ -336,7 +324,7 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 	if err := e.waitIdle(ctx, func() bool { return e.state.Attention == nil }); err != nil {
 		return err
 	}
-	return e.setStage(ctx, StageRunning, OutcomeRunning)
+	return e.setStage(ctx, allot.StageRunning)
 }
 
 func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
@@ -346,7 +334,7 @@ func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
 		var res activities.DecisionResult
 		if err := workflow.ExecuteActivity(actx, a.ApplyDecision, activities.DecisionInput{
 			RequestID: "auto-approve/" + e.input.EpisodeID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID,
-			Pipeline:  e.input.Pipeline, EpisodeID: e.input.EpisodeID, Action: activities.DecisionApprove,
+			Pipeline:  e.input.Pipeline, EpisodeID: e.input.EpisodeID, Action: allot.ActionApprove,
 			Reason: "pipeline approves automatically (auto_approve = true)",
 		}).Get(ctx, &res); err != nil {
 			return err
@@ -354,7 +342,7 @@ func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
 		e.state.Steps = res.Steps
 		return nil
 	}
-	if err := e.setStage(ctx, StageWaitingApproval, OutcomeWaitingApprove); err != nil {
+	if err := e.setStage(ctx, allot.StageWaitingApproval); err != nil {
 		return err
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n`starter episode approve --pipeline %s --episode %s` or `... reject`.\n\n%s",
@@ -368,16 +356,16 @@ func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
 	if e.nextStep() < 0 {
 		return nil
 	}
-	return e.setStage(ctx, StageRunning, OutcomeRunning)
+	return e.setStage(ctx, allot.StageRunning)
 }
 
 // finish marks the episode completed in the ledger, or shows it rejected.
 func (e *episode) finish(ctx, actx workflow.Context) (EpisodeResult, error) {
 	var a *activities.Activities
 	for _, s := range e.state.Steps {
-		if s.Status == activities.StepRejected {
+		if s.Status == allot.StepRejected {
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("Rejected at step **%s**. `starter episode rework` or `reassemble` reopens it.", s.Name))
-			return e.state, e.setStage(ctx, StageRejected, OutcomeRejected)
+			return e.state, e.setStage(ctx, allot.StageRejected)
 		}
 	}
 	if e.state.CompletedAt.IsZero() {
@@ -388,21 +376,21 @@ func (e *episode) finish(ctx, actx workflow.Context) (EpisodeResult, error) {
 		}
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Completed at %s.\n\n%s", e.state.CompletedAt.UTC().Format(time.RFC3339), stepTable(e.state.Steps)))
-	return e.state, e.setStage(ctx, StageCompleted, OutcomeCompleted)
+	return e.state, e.setStage(ctx, allot.StageCompleted)
 }
 
 // setStage moves the episode to stage: the search attribute shows the
 // outcome, and (from version 1 on) the ledger records it with its reason so
 // outcomes can be counted without Temporal.
-func (e *episode) setStage(ctx workflow.Context, stage, outcome string, reason ...string) error {
+func (e *episode) setStage(ctx workflow.Context, stage allot.Stage, reason ...string) error {
 	if e.state.Stage == stage {
 		return nil
 	}
 	e.state.Stage = stage
-	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(outcome)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(stage.Outcome()))); err != nil {
 		return err
 	}
-	return e.recordOutcome(ctx, outcome, strings.Join(reason, ""))
+	return e.recordOutcome(ctx, stage.Outcome(), strings.Join(reason, ""))
 }
 
 // Versions of the Episode workflow, for workflow.GetVersion.
@@ -412,7 +400,7 @@ const (
 	recordOutcomeVersion = 1
 )
 
-func (e *episode) recordOutcome(ctx workflow.Context, outcome, reason string) error {
+func (e *episode) recordOutcome(ctx workflow.Context, outcome allot.Outcome, reason string) error {
 	if !e.recordsOutcomes {
 		return nil
 	}
@@ -423,14 +411,14 @@ func (e *episode) recordOutcome(ctx workflow.Context, outcome, reason string) er
 }
 
 func (e *episode) fail(ctx workflow.Context, err error) (EpisodeResult, error) {
-	e.state.Stage, e.state.Error = StageFailed, err.Error()
+	e.state.Stage, e.state.Error = allot.StageFailed, err.Error()
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Failed (%s): %s", errorType(err), err.Error()))
-	if uerr := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(OutcomeFailed)); uerr != nil {
+	if uerr := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(allot.OutcomeFailed))); uerr != nil {
 		workflow.GetLogger(ctx).Error("setting the failed outcome failed", "error", uerr)
 	}
 	// A missing episode has no ledger row to record on.
 	if e.loaded {
-		if rerr := e.recordOutcome(ctx, OutcomeFailed, errorType(err)); rerr != nil {
+		if rerr := e.recordOutcome(ctx, allot.OutcomeFailed, errorType(err)); rerr != nil {
 			workflow.GetLogger(ctx).Error("recording the failed outcome failed", "error", rerr)
 		}
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"testing"
@@ -14,7 +15,7 @@ import (
 )
 
 func paidPending(name string) activities.StepState {
-	return activities.StepState{Name: name, Kind: "paid", Action: name, Status: activities.StepPending}
+	return activities.StepState{Name: name, Kind: "paid", Action: name, Status: allot.StepPending}
 }
 
 func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
@@ -25,7 +26,7 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 		func(_ context.Context, in activities.PaidTaskInput) (activities.PaidTaskResult, error) {
 			submits++
 			if submits == 1 {
-				return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError("vendor cannot tell", activities.OutcomeUnknown, nil)
+				return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError("vendor cannot tell", allot.OutcomeUnknown, nil)
 			}
 			return activities.PaidTaskResult{Step: "video", State: "submitted", RemoteRef: "vt_0123456789abcdef"}, nil
 		})
@@ -39,7 +40,7 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 				{Name: "video", Kind: "paid", Status: "submitted", RemoteRef: "vt_0123456789abcdef"}, pending("assemble"),
 			}}, nil
 		})
-	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(activities.StepState{Name: "assemble", Kind: "local", Status: activities.StepCompleted}, nil)
+	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(activities.StepState{Name: "assemble", Kind: "local", Status: allot.StepCompleted}, nil)
 	env.OnActivity(a.CompleteEpisode, mock.Anything, mock.Anything).Return(nominal(), nil)
 
 	var parked EpisodeState
@@ -56,7 +57,7 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 		env.UpdateWorkflow(ResolveUpdate, "resolve-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("resolve rejected: %v", err) },
 			OnComplete: func(_ any, err error) { resolved = err == nil },
-		}, DecisionRequest{Step: "video", Resolve: ResolveAdopt, RemoteRef: "vt_0123456789abcdef", Reason: "seen in console"})
+		}, DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: "vt_0123456789abcdef", Reason: "seen in console"})
 	}, 6*time.Hour)
 
 	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
@@ -64,13 +65,13 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if parked.Stage != StageNeedsAttention || parked.Attention == nil || parked.Attention.ErrorType != activities.OutcomeUnknown || parked.Attention.Step != "video" {
+	if parked.Stage != allot.StageNeedsAttention || parked.Attention == nil || parked.Attention.ErrorType != allot.OutcomeUnknown || parked.Attention.Step != "video" {
 		t.Fatalf("parked state %+v", parked)
 	}
-	if !resolved || decided.Action != activities.DecisionAdopt || decided.RemoteRef != "vt_0123456789abcdef" || decided.Reason != "seen in console" || decided.RequestID != "resolve-1" {
+	if !resolved || decided.Action != allot.ActionAdopt || decided.RemoteRef != "vt_0123456789abcdef" || decided.Reason != "seen in console" || decided.RequestID != "resolve-1" {
 		t.Fatalf("resolved %v, decision %+v", resolved, decided)
 	}
-	if res.Stage != StageCompleted || res.Attention != nil || res.Steps[0].RemoteRef != "vt_0123456789abcdef" || res.Steps[0].CostAmount != 250 {
+	if res.Stage != allot.StageCompleted || res.Attention != nil || res.Steps[0].RemoteRef != "vt_0123456789abcdef" || res.Steps[0].CostAmount != 250 {
 		t.Fatalf("result %+v", res)
 	}
 }
@@ -78,12 +79,12 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 func TestApprovalGateWaitsForOperator(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(loaded(
-		activities.StepState{Name: "approve", Kind: "approval", Status: activities.StepPending}, pending("publish")), nil)
+		activities.StepState{Name: "approve", Kind: "approval", Status: allot.StepPending}, pending("publish")), nil)
 	env.OnActivity(a.ApplyDecision, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DecisionInput) (activities.DecisionResult, error) {
-			status := activities.StepApproved
-			if in.Action == activities.DecisionReject {
-				status = activities.StepRejected
+			status := allot.StepApproved
+			if in.Action == allot.ActionReject {
+				status = allot.StepRejected
 			}
 			return activities.DecisionResult{Action: in.Action, Step: "approve", Steps: []activities.StepState{
 				{Name: "approve", Kind: "approval", Status: status}, pending("publish"),
@@ -93,7 +94,7 @@ func TestApprovalGateWaitsForOperator(t *testing.T) {
 	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.RunLocalStepInput) (activities.StepState, error) {
 			published = true
-			return activities.StepState{Name: "publish", Kind: "local", Status: activities.StepCompleted}, nil
+			return activities.StepState{Name: "publish", Kind: "local", Status: allot.StepCompleted}, nil
 		})
 	var waiting EpisodeState
 	var rejectErr error
@@ -110,10 +111,10 @@ func TestApprovalGateWaitsForOperator(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if waiting.Stage != StageWaitingApproval || rejectErr != nil {
+	if waiting.Stage != allot.StageWaitingApproval || rejectErr != nil {
 		t.Fatalf("waiting state %+v, reject error %v", waiting, rejectErr)
 	}
-	if res.Stage != StageRejected || published {
+	if res.Stage != allot.StageRejected || published {
 		t.Fatalf("after reject: stage %s, published %v", res.Stage, published)
 	}
 }
@@ -121,7 +122,7 @@ func TestApprovalGateWaitsForOperator(t *testing.T) {
 func TestApproveWhenNotAtGateIsNotReady(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(loaded(pending("publish")), nil)
-	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(activities.StepState{Name: "publish", Kind: "local", Status: activities.StepCompleted}, nil).After(time.Hour)
+	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(activities.StepState{Name: "publish", Kind: "local", Status: allot.StepCompleted}, nil).After(time.Hour)
 	env.OnActivity(a.CompleteEpisode, mock.Anything, mock.Anything).Return(nominal(), nil)
 	var got error
 	env.RegisterDelayedCallback(func() {
@@ -135,22 +136,22 @@ func TestApproveWhenNotAtGateIsNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	var appErr *temporal.ApplicationError
-	if !errors.As(got, &appErr) || appErr.Type() != NotReady {
-		t.Fatalf("approve without a gate: %v, want %s", got, NotReady)
+	if !errors.As(got, &appErr) || appErr.Type() != allot.NotReady {
+		t.Fatalf("approve without a gate: %v, want %s", got, allot.NotReady)
 	}
 }
 
 func TestMalformedResolveIsRejectedByValidator(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(loaded(pending("publish")), nil)
-	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(activities.StepState{Name: "publish", Kind: "local", Status: activities.StepCompleted}, nil).After(time.Hour)
+	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(activities.StepState{Name: "publish", Kind: "local", Status: allot.StepCompleted}, nil).After(time.Hour)
 	env.OnActivity(a.CompleteEpisode, mock.Anything, mock.Anything).Return(nominal(), nil)
 	var rejected []error
 	for i, req := range []DecisionRequest{
-		{Resolve: ResolveResubmit},                // no step
-		{Step: "video", Resolve: ResolveAdopt},    // no reference
-		{Step: "video", Resolve: ResolveAbandon},  // no reason
-		{Step: "video", Resolve: "retry-blindly"}, // unknown way
+		{Resolve: allot.ActionResubmit},               // no step
+		{Step: "video", Resolve: allot.ActionAdopt},   // no reference
+		{Step: "video", Resolve: allot.ActionAbandon}, // no reason
+		{Step: "video", Resolve: "retry-blindly"},     // unknown way
 	} {
 		env.RegisterDelayedCallback(func() {
 			env.UpdateWorkflow(ResolveUpdate, "bad-"+string(rune('a'+i)), &testsuite.TestUpdateCallback{
@@ -165,8 +166,8 @@ func TestMalformedResolveIsRejectedByValidator(t *testing.T) {
 	}
 	for _, err := range rejected {
 		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) || appErr.Type() != activities.InvalidInput {
-			t.Fatalf("rejection %v, want type %s", err, activities.InvalidInput)
+		if !errors.As(err, &appErr) || appErr.Type() != allot.InvalidInput {
+			t.Fatalf("rejection %v, want type %s", err, allot.InvalidInput)
 		}
 	}
 }

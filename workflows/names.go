@@ -43,24 +43,6 @@ func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
 	}
 }
 
-// Outcomes of a run, as recorded in the ledger and in AllotOutcome.
-const (
-	OutcomeAllocated      = "allocated"
-	OutcomeReused         = "reused"
-	OutcomeSkipped        = "skipped"
-	OutcomeFailed         = "failed"
-	OutcomeRunning        = "running"
-	OutcomeCompleted      = "completed"
-	OutcomeNeedsAttention = "needs_attention"
-)
-
-// Where a run's nominal time came from.
-const (
-	NominalFromInput     = "input"
-	NominalFromSchedule  = "schedule"
-	NominalFromStartTime = "start_time"
-)
-
 // ScheduleID is the ID of a pipeline's Temporal Schedule.
 func ScheduleID(pipeline string) string { return pipeline + "/schedule" }
 

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"allot"
 	"errors"
 	"fmt"
 	"time"
@@ -23,15 +24,15 @@ type ScheduledRunInput struct {
 
 // ScheduledRunResult says which episode the run owns and why.
 type ScheduledRunResult struct {
-	WorkflowID        string    `json:"workflow_id"`
-	Pipeline          string    `json:"pipeline"`
-	EpisodeID         string    `json:"episode_id"`
-	Period            string    `json:"period"`
-	Sequence          int       `json:"sequence"`
-	Outcome           string    `json:"outcome"`
-	Reason            string    `json:"reason"`
-	NominalTime       time.Time `json:"nominal_time"`
-	NominalTimeSource string    `json:"nominal_time_source"`
+	WorkflowID        string                  `json:"workflow_id"`
+	Pipeline          string                  `json:"pipeline"`
+	EpisodeID         string                  `json:"episode_id"`
+	Period            string                  `json:"period"`
+	Sequence          int                     `json:"sequence"`
+	Outcome           allot.Outcome           `json:"outcome"`
+	Reason            string                  `json:"reason"`
+	NominalTime       time.Time               `json:"nominal_time"`
+	NominalTimeSource allot.NominalTimeSource `json:"nominal_time_source"`
 }
 
 // allocationActivityOptions retries transient failures with backoff and stops
@@ -43,7 +44,7 @@ func allocationActivityOptions() workflow.ActivityOptions {
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+			NonRetryableErrorTypes: allot.NonRetryableErrorTypes,
 		},
 	}
 }
@@ -74,11 +75,11 @@ func (r *scheduledRun) setup(ctx workflow.Context) error {
 	}
 	switch scheduled, ok := workflow.GetTypedSearchAttributes(ctx).GetTime(ScheduledStartTimeAttr); {
 	case !r.input.NominalTime.IsZero():
-		r.result.NominalTime, r.result.NominalTimeSource = r.input.NominalTime.UTC(), NominalFromInput
+		r.result.NominalTime, r.result.NominalTimeSource = r.input.NominalTime.UTC(), allot.NominalFromInput
 	case ok && !scheduled.IsZero():
-		r.result.NominalTime, r.result.NominalTimeSource = scheduled.UTC(), NominalFromSchedule
+		r.result.NominalTime, r.result.NominalTimeSource = scheduled.UTC(), allot.NominalFromSchedule
 	default:
-		r.result.NominalTime, r.result.NominalTimeSource = info.WorkflowStartTime.UTC(), NominalFromStartTime
+		r.result.NominalTime, r.result.NominalTimeSource = info.WorkflowStartTime.UTC(), allot.NominalFromStartTime
 	}
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (ScheduledRunResult, error) { return r.result, nil }); err != nil {
 		return err
@@ -137,7 +138,7 @@ func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 			EpisodeAttr.ValueSet(r.result.EpisodeID),
 			PeriodAttr.ValueSet(r.result.Period),
 			SequenceAttr.ValueSet(int64(r.result.Sequence)),
-			OutcomeAttr.ValueSet(OutcomeRunning),
+			OutcomeAttr.ValueSet(string(allot.OutcomeRunning)),
 		),
 	})
 	var exec workflow.Execution
@@ -170,13 +171,13 @@ func (r *scheduledRun) record(ctx, actx workflow.Context) error {
 	}).Get(ctx, nil); err != nil {
 		return err
 	}
-	return workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(r.result.Outcome))
+	return workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(r.result.Outcome)))
 }
 
 // fail records a failed run with the error's type as its reason, then fails
 // the workflow with the original error so callers can match its type.
 func (r *scheduledRun) fail(ctx, actx workflow.Context, cause error) (ScheduledRunResult, error) {
-	r.result.Outcome, r.result.Reason = OutcomeFailed, errorType(cause)
+	r.result.Outcome, r.result.Reason = allot.OutcomeFailed, errorType(cause)
 	if err := r.record(ctx, actx); err != nil {
 		workflow.GetLogger(ctx).Error("recording the failed outcome failed", "error", err)
 	}

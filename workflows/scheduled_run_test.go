@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"testing"
@@ -66,7 +67,7 @@ func TestScheduledRunAllocatesAndStartsEpisode(t *testing.T) {
 	}
 	want := ScheduledRunResult{
 		WorkflowID: key, Pipeline: "weekly-video", EpisodeID: "2026-W32-0", Period: "2026-W32", Sequence: 0,
-		Outcome: OutcomeAllocated, Reason: "new_episode", NominalTime: nominal(), NominalTimeSource: NominalFromInput,
+		Outcome: allot.OutcomeAllocated, Reason: "new_episode", NominalTime: nominal(), NominalTimeSource: allot.NominalFromInput,
 	}
 	if res != want {
 		t.Fatalf("result = %+v\nwant     %+v", res, want)
@@ -74,7 +75,7 @@ func TestScheduledRunAllocatesAndStartsEpisode(t *testing.T) {
 	if episodeStarted != (EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-0"}) {
 		t.Fatalf("Episode started with %+v", episodeStarted)
 	}
-	if len(*outcomes) != 1 || (*outcomes)[0].Outcome != OutcomeAllocated || (*outcomes)[0].Reason != "new_episode" || (*outcomes)[0].EpisodeID != "2026-W32-0" {
+	if len(*outcomes) != 1 || (*outcomes)[0].Outcome != allot.OutcomeAllocated || (*outcomes)[0].Reason != "new_episode" || (*outcomes)[0].EpisodeID != "2026-W32-0" {
 		t.Fatalf("recorded outcomes = %+v", *outcomes)
 	}
 }
@@ -87,11 +88,11 @@ func TestScheduledRunNominalTimeSources(t *testing.T) {
 		input      time.Time
 		searchAttr bool
 		want       time.Time
-		wantSource string
+		wantSource allot.NominalTimeSource
 	}{
-		{"input wins over schedule", nominal(), true, nominal(), NominalFromInput},
-		{"schedule when no input", time.Time{}, true, scheduled, NominalFromSchedule},
-		{"start time otherwise", time.Time{}, false, started, NominalFromStartTime},
+		{"input wins over schedule", nominal(), true, nominal(), allot.NominalFromInput},
+		{"schedule when no input", time.Time{}, true, scheduled, allot.NominalFromSchedule},
+		{"start time otherwise", time.Time{}, false, started, allot.NominalFromStartTime},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,10 +140,10 @@ func TestScheduledRunSkipStartsNoEpisode(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != OutcomeSkipped || res.Reason != "cap_reached" || res.EpisodeID != "" || episodes != 0 {
+	if res.Outcome != allot.OutcomeSkipped || res.Reason != "cap_reached" || res.EpisodeID != "" || episodes != 0 {
 		t.Fatalf("result %+v, episodes started %d", res, episodes)
 	}
-	if len(*outcomes) != 1 || (*outcomes)[0].Outcome != OutcomeSkipped || (*outcomes)[0].Reason != "cap_reached" {
+	if len(*outcomes) != 1 || (*outcomes)[0].Outcome != allot.OutcomeSkipped || (*outcomes)[0].Reason != "cap_reached" {
 		t.Fatalf("skip not recorded with its reason: %+v", *outcomes)
 	}
 }
@@ -154,19 +155,19 @@ func TestScheduledRunInvariantFailureIsRecordedAndNotRetried(t *testing.T) {
 	env.OnActivity(a.Allocate, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, _ activities.AllocateInput) (activities.AllocateResult, error) {
 			calls++
-			return activities.AllocateResult{}, temporal.NewNonRetryableApplicationError("bound elsewhere", activities.AllocationKeyCrossesPeriod, nil)
+			return activities.AllocateResult{}, temporal.NewNonRetryableApplicationError("bound elsewhere", allot.AllocationKeyCrossesPeriod, nil)
 		})
 	outcomes := recordedOutcomes(env)
 	env.ExecuteWorkflow(ScheduledRun, ScheduledRunInput{Pipeline: "weekly-video", NominalTime: nominal()})
 	err := env.GetWorkflowError()
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.AllocationKeyCrossesPeriod {
-		t.Fatalf("workflow error = %v, want type %s", err, activities.AllocationKeyCrossesPeriod)
+	if !errors.As(err, &appErr) || appErr.Type() != allot.AllocationKeyCrossesPeriod {
+		t.Fatalf("workflow error = %v, want type %s", err, allot.AllocationKeyCrossesPeriod)
 	}
 	if calls != 1 {
 		t.Fatalf("non-retryable failure was attempted %d times", calls)
 	}
-	if len(*outcomes) != 1 || (*outcomes)[0].Outcome != OutcomeFailed || (*outcomes)[0].Reason != activities.AllocationKeyCrossesPeriod {
+	if len(*outcomes) != 1 || (*outcomes)[0].Outcome != allot.OutcomeFailed || (*outcomes)[0].Reason != allot.AllocationKeyCrossesPeriod {
 		t.Fatalf("failure not recorded with its type: %+v", *outcomes)
 	}
 }
@@ -190,7 +191,7 @@ func TestScheduledRunRetriesTransientAllocationFailure(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if calls != 3 || res.Outcome != OutcomeReused || res.EpisodeID != "2026-W32-4" {
+	if calls != 3 || res.Outcome != allot.OutcomeReused || res.EpisodeID != "2026-W32-4" {
 		t.Fatalf("calls %d, result %+v", calls, res)
 	}
 }

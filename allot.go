@@ -1,0 +1,132 @@
+// Package allot is the vocabulary of allot: every word of the domain that
+// more than one layer speaks (outcomes, stages, step statuses, paid-task
+// states, operator actions, error types), defined once. The ledger stores
+// these strings, the workflows put them in histories, search attributes and
+// queries, and the CLI prints them, so their values never change: a renamed
+// value would break saved histories and stored rows. See docs/design.md,
+// "Vocabulary".
+//
+// The package holds names only; it imports nothing of allot's and does no
+// I/O, so every layer can import it.
+package allot
+
+// Stage is where an Episode workflow is, as its state query shows it.
+type Stage string
+
+// Episode stages. Every stage but StageLoading is also the episode's outcome
+// (see Stage.Outcome).
+const (
+	StageLoading         Stage = "loading"
+	StageRunning         Stage = "running"
+	StageWaitingApproval Stage = "waiting_approval"
+	StageNeedsAttention  Stage = "needs_attention"
+	StageCompleted       Stage = "completed"
+	StageRejected        Stage = "rejected"
+	StageFailed          Stage = "failed"
+)
+
+// Outcome is how a ScheduledRun ended, or how an episode stands. It is the
+// value of the AllotOutcome search attribute and of the ledger's outcome
+// columns, always stored with a reason.
+type Outcome string
+
+// Outcomes of a ScheduledRun.
+const (
+	OutcomeAllocated Outcome = "allocated" // reason ReasonNewEpisode
+	OutcomeReused    Outcome = "reused"    // reason ReasonKeyBound
+	OutcomeSkipped   Outcome = "skipped"   // reason ReasonCapReached, ...
+)
+
+// Outcomes of an episode: its stages, as outcomes. OutcomeFailed is also a
+// ScheduledRun's outcome (reason: the error type).
+const (
+	OutcomeRunning         = Outcome(StageRunning)
+	OutcomeWaitingApproval = Outcome(StageWaitingApproval)
+	OutcomeNeedsAttention  = Outcome(StageNeedsAttention)
+	OutcomeCompleted       = Outcome(StageCompleted)
+	OutcomeRejected        = Outcome(StageRejected)
+	OutcomeFailed          = Outcome(StageFailed)
+)
+
+// Outcome is the episode outcome a stage shows as; "" for StageLoading.
+func (s Stage) Outcome() Outcome {
+	if s == StageLoading {
+		return ""
+	}
+	return Outcome(s)
+}
+
+// Reasons of a ScheduledRun's outcome. A failed run's reason is its error
+// type (see the error types below).
+const (
+	ReasonNewEpisode = "new_episode" // allocated: the key got a new episode
+	ReasonKeyBound   = "key_bound"   // reused: the key already had its episode
+	ReasonCapReached = "cap_reached" // skipped: the period holds its cap of episodes
+)
+
+// NominalTimeSource says where a ScheduledRun's nominal time came from.
+type NominalTimeSource string
+
+// Nominal time sources.
+const (
+	NominalFromInput     NominalTimeSource = "input"      // the start's input named it
+	NominalFromSchedule  NominalTimeSource = "schedule"   // TemporalScheduledStartTime
+	NominalFromStartTime NominalTimeSource = "start_time" // the workflow's start time
+)
+
+// StepStatus is where one step of an episode is. A paid step shows its
+// latest revision's paid-task state, except that succeeded shows as
+// completed and planned as pending.
+type StepStatus string
+
+// Step statuses.
+const (
+	StepPending   StepStatus = "pending"
+	StepCompleted StepStatus = "completed"
+	StepIntent               = StepStatus(PaidIntent)    // paid: the outcome is unknown until the vendor is asked
+	StepSubmitted            = StepStatus(PaidSubmitted) // paid: the vendor has it
+	StepFailed               = StepStatus(PaidFailed)    // paid: the vendor says it failed
+	StepAbandoned            = StepStatus(PaidAbandoned) // paid: an operator gave it up
+	StepApproved  StepStatus = "approved"                // approval: approved
+	StepRejected  StepStatus = "rejected"                // approval: rejected
+)
+
+// PaidTaskState is where one paid task (episode, step, revision) is. The
+// transitions between them are in ledger/paid_tasks.go and docs/design.md.
+type PaidTaskState string
+
+// Paid-task states.
+const (
+	PaidPlanned   PaidTaskState = "planned"   // the revision exists; nothing sent
+	PaidIntent    PaidTaskState = "intent"    // written before the vendor is called
+	PaidSubmitted PaidTaskState = "submitted" // the vendor accepted; the remote reference is written
+	PaidSucceeded PaidTaskState = "succeeded" // the result is downloaded and verified
+	PaidFailed    PaidTaskState = "failed"    // the vendor reported failure, or the result did not verify
+	PaidAbandoned PaidTaskState = "abandoned" // an operator gave it up
+)
+
+// Action is an operator's command on an episode, as the ledger records it.
+type Action string
+
+// Operator actions.
+const (
+	ActionApprove    Action = "approve"
+	ActionReject     Action = "reject"
+	ActionRework     Action = "rework"
+	ActionReassemble Action = "reassemble"
+	ActionAdopt      Action = "adopt"
+	ActionResubmit   Action = "resubmit"
+	ActionAbandon    Action = "abandon"
+)
+
+// Actions lists every operator action.
+var Actions = []Action{ActionApprove, ActionReject, ActionRework, ActionReassemble, ActionAdopt, ActionResubmit, ActionAbandon}
+
+// StepAction reports whether a acts on one paid step and so must name it.
+func (a Action) StepAction() bool {
+	switch a {
+	case ActionRework, ActionAdopt, ActionResubmit, ActionAbandon:
+		return true
+	}
+	return false
+}

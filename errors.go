@@ -1,0 +1,39 @@
+package allot
+
+// Error types: the Type of the Temporal application errors allot's
+// activities and workflows return. Callers and tests match on these, never
+// on messages. Every one of them is non-retryable.
+const (
+	// Allocation and input.
+	EpisodeNotFound            = "EpisodeNotFound"
+	AllocationKeyCrossesPeriod = "AllocationKeyCrossesPeriod"
+	AllocationKeyAmbiguous     = "AllocationKeyAmbiguous"
+	InvalidAllocationKey       = "InvalidAllocationKey"
+	PipelineNotFound           = "PipelineNotFound"
+	InvalidPipelineName        = "InvalidPipelineName"
+	StepNotFound               = "StepNotFound"
+	InvalidInput               = "InvalidInput"
+
+	// Paid steps. Each parks the episode as needs_attention until an
+	// operator decides.
+	OutcomeUnknown      = "OutcomeUnknown"      // an intent that may have reached the vendor, and the vendor cannot tell
+	VendorRejected      = "VendorRejected"      // the vendor definitely refused the submission
+	VendorTaskFailed    = "VendorTaskFailed"    // the vendor accepted the task and reports it failed
+	ResultHashMismatch  = "ResultHashMismatch"  // the downloaded result is not the bytes the vendor promised
+	InvalidRemoteRef    = "InvalidRemoteRef"    // a reference that is not the vendor's, or not this task's
+	VendorNotConfigured = "VendorNotConfigured" // no vendor client or credentials on this worker
+
+	// NotReady: an operator command the episode cannot take in its
+	// current state (approve when not at the gate, resolve with nothing to
+	// resolve). It changes nothing.
+	NotReady = "NotReady"
+)
+
+// NonRetryableErrorTypes lists every error type above; retry policies name
+// them too, so that a mis-wrapped error still does not loop.
+var NonRetryableErrorTypes = []string{
+	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
+	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
+	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured,
+	NotReady,
+}
