@@ -139,7 +139,7 @@ func newClusterWith(t *testing.T, pipelines string) *cluster {
 	t.Cleanup(metricsServer.Close)
 	c := ts.NewClientWithOptions(client.Options{Logger: tlog.NewStructuredLogger(logger), MetricsHandler: m.Handler()})
 	t.Cleanup(c.Close)
-	if _, err := app.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()); err != nil {
+	if _, err := workflows.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()); err != nil {
 		t.Fatal(err)
 	}
 	set, err := pipeline.Parse([]byte(pipelines), "test")

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"allot/app"
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
@@ -272,7 +271,7 @@ func grepAllot(body string) string {
 
 func TestSetupRegistersSearchAttributesIdempotently(t *testing.T) {
 	c := newCluster(t) // newCluster ran setup once already
-	res, err := app.EnsureSearchAttributes(c.ctx(), c.client, c.namespace)
+	res, err := workflows.EnsureSearchAttributes(c.ctx(), c.client, c.namespace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"allot/app"
 	"allot/ledger"
 	"allot/operator"
 	"allot/workflows"
@@ -278,7 +277,7 @@ func setupCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	res, err := app.EnsureSearchAttributes(ctx, cl, c.resolvedNamespace)
+	res, err := workflows.EnsureSearchAttributes(ctx, cl, c.resolvedNamespace)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package temporalserver
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -13,8 +12,8 @@ import (
 	"go.temporal.io/server/api/adminservice/v1"
 	"go.temporal.io/server/common/searchattribute/sadefs"
 	"go.temporal.io/server/temporal"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"allot/workflows"
 )
 
 const (
@@ -87,91 +86,22 @@ func (s *Server) readyOnce(ctx context.Context) error {
 }
 
 // registerSearchAttributes makes sure every wanted custom search attribute
-// exists in the namespace with the wanted type: it adds the missing ones
-// through the operator service (already existing is fine) and polls until
-// they are listed.
+// exists in the namespace with the wanted type (a namespace created by this
+// package got them at creation; one created earlier may lack some), and
+// after adding any waits for every service to reload the namespace, so that
+// they are usable as soon as Start returns.
 func (s *Server) registerSearchAttributes(ctx context.Context, want map[string]enumspb.IndexedValueType) error {
 	if len(want) == 0 {
 		return nil
 	}
-	op := operatorservice.NewOperatorServiceClient(s.conn)
-	added := false
-	var last error
-	for {
-		missing, err := s.missingSearchAttributes(ctx, op, want)
-		if err == nil && len(missing) == 0 {
-			break
-		}
-		if err == nil && !added {
-			callCtx, cancel := context.WithTimeout(ctx, callTimeout)
-			_, err = op.AddSearchAttributes(callCtx, &operatorservice.AddSearchAttributesRequest{
-				SearchAttributes: missing,
-				Namespace:        s.namespace,
-			})
-			cancel()
-			if err == nil || status.Code(err) == codes.AlreadyExists {
-				added, err = true, nil
-			}
-		}
-		if err != nil {
-			if !transient(err) {
-				return fmt.Errorf("temporalserver: registering search attributes in %q: %w", s.namespace, err)
-			}
-			last = err
-		} else {
-			last = fmt.Errorf("not listed yet: %s", strings.Join(sortedKeys(missing), ", "))
-		}
-		if sleepCtx(ctx, pollInterval) != nil {
-			return fmt.Errorf("temporalserver: search attributes in %q not ready: %w (last: %v)", s.namespace, ctx.Err(), last)
-		}
+	res, err := workflows.RegisterSearchAttributes(ctx, operatorservice.NewOperatorServiceClient(s.conn), s.namespace, want)
+	if err != nil {
+		return fmt.Errorf("temporalserver: %w", err)
 	}
-	if added {
+	if len(res.Added) > 0 {
 		if err := sleepCtx(ctx, namespaceRefresh+500*time.Millisecond); err != nil {
 			return fmt.Errorf("temporalserver: waiting for search attributes to spread: %w", err)
 		}
 	}
 	return nil
-}
-
-// missingSearchAttributes lists the wanted attributes the namespace lacks;
-// one registered under another type is an error that waiting cannot fix.
-func (s *Server) missingSearchAttributes(ctx context.Context, op operatorservice.OperatorServiceClient, want map[string]enumspb.IndexedValueType) (map[string]enumspb.IndexedValueType, error) {
-	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	resp, err := op.ListSearchAttributes(callCtx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace})
-	if err != nil {
-		return nil, err
-	}
-	missing := map[string]enumspb.IndexedValueType{}
-	for name, typ := range want {
-		have, ok := resp.GetCustomAttributes()[name]
-		if !ok {
-			missing[name] = typ
-			continue
-		}
-		if have != typ {
-			return nil, status.Errorf(codes.FailedPrecondition,
-				"search attribute %q is registered as %v in namespace %q, want %v", name, have, s.namespace, typ)
-		}
-	}
-	return missing, nil
-}
-
-// transient tells errors worth retrying while the server settles.
-func transient(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted,
-		codes.Aborted, codes.NotFound, codes.Internal:
-		return true
-	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
