@@ -16,8 +16,11 @@ type Stage string
 // Episode stages. Every stage but StageLoading is also the episode's outcome
 // (see Stage.Outcome).
 const (
-	StageLoading         Stage = "loading"
-	StageRunning         Stage = "running"
+	StageLoading Stage = "loading"
+	StageRunning Stage = "running"
+	// StageRetrying: a step's activity keeps failing with errors a retry
+	// may fix; the episode goes on trying and says since when.
+	StageRetrying        Stage = "retrying"
 	StageWaitingApproval Stage = "waiting_approval"
 	StageNeedsAttention  Stage = "needs_attention"
 	StageCompleted       Stage = "completed"
@@ -41,6 +44,7 @@ const (
 // ScheduledRun's outcome (reason: the error type).
 const (
 	OutcomeRunning         = Outcome(StageRunning)
+	OutcomeRetrying        = Outcome(StageRetrying)
 	OutcomeWaitingApproval = Outcome(StageWaitingApproval)
 	OutcomeNeedsAttention  = Outcome(StageNeedsAttention)
 	OutcomeCompleted       = Outcome(StageCompleted)
@@ -117,15 +121,19 @@ const (
 	ActionAdopt      Action = "adopt"
 	ActionResubmit   Action = "resubmit"
 	ActionAbandon    Action = "abandon"
+	// ActionRetry runs a parked step again under the paid protocol once its
+	// cause is fixed: a task that may have reached the vendor is looked up
+	// by its idempotency key before anything is sent again.
+	ActionRetry Action = "retry"
 )
 
 // Actions lists every operator action.
-var Actions = []Action{ActionApprove, ActionReject, ActionRework, ActionReassemble, ActionAdopt, ActionResubmit, ActionAbandon}
+var Actions = []Action{ActionApprove, ActionReject, ActionRework, ActionReassemble, ActionAdopt, ActionResubmit, ActionAbandon, ActionRetry}
 
 // StepAction reports whether a acts on one paid step and so must name it.
 func (a Action) StepAction() bool {
 	switch a {
-	case ActionRework, ActionAdopt, ActionResubmit, ActionAbandon:
+	case ActionRework, ActionAdopt, ActionResubmit, ActionAbandon, ActionRetry:
 		return true
 	}
 	return false

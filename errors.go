@@ -23,6 +23,12 @@ const (
 	InvalidRemoteRef    = "InvalidRemoteRef"    // a reference that is not the vendor's, or not this task's
 	VendorNotConfigured = "VendorNotConfigured" // no vendor client or credentials on this worker
 
+	// Ledger refusals: a paid-task change the task's state, owner or
+	// reference does not allow. Nothing was written.
+	PaidTaskStateConflict = "PaidTaskStateConflict"
+	PaidTaskNotFound      = "PaidTaskNotFound"
+	RemoteRefConflict     = "RemoteRefConflict"
+
 	// NotReady: an operator command the episode cannot take in its
 	// current state (approve when not at the gate, resolve with nothing to
 	// resolve). It changes nothing.
@@ -35,5 +41,5 @@ var NonRetryableErrorTypes = []string{
 	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
 	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured,
-	NotReady,
+	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady,
 }

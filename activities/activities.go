@@ -4,12 +4,12 @@
 package activities
 
 import (
-	"allot"
 	"context"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 )

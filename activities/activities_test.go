@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"allot"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -21,6 +20,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	_ "modernc.org/sqlite" // the "sqlite" driver, for raw edits of the ledger file
 
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 )

@@ -1,11 +1,11 @@
 package activities
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
 
+	"allot"
 	"allot/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
@@ -31,9 +31,13 @@ type DecisionResult struct {
 	Steps    []StepState  `json:"steps"`
 }
 
-// ApplyDecision validates an operator decision against the ledger, applies
-// its effect and records it with its reason. Nothing here allocates; a
-// missing episode is allot.EpisodeNotFound before anything else.
+// ApplyDecision applies an operator decision through the ledger, which
+// checks it against the paid task's state, applies its effect and records it
+// with its reason in one transaction. It is idempotent per request: a
+// request the ledger already recorded (an attempt that committed and then
+// lost its answer) returns the first result. Nothing here allocates; a
+// missing episode is EpisodeNotFound before anything else. Every refusal is
+// a non-retryable, typed error and leaves the ledger as it was.
 func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (DecisionResult, error) {
 	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
 	if err != nil {
@@ -42,121 +46,100 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 	if in.RequestID == "" {
 		return DecisionResult{}, nonRetryable(allot.InvalidInput, "decision %q on %s/%s has no request ID", in.Action, p.Name, ep.ID)
 	}
-	out := DecisionResult{Action: in.Action, Step: in.Step}
+	if done, ok, err := a.Ledger.Decision(ctx, p.Name, ep.ID, in.RequestID); err != nil {
+		return DecisionResult{}, classify(err)
+	} else if ok {
+		return a.decisionResult(ctx, p, ep, done)
+	}
+	req := ledger.DecisionRequest{OperatorDecision: ledger.OperatorDecision{
+		RequestID: in.RequestID, Pipeline: p.Name, EpisodeID: ep.ID, Step: in.Step,
+		Action: in.Action, RemoteRef: in.RemoteRef, Reason: in.Reason,
+	}}
 	switch in.Action {
 	case allot.ActionApprove, allot.ActionReject:
 		step, ok := approvalStep(p)
 		if !ok {
 			return DecisionResult{}, nonRetryable(allot.StepNotFound, "pipeline %q has no approval step: nothing to %s", p.Name, in.Action)
 		}
-		out.Step = step.Name
-		status := allot.StepApproved
-		if in.Action == allot.ActionReject {
-			status = allot.StepRejected
-		}
-		if err := a.Ledger.RecordStep(ctx, ledger.StepRecord{Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name, Status: status}); err != nil {
-			return DecisionResult{}, classify(err)
-		}
+		req.Step = step.Name
 	case allot.ActionReassemble:
 		i, ok := firstAction(p, pipeline.ActionAssemble)
 		if !ok {
 			return DecisionResult{}, nonRetryable(allot.StepNotFound, "pipeline %q has no assemble step", p.Name)
 		}
-		out.Step = p.Steps[i].Name
-		if err := a.Ledger.ResetSteps(ctx, p.Name, ep.ID, unpaidFrom(p, i)); err != nil {
-			return DecisionResult{}, classify(err)
+		req.Step, req.Reset = "", unpaidFrom(p, i)
+	case allot.ActionRework, allot.ActionAdopt, allot.ActionResubmit, allot.ActionAbandon, allot.ActionRetry:
+		step, ok := p.Step(in.Step)
+		if !ok || step.Kind != pipeline.Paid {
+			return DecisionResult{}, nonRetryable(allot.StepNotFound, "pipeline %q has no paid step %q: its paid steps are %v", p.Name, in.Step, p.PaidStepNames())
 		}
-	case allot.ActionRework, allot.ActionAdopt, allot.ActionResubmit, allot.ActionAbandon:
-		rev, err := a.applyPaidDecision(ctx, p, ep, in)
-		if err != nil {
-			return DecisionResult{}, err
+		switch in.Action {
+		case allot.ActionRework:
+			i, _ := stepIndex(p, step.Name)
+			req.Reset = unpaidFrom(p, i+1)
+		case allot.ActionAdopt:
+			if req.Adopted, err = a.verifyAdoption(ctx, p, ep, step, in.RemoteRef); err != nil {
+				return DecisionResult{}, err
+			}
+		case allot.ActionAbandon:
+			if in.Reason == "" {
+				return DecisionResult{}, nonRetryable(allot.InvalidInput, "abandon needs a reason: pass --reason TEXT")
+			}
 		}
-		out.Revision = rev
 	default:
-		return DecisionResult{}, nonRetryable(allot.InvalidInput, "unknown decision %q: use approve, reject, rework, reassemble, adopt, resubmit or abandon", in.Action)
+		return DecisionResult{}, nonRetryable(allot.InvalidInput, "unknown decision %q: use one of %v", in.Action, allot.Actions)
 	}
-	if _, _, err := a.Ledger.RecordDecision(ctx, ledger.OperatorDecision{
-		RequestID: in.RequestID, Pipeline: p.Name, EpisodeID: ep.ID, Step: out.Step, Revision: out.Revision,
-		Action: in.Action, RemoteRef: in.RemoteRef, Reason: in.Reason,
-	}); err != nil {
+	done, applied, err := a.Ledger.Decide(ctx, req)
+	if err != nil {
 		return DecisionResult{}, classify(err)
 	}
+	if applied && in.Action == allot.ActionAdopt {
+		countSubmission(ctx, p.Name, in.Step, SubmissionAdopted)
+		countCost(ctx, p.Name, req.Adopted.Amount, req.Adopted.Currency)
+	}
+	return a.decisionResult(ctx, p, ep, done)
+}
+
+func (a *Activities) decisionResult(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, d ledger.OperatorDecision) (DecisionResult, error) {
 	loaded, err := a.LoadEpisode(ctx, EpisodeRef{Pipeline: p.Name, EpisodeID: ep.ID})
 	if err != nil {
 		return DecisionResult{}, err
 	}
-	out.Steps = loaded.Steps
-	return out, nil
+	return DecisionResult{Action: d.Action, Step: d.Step, Revision: d.Revision, Steps: loaded.Steps}, nil
 }
 
-func (a *Activities) applyPaidDecision(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, in DecisionInput) (int, error) {
-	step, ok := p.Step(in.Step)
-	if !ok || step.Kind != pipeline.Paid {
-		return 0, nonRetryable(allot.StepNotFound, "pipeline %q has no paid step %q: its paid steps are %v", p.Name, in.Step, p.PaidStepNames())
+// verifyAdoption asks the vendor for the task an operator wants to adopt and
+// refuses it unless it carries this step's idempotency key: a reference that
+// belongs to another task, or to no known key, is never booked to this one.
+func (a *Activities) verifyAdoption(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, remoteRef string) (ledger.Submission, error) {
+	if err := paidvendor.ValidateTaskID(remoteRef); err != nil {
+		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "%v", err)
 	}
-	if in.Action == allot.ActionRework {
-		planned, err := a.Ledger.PlanRevision(ctx, p.Name, ep.ID, step.Name, in.RequestID)
-		if err != nil {
-			return 0, classify(err)
-		}
-		i, _ := stepIndex(p, step.Name)
-		if err := a.Ledger.ResetSteps(ctx, p.Name, ep.ID, unpaidFrom(p, i+1)); err != nil {
-			return 0, classify(err)
-		}
-		return planned.Revision, nil
-	}
-
 	latest, err := a.Ledger.LatestPaidTask(ctx, p.Name, ep.ID, step.Name)
 	if err != nil {
-		return 0, classify(err)
+		return ledger.Submission{}, classify(err)
 	}
-	ref := latest.PaidTaskRef
-	unknown := latest.State == allot.PaidIntent && latest.RemoteRef == ""
-	switch in.Action {
-	case allot.ActionAdopt:
-		if !unknown {
-			return 0, nonRetryable(allot.InvalidInput, "step %s revision %d is %s, not an unknown outcome: there is nothing to adopt", step.Name, ref.Revision, latest.State)
-		}
-		if err := paidvendor.ValidateTaskID(in.RemoteRef); err != nil {
-			return 0, nonRetryable(allot.InvalidRemoteRef, "%v", err)
-		}
-		vendor, err := a.vendor(ctx)
-		if err != nil {
-			return 0, err
-		}
-		vt, err := vendor.Task(ctx, in.RemoteRef)
-		switch {
-		case errors.Is(err, paidvendor.ErrNotFound):
-			return 0, nonRetryable(allot.InvalidRemoteRef, "the vendor has no task %q: check the reference in the vendor's console", in.RemoteRef)
-		case err != nil:
-			return 0, fmt.Errorf("look up vendor task %s: %w", in.RemoteRef, err)
-		case vt.IdempotencyKey != "" && vt.IdempotencyKey != latest.IdempotencyKey:
-			return 0, nonRetryable(allot.InvalidRemoteRef, "vendor task %s was submitted for another paid task (idempotency key %s, this one is %s): adopt the task of this step", vt.ID, vt.IdempotencyKey, latest.IdempotencyKey)
-		}
-		if _, err := a.recordSubmission(ctx, ref, vt); err != nil {
-			return 0, err
-		}
-		countSubmission(ctx, p.Name, step.Name, SubmissionAdopted)
-		countCost(ctx, p.Name, vt.Cost.Amount, vt.Cost.Currency)
-	case allot.ActionResubmit:
-		if !unknown && latest.State != allot.PaidPlanned {
-			return 0, nonRetryable(allot.InvalidInput, "step %s revision %d is %s: only an unknown outcome can be resubmitted (use rework for a new revision)", step.Name, ref.Revision, latest.State)
-		}
-		if _, err := a.Ledger.ResetIntent(ctx, ref); err != nil {
-			return 0, classify(err)
-		}
-	case allot.ActionAbandon:
-		if in.Reason == "" {
-			return 0, nonRetryable(allot.InvalidInput, "abandon needs a reason: pass --reason TEXT")
-		}
-		if !unknown && latest.State != allot.PaidAbandoned {
-			return 0, nonRetryable(allot.InvalidInput, "step %s revision %d is %s: only an unknown outcome can be abandoned", step.Name, ref.Revision, latest.State)
-		}
-		if _, err := a.Ledger.Abandon(ctx, ref, in.Reason); err != nil {
-			return 0, classify(err)
-		}
+	vendor, err := a.vendor(ctx)
+	if err != nil {
+		return ledger.Submission{}, err
 	}
-	return ref.Revision, nil
+	vt, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) { return vendor.Task(ctx, remoteRef) })
+	switch {
+	case errors.Is(err, paidvendor.ErrNotFound):
+		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "the vendor has no task %q: find this step's task with `starter episode lookup --pipeline %s --episode %s --step %s`", remoteRef, p.Name, ep.ID, step.Name)
+	case errors.Is(err, paidvendor.ErrUnauthorized):
+		return ledger.Submission{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key: %v", err)
+	case err != nil:
+		return ledger.Submission{}, fmt.Errorf("look up vendor task %s: %w", remoteRef, err)
+	case vt.IdempotencyKey != latest.IdempotencyKey:
+		owner := "no idempotency key"
+		if vt.IdempotencyKey != "" {
+			owner = "idempotency key " + vt.IdempotencyKey
+		}
+		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "vendor task %s carries %s, but step %s revision %d of episode %s has key %s: it is not this task's; nothing was adopted",
+			vt.ID, owner, step.Name, latest.Revision, ep.ID, latest.IdempotencyKey)
+	}
+	return ledger.Submission{RemoteRef: vt.ID, Amount: vt.Cost.Amount, Currency: vt.Cost.Currency}, nil
 }
 
 func approvalStep(p *pipeline.Pipeline) (pipeline.Step, bool) {

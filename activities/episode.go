@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"allot"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"allot"
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/pipeline"
@@ -27,17 +27,20 @@ type EpisodeRef struct {
 // StepState is one step of an episode as the ledger knows it. For a paid
 // step it describes the latest revision.
 type StepState struct {
-	Name         string           `json:"name"`
-	Kind         string           `json:"kind"`
-	Action       string           `json:"action"`
-	Status       allot.StepStatus `json:"status"`
-	Artifact     string           `json:"artifact,omitempty"`
-	SHA256       string           `json:"sha256,omitempty"`
-	Revision     int              `json:"revision,omitempty"`
-	RemoteRef    string           `json:"remote_ref,omitempty"`
-	CostAmount   int64            `json:"cost_amount,omitempty"`
-	CostCurrency string           `json:"cost_currency,omitempty"`
-	Error        string           `json:"error,omitempty"`
+	Name   string           `json:"name"`
+	Kind   string           `json:"kind"`
+	Action string           `json:"action"`
+	Status allot.StepStatus `json:"status"`
+	// TaskState is a paid step's latest paid-task state ("" before its
+	// first intent): what the operator command table is keyed by.
+	TaskState    allot.PaidTaskState `json:"task_state,omitempty"`
+	Artifact     string              `json:"artifact,omitempty"`
+	SHA256       string              `json:"sha256,omitempty"`
+	Revision     int                 `json:"revision,omitempty"`
+	RemoteRef    string              `json:"remote_ref,omitempty"`
+	CostAmount   int64               `json:"cost_amount,omitempty"`
+	CostCurrency string              `json:"cost_currency,omitempty"`
+	Error        string              `json:"error,omitempty"`
 }
 
 // LoadEpisodeResult is the episode and its steps, in pipeline order.
@@ -111,7 +114,7 @@ func (a *Activities) paidStepState(ctx context.Context, pipelineName, episodeID 
 // stepState shows a paid task as its step's state.
 func (r PaidTaskResult) stepState(s pipeline.Step) StepState {
 	return StepState{
-		Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: r.StepStatus(),
+		Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: r.StepStatus(), TaskState: r.State,
 		Artifact: r.Artifact, SHA256: r.SHA256, Revision: r.Revision, RemoteRef: r.RemoteRef,
 		CostAmount: r.CostAmount, CostCurrency: r.CostCurrency, Error: r.Error,
 	}
@@ -290,7 +293,69 @@ func (a *Activities) episode(ctx context.Context, ref EpisodeRef) (*pipeline.Pip
 	if err != nil {
 		return nil, ledger.Episode{}, classify(err)
 	}
+	if p, err = a.pinnedPlan(ctx, p, ep); err != nil {
+		return nil, ledger.Episode{}, err
+	}
 	return p, ep, nil
+}
+
+// pinnedPlan is the pipeline as the episode runs it: with the step plan
+// pinned in the ledger (invariant 14), not the steps configured now. An
+// episode allocated before plans were pinned pins the plan it sees first; if
+// it had completed by then, only the steps it ran, so that a step added to
+// the pipeline later never runs (and charges) for an old episode.
+func (a *Activities) pinnedPlan(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode) (*pipeline.Pipeline, error) {
+	plan, err := a.Ledger.EpisodePlan(ctx, p.Name, ep.ID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if plan == "" {
+		candidate := p
+		if ep.Status == ledger.EpisodeCompleted {
+			if candidate, err = a.stepsRun(ctx, p, ep); err != nil {
+				return nil, err
+			}
+		}
+		if plan, err = a.Ledger.PinPlan(ctx, p.Name, ep.ID, candidate.Plan()); err != nil {
+			return nil, classify(err)
+		}
+	}
+	pinned, err := p.WithPlan(plan)
+	if err != nil {
+		return nil, nonRetryable(allot.InvalidInput, "episode %s: %v", ep.ID, err)
+	}
+	return pinned, nil
+}
+
+// stepsRun is the pipeline cut to the steps the ledger has a record or a
+// paid task of, for an episode that completed before plans were pinned.
+func (a *Activities) stepsRun(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode) (*pipeline.Pipeline, error) {
+	records, err := a.Ledger.Steps(ctx, p.Name, ep.ID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	tasks, err := a.Ledger.PaidTasks(ctx, p.Name, ep.ID)
+	if err != nil {
+		return nil, classify(err)
+	}
+	ran := map[string]bool{}
+	for _, r := range records {
+		ran[r.Step] = true
+	}
+	for _, t := range tasks {
+		ran[t.Step] = true
+	}
+	cp := *p
+	cp.Steps = nil
+	for _, s := range p.Steps {
+		if ran[s.Name] {
+			cp.Steps = append(cp.Steps, s)
+		}
+	}
+	if len(cp.Steps) == 0 {
+		return p, nil
+	}
+	return &cp, nil
 }
 
 // EpisodeOutcomeInput is an episode's outcome as its workflow reports it.

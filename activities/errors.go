@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"allot"
 	"errors"
 	"fmt"
 	"unicode"
@@ -9,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 )
@@ -36,9 +36,11 @@ func ValidateAllocationKey(key string) error {
 	return nil
 }
 
-// classify turns domain errors into Temporal errors: invariant failures
-// become non-retryable application errors with a named type; anything else
-// stays retryable.
+// classify turns domain errors into Temporal errors at the activity
+// boundary: every refusal of the ledger or the pipeline set becomes a
+// non-retryable application error with a named type (so a refused command
+// returns at once instead of retrying forever); anything else (I/O, a busy
+// database, another attempt owning an intent) stays retryable.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -53,6 +55,12 @@ func classify(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), allot.AllocationKeyAmbiguous, nil)
 	case errors.Is(err, ledger.ErrInvalidInput):
 		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+	case errors.Is(err, ledger.ErrPaidTaskState):
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PaidTaskStateConflict, nil)
+	case errors.Is(err, ledger.ErrPaidTaskNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PaidTaskNotFound, nil)
+	case errors.Is(err, ledger.ErrRemoteRefConflict):
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.RemoteRefConflict, nil)
 	case errors.As(err, &unknown):
 		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PipelineNotFound, nil)
 	}

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"allot"
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/paidvendor"
@@ -40,12 +40,24 @@ type PaidTaskResult struct {
 	Error          string              `json:"error,omitempty"`
 }
 
-// SubmitPaidTask sends a paid task to the vendor at most once. In order:
-// the episode must exist (before any credential is read or client built); a
-// written reference is returned as is; an intent without a reference is
-// settled by asking the vendor by idempotency key, and if the vendor cannot
-// tell, the activity fails with allot.OutcomeUnknown; only then is the intent
-// written, the vendor called, and the reference and cost written.
+// SubmitPaidTask sends a paid task to the vendor at most once (invariant 7).
+// In order:
+//
+//  1. The episode must exist, before any credential is read or client built.
+//  2. The intent is written, owned by this attempt (WriteIntent). A task the
+//     vendor has already accepted (a reference is written) is returned as is.
+//  3. If another attempt owns the intent, or a send may have reached the
+//     vendor (MaybeSent), the vendor is asked by idempotency key: a task it
+//     has is adopted; if it has none, this attempt takes the intent over;
+//     if it cannot tell and a send may have reached it, the activity fails
+//     with OutcomeUnknown and the episode parks. Only an operator's resubmit
+//     lets a send go without that answer.
+//  4. The send is marked (MaybeSent) and the vendor called; its reference
+//     and cost are written before anything else happens.
+//
+// A definite refusal (4xx) puts the intent back to planned and parks the
+// episode (VendorRejected, or VendorNotConfigured when the key was refused);
+// any other failure leaves the outcome unknown, and the retry starts at 3.
 func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
 	p, ep, step, err := a.paidStep(ctx, in)
 	if err != nil {
@@ -53,69 +65,83 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name, Revision: in.Revision}
 	key := paidvendor.IdempotencyKey(p.Name, ep.ID, step.Name, in.Revision)
+	owner := attemptToken(ctx)
 	log := activity.GetLogger(ctx)
 
-	task, err := a.Ledger.PaidTask(ctx, ref)
-	switch {
-	case errors.Is(err, ledger.ErrPaidTaskNotFound):
-	case err != nil:
+	task, err := a.Ledger.WriteIntent(ctx, ref, key, owner)
+	if err != nil {
 		return PaidTaskResult{}, classify(err)
 	}
-	var vendor paidvendor.Client
-	switch task.State {
-	case allot.PaidSubmitted, allot.PaidSucceeded, allot.PaidFailed, allot.PaidAbandoned:
+	if task.State != allot.PaidIntent {
 		return a.paidResult(ctx, task)
-	case allot.PaidIntent:
-		// A previous attempt wrote the intent and may or may not have
-		// reached the vendor: ask before anything else.
-		if vendor, err = a.vendor(ctx); err != nil {
-			return PaidTaskResult{}, err
-		}
-		found, err := vendor.LookupByIdempotencyKey(ctx, key)
+	}
+	vendor, err := a.vendor(ctx)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	askedAbsent := false
+	if task.Owner != owner || task.MaybeSent {
+		// Another attempt wrote the intent, or a send may have reached the
+		// vendor: ask before anything is sent.
+		found, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
+			return vendor.LookupByIdempotencyKey(ctx, key)
+		})
 		switch {
 		case err == nil:
 			log.Info("adopting the vendor task found by idempotency key", "step", step.Name, "revision", in.Revision, "remote_ref", found.ID)
-			countSubmission(ctx, p.Name, step.Name, SubmissionAdopted)
-			countCost(ctx, p.Name, found.Cost.Amount, found.Cost.Currency)
-			return a.recordSubmission(ctx, ref, found)
+			res, err := a.recordSubmission(ctx, ref, found)
+			if err == nil {
+				countSubmission(ctx, p.Name, step.Name, SubmissionAdopted)
+			}
+			return res, err
 		case errors.Is(err, paidvendor.ErrNotFound):
-			log.Info("vendor has no task for the intent; submitting", "step", step.Name, "revision", in.Revision)
+			askedAbsent = true
 		case errors.Is(err, paidvendor.ErrLookupUnsupported):
-			countSubmission(ctx, p.Name, step.Name, SubmissionUnknown)
-			return PaidTaskResult{}, nonRetryable(allot.OutcomeUnknown,
-				"paid task %s/%s step %s revision %d: an earlier submission may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s: resolve it with `starter episode resolve --step %s --adopt REF | --resubmit | --abandon --reason TEXT`",
-				p.Name, ep.ID, step.Name, in.Revision, key, step.Name)
+			if task.MaybeSent && task.ResubmitRequest == "" {
+				countSubmission(ctx, p.Name, step.Name, SubmissionUnknown)
+				return PaidTaskResult{}, nonRetryable(allot.OutcomeUnknown,
+					"paid task %s/%s step %s revision %d: an earlier send may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s",
+					p.Name, ep.ID, step.Name, in.Revision, key)
+			}
+			// Never sent (its writer died before sending), or an operator
+			// allowed this send: go on without the answer.
+		case errors.Is(err, paidvendor.ErrUnauthorized):
+			return PaidTaskResult{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while looking up paid task %s/%s step %s: %v", p.Name, ep.ID, step.Name, err)
 		default:
 			return PaidTaskResult{}, fmt.Errorf("look up paid task by idempotency key: %w", err)
 		}
-	default:
-		if task, err = a.Ledger.WriteIntent(ctx, ref, key); err != nil {
-			return PaidTaskResult{}, classify(err)
-		}
-		if task.State != allot.PaidIntent {
-			return a.paidResult(ctx, task)
+		if task.Owner != owner {
+			if _, err := a.Ledger.TakeIntent(ctx, ref, task.Owner, owner); err != nil {
+				// ErrIntentOwned: another attempt took it first; the retry
+				// asks the vendor again.
+				return PaidTaskResult{}, classify(err)
+			}
 		}
 	}
-
-	if vendor == nil {
-		if vendor, err = a.vendor(ctx); err != nil {
-			return PaidTaskResult{}, err
-		}
+	prior := task.MaybeSent
+	if _, err := a.Ledger.MarkSending(ctx, ref, owner); err != nil {
+		return PaidTaskResult{}, classify(err)
 	}
 	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": step.Name, "revision": strconv.Itoa(in.Revision)}
 	for k, v := range step.Params {
 		params[k] = v
 	}
-	accepted, err := vendor.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: key, Kind: step.Action, Params: params})
+	accepted, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
+		return vendor.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: key, Kind: step.Action, Params: params})
+	})
 	if err != nil {
 		if refused(err) {
-			// The vendor said no: nothing was accepted, so the intent can go
-			// back to planned and be sent again once the cause is fixed.
+			// The vendor said no: this send was not accepted. What may have
+			// been sent before stays unknown unless the vendor was asked.
 			countSubmission(ctx, p.Name, step.Name, SubmissionRefused)
-			if _, rerr := a.Ledger.ResetIntent(ctx, ref); rerr != nil {
+			if _, rerr := a.Ledger.ReleaseIntent(ctx, ref, owner, prior && !askedAbsent); rerr != nil {
 				return PaidTaskResult{}, classify(rerr)
 			}
-			return PaidTaskResult{}, nonRetryable(allot.VendorRejected, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
+			errType := allot.VendorRejected
+			if errors.Is(err, paidvendor.ErrUnauthorized) {
+				errType = allot.VendorNotConfigured
+			}
+			return PaidTaskResult{}, nonRetryable(errType, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
 		}
 		// The outcome is unknown; the retry asks the vendor by idempotency key.
 		countSubmission(ctx, p.Name, step.Name, SubmissionError)
@@ -123,9 +149,19 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 	}
 	log.Info("paid task accepted", "step", step.Name, "revision", in.Revision, "remote_ref", accepted.ID,
 		"cost", accepted.Cost.Amount, "currency", accepted.Cost.Currency)
-	countSubmission(ctx, p.Name, step.Name, SubmissionAccepted)
-	countCost(ctx, p.Name, accepted.Cost.Amount, accepted.Cost.Currency)
-	return a.recordSubmission(ctx, ref, accepted)
+	res, err := a.recordSubmission(ctx, ref, accepted)
+	if err == nil {
+		countSubmission(ctx, p.Name, step.Name, SubmissionAccepted)
+	}
+	return res, err
+}
+
+// attemptToken names this activity attempt: the owner of the intents it
+// writes. A retry is another attempt, so it never mistakes an intent an
+// earlier attempt wrote (and may have sent) for its own.
+func attemptToken(ctx context.Context) string {
+	info := activity.GetInfo(ctx)
+	return fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 }
 
 // refused reports a definite refusal: the vendor did not accept the task.
@@ -138,6 +174,8 @@ func refused(err error) bool {
 		he.StatusCode != 409 && he.StatusCode != 429 && he.StatusCode != 408
 }
 
+// recordSubmission writes the vendor's reference and cost; the cost is
+// counted in the metrics only when this write recorded it first.
 func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRef, t paidvendor.Task) (PaidTaskResult, error) {
 	task, err := a.Ledger.RecordSubmission(ctx, ledger.Submission{
 		PaidTaskRef: ref, RemoteRef: t.ID, Amount: t.Cost.Amount, Currency: t.Cost.Currency,
@@ -145,6 +183,7 @@ func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRe
 	if err != nil {
 		return PaidTaskResult{}, classify(err)
 	}
+	countCost(ctx, ref.Pipeline, t.Cost.Amount, t.Cost.Currency)
 	return a.paidResult(ctx, task)
 }
 
@@ -183,6 +222,8 @@ func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 		switch {
 		case errors.Is(err, paidvendor.ErrInvalidTaskID) || errors.Is(err, paidvendor.ErrNotFound):
 			return PaidTaskResult{}, nonRetryable(allot.InvalidRemoteRef, "vendor has no task %q for step %s: %v", task.RemoteRef, step.Name, err)
+		case errors.Is(err, paidvendor.ErrUnauthorized):
+			return PaidTaskResult{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while polling task %s of step %s: %v", task.RemoteRef, step.Name, err)
 		case err != nil:
 			return PaidTaskResult{}, fmt.Errorf("poll vendor task %s: %w", task.RemoteRef, err)
 		}
@@ -206,12 +247,17 @@ func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 
 func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task ledger.PaidTask, vt paidvendor.Task, vendor paidvendor.Client) (PaidTaskResult, error) {
 	body, err := vendor.Result(ctx, vt.ID)
-	if err != nil {
+	switch {
+	case errors.Is(err, paidvendor.ErrUnauthorized):
+		return PaidTaskResult{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while downloading task %s of step %s: %v", vt.ID, ref.Step, err)
+	case err != nil:
 		return PaidTaskResult{}, fmt.Errorf("download result of vendor task %s: %w", vt.ID, err)
 	}
 	defer body.Close()
 	path := filepath.Join(artifacts.EpisodeDir(a.ArtifactsDir, ref.Pipeline, ref.EpisodeID), fmt.Sprintf("%s-r%d.bin", ref.Step, ref.Revision))
-	sum, err := artifacts.WriteVerified(path, io.LimitReader(body, maxResultBytes), vt.SHA256)
+	// Heartbeats carry the bytes read so far: a slow download stays alive,
+	// and a stalled one times out and resumes by reference.
+	sum, err := artifacts.WriteVerified(path, &progressReader{ctx: ctx, r: io.LimitReader(body, maxResultBytes)}, vt.SHA256)
 	var mismatch *artifacts.HashMismatchError
 	if errors.As(err, &mismatch) {
 		// The vendor's bytes are not what it promised: the revision failed;

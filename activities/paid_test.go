@@ -1,13 +1,14 @@
 package activities
 
 import (
-	"allot"
 	"context"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
+	"allot"
 	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
 )
 
 const testVendorKey = "sk-activities-test-key"
@@ -21,9 +22,9 @@ func (c *countingCredentials) VendorAPIKey(context.Context) (string, error) {
 
 // withVendor gives the fixture a simulated vendor over HTTP and counters for
 // credential reads and client builds.
-func withVendor(t *testing.T, f *fixture) (*paidvendor.Simulator, *countingCredentials, *atomic.Int32) {
+func withVendor(t *testing.T, f *fixture) (*paidvendortest.Simulator, *countingCredentials, *atomic.Int32) {
 	t.Helper()
-	sim := paidvendor.NewSimulator(paidvendor.SimConfig{APIKey: testVendorKey, Seed: 1})
+	sim := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: testVendorKey, Seed: 1})
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	creds := &countingCredentials{}
@@ -115,7 +116,7 @@ func TestAdoptRefusesReferencesThatAreNotThisTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := sim.Charges()[0].TaskID
-	if err := sim.SetFaults(paidvendor.SimFaults{LoseResponseAfterAccept: 1, NoLookup: true}); err != nil {
+	if err := sim.SetFaults(paidvendortest.SimFaults{LoseResponseAfterAccept: 1, NoLookup: true}); err != nil {
 		t.Fatal(err)
 	}
 	in := PaidTaskInput{Pipeline: "tokyo", EpisodeID: tokyoEpisode, Step: "video"}

@@ -1,13 +1,13 @@
 package ledger
 
 import (
-	"allot"
-
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"time"
+
+	"allot"
 )
 
 // Episode returns one episode; ErrEpisodeNotFound if the pipeline has no
@@ -130,17 +130,21 @@ func (l *Ledger) RecordStep(ctx context.Context, r StepRecord) error {
 		if err := l.episodeExists(ctx, tx, r.Pipeline, r.EpisodeID); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO step_records
-			(pipeline, episode_id, step, status, artifact, sha256, completed_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (pipeline, episode_id, step) DO UPDATE SET
-				status = excluded.status, artifact = excluded.artifact,
-				sha256 = excluded.sha256, completed_at = excluded.completed_at`),
-			r.Pipeline, r.EpisodeID, r.Step, r.Status, r.Artifact, r.SHA256, l.d.timeArg(r.CompletedAt)); err != nil {
-			return fmt.Errorf("ledger %s: record step %s of episode %s of %s: %w", l.where, r.Step, r.EpisodeID, r.Pipeline, err)
-		}
-		return nil
+		return l.recordStepTx(ctx, tx, r)
 	})
+}
+
+func (l *Ledger) recordStepTx(ctx context.Context, tx *sql.Tx, r StepRecord) error {
+	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO step_records
+		(pipeline, episode_id, step, status, artifact, sha256, completed_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (pipeline, episode_id, step) DO UPDATE SET
+			status = excluded.status, artifact = excluded.artifact,
+			sha256 = excluded.sha256, completed_at = excluded.completed_at`),
+		r.Pipeline, r.EpisodeID, r.Step, string(r.Status), r.Artifact, r.SHA256, l.d.timeArg(r.CompletedAt)); err != nil {
+		return fmt.Errorf("ledger %s: record step %s of episode %s of %s: %w", l.where, r.Step, r.EpisodeID, r.Pipeline, err)
+	}
+	return nil
 }
 
 // Steps returns an episode's step records ordered by completion time, then
@@ -273,4 +277,51 @@ func (l *Ledger) episodeExists(ctx context.Context, db queryer, pipeline, episod
 		return fmt.Errorf("ledger %s: look up episode %s of %s: %w", l.where, episodeID, pipeline, err)
 	}
 	return nil
+}
+
+// EpisodePlan returns the step plan pinned for an episode (JSON, as the
+// caller wrote it), or "" if none is pinned yet. ErrEpisodeNotFound if the
+// episode does not exist.
+func (l *Ledger) EpisodePlan(ctx context.Context, pipeline, episodeID string) (string, error) {
+	if err := episodeRef(pipeline, episodeID); err != nil {
+		return "", err
+	}
+	var plan string
+	err := l.r.QueryRowContext(ctx, l.d.q(`SELECT plan FROM episodes WHERE pipeline = ? AND episode_id = ?`), pipeline, episodeID).Scan(&plan)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", notFound(pipeline, episodeID)
+	case err != nil:
+		return "", fmt.Errorf("ledger %s: read the plan of episode %s of %s: %w", l.where, episodeID, pipeline, err)
+	}
+	return plan, nil
+}
+
+// PinPlan pins plan as the episode's step plan unless one is pinned
+// already, and returns the pinned plan (invariant 14: an episode runs the
+// plan it was allocated with, whatever the pipeline says later). An empty
+// plan is ErrInvalidInput.
+func (l *Ledger) PinPlan(ctx context.Context, pipeline, episodeID, plan string) (string, error) {
+	if err := episodeRef(pipeline, episodeID); err != nil {
+		return "", err
+	}
+	if plan == "" {
+		return "", invalid("pinning the plan of episode %s of %s: the plan is empty", episodeID, pipeline)
+	}
+	var pinned string
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE episodes SET plan = ? WHERE pipeline = ? AND episode_id = ? AND plan = ''`),
+			plan, pipeline, episodeID); err != nil {
+			return fmt.Errorf("ledger %s: pin the plan of episode %s of %s: %w", l.where, episodeID, pipeline, err)
+		}
+		err := tx.QueryRowContext(ctx, l.d.q(`SELECT plan FROM episodes WHERE pipeline = ? AND episode_id = ?`), pipeline, episodeID).Scan(&pinned)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return notFound(pipeline, episodeID)
+		case err != nil:
+			return fmt.Errorf("ledger %s: read the plan of episode %s of %s: %w", l.where, episodeID, pipeline, err)
+		}
+		return nil
+	})
+	return pinned, err
 }

@@ -37,7 +37,10 @@ var (
 	// the states that would allow the operation.
 	ErrPaidTaskState     = errors.New("paid task is not in a state that allows this")
 	ErrRemoteRefConflict = errors.New("paid task already has another remote reference")
-	ErrCostNotFound      = errors.New("cost entry not found")
+	// ErrIntentOwned: another attempt owns the intent; only it sends. Not
+	// a refusal: the caller asks the vendor, or waits for the owner.
+	ErrIntentOwned  = errors.New("paid task intent is owned by another attempt")
+	ErrCostNotFound = errors.New("cost entry not found")
 )
 
 // EpisodeStatus is where an episode is in its life.
@@ -81,9 +84,14 @@ type Ledger struct {
 	w *sql.DB
 	// r runs plain reads. On SQLite it is a separate pool so that reads never
 	// wait behind the writer (WAL lets them proceed); on PostgreSQL r == w.
-	r        *sql.DB
-	where    string // the ledger's location for error messages, secrets redacted
-	readOnly bool
+	r     *sql.DB
+	where string // the ledger's location for error messages, secrets redacted
+	// txOptions start every write transaction. On PostgreSQL they name
+	// READ COMMITTED explicitly: under a server default of REPEATABLE READ
+	// the snapshot would be taken before the advisory lock is granted, and
+	// a transaction would miss what the lock's previous holder committed.
+	txOptions *sql.TxOptions
+	readOnly  bool
 }
 
 // Open opens the ledger named by url, creating it if needed, and applies the
@@ -136,6 +144,9 @@ func connect(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
 		return nil, err
 	}
 	l.readOnly = readOnly
+	if l.d == postgresDialect {
+		l.txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
 	return l, nil
 }
 
@@ -160,7 +171,7 @@ func (l *Ledger) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if l.readOnly {
 		return fmt.Errorf("ledger %s was opened read-only: open it with ledger.Open to write", l.where)
 	}
-	tx, err := l.w.BeginTx(ctx, nil)
+	tx, err := l.w.BeginTx(ctx, l.txOptions)
 	if err != nil {
 		return fmt.Errorf("ledger %s: begin transaction: %w", l.where, err)
 	}

@@ -7,13 +7,14 @@ package ledger
 // views and the metrics, so each one is served by an index (0001, 0003).
 
 import (
-	"allot"
 	"context"
 	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"allot"
 )
 
 // OutcomeCount is how many runs or episodes ended one way.

@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 	"allot/workflows"
@@ -60,7 +60,10 @@ func EpisodeStartOptions(pipelineName, episodeID, taskQueue string) client.Start
 }
 
 // Send validates the command, checks that the episode exists, and delivers
-// the command as an Update-With-Start, waiting for its result.
+// the command as an Update-With-Start, waiting for its result. A command
+// for an episode whose workflow has finished starts a new run only if the
+// episode needs one: the ledger answers approve, reject and resolve for a
+// settled (completed or rejected) episode with NotReady, starting nothing.
 func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandResult, error) {
 	p, err := o.Pipelines.Get(in.Pipeline)
 	if err != nil {
@@ -73,12 +76,16 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 		return CommandResult{}, err
 	}
 	if o.Ledger != nil {
-		if _, err := o.Ledger.Episode(ctx, p.Name, in.EpisodeID); err != nil {
+		ep, err := o.Ledger.Episode(ctx, p.Name, in.EpisodeID)
+		if err != nil {
 			if errors.Is(err, ledger.ErrEpisodeNotFound) {
 				return CommandResult{}, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("pipeline %s has no episode %s: list them with `starter episodes --pipeline %s`", p.Name, in.EpisodeID, p.Name),
 					allot.EpisodeNotFound, nil)
 			}
+			return CommandResult{}, err
+		}
+		if err := o.refuseWithoutRun(ctx, p.Name, ep, in.Update); err != nil {
 			return CommandResult{}, err
 		}
 	}
@@ -100,6 +107,38 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 		return out, err
 	}
 	return out, nil
+}
+
+// refuseWithoutRun answers, from the ledger and without starting anything,
+// a command that only a waiting or parked episode takes, when the episode's
+// workflow is not running and the ledger says the episode is settled
+// (completed or rejected): starting a run just to refuse would leave a new
+// run behind for every refused command. Rework and reassemble reopen a
+// settled episode, so they go through.
+func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName string, ep ledger.Episode, update string) error {
+	if update == workflows.ReworkUpdate || update == workflows.ReassembleUpdate {
+		return nil
+	}
+	outcome := allot.Outcome(ep.Outcome)
+	if outcome == "" && ep.Status == ledger.EpisodeCompleted {
+		outcome = allot.OutcomeCompleted
+	}
+	if outcome != allot.OutcomeCompleted && outcome != allot.OutcomeRejected {
+		return nil
+	}
+	id := workflows.EpisodeWorkflowID(pipelineName, ep.ID)
+	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil:
+		return fmt.Errorf("describe workflow %s: %w", id, err)
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; `starter episode rework` or `starter episode reassemble` reopens it", ep.ID, pipelineName, outcome, update),
+		allot.NotReady, nil)
 }
 
 // checkStep refuses unknown or unfitting steps before anything is sent.

@@ -4,7 +4,6 @@
 package operator
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/activities"
 	"allot/pipeline"
 	"allot/workflows"

@@ -3,6 +3,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -202,4 +203,39 @@ func PeriodOf(k PeriodKind, t time.Time) string {
 		year, week := t.ISOWeek()
 		return fmt.Sprintf("%04d-W%02d", year, week)
 	}
+}
+
+// Plan is what an episode is pinned to when it is allocated: the pipeline's
+// steps (names, kinds, actions, params) in order, as JSON. An episode runs
+// its pinned plan even after the pipeline file changes (invariant 14 of
+// docs/design.md).
+func (p *Pipeline) Plan() string {
+	data, err := json.Marshal(p.Steps)
+	if err != nil {
+		// Steps are strings and string maps: they always encode.
+		panic(fmt.Sprintf("pipeline %q: encode the plan: %v", p.Name, err))
+	}
+	return string(data)
+}
+
+// WithPlan returns a copy of p that runs the pinned plan instead of the
+// steps configured now.
+func (p *Pipeline) WithPlan(plan string) (*Pipeline, error) {
+	var steps []Step
+	if err := json.Unmarshal([]byte(plan), &steps); err != nil {
+		return nil, fmt.Errorf("pipeline %q: the pinned plan is not a list of steps: %w", p.Name, err)
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("pipeline %q: the pinned plan has no steps", p.Name)
+	}
+	seen := map[string]bool{}
+	for _, s := range steps {
+		if s.Name == "" || seen[s.Name] {
+			return nil, fmt.Errorf("pipeline %q: the pinned plan names step %q twice or not at all", p.Name, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	cp := *p
+	cp.Steps = steps
+	return &cp, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,9 @@ import (
 	"sort"
 	"time"
 
+	"allot"
+	"allot/activities"
+	"allot/app"
 	"allot/ledger"
 	"allot/operator"
 	"allot/workflows"
@@ -18,6 +20,7 @@ import (
 func episodeCommand(ctx context.Context, c *cli, args []string) error {
 	subs := map[string]func(context.Context, *cli, []string) error{
 		"show":       episodeShow,
+		"lookup":     episodeLookup,
 		"approve":    episodeUpdate(workflows.ApproveUpdate),
 		"reject":     episodeUpdate(workflows.RejectUpdate),
 		"rework":     episodeUpdate(workflows.ReworkUpdate),
@@ -71,7 +74,14 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 			if res.Workflow.State != nil {
 				stage = " / " + string(res.Workflow.State.Stage)
 				if a := res.Workflow.State.Attention; a != nil {
-					stage += fmt.Sprintf(" (%s on %s: %s; %s)", a.ErrorType, a.Step, a.Reason, a.Remedy)
+					stage += fmt.Sprintf(" (%s on %s: %s)", a.ErrorType, a.Step, a.Reason)
+					for _, r := range a.Remedies {
+						stage += "\n\tremedy: " + r
+					}
+				}
+				if r := res.Workflow.State.Retrying; r != nil {
+					stage += fmt.Sprintf(" (%s of %s retrying: %d attempts since %s; last error %s: %s)",
+						r.Activity, r.Step, r.Attempts, r.Since.Format(time.RFC3339), r.ErrorType, r.Error)
 				}
 			}
 			fmt.Fprintf(w, "workflow\t%s %s%s\n", res.Workflow.WorkflowID, res.Workflow.Status, stage)
@@ -105,9 +115,9 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 	return func(ctx context.Context, c *cli, args []string) error {
 		fs := c.flags("episode "+update, true)
 		var (
-			in                = operator.CommandInput{Update: update}
-			adopt             string
-			resubmit, abandon bool
+			in                       = operator.CommandInput{Update: update}
+			adopt                    string
+			resubmit, retry, abandon bool
 		)
 		fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 		fs.StringVar(&in.EpisodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required; commands never allocate)")
@@ -117,7 +127,8 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		}
 		if update == workflows.ResolveUpdate {
 			fs.StringVar(&adopt, "adopt", "", "adopt this vendor task reference")
-			fs.BoolVar(&resubmit, "resubmit", false, "submit again with the same idempotency key")
+			fs.BoolVar(&resubmit, "resubmit", false, "send again with the same idempotency key without asking the vendor first (only for an unknown outcome the vendor cannot look up)")
+			fs.BoolVar(&retry, "retry", false, "run the step again under the protocol, once its cause is fixed (a task that may have been sent is looked up first)")
 			fs.BoolVar(&abandon, "abandon", false, "give the task up (needs --reason)")
 		}
 		if err := c.parse(fs, args); err != nil {
@@ -134,19 +145,21 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 				return usageError{errors.New("--step is required")}
 			}
 			chosen := 0
-			for _, b := range []bool{adopt != "", resubmit, abandon} {
+			for _, b := range []bool{adopt != "", resubmit, retry, abandon} {
 				if b {
 					chosen++
 				}
 			}
 			if chosen != 1 {
-				return usageError{errors.New("give exactly one of --adopt REF, --resubmit or --abandon --reason TEXT")}
+				return usageError{errors.New("give exactly one of --adopt REF, --resubmit, --retry or --abandon --reason TEXT")}
 			}
 			switch {
 			case adopt != "":
 				in.Request.Resolve, in.Request.RemoteRef = allot.ActionAdopt, adopt
 			case resubmit:
 				in.Request.Resolve = allot.ActionResubmit
+			case retry:
+				in.Request.Resolve = allot.ActionRetry
 			default:
 				if in.Request.Reason == "" {
 					return usageError{errors.New("--abandon needs --reason TEXT")}
@@ -283,6 +296,64 @@ func setupCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	c.print(res, func(w io.Writer) {
 		fmt.Fprintf(w, "namespace\t%s\nadded\t%v\nalready there\t%v\n", res.Namespace, res.Added, res.Existing)
+	})
+	return nil
+}
+
+// episodeLookup asks the vendor, read-only, what it holds under the
+// idempotency key of a paid step's latest task, and prints the command that
+// moves the step on (the adopt command with the vendor's reference).
+func episodeLookup(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("episode lookup", false)
+	var in operator.LookupInput
+	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&in.EpisodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required)")
+	fs.StringVar(&in.Step, "step", "", "paid step (required)")
+	fs.StringVar(&c.cfg.VendorURL, "vendor-url", c.cfg.VendorURL, "the vendor's API (env "+app.EnvVendorURL+"); its key comes from "+activities.EnvVendorAPIKey+" or "+activities.EnvVendorAPIKeyFile)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if in.Pipeline == "" || in.EpisodeID == "" || in.Step == "" {
+		return usageError{errors.New("--pipeline, --episode and --step are required")}
+	}
+	if c.cfg.VendorURL == "" {
+		return usageError{fmt.Errorf("no vendor to ask: set %s or pass --vendor-url, and the key in %s or %s", app.EnvVendorURL, activities.EnvVendorAPIKey, activities.EnvVendorAPIKeyFile)}
+	}
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	key, err := activities.EnvCredentials{}.VendorAPIKey(ctx)
+	if err != nil {
+		return err
+	}
+	vendor, err := activities.HTTPVendor(c.cfg.VendorURL)(key)
+	if err != nil {
+		return err
+	}
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.LookupResult, error) {
+		return operator.Lookup(ctx, led, vendor, pipelines, in)
+	})
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintf(w, "paid task\t%s/%s step %s revision %d (%s)\n", res.Pipeline, res.EpisodeID, res.Step, res.Revision, res.TaskState)
+		fmt.Fprintf(w, "idempotency key\t%s\n", dash(res.IdempotencyKey))
+		switch {
+		case res.IdempotencyKey == "":
+			fmt.Fprintln(w, "vendor\tnothing was sent under this revision yet")
+		case !res.LookupSupported:
+			fmt.Fprintln(w, "vendor\tcannot look tasks up by idempotency key: find the key in the vendor's console")
+		case res.Found:
+			t := res.VendorTask
+			fmt.Fprintf(w, "vendor task\t%s (%s), cost %s\n", t.ID, t.Status, money(t.CostAmount, t.CostCurrency))
+		default:
+			fmt.Fprintln(w, "vendor\thas no task with this key: nothing was accepted")
+		}
+		if res.Next != "" {
+			fmt.Fprintf(w, "next\t%s\n", res.Next)
+		}
 	})
 	return nil
 }

@@ -1,57 +1,149 @@
 package workflows
 
 import (
-	"allot"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"allot"
 	"allot/activities"
 )
 
-// validateDecision rejects malformed commands before they enter history.
-func validateDecision(update string) func(workflow.Context, DecisionRequest) error {
+// commandTableChange: update handlers check the command table again when
+// their turn comes (the state may have moved since the validator ran), and
+// refuse with NotReady before any activity runs.
+const (
+	commandTableChange  = "command-table"
+	commandTableVersion = 1
+)
+
+// validator refuses, before anything enters history, a command that is
+// malformed or that the episode's current state does not allow (see
+// allot.PaidCommandTable): the caller gets the error at once and nothing
+// changes. A command that arrives before the episode is loaded (with an
+// Update-With-Start) is checked by its handler once it is.
+func (e *episode) validator(update string) func(workflow.Context, DecisionRequest) error {
 	return func(_ workflow.Context, req DecisionRequest) error {
-		bad := func(format string, args ...any) error {
-			return temporal.NewApplicationError(fmt.Sprintf(format, args...), allot.InvalidInput)
+		if err := validateShape(update, req); err != nil {
+			return err
 		}
-		switch update {
-		case ReworkUpdate:
-			if req.Step == "" {
-				return bad("rework needs a step: --step NAME")
+		if !e.loaded {
+			return nil
+		}
+		return e.admissible(update, req)
+	}
+}
+
+// validateShape rejects malformed commands.
+func validateShape(update string, req DecisionRequest) error {
+	bad := func(format string, args ...any) error {
+		return temporal.NewApplicationError(fmt.Sprintf(format, args...), allot.InvalidInput)
+	}
+	switch update {
+	case ReworkUpdate:
+		if req.Step == "" {
+			return bad("rework needs a step: --step NAME")
+		}
+	case ResolveUpdate:
+		if req.Step == "" {
+			return bad("resolve needs a step: --step NAME")
+		}
+		switch req.Resolve {
+		case allot.ActionAdopt:
+			if req.RemoteRef == "" {
+				return bad("resolve --adopt needs the vendor's task reference: find it with `starter episode lookup`")
 			}
-		case ResolveUpdate:
-			if req.Step == "" {
-				return bad("resolve needs a step: --step NAME")
+		case allot.ActionResubmit, allot.ActionRetry:
+		case allot.ActionAbandon:
+			if req.Reason == "" {
+				return bad("resolve --abandon needs a reason: --reason TEXT")
 			}
-			switch req.Resolve {
-			case allot.ActionAdopt:
-				if req.RemoteRef == "" {
-					return bad("resolve --adopt needs the vendor's task reference")
-				}
-			case allot.ActionResubmit:
-			case allot.ActionAbandon:
-				if req.Reason == "" {
-					return bad("resolve --abandon needs a reason: --reason TEXT")
-				}
-			default:
-				return bad("resolve takes one of --adopt REF, --resubmit or --abandon --reason TEXT, got %q", req.Resolve)
-			}
+		default:
+			return bad("resolve takes one of --adopt REF, --resubmit, --retry or --abandon --reason TEXT, got %q", req.Resolve)
+		}
+	}
+	return nil
+}
+
+// admissible checks a command against the episode's stage and, for a paid
+// step, against the command table for the step's task state and the
+// attention the episode is parked with. A refusal is NotReady.
+func (e *episode) admissible(update string, req DecisionRequest) error {
+	notReady := func(err error) error {
+		return temporal.NewApplicationError(fmt.Sprintf("episode %s/%s: %v", e.input.Pipeline, e.input.EpisodeID, err), allot.NotReady)
+	}
+	switch update {
+	case ApproveUpdate, RejectUpdate, ReassembleUpdate:
+		action := map[string]allot.Action{ApproveUpdate: allot.ActionApprove, RejectUpdate: allot.ActionReject, ReassembleUpdate: allot.ActionReassemble}[update]
+		if err := allot.EpisodeActionAllowed(action, e.state.Stage); err != nil {
+			return notReady(err)
 		}
 		return nil
 	}
+	action := allot.ActionRework
+	if update == ResolveUpdate {
+		action = req.Resolve
+	}
+	step, ok := e.step(req.Step)
+	if !ok || step.Kind != "paid" {
+		var paid []string
+		for _, s := range e.state.Steps {
+			if s.Kind == "paid" {
+				paid = append(paid, s.Name)
+			}
+		}
+		return temporal.NewApplicationError(fmt.Sprintf("episode %s/%s has no paid step %q: its paid steps are %v", e.input.Pipeline, e.input.EpisodeID, req.Step, paid), allot.StepNotFound)
+	}
+	attention := ""
+	if a := e.state.Attention; a != nil && a.Step == step.Name {
+		attention = a.ErrorType
+	}
+	if err := allot.CheckPaidAction(action, step.Name, taskState(step), attention); err != nil {
+		return notReady(err)
+	}
+	return nil
+}
+
+func (e *episode) step(name string) (activities.StepState, bool) {
+	for _, s := range e.state.Steps {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return activities.StepState{}, false
+}
+
+// taskState is a paid step's latest task state; for a state loaded by an
+// older worker, which did not send it, it is read off the step's status.
+func taskState(s activities.StepState) allot.PaidTaskState {
+	if s.TaskState != "" {
+		return s.TaskState
+	}
+	switch s.Status {
+	case allot.StepPending:
+		return allot.PaidPlanned
+	case allot.StepCompleted:
+		return allot.PaidSucceeded
+	}
+	return allot.PaidTaskState(s.Status)
 }
 
 // awaitTurn waits until the episode is loaded and its main loop is idle
 // (waiting for an operator, or finished) and no other command is being
-// applied; then it holds the turn until release.
-func (e *episode) awaitTurn(ctx workflow.Context) (release func(), err error) {
+// applied; then it holds the turn until release. It checks the command
+// against the state it finds then.
+func (e *episode) awaitTurn(ctx workflow.Context, update string, req DecisionRequest) (release func(), err error) {
 	if err := workflow.Await(ctx, func() bool { return e.loadErr != nil || (e.loaded && e.idle && !e.busy) }); err != nil {
 		return nil, err
 	}
 	if e.loadErr != nil {
 		return nil, e.loadErr
+	}
+	if workflow.GetVersion(ctx, commandTableChange, workflow.DefaultVersion, commandTableVersion) == commandTableVersion {
+		if err := e.admissible(update, req); err != nil {
+			return nil, err
+		}
 	}
 	e.busy = true
 	return func() { e.busy = false }, nil
@@ -64,7 +156,11 @@ func (e *episode) decide(ctx workflow.Context, in activities.DecisionInput) (Epi
 	in.RequestID = workflow.GetCurrentUpdateInfo(ctx).ID
 	in.Pipeline, in.EpisodeID = e.input.Pipeline, e.input.EpisodeID
 	var res activities.DecisionResult
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, episodeActivityOptions()), a.ApplyDecision, in).Get(ctx, &res); err != nil {
+	opts := ledgerActivityOptions()
+	if in.Action == allot.ActionAdopt {
+		opts = vendorActivityOptions() // it asks the vendor about the reference
+	}
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.ApplyDecision, in).Get(ctx, &res); err != nil {
 		return EpisodeState{}, err
 	}
 	e.state.Steps = res.Steps
@@ -76,8 +172,12 @@ func (e *episode) decide(ctx workflow.Context, in activities.DecisionInput) (Epi
 }
 
 func (e *episode) approve(action allot.Action) func(workflow.Context, DecisionRequest) (EpisodeState, error) {
+	update := ApproveUpdate
+	if action == allot.ActionReject {
+		update = RejectUpdate
+	}
 	return func(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
-		release, err := e.awaitTurn(ctx)
+		release, err := e.awaitTurn(ctx, update, req)
 		if err != nil {
 			return EpisodeState{}, err
 		}
@@ -91,7 +191,7 @@ func (e *episode) approve(action allot.Action) func(workflow.Context, DecisionRe
 }
 
 func (e *episode) rework(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
-	release, err := e.awaitTurn(ctx)
+	release, err := e.awaitTurn(ctx, ReworkUpdate, req)
 	if err != nil {
 		return EpisodeState{}, err
 	}
@@ -100,7 +200,7 @@ func (e *episode) rework(ctx workflow.Context, req DecisionRequest) (EpisodeStat
 }
 
 func (e *episode) reassemble(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
-	release, err := e.awaitTurn(ctx)
+	release, err := e.awaitTurn(ctx, ReassembleUpdate, req)
 	if err != nil {
 		return EpisodeState{}, err
 	}
@@ -109,7 +209,7 @@ func (e *episode) reassemble(ctx workflow.Context, req DecisionRequest) (Episode
 }
 
 func (e *episode) resolve(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
-	release, err := e.awaitTurn(ctx)
+	release, err := e.awaitTurn(ctx, ResolveUpdate, req)
 	if err != nil {
 		return EpisodeState{}, err
 	}

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"allot"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"allot"
 	"allot/activities"
 	"allot/pipeline"
 )
@@ -29,14 +29,33 @@ const (
 	ResolveUpdate    = "resolve"
 )
 
-// Attention says why an episode waits for an operator.
+// Attention says why an episode waits for an operator, and what the
+// operator can run to move it on.
 type Attention struct {
+	Step      string              `json:"step"`
+	Revision  int                 `json:"revision"`
+	ErrorType string              `json:"error_type"`
+	Reason    string              `json:"reason"`
+	Since     time.Time           `json:"since"`
+	TaskState allot.PaidTaskState `json:"task_state,omitempty"`
+	// Remedy is the first of Remedies (kept for older readers).
+	Remedy string `json:"remedy"`
+	// Remedies are complete commands, one per action the command table
+	// allows here (adopting goes through the lookup command, which prints
+	// the exact adopt command with the vendor's reference).
+	Remedies []string `json:"remedies,omitempty"`
+}
+
+// Retrying says that a step's activity keeps failing with errors a retry may
+// fix (a vendor that does not answer, a busy database): the last error, how
+// many attempts so far, and since when.
+type Retrying struct {
 	Step      string    `json:"step"`
-	Revision  int       `json:"revision"`
+	Activity  string    `json:"activity"`
 	ErrorType string    `json:"error_type"`
-	Reason    string    `json:"reason"`
+	Error     string    `json:"error"`
+	Attempts  int       `json:"attempts"`
 	Since     time.Time `json:"since"`
-	Remedy    string    `json:"remedy"`
 }
 
 // EpisodeState is what the state query answers.
@@ -51,6 +70,7 @@ type EpisodeState struct {
 	CurrentStep string                 `json:"current_step,omitempty"`
 	Steps       []activities.StepState `json:"steps"`
 	Attention   *Attention             `json:"attention,omitempty"`
+	Retrying    *Retrying              `json:"retrying,omitempty"`
 	CompletedAt time.Time              `json:"completed_at,omitzero"`
 	Error       string                 `json:"error,omitempty"`
 }
@@ -61,30 +81,9 @@ type EpisodeResult = EpisodeState
 // DecisionRequest is the argument of every operator update.
 type DecisionRequest struct {
 	Step      string       `json:"step,omitempty"`
-	Resolve   allot.Action `json:"resolve,omitempty"` // resolve: adopt | resubmit | abandon
+	Resolve   allot.Action `json:"resolve,omitempty"` // resolve: adopt | resubmit | retry | abandon
 	RemoteRef string       `json:"remote_ref,omitempty"`
 	Reason    string       `json:"reason,omitempty"`
-}
-
-func episodeActivityOptions() workflow.ActivityOptions {
-	return workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: append([]string{}, allot.NonRetryableErrorTypes...),
-		},
-	}
-}
-
-// awaitActivityOptions let a paid task run long; the heartbeat timeout brings
-// a crashed worker's poll back quickly, and the retry resumes by reference.
-func awaitActivityOptions() workflow.ActivityOptions {
-	o := episodeActivityOptions()
-	o.StartToCloseTimeout = 24 * time.Hour
-	o.HeartbeatTimeout = 10 * time.Second
-	return o
 }
 
 type episode struct {
@@ -115,6 +114,15 @@ func Episode(ctx workflow.Context, in EpisodeInput) (EpisodeResult, error) {
 }
 
 func (e *episode) setup(ctx workflow.Context) error {
+	// One episode, one workflow ID: Temporal runs at most one execution per
+	// ID, which is what keeps two runs from working on one episode's paid
+	// tasks at once. A start under any other ID is refused.
+	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, EpisodeWorkflowID(e.input.Pipeline, e.input.EpisodeID); id != want {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the Episode of %s/%s runs under workflow ID %q, but an episode's workflow ID is %q: start it under that ID (starter's episode commands do)",
+				e.input.Pipeline, e.input.EpisodeID, id, want),
+			allot.InvalidInput, nil)
+	}
 	e.state = EpisodeState{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Sequence: -1, Stage: allot.StageLoading}
 	workflow.SetCurrentDetails(ctx, "Loading the episode from the ledger.")
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (EpisodeState, error) { return e.state, nil }); err != nil {
@@ -129,7 +137,7 @@ func (e *episode) setup(ctx workflow.Context) error {
 	}
 	for _, name := range []string{ApproveUpdate, RejectUpdate, ReworkUpdate, ReassembleUpdate, ResolveUpdate} {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, name, handlers[name], workflow.UpdateHandlerOptions{
-			Validator: validateDecision(name),
+			Validator: e.validator(name),
 		}); err != nil {
 			return err
 		}
@@ -139,11 +147,10 @@ func (e *episode) setup(ctx workflow.Context) error {
 
 func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	var a *activities.Activities
-	actx := workflow.WithActivityOptions(ctx, episodeActivityOptions())
 	e.recordsOutcomes = workflow.GetVersion(ctx, recordOutcomeChange, workflow.DefaultVersion, recordOutcomeVersion) == recordOutcomeVersion
 
 	var loaded activities.LoadEpisodeResult
-	if err := workflow.ExecuteActivity(actx, a.LoadEpisode, activities.EpisodeRef{
+	if err := workflow.ExecuteActivity(e.ledgerCtx(ctx), a.LoadEpisode, activities.EpisodeRef{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID,
 	}).Get(ctx, &loaded); err != nil {
 		e.loadErr = err
@@ -175,12 +182,12 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	for {
 		i := e.nextStep()
 		if i >= 0 {
-			if err := e.runStep(ctx, actx, i); err != nil {
+			if err := e.runStep(ctx, i); err != nil {
 				return e.fail(ctx, err)
 			}
 			continue
 		}
-		res, err := e.finish(ctx, actx)
+		res, err := e.finish(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -221,7 +228,7 @@ func (e *episode) nextStep() int {
 	return -1
 }
 
-func (e *episode) runStep(ctx, actx workflow.Context, i int) error {
+func (e *episode) runStep(ctx workflow.Context, i int) error {
 	var a *activities.Activities
 	step := e.state.Steps[i]
 	e.state.CurrentStep = step.Name
@@ -230,17 +237,17 @@ func (e *episode) runStep(ctx, actx workflow.Context, i int) error {
 	switch step.Kind {
 	case string(pipeline.Local):
 		var done activities.StepState
-		if err := workflow.ExecuteActivity(actx, a.RunLocalStep, activities.RunLocalStepInput{
+		if err := e.call(e.ledgerCtx(ctx), step.Name, "RunLocalStep", a.RunLocalStep, activities.RunLocalStepInput{
 			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name,
-		}).Get(ctx, &done); err != nil {
+		}, &done); err != nil {
 			return err
 		}
 		e.state.Steps[i] = done
 		return nil
 	case string(pipeline.Paid):
-		return e.runPaid(ctx, actx, i)
+		return e.runPaid(ctx, i)
 	case string(pipeline.Approval):
-		return e.awaitApproval(ctx, actx, i)
+		return e.awaitApproval(ctx, i)
 	}
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("step %q has kind %q, which this worker cannot run", step.Name, step.Kind), allot.InvalidInput, nil)
@@ -248,19 +255,19 @@ func (e *episode) runStep(ctx, actx workflow.Context, i int) error {
 
 // runPaid submits (at most once) and awaits one paid task. Failures that
 // need a person park the episode until an operator decides.
-func (e *episode) runPaid(ctx, actx workflow.Context, i int) error {
+func (e *episode) runPaid(ctx workflow.Context, i int) error {
 	var a *activities.Activities
 	step := e.state.Steps[i]
 	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name, Revision: step.Revision}
 	var res activities.PaidTaskResult
-	err := workflow.ExecuteActivity(actx, a.SubmitPaidTask, in).Get(ctx, &res)
+	err := e.call(workflow.WithActivityOptions(ctx, vendorActivityOptions()), step.Name, "SubmitPaidTask", a.SubmitPaidTask, in, &res)
 	if err == nil {
 		e.applyPaid(i, res)
 		if res.State == allot.PaidAbandoned {
 			return nil
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", step.Name, step.Revision, res.RemoteRef))
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, awaitActivityOptions()), a.AwaitPaidTask, in).Get(ctx, &res)
+		err = e.call(workflow.WithActivityOptions(ctx, awaitActivityOptions()), step.Name, "AwaitPaidTask", a.AwaitPaidTask, in, &res)
 		if err == nil {
 			e.applyPaid(i, res)
 			return nil
@@ -274,7 +281,7 @@ func (e *episode) runPaid(ctx, actx workflow.Context, i int) error {
 
 func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
 	s := &e.state.Steps[i]
-	s.Status, s.Revision, s.RemoteRef, s.Artifact, s.SHA256, s.Error = r.StepStatus(), r.Revision, r.RemoteRef, r.Artifact, r.SHA256, r.Error
+	s.Status, s.TaskState, s.Revision, s.RemoteRef, s.Artifact, s.SHA256, s.Error = r.StepStatus(), r.State, r.Revision, r.RemoteRef, r.Artifact, r.SHA256, r.Error
 	s.CostAmount, s.CostCurrency = r.CostAmount, r.CostCurrency
 }
 
@@ -288,15 +295,23 @@ func needsOperator(errType string) bool {
 	return false
 }
 
-func remedy(errType, step string) string {
+// parkedTaskState is the paid-task state an episode parked for errType
+// leaves its step in, where the result of the failed activity does not say.
+func parkedTaskState(errType string, cur allot.PaidTaskState) allot.PaidTaskState {
 	switch errType {
 	case allot.OutcomeUnknown:
-		return fmt.Sprintf("starter episode resolve --step %s --adopt REF | --resubmit | --abandon --reason TEXT", step)
-	case allot.VendorRejected, allot.VendorNotConfigured:
-		return fmt.Sprintf("fix the vendor configuration, then: starter episode resolve --step %s --resubmit", step)
-	default:
-		return fmt.Sprintf("starter episode rework --step %s", step)
+		return allot.PaidIntent
+	case allot.VendorRejected:
+		return allot.PaidPlanned
+	case allot.VendorTaskFailed, allot.ResultHashMismatch:
+		return allot.PaidFailed
+	case allot.InvalidRemoteRef:
+		return allot.PaidSubmitted
 	}
+	if cur == "" {
+		return allot.PaidPlanned
+	}
+	return cur
 }
 
 // park shows why the episode needs attention and waits until an operator's
@@ -308,18 +323,27 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 	if errors.As(cause, &appErr) {
 		msg = appErr.Message()
 	}
-	e.state.Attention = &Attention{
-		Step: step.Name, Revision: step.Revision, ErrorType: errType, Reason: msg,
-		Since: workflow.Now(ctx), Remedy: remedy(errType, step.Name),
-	}
+	step.TaskState = parkedTaskState(errType, step.TaskState)
 	if errType == allot.OutcomeUnknown {
 		step.Status = allot.StepIntent
+	}
+	remedies := Remedies(e.input.Pipeline, e.input.EpisodeID, step.Name, step.TaskState, errType)
+	e.state.Attention = &Attention{
+		Step: step.Name, Revision: step.Revision, ErrorType: errType, Reason: msg,
+		Since: workflow.Now(ctx), TaskState: step.TaskState, Remedies: remedies,
+	}
+	if len(remedies) > 0 {
+		e.state.Attention.Remedy = remedies[0]
 	}
 	if err := e.setStage(ctx, allot.StageNeedsAttention, errType); err != nil {
 		return err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Needs attention** (%s) on step **%s** revision %d: %s\n\nTo continue: `%s`",
-		errType, step.Name, step.Revision, msg, e.state.Attention.Remedy))
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Needs attention** (%s) on step **%s** revision %d: %s\n\nTo continue, run one of:\n", errType, step.Name, step.Revision, msg)
+	for _, r := range remedies {
+		fmt.Fprintf(&b, "\n- `%s`", r)
+	}
+	workflow.SetCurrentDetails(ctx, b.String())
 	workflow.GetLogger(ctx).Warn("episode needs attention", "step", step.Name, "type", errType)
 	if err := e.waitIdle(ctx, func() bool { return e.state.Attention == nil }); err != nil {
 		return err
@@ -327,16 +351,16 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 	return e.setStage(ctx, allot.StageRunning)
 }
 
-func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
+func (e *episode) awaitApproval(ctx workflow.Context, i int) error {
 	step := e.state.Steps[i]
 	if e.autoApprove {
 		var a *activities.Activities
 		var res activities.DecisionResult
-		if err := workflow.ExecuteActivity(actx, a.ApplyDecision, activities.DecisionInput{
+		if err := e.call(e.ledgerCtx(ctx), step.Name, "ApplyDecision", a.ApplyDecision, activities.DecisionInput{
 			RequestID: "auto-approve/" + e.input.EpisodeID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID,
 			Pipeline:  e.input.Pipeline, EpisodeID: e.input.EpisodeID, Action: allot.ActionApprove,
 			Reason: "pipeline approves automatically (auto_approve = true)",
-		}).Get(ctx, &res); err != nil {
+		}, &res); err != nil {
 			return err
 		}
 		e.state.Steps = res.Steps
@@ -345,8 +369,8 @@ func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
 	if err := e.setStage(ctx, allot.StageWaitingApproval); err != nil {
 		return err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n`starter episode approve --pipeline %s --episode %s` or `... reject`.\n\n%s",
-		step.Name, e.input.Pipeline, e.input.EpisodeID, stepTable(e.state.Steps)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n- `starter episode approve --pipeline %s --episode %s`\n- `starter episode reject --pipeline %s --episode %s --reason TEXT`\n\n%s",
+		step.Name, e.input.Pipeline, e.input.EpisodeID, e.input.Pipeline, e.input.EpisodeID, stepTable(e.state.Steps)))
 	// A decision ends the wait: approve or reject, or a rework or
 	// reassembly that reopened earlier steps.
 	gen := e.generation
@@ -360,18 +384,18 @@ func (e *episode) awaitApproval(ctx, actx workflow.Context, i int) error {
 }
 
 // finish marks the episode completed in the ledger, or shows it rejected.
-func (e *episode) finish(ctx, actx workflow.Context) (EpisodeResult, error) {
+func (e *episode) finish(ctx workflow.Context) (EpisodeResult, error) {
 	var a *activities.Activities
 	for _, s := range e.state.Steps {
 		if s.Status == allot.StepRejected {
-			workflow.SetCurrentDetails(ctx, fmt.Sprintf("Rejected at step **%s**. `starter episode rework` or `reassemble` reopens it.", s.Name))
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("Rejected at step **%s**. `starter episode rework` or `starter episode reassemble` reopens it.", s.Name))
 			return e.state, e.setStage(ctx, allot.StageRejected)
 		}
 	}
 	if e.state.CompletedAt.IsZero() {
-		if err := workflow.ExecuteActivity(actx, a.CompleteEpisode, activities.CompleteEpisodeInput{
+		if err := e.call(e.ledgerCtx(ctx), "", "CompleteEpisode", a.CompleteEpisode, activities.CompleteEpisodeInput{
 			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, CompletedAt: workflow.Now(ctx),
-		}).Get(ctx, &e.state.CompletedAt); err != nil {
+		}, &e.state.CompletedAt); err != nil {
 			return e.fail(ctx, err)
 		}
 	}
@@ -405,7 +429,7 @@ func (e *episode) recordOutcome(ctx workflow.Context, outcome allot.Outcome, rea
 		return nil
 	}
 	var a *activities.Activities
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, episodeActivityOptions()), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
+	return workflow.ExecuteActivity(e.ledgerCtx(ctx), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Outcome: outcome, Reason: reason, At: workflow.Now(ctx),
 	}).Get(ctx, nil)
 }

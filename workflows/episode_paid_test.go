@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"allot"
 	"allot/activities"
 )
 
@@ -60,7 +60,7 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 		}, DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: "vt_0123456789abcdef", Reason: "seen in console"})
 	}, 6*time.Hour)
 
-	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
 	var res EpisodeResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestApprovalGateWaitsForOperator(t *testing.T) {
 			OnComplete: func(_ any, err error) { rejectErr = err },
 		}, DecisionRequest{Reason: "off-brand"})
 	}, 24*time.Hour)
-	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
 	var res EpisodeResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestApproveWhenNotAtGateIsNotReady(t *testing.T) {
 			OnComplete: func(_ any, err error) { got = err },
 		}, DecisionRequest{})
 	}, time.Minute)
-	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestMalformedResolveIsRejectedByValidator(t *testing.T) {
 			}, req)
 		}, time.Minute)
 	}
-	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
 	if len(rejected) != 4 {
 		t.Fatalf("rejected %d malformed resolves, want 4", len(rejected))
 	}

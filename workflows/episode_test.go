@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/activities"
 )
 
@@ -53,7 +53,7 @@ func TestEpisodeRunsPendingStepsInOrderAndCompletes(t *testing.T) {
 		}
 	}, 30*time.Second)
 
-	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
 	var res EpisodeResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestEpisodeAlreadyCompletedRunsNothing(t *testing.T) {
 	l := loaded(activities.StepState{Name: "plan", Kind: "local", Status: allot.StepCompleted})
 	l.Status, l.CompletedAt = "completed", nominal().Add(time.Hour)
 	env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(l, nil)
-	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
 	var res EpisodeResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestEpisodeMissingFailsWithType(t *testing.T) {
 			calls++
 			return activities.LoadEpisodeResult{}, temporal.NewNonRetryableApplicationError("no episode 2026-W32-9", allot.EpisodeNotFound, nil)
 		})
-	env.ExecuteWorkflow(Episode, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-9"})
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-9"})
 	var appErr *temporal.ApplicationError
 	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != allot.EpisodeNotFound {
 		t.Fatalf("error = %v, want %s", err, allot.EpisodeNotFound)

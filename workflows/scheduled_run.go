@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"allot"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"allot"
 	"allot/activities"
 )
 

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"allot"
 	"allot/activities"
 )
 

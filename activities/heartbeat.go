@@ -1,0 +1,60 @@
+package activities
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+)
+
+// heartbeatEvery is how often a waiting activity heartbeats. The workflows
+// give such activities a 10 s heartbeat timeout, so a killed worker's
+// attempt is retried within seconds, not after its start-to-close timeout.
+const heartbeatEvery = 2 * time.Second
+
+// withHeartbeat runs call (typically one vendor request) while heartbeating,
+// so that the attempt stays alive while the call waits and a killed worker
+// is noticed by the heartbeat timeout. Outside an activity (unit tests of
+// helpers) it just calls.
+func withHeartbeat[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	if !activity.IsActivity(ctx) {
+		return call(ctx)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return call(ctx)
+}
+
+// progressReader heartbeats the number of bytes read so far, at most once
+// per heartbeatEvery, while a result downloads.
+type progressReader struct {
+	ctx  context.Context
+	r    io.Reader
+	n    int64
+	last time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if now := time.Now(); now.Sub(p.last) >= heartbeatEvery && activity.IsActivity(p.ctx) {
+		p.last = now
+		activity.RecordHeartbeat(p.ctx, p.n)
+	}
+	return n, err
+}

@@ -1,0 +1,101 @@
+package allot
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// A PaidCommandRule says which operator actions a paid step takes while its
+// latest revision is in State and the episode is parked on it for Attention
+// (an error type above; "" when the step is not the reason the episode is
+// parked). This table is the one place that decides it: the Episode
+// workflow's update validators refuse everything else at once, before
+// anything is written, and the README's table is rendered from it (see
+// docs/design.md, "Every parked state has an exit").
+type PaidCommandRule struct {
+	State     PaidTaskState
+	Attention string
+	Allowed   []Action
+}
+
+// PaidCommandTable lists every (state, attention) pair that can occur. A pair
+// that is not listed allows nothing: the step is running, or nothing an
+// operator does can help it.
+var PaidCommandTable = []PaidCommandRule{
+	{PaidPlanned, VendorRejected, []Action{ActionRetry, ActionAbandon}},
+	{PaidPlanned, VendorNotConfigured, []Action{ActionRetry, ActionAbandon}},
+	{PaidIntent, OutcomeUnknown, []Action{ActionAdopt, ActionResubmit, ActionRetry, ActionAbandon}},
+	{PaidIntent, VendorNotConfigured, []Action{ActionAdopt, ActionRetry, ActionAbandon}},
+	{PaidSubmitted, VendorNotConfigured, []Action{ActionRetry, ActionAbandon}},
+	{PaidSubmitted, InvalidRemoteRef, []Action{ActionRetry, ActionAbandon}},
+	{PaidFailed, VendorTaskFailed, []Action{ActionRework, ActionAbandon}},
+	{PaidFailed, ResultHashMismatch, []Action{ActionRework, ActionAbandon}},
+	{PaidFailed, "", []Action{ActionRework}},
+	{PaidSucceeded, "", []Action{ActionRework}},
+	{PaidAbandoned, "", []Action{ActionRework}},
+}
+
+// ActionEffects says what each paid-step action does, for the README's
+// table and the refusal messages.
+var ActionEffects = map[Action]string{
+	ActionAdopt:    "the vendor's task with this step's idempotency key becomes the step's submission (checked with the vendor first); nothing is charged again",
+	ActionResubmit: "sends the task once more with the same idempotency key without asking the vendor first (it cannot be asked); a vendor that honours keys returns the first task",
+	ActionRetry:    "runs the step again under the protocol: a task that may have been sent is looked up by its key before anything is sent",
+	ActionAbandon:  "gives the task up (abandoned, with the reason); the episode goes on without the step's result",
+	ActionRework:   "plans a new revision with a new idempotency key: one more charge",
+}
+
+// PaidActionsAllowed lists the actions a paid step takes in state with
+// attention; nil if none.
+func PaidActionsAllowed(state PaidTaskState, attention string) []Action {
+	for _, r := range PaidCommandTable {
+		if r.State == state && r.Attention == attention {
+			return r.Allowed
+		}
+	}
+	return nil
+}
+
+// CheckPaidAction refuses an action the table does not allow, with a
+// message that names the step's state and what it does allow.
+func CheckPaidAction(action Action, step string, state PaidTaskState, attention string) error {
+	allowed := PaidActionsAllowed(state, attention)
+	if slices.Contains(allowed, action) {
+		return nil
+	}
+	where := fmt.Sprintf("step %s is %s", step, state)
+	if attention != "" {
+		where += " and the episode is parked on it (" + attention + ")"
+	} else if state == PaidPlanned || state == PaidIntent || state == PaidSubmitted {
+		where += " and running"
+	}
+	if len(allowed) == 0 {
+		return fmt.Errorf("%s: it takes no operator command now; wait until it finishes or parks", where)
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	return fmt.Errorf("%s: %s is not allowed; it takes %s", where, action, strings.Join(names, ", "))
+}
+
+// EpisodeActionAllowed says whether an episode-wide action (approve, reject,
+// reassemble) fits the episode's stage: approve and reject only at the
+// approval gate; reassemble whenever the episode is idle.
+func EpisodeActionAllowed(action Action, stage Stage) error {
+	switch action {
+	case ActionApprove, ActionReject:
+		if stage == StageWaitingApproval {
+			return nil
+		}
+		return fmt.Errorf("the episode is %s, not waiting for approval: %s it once it reaches the approval step", stage, action)
+	case ActionReassemble:
+		switch stage {
+		case StageWaitingApproval, StageNeedsAttention, StageCompleted, StageRejected:
+			return nil
+		}
+		return fmt.Errorf("the episode is %s: reassemble it once it is idle (waiting for approval, needing attention, completed or rejected)", stage)
+	}
+	return fmt.Errorf("%s is not an episode-wide action", action)
+}

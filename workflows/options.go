@@ -1,0 +1,159 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"allot"
+	"allot/activities"
+)
+
+// Activity timeouts are sized to the work, so that a killed worker's
+// activity is retried elsewhere within seconds (docs/design.md, "Timeouts"):
+// ledger work is milliseconds, so 20 s (the SQLite busy timeout is 10 s);
+// anything that waits on a vendor heartbeats every 2 s against a 10 s
+// heartbeat timeout.
+const (
+	ledgerStartToClose = 20 * time.Second
+	vendorHeartbeat    = 10 * time.Second
+	vendorStartToClose = 5 * time.Minute
+	awaitStartToClose  = 24 * time.Hour
+)
+
+func retryPolicy() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		NonRetryableErrorTypes: append([]string{}, allot.NonRetryableErrorTypes...),
+	}
+}
+
+// ledgerActivityOptions are for activities that only touch the ledger and
+// the worker's disk.
+func ledgerActivityOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{StartToCloseTimeout: ledgerStartToClose, RetryPolicy: retryPolicy()}
+}
+
+// vendorActivityOptions are for one call to a vendor (submit, look up,
+// adopt): heartbeats while the call waits bring a killed worker's attempt
+// back in seconds.
+func vendorActivityOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{StartToCloseTimeout: vendorStartToClose, HeartbeatTimeout: vendorHeartbeat, RetryPolicy: retryPolicy()}
+}
+
+// awaitActivityOptions let a paid task run long; the heartbeat timeout brings
+// a crashed worker's poll back quickly, and the retry resumes by reference.
+func awaitActivityOptions() workflow.ActivityOptions {
+	o := vendorActivityOptions()
+	o.StartToCloseTimeout = awaitStartToClose
+	return o
+}
+
+func (e *episode) ledgerCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, ledgerActivityOptions())
+}
+
+// retryBatch is how many attempts Temporal makes of a step's activity before
+// the workflow hears of the failures and shows the step as retrying;
+// retryPause is how long it waits before the next batch.
+const (
+	retryBatch = 4
+	retryPause = time.Minute
+)
+
+// call runs one activity of a step, under the options of ctx, and keeps it
+// going through failures a retry may fix: after every retryBatch failed
+// attempts the episode shows the step as retrying (stage and AllotOutcome
+// "retrying", the last error, the attempt count and since when, also in the
+// ledger) and tries again after retryPause, for as long as it takes. A
+// non-retryable error (a named type) or a cancellation ends it at once.
+func (e *episode) call(ctx workflow.Context, step, name string, activity, in, out any) error {
+	opts := workflow.GetActivityOptions(ctx)
+	policy := *opts.RetryPolicy
+	policy.MaximumAttempts = retryBatch
+	opts.RetryPolicy = &policy
+	actx := workflow.WithActivityOptions(ctx, opts)
+	attempts := 0
+	var since time.Time
+	for {
+		start := workflow.Now(ctx)
+		err := workflow.ExecuteActivity(actx, activity, in).Get(ctx, out)
+		if err == nil || !retryable(err) {
+			if e.state.Retrying != nil {
+				e.state.Retrying = nil
+				if e.state.Stage == allot.StageRetrying {
+					if serr := e.setStage(ctx, allot.StageRunning); serr != nil && err == nil {
+						err = serr
+					}
+				}
+			}
+			return err
+		}
+		attempts += retryBatch
+		if since.IsZero() {
+			since = start
+		}
+		e.state.Retrying = &Retrying{Step: step, Activity: name, ErrorType: errorType(err), Error: rootMessage(err), Attempts: attempts, Since: since}
+		e.showRetrying(ctx)
+		if err := workflow.Sleep(ctx, retryPause); err != nil {
+			return err
+		}
+	}
+}
+
+// showRetrying puts the retrying step where operators look: the stage and
+// AllotOutcome, the current details, and (best effort, since the ledger may
+// be what fails) the episode's outcome in the ledger.
+func (e *episode) showRetrying(ctx workflow.Context) {
+	r := e.state.Retrying
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Retrying** %s of step **%s**: %d attempts since %s; last error (%s): %s",
+		r.Activity, r.Step, r.Attempts, r.Since.UTC().Format(time.RFC3339), r.ErrorType, r.Error))
+	if e.state.Stage == allot.StageRetrying || e.state.Stage == allot.StageLoading {
+		return
+	}
+	e.state.Stage = allot.StageRetrying
+	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(allot.OutcomeRetrying))); err != nil {
+		workflow.GetLogger(ctx).Error("setting the retrying outcome failed", "error", err)
+	}
+	if !e.recordsOutcomes {
+		return
+	}
+	var a *activities.Activities
+	opts := ledgerActivityOptions()
+	opts.ScheduleToCloseTimeout = 30 * time.Second
+	opts.RetryPolicy.MaximumAttempts = 2
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
+		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Outcome: allot.OutcomeRetrying, Reason: r.ErrorType, At: r.Since,
+	}).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("recording the retrying outcome failed", "error", err)
+	}
+}
+
+// retryable reports whether err is one a later attempt may not get: not a
+// named, non-retryable type, not a cancellation.
+func retryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && (appErr.NonRetryable() || slices.Contains(allot.NonRetryableErrorTypes, appErr.Type())) {
+		return false
+	}
+	var canceled *temporal.CanceledError
+	return !errors.As(err, &canceled) && !errors.Is(err, workflow.ErrCanceled)
+}
+
+// rootMessage is the message of the innermost cause, which says what went
+// wrong without the activity wrapping.
+func rootMessage(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
