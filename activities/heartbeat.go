@@ -40,21 +40,30 @@ func withHeartbeat[T any](ctx context.Context, call func(context.Context) (T, er
 	return call(ctx)
 }
 
-// progressReader heartbeats the number of bytes read so far, at most once
-// per heartbeatEvery, while a result downloads.
+// progressReader reports the number of bytes read so far to beat, at most
+// once per every, while a result downloads.
 type progressReader struct {
-	ctx  context.Context
-	r    io.Reader
-	n    int64
-	last time.Time
+	r     io.Reader
+	every time.Duration
+	beat  func(n int64)
+	n     int64
+	last  time.Time
+}
+
+// heartbeatProgress reads r, heartbeating the bytes read so far.
+func heartbeatProgress(ctx context.Context, r io.Reader) io.Reader {
+	if !activity.IsActivity(ctx) {
+		return r
+	}
+	return &progressReader{r: r, every: heartbeatEvery, beat: func(n int64) { activity.RecordHeartbeat(ctx, n) }}
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
-	if now := time.Now(); now.Sub(p.last) >= heartbeatEvery && activity.IsActivity(p.ctx) {
+	if now := time.Now(); n > 0 && now.Sub(p.last) >= p.every {
 		p.last = now
-		activity.RecordHeartbeat(p.ctx, p.n)
+		p.beat(p.n)
 	}
 	return n, err
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 
 	"allot"
@@ -82,7 +83,12 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 	askedAbsent := false
 	if task.Owner != owner || task.MaybeSent {
 		// Another attempt wrote the intent, or a send may have reached the
-		// vendor: ask before anything is sent.
+		// vendor: ask before anything is sent. While an earlier send may
+		// still arrive, the vendor's answer proves nothing: wait for it.
+		if task.MaybeSent && time.Now().Before(task.SendingUntil) {
+			return PaidTaskResult{}, fmt.Errorf("an earlier attempt's send of paid task %s/%s step %s may reach the vendor until %s; asking then",
+				p.Name, ep.ID, step.Name, task.SendingUntil.Format(time.RFC3339))
+		}
 		found, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
 			return vendor.LookupByIdempotencyKey(ctx, key)
 		})
@@ -111,22 +117,25 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 			return PaidTaskResult{}, fmt.Errorf("look up paid task by idempotency key: %w", err)
 		}
 		if task.Owner != owner {
-			if _, err := a.Ledger.TakeIntent(ctx, ref, task.Owner, owner); err != nil {
-				// ErrIntentOwned: another attempt took it first; the retry
-				// asks the vendor again.
+			if _, err := a.Ledger.TakeIntent(ctx, task, owner, time.Now()); err != nil {
+				// Another attempt took it, or began a send, after we read
+				// it: the retry asks the vendor again.
 				return PaidTaskResult{}, classify(err)
 			}
 		}
 	}
 	prior := task.MaybeSent
-	if _, err := a.Ledger.MarkSending(ctx, ref, owner); err != nil {
+	until := time.Now().Add(sendWindow)
+	if _, err := a.Ledger.MarkSending(ctx, ref, owner, until); err != nil {
 		return PaidTaskResult{}, classify(err)
 	}
+	sendCtx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
 	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": step.Name, "revision": strconv.Itoa(in.Revision)}
 	for k, v := range step.Params {
 		params[k] = v
 	}
-	accepted, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
+	accepted, err := withHeartbeat(sendCtx, func(ctx context.Context) (paidvendor.Task, error) {
 		return vendor.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: key, Kind: step.Action, Params: params})
 	})
 	if err != nil {
@@ -143,8 +152,13 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 			}
 			return PaidTaskResult{}, nonRetryable(errType, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
 		}
-		// The outcome is unknown; the retry asks the vendor by idempotency key.
+		// The outcome is unknown; the retry asks the vendor by idempotency
+		// key. This send is over: the vendor decides on a request before it
+		// answers, so from now on asking it settles what it did.
 		countSubmission(ctx, p.Name, step.Name, SubmissionError)
+		if _, eerr := a.Ledger.EndSend(context.WithoutCancel(ctx), ref, owner, time.Now()); eerr != nil {
+			activity.GetLogger(ctx).Warn("recording the end of a send failed; the retry waits for its deadline", "error", eerr)
+		}
 		return PaidTaskResult{}, fmt.Errorf("submit paid task (the retry will look it up by idempotency key): %w", err)
 	}
 	log.Info("paid task accepted", "step", step.Name, "revision", in.Revision, "remote_ref", accepted.ID,
@@ -156,12 +170,20 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 	return res, err
 }
 
+// sendWindow bounds one send to the vendor: the request is given up at its
+// deadline, which the ledger keeps (SendingUntil), so that after it no
+// earlier send can still arrive and a look-up that finds nothing means
+// nothing was accepted.
+const sendWindow = 30 * time.Second
+
 // attemptToken names this activity attempt: the owner of the intents it
 // writes. A retry is another attempt, so it never mistakes an intent an
 // earlier attempt wrote (and may have sent) for its own.
 func attemptToken(ctx context.Context) string {
 	info := activity.GetInfo(ctx)
-	return fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+	// The random part keeps two executions apart even if Temporal's
+	// coordinates coincide (a zombie of the same attempt, a test).
+	return fmt.Sprintf("%s/%s/%s#%d/%s", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt, uuid.NewString())
 }
 
 // refused reports a definite refusal: the vendor did not accept the task.
@@ -257,7 +279,7 @@ func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task 
 	path := filepath.Join(artifacts.EpisodeDir(a.ArtifactsDir, ref.Pipeline, ref.EpisodeID), fmt.Sprintf("%s-r%d.bin", ref.Step, ref.Revision))
 	// Heartbeats carry the bytes read so far: a slow download stays alive,
 	// and a stalled one times out and resumes by reference.
-	sum, err := artifacts.WriteVerified(path, &progressReader{ctx: ctx, r: io.LimitReader(body, maxResultBytes)}, vt.SHA256)
+	sum, err := artifacts.WriteVerified(path, heartbeatProgress(ctx, io.LimitReader(body, maxResultBytes)), vt.SHA256)
 	var mismatch *artifacts.HashMismatchError
 	if errors.As(err, &mismatch) {
 		// The vendor's bytes are not what it promised: the revision failed;

@@ -39,7 +39,10 @@ var (
 	ErrRemoteRefConflict = errors.New("paid task already has another remote reference")
 	// ErrIntentOwned: another attempt owns the intent; only it sends. Not
 	// a refusal: the caller asks the vendor, or waits for the owner.
-	ErrIntentOwned  = errors.New("paid task intent is owned by another attempt")
+	ErrIntentOwned = errors.New("paid task intent is owned by another attempt")
+	// ErrSendInFlight: an earlier attempt's send may still reach the
+	// vendor; a look-up proves nothing until its deadline has passed.
+	ErrSendInFlight = errors.New("an earlier send of the paid task may still be under way")
 	ErrCostNotFound = errors.New("cost entry not found")
 )
 

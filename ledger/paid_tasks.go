@@ -73,6 +73,10 @@ type PaidTask struct {
 	// MaybeSent: a send began whose answer never came; the vendor may
 	// hold the task. Before anything is sent again it is asked.
 	MaybeSent bool `json:"maybe_sent,omitempty"`
+	// SendingUntil is the deadline of the latest send: until it has
+	// passed, that send may still reach the vendor, and a look-up that
+	// finds nothing proves nothing.
+	SendingUntil time.Time `json:"sending_until,omitzero"`
 	// ResubmitRequest is the operator request that allowed one send
 	// without asking the vendor (resolve --resubmit); the send consumes it.
 	ResubmitRequest string    `json:"resubmit_request,omitempty"`
@@ -93,7 +97,7 @@ type Submission struct {
 }
 
 const paidTaskCols = `pipeline, episode_id, step, revision, idempotency_key, state, remote_ref, artifact, sha256, error, request_id,
-	owner, maybe_sent, resubmit_request, created_at, updated_at`
+	owner, maybe_sent, sending_until, resubmit_request, created_at, updated_at`
 
 // describe names a task in messages: "weekly/2026-W32-0 step render revision 0".
 func describe(r PaidTaskRef) string {
@@ -187,7 +191,7 @@ func (l *Ledger) queryPaidTasks(ctx context.Context, db querier, query string, a
 			state string
 		)
 		if err := rows.Scan(&t.Pipeline, &t.EpisodeID, &t.Step, &t.Revision, &t.IdempotencyKey, &state, &t.RemoteRef,
-			&t.Artifact, &t.SHA256, &t.Error, &t.RequestID, &t.Owner, &t.MaybeSent, &t.ResubmitRequest,
+			&t.Artifact, &t.SHA256, &t.Error, &t.RequestID, &t.Owner, &t.MaybeSent, dbTime{&t.SendingUntil}, &t.ResubmitRequest,
 			dbTime{&t.CreatedAt}, dbTime{&t.UpdatedAt}); err != nil {
 			return nil, fmt.Errorf("ledger %s: read paid task: %w", l.where, err)
 		}
@@ -212,9 +216,9 @@ func (l *Ledger) getPaidTask(ctx context.Context, db querier, r PaidTaskRef) (t 
 
 func (l *Ledger) insertPaidTask(ctx context.Context, tx *sql.Tx, t PaidTask) error {
 	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO paid_tasks (`+paidTaskCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		t.Pipeline, t.EpisodeID, t.Step, t.Revision, t.IdempotencyKey, string(t.State), t.RemoteRef,
-		t.Artifact, t.SHA256, t.Error, t.RequestID, t.Owner, t.MaybeSent, t.ResubmitRequest,
+		t.Artifact, t.SHA256, t.Error, t.RequestID, t.Owner, t.MaybeSent, l.d.timeArg(t.SendingUntil), t.ResubmitRequest,
 		l.d.timeArg(t.CreatedAt), l.d.timeArg(t.UpdatedAt)); err != nil {
 		return fmt.Errorf("ledger %s: insert %s: %w", l.where, describe(t.PaidTaskRef), err)
 	}
@@ -273,10 +277,10 @@ func (l *Ledger) changePaidTaskTx(ctx context.Context, tx *sql.Tx, ref PaidTaskR
 	t.UpdatedAt = now()
 	if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE paid_tasks SET
 			idempotency_key = ?, state = ?, remote_ref = ?, artifact = ?, sha256 = ?, error = ?,
-			owner = ?, maybe_sent = ?, resubmit_request = ?, updated_at = ?
+			owner = ?, maybe_sent = ?, sending_until = ?, resubmit_request = ?, updated_at = ?
 		WHERE pipeline = ? AND episode_id = ? AND step = ? AND revision = ?`),
 		t.IdempotencyKey, string(t.State), t.RemoteRef, t.Artifact, t.SHA256, t.Error,
-		t.Owner, t.MaybeSent, t.ResubmitRequest, l.d.timeArg(t.UpdatedAt),
+		t.Owner, t.MaybeSent, l.d.timeArg(t.SendingUntil), t.ResubmitRequest, l.d.timeArg(t.UpdatedAt),
 		t.Pipeline, t.EpisodeID, t.Step, t.Revision); err != nil {
 		return PaidTask{}, fmt.Errorf("ledger %s: update %s: %w", l.where, describe(ref), err)
 	}
@@ -402,23 +406,30 @@ func (l *Ledger) WriteIntent(ctx context.Context, ref PaidTaskRef, idempotencyKe
 	return out, nil
 }
 
-// TakeIntent hands an intent from one owner to another: an attempt that
-// found another's intent, and learned from the vendor that it holds no task
-// with the key, takes it over before sending. If the intent's owner is no
-// longer from (someone else took it first), it is ErrIntentOwned and
-// nothing is written; any state but intent is ErrPaidTaskState.
-func (l *Ledger) TakeIntent(ctx context.Context, ref PaidTaskRef, from, to string) (PaidTask, error) {
+// TakeIntent hands an intent to another owner: an attempt that found
+// another's intent, and learned from the vendor that it holds no task with
+// the key, takes it over before sending. seen is the task as the attempt
+// read it before asking the vendor: if the intent changed since (another
+// attempt took it, or its owner began a send), it is ErrIntentOwned and
+// nothing is written, so the vendor's "nothing" is never trusted about a
+// send it did not cover. An intent whose latest send may still be under
+// way (before SendingUntil at the time now) cannot be taken either. Any
+// state but intent is ErrPaidTaskState.
+func (l *Ledger) TakeIntent(ctx context.Context, seen PaidTask, to string, at time.Time) (PaidTask, error) {
 	if to == "" {
-		return PaidTask{}, invalid("%s: taking the intent over needs the new owner", describe(ref))
+		return PaidTask{}, invalid("%s: taking the intent over needs the new owner", describe(seen.PaidTaskRef))
 	}
-	return l.changePaidTask(ctx, ref, func(_ *sql.Tx, t *PaidTask) error {
+	return l.changePaidTask(ctx, seen.PaidTaskRef, func(_ *sql.Tx, t *PaidTask) error {
 		switch {
 		case t.State != allot.PaidIntent:
 			return stateErr(*t, "taking the intent over", states(allot.PaidIntent), "")
 		case t.Owner == to:
 			return nil
-		case t.Owner != from:
-			return ownedErr(*t, from)
+		case t.Owner != seen.Owner || t.MaybeSent != seen.MaybeSent || !t.SendingUntil.Equal(seen.SendingUntil):
+			return ownedErr(*t, to)
+		case t.MaybeSent && at.Before(t.SendingUntil):
+			return fmt.Errorf("%w: %s: the send of attempt %q may still reach the vendor until %s; nothing was written",
+				ErrSendInFlight, describe(t.PaidTaskRef), t.Owner, t.SendingUntil.Format(time.RFC3339Nano))
 		}
 		t.Owner = to
 		return nil
@@ -426,11 +437,14 @@ func (l *Ledger) TakeIntent(ctx context.Context, ref PaidTaskRef, from, to strin
 }
 
 // MarkSending records, right before the vendor is called, that owner sends
-// the intent now: from here until the vendor answers the outcome is unknown
-// (MaybeSent). It consumes an operator's resubmit permission. Only the
-// owner may send (ErrIntentOwned); any state but intent is
-// ErrPaidTaskState.
-func (l *Ledger) MarkSending(ctx context.Context, ref PaidTaskRef, owner string) (PaidTask, error) {
+// the intent now and will give up on the send at until: from here until the
+// vendor answers the outcome is unknown (MaybeSent). It consumes an
+// operator's resubmit permission. Only the owner may send (ErrIntentOwned);
+// any state but intent is ErrPaidTaskState.
+func (l *Ledger) MarkSending(ctx context.Context, ref PaidTaskRef, owner string, until time.Time) (PaidTask, error) {
+	if until.IsZero() {
+		return PaidTask{}, invalid("%s: a send needs its deadline", describe(ref))
+	}
 	return l.changePaidTask(ctx, ref, func(_ *sql.Tx, t *PaidTask) error {
 		switch {
 		case t.State != allot.PaidIntent:
@@ -438,7 +452,20 @@ func (l *Ledger) MarkSending(ctx context.Context, ref PaidTaskRef, owner string)
 		case t.Owner != owner:
 			return ownedErr(*t, owner)
 		}
-		t.MaybeSent, t.ResubmitRequest = true, ""
+		t.MaybeSent, t.SendingUntil, t.ResubmitRequest = true, normTime(until), ""
+		return nil
+	})
+}
+
+// EndSend records that owner's send is over without an answer (the request
+// failed or timed out on the sender's side): from at on, asking the vendor
+// settles what it did. A later send, another owner, or a task that moved on
+// is left as it is.
+func (l *Ledger) EndSend(ctx context.Context, ref PaidTaskRef, owner string, at time.Time) (PaidTask, error) {
+	return l.changePaidTask(ctx, ref, func(_ *sql.Tx, t *PaidTask) error {
+		if t.State == allot.PaidIntent && t.Owner == owner && t.MaybeSent && at.Before(t.SendingUntil) {
+			t.SendingUntil = normTime(at)
+		}
 		return nil
 	})
 }

@@ -6,10 +6,14 @@
 -- maybe_sent: a send to the vendor began and its answer never came, so the
 -- vendor may hold the task: before any new send the vendor is asked, and if
 -- it cannot tell, the episode parks (OutcomeUnknown). It survives an
--- operator's retry. resubmit_request: the operator request that allowed one
--- send without asking (resolve --resubmit); the send consumes it.
+-- operator's retry. sending_until: the deadline of the latest send; until it
+-- has passed the send may still reach the vendor, so a look-up that finds
+-- nothing proves nothing yet. resubmit_request: the operator request that
+-- allowed one send without asking (resolve --resubmit); the send consumes
+-- it.
 ALTER TABLE paid_tasks ADD COLUMN owner            TEXT    NOT NULL DEFAULT '';
 ALTER TABLE paid_tasks ADD COLUMN maybe_sent       INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE paid_tasks ADD COLUMN sending_until    TEXT;
 ALTER TABLE paid_tasks ADD COLUMN resubmit_request TEXT    NOT NULL DEFAULT '';
 
 -- An intent written by an earlier build may have been sent: say so.
