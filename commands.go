@@ -99,3 +99,27 @@ func EpisodeActionAllowed(action Action, stage Stage) error {
 	}
 	return fmt.Errorf("%s is not an episode-wide action", action)
 }
+
+// PaidCommandTableMarkdown renders the command table for the README (a test
+// keeps the README's copy equal to it).
+func PaidCommandTableMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| paid task state | parked for | commands allowed |\n|---|---|---|\n")
+	for _, r := range PaidCommandTable {
+		attention := r.Attention
+		if attention == "" {
+			attention = "(not parked)"
+		}
+		names := make([]string, len(r.Allowed))
+		for i, a := range r.Allowed {
+			names[i] = "`" + string(a) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.State, attention, strings.Join(names, ", "))
+	}
+	b.WriteString("| `planned`, `intent`, `submitted` | (not parked) | none: the step is running |\n")
+	b.WriteString("\n| command | what it does |\n|---|---|\n")
+	for _, a := range []Action{ActionAdopt, ActionResubmit, ActionRetry, ActionAbandon, ActionRework} {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", a, ActionEffects[a])
+	}
+	return b.String()
+}

@@ -1,0 +1,62 @@
+package allot
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The README's command table is the one the code enforces.
+func TestREADMECommandTableMatchesTheCode(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- paid-command-table:begin -->\n", "<!-- paid-command-table:end -->"
+	s := string(data)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no %q ... %q section", begin, end)
+	}
+	if got, want := s[i+len(begin):j], PaidCommandTableMarkdown(); got != want {
+		t.Fatalf("README.md's command table differs from the code's; replace it with:\n%s", want)
+	}
+}
+
+// Every parked state has an exit: each (state, attention) an episode can be
+// parked in allows at least one command, and every action has an effect
+// written down.
+func TestEveryParkedStateHasAnExit(t *testing.T) {
+	seen := map[[2]string]bool{}
+	for _, r := range PaidCommandTable {
+		k := [2]string{string(r.State), r.Attention}
+		if seen[k] {
+			t.Errorf("(%s, %s) is listed twice", r.State, r.Attention)
+		}
+		seen[k] = true
+		if len(r.Allowed) == 0 {
+			t.Errorf("(%s, %s) allows nothing", r.State, r.Attention)
+		}
+		for _, a := range r.Allowed {
+			if ActionEffects[a] == "" || !slices.Contains(Actions, a) {
+				t.Errorf("(%s, %s) allows %q, which has no effect written down or is not an action", r.State, r.Attention, a)
+			}
+		}
+	}
+	for _, attention := range []string{OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured} {
+		found := false
+		for k := range seen {
+			found = found || k[1] == attention
+		}
+		if !found {
+			t.Errorf("no paid-task state is listed for attention %s", attention)
+		}
+	}
+	if err := CheckPaidAction(ActionRework, "video", PaidIntent, OutcomeUnknown); err == nil {
+		t.Error("rework of an unknown outcome is allowed")
+	}
+	if err := CheckPaidAction(ActionAdopt, "video", PaidIntent, ""); err == nil || !strings.Contains(err.Error(), "running") {
+		t.Errorf("a command on a running step: %v", err)
+	}
+}
