@@ -75,7 +75,8 @@ type NominalTimeSource string
 const (
 	NominalFromInput     NominalTimeSource = "input"      // the start's input named it
 	NominalFromSchedule  NominalTimeSource = "schedule"   // TemporalScheduledStartTime
-	NominalFromStartTime NominalTimeSource = "start_time" // the workflow's start time
+	NominalFromKey       NominalTimeSource = "key"        // the key's own time (<pipeline>/scheduled-<time>)
+	NominalFromStartTime NominalTimeSource = "start_time" // a Schedule's start without TemporalScheduledStartTime
 )
 
 // StepStatus is where one step of an episode is. A paid step shows its

@@ -61,6 +61,9 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 	if in.NominalTime.IsZero() {
 		return AllocateResult{}, nonRetryable(allot.InvalidInput, "allocation for key %q has no nominal time", in.Key)
 	}
+	if err := p.CheckNominalTime(in.NominalTime, time.Now()); err != nil {
+		return AllocateResult{}, nonRetryable(allot.InvalidInput, "allocation for key %q: %v", in.Key, err)
+	}
 	period := p.PeriodOf(in.NominalTime)
 	res, err := a.Ledger.Allocate(ctx, ledger.AllocateInput{
 		Pipeline:     p.Name,

@@ -33,10 +33,15 @@ type Runs struct {
 
 // RunInput is one request to run a pipeline.
 type RunInput struct {
-	Pipeline    string
-	NominalTime time.Time // zero: now, or (with Key) the workflow's start time
-	Key         string    // "": the key a Schedule would form for NominalTime
-	Wait        bool
+	Pipeline string
+	// NominalTime is when the run was planned. Zero: now, without Key; with
+	// a Key in the Schedule's form, the time the key carries; with any
+	// other Key it is required.
+	NominalTime time.Time
+	// Key is the allocation key; "" is the key a Schedule forms for the
+	// nominal time. A key without the pipeline's prefix is put under it.
+	Key  string
+	Wait bool
 }
 
 // How a run request was served.
@@ -76,7 +81,10 @@ func StartOptions(key, taskQueue, pipelineName string, nominal time.Time) client
 }
 
 // Run starts (or finds) the ScheduledRun for the request's key. Validation
-// happens before anything is sent, so bad input starts nothing.
+// happens before anything is sent, so bad input starts nothing: the key is
+// placed under the pipeline's prefix (or refused if it names another
+// pipeline), and the nominal time must be known and inside the pipeline's
+// window (invariant 12).
 func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	p, err := r.Pipelines.Get(in.Pipeline)
 	if err != nil {
@@ -89,9 +97,29 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		}
 		nominal = nominal.UTC().Truncate(time.Second)
 		in.Key = workflows.AllocationKey(p.Name, nominal)
+	} else {
+		if in.Key, err = workflows.PlaceKey(p.Name, in.Key, r.Pipelines.Names()); err != nil {
+			return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
+		}
+		keyTime, ok := workflows.NominalTimeOfKey(p.Name, in.Key)
+		switch {
+		case nominal.IsZero() && ok:
+			nominal = keyTime
+		case nominal.IsZero():
+			return RunResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("key %q carries no nominal time: give it with --nominal-time (e.g. 2026-08-03T02:00:00Z); the period comes from it, never from the clock", in.Key),
+				allot.InvalidInput, nil)
+		case ok && !nominal.UTC().Truncate(time.Second).Equal(keyTime):
+			return RunResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("key %q is the Schedule's key for %s, not for --nominal-time %s: leave --nominal-time out, or leave --key out", in.Key, keyTime.Format(time.RFC3339), nominal.Format(time.RFC3339)),
+				allot.InvalidInput, nil)
+		}
 	}
 	if err := activities.ValidateAllocationKey(in.Key); err != nil {
-		return RunResult{}, err
+		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
+	}
+	if err := p.CheckNominalTime(nominal, r.now()); err != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
 	}
 
 	desc, err := r.Client.DescribeWorkflowExecution(ctx, in.Key, "")
@@ -117,21 +145,36 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		// ledger hands back the episode the key already owns.
 	}
 
-	run, err := r.Client.ExecuteWorkflow(ctx, StartOptions(in.Key, r.TaskQueue, p.Name, nominal),
+	// Conflict policy Fail rather than the Schedule's UseExisting: the
+	// effect is the same (one run per key), but a start that lost the race
+	// to a concurrent one learns that it attached instead of started.
+	opts := StartOptions(in.Key, r.TaskQueue, p.Name, nominal)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	run, err := r.Client.ExecuteWorkflow(ctx, opts,
 		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
-		// It finished between our look-up and our start: report it.
-		return r.follow(ctx, RunExisting, in.Key, already.RunId, true)
+		// Another start won since our look-up: attach to it, or report it
+		// if it has finished already.
+		return r.attach(ctx, in.Key, already.RunId, in.Wait)
 	}
 	if err != nil {
 		return RunResult{}, fmt.Errorf("start ScheduledRun %q: %w", in.Key, err)
 	}
-	action := RunStarted
-	if desc != nil && desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() == run.GetRunID() {
-		action = RunAttached
+	return r.follow(ctx, RunStarted, in.Key, run.GetRunID(), in.Wait)
+}
+
+// attach follows a run another start began: attached while it runs,
+// existing once it has finished.
+func (r *Runs) attach(ctx context.Context, key, runID string, wait bool) (RunResult, error) {
+	desc, err := r.Client.DescribeWorkflowExecution(ctx, key, runID)
+	if err != nil {
+		return RunResult{}, fmt.Errorf("look up workflow %q: %w", key, err)
 	}
-	return r.follow(ctx, action, in.Key, run.GetRunID(), in.Wait)
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return r.follow(ctx, RunAttached, key, runID, wait)
+	}
+	return r.follow(ctx, RunExisting, key, runID, true)
 }
 
 func (r *Runs) follow(ctx context.Context, action, key, runID string, wait bool) (RunResult, error) {

@@ -61,9 +61,24 @@ type Pipeline struct {
 	Steps       []Step `toml:"step" json:"steps"`
 	// Schedule is the pipeline's Temporal Schedule; optional.
 	Schedule *Schedule `toml:"schedule" json:"schedule,omitempty"`
+	// NominalTimeMin and NominalTimeMaxAhead bound the nominal times a run
+	// may have: not before NominalTimeMin (RFC3339, default
+	// DefaultNominalTimeMin) and not more than NominalTimeMaxAhead past now
+	// (default DefaultNominalTimeMaxAhead). A time outside is refused before
+	// anything is started.
+	NominalTimeMin      string `toml:"nominal_time_min" json:"nominal_time_min,omitempty"`
+	NominalTimeMaxAhead string `toml:"nominal_time_max_ahead" json:"nominal_time_max_ahead,omitempty"`
 
 	location *time.Location
+	minTime  time.Time
+	maxAhead time.Duration
 }
+
+// Defaults of the nominal time window.
+const (
+	DefaultNominalTimeMin      = "2000-01-01T00:00:00Z"
+	DefaultNominalTimeMaxAhead = 366 * 24 * time.Hour
+)
 
 var (
 	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -97,6 +112,9 @@ func (p *Pipeline) normalize() error {
 		return fmt.Errorf("pipeline %q: time_zone %q is not an IANA zone name (e.g. \"Europe/Berlin\"): %v", p.Name, p.TimeZone, err)
 	}
 	p.location = loc
+	if err := p.normalizeWindow(); err != nil {
+		return err
+	}
 	if p.MaxPerPeriod < 0 {
 		return fmt.Errorf("pipeline %q: max_episodes_per_period is %d: use 0 for no cap or a positive number", p.Name, p.MaxPerPeriod)
 	}
@@ -149,6 +167,50 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func (p *Pipeline) normalizeWindow() error {
+	min := p.NominalTimeMin
+	if min == "" {
+		min = DefaultNominalTimeMin
+	}
+	t, err := time.Parse(time.RFC3339, min)
+	if err != nil {
+		return fmt.Errorf("pipeline %q: nominal_time_min %q is not an RFC3339 time (e.g. %q)", p.Name, p.NominalTimeMin, DefaultNominalTimeMin)
+	}
+	p.minTime = t
+	p.maxAhead = DefaultNominalTimeMaxAhead
+	if p.NominalTimeMaxAhead != "" {
+		d, err := time.ParseDuration(p.NominalTimeMaxAhead)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("pipeline %q: nominal_time_max_ahead %q is not a positive duration (e.g. \"8760h\")", p.Name, p.NominalTimeMaxAhead)
+		}
+		p.maxAhead = d
+	}
+	return nil
+}
+
+// CheckNominalTime refuses a nominal time that no real run of the pipeline
+// can have: the zero time, one before the pipeline's nominal_time_min, or
+// one more than nominal_time_max_ahead after now. The error names the
+// window and the settings that move it.
+func (p *Pipeline) CheckNominalTime(t, now time.Time) error {
+	min, maxAhead := p.minTime, p.maxAhead
+	if min.IsZero() {
+		min, _ = time.Parse(time.RFC3339, DefaultNominalTimeMin)
+	}
+	if maxAhead == 0 {
+		maxAhead = DefaultNominalTimeMaxAhead
+	}
+	switch {
+	case t.IsZero():
+		return fmt.Errorf("pipeline %s: the nominal time is the zero time: give the time the run was planned for", p.Name)
+	case t.Before(min):
+		return fmt.Errorf("pipeline %s: nominal time %s is before %s: check the time, or lower the pipeline's nominal_time_min", p.Name, t.UTC().Format(time.RFC3339), min.Format(time.RFC3339))
+	case t.After(now.Add(maxAhead)):
+		return fmt.Errorf("pipeline %s: nominal time %s is more than %s ahead of now (%s): check the time, or raise the pipeline's nominal_time_max_ahead", p.Name, t.UTC().Format(time.RFC3339), maxAhead, now.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Location is the pipeline's time zone.

@@ -4,6 +4,9 @@
 package workflows
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -30,6 +33,8 @@ var (
 
 	// ScheduledStartTimeAttr is set by a Schedule to the nominal time (before jitter).
 	ScheduledStartTimeAttr = temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime")
+	// ScheduledByIDAttr is set by a Schedule to its ID.
+	ScheduledByIDAttr = temporal.NewSearchAttributeKeyKeyword("TemporalScheduledById")
 )
 
 // SearchAttributeTypes is what a namespace must have registered for allot.
@@ -55,6 +60,43 @@ func ScheduleActionID(pipeline string) string { return pipeline + "/scheduled" }
 // runs, backfills and scheduled runs deduplicate against each other.
 func AllocationKey(pipeline string, nominal time.Time) string {
 	return ScheduleActionID(pipeline) + "-" + nominal.UTC().Truncate(time.Second).Format(time.RFC3339)
+}
+
+// KeyPrefix starts every allocation key (ScheduledRun workflow ID) of a
+// pipeline: the namespace's workflow IDs are shared by all pipelines, so a
+// key carries its pipeline (invariant 12 of docs/design.md).
+func KeyPrefix(pipeline string) string { return pipeline + "/" }
+
+// NominalTimeOfKey is the nominal time a key in the Schedule's form
+// (<pipeline>/scheduled-<RFC3339 UTC>) carries; ok is false for any other
+// key.
+func NominalTimeOfKey(pipeline, key string) (t time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, ScheduleActionID(pipeline)+"-")
+	if !found {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, rest)
+	if err != nil || t.Format(time.RFC3339) != rest || t.Location() != time.UTC {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// PlaceKey puts an operator's key for a pipeline under the pipeline's
+// prefix: a key that already carries it is kept, any other is prefixed. A
+// key whose first segment names another of the known pipelines is refused
+// rather than moved (it was meant for that pipeline), and so is a blank one.
+func PlaceKey(pipeline, key string, known []string) (string, error) {
+	if strings.TrimSpace(key) == "" {
+		return "", fmt.Errorf("allocation key %q is blank: give a key, or leave --key out to use the Schedule's key for the nominal time", key)
+	}
+	if strings.HasPrefix(key, KeyPrefix(pipeline)) {
+		return key, nil
+	}
+	if first, _, found := strings.Cut(key, "/"); found && first != pipeline && slices.Contains(known, first) {
+		return "", fmt.Errorf("allocation key %q names pipeline %s, not %s: a key belongs to one pipeline; run it with --pipeline %s, or give a key without that prefix", key, first, pipeline, first)
+	}
+	return KeyPrefix(pipeline) + key, nil
 }
 
 // EpisodeWorkflowID is the ID of the Episode workflow of one episode.

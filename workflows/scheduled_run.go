@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -53,6 +54,9 @@ type scheduledRun struct {
 	input  ScheduledRunInput
 	result ScheduledRunResult
 	runID  string
+	// refused: the start itself is wrong (a key of another pipeline, no
+	// nominal time); the run allocates nothing and fails with it.
+	refused error
 }
 
 // ScheduledRun is the zero-cost allocation phase: it decides which episode
@@ -73,23 +77,67 @@ func (r *scheduledRun) setup(ctx workflow.Context) error {
 		Pipeline:   r.input.Pipeline,
 		Sequence:   -1,
 	}
-	switch scheduled, ok := workflow.GetTypedSearchAttributes(ctx).GetTime(ScheduledStartTimeAttr); {
-	case !r.input.NominalTime.IsZero():
-		r.result.NominalTime, r.result.NominalTimeSource = r.input.NominalTime.UTC(), allot.NominalFromInput
-	case ok && !scheduled.IsZero():
-		r.result.NominalTime, r.result.NominalTimeSource = scheduled.UTC(), allot.NominalFromSchedule
-	default:
-		r.result.NominalTime, r.result.NominalTimeSource = info.WorkflowStartTime.UTC(), allot.NominalFromStartTime
-	}
+	r.refused = r.resolveNominalTime(ctx)
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (ScheduledRunResult, error) { return r.result, nil }); err != nil {
 		return err
 	}
 	return workflow.UpsertTypedSearchAttributes(ctx, PipelineAttr.ValueSet(r.input.Pipeline))
 }
 
+// resolveNominalTime checks that the key (the workflow ID) is this
+// pipeline's and finds the run's nominal time (invariant 12): the input's;
+// else the Schedule's TemporalScheduledStartTime; else the time a key in the
+// Schedule's form carries; else, for a Schedule's start without the search
+// attribute, the start time. Never the wall clock for anything else: a
+// custom key without a nominal time is refused.
+func (r *scheduledRun) resolveNominalTime(ctx workflow.Context) error {
+	key, p := r.result.WorkflowID, r.input.Pipeline
+	if !strings.HasPrefix(key, KeyPrefix(p)) {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("workflow ID %q is not a key of pipeline %s: every ScheduledRun key starts with %q; start it as `starter run --pipeline %s --key ...` does", key, p, KeyPrefix(p), p),
+			allot.InvalidAllocationKey, nil)
+	}
+	attrs := workflow.GetTypedSearchAttributes(ctx)
+	keyTime, keyHasTime := NominalTimeOfKey(p, key)
+	scheduled, fromSchedule := attrs.GetTime(ScheduledStartTimeAttr)
+	_, bySchedule := attrs.GetKeyword(ScheduledByIDAttr)
+	switch {
+	case !r.input.NominalTime.IsZero():
+		r.result.NominalTime, r.result.NominalTimeSource = r.input.NominalTime.UTC(), allot.NominalFromInput
+		if keyHasTime && !r.result.NominalTime.Truncate(time.Second).Equal(keyTime) {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("key %q carries nominal time %s, but the input says %s: a key belongs to one nominal time; leave the input's out, or use the key of %s",
+					key, keyTime.Format(time.RFC3339), r.result.NominalTime.Format(time.RFC3339), r.result.NominalTime.Format(time.RFC3339)),
+				allot.InvalidInput, nil)
+		}
+	case fromSchedule && !scheduled.IsZero():
+		r.result.NominalTime, r.result.NominalTimeSource = scheduled.UTC(), allot.NominalFromSchedule
+	case keyHasTime:
+		r.result.NominalTime, r.result.NominalTimeSource = keyTime, allot.NominalFromKey
+	case bySchedule:
+		r.result.NominalTime, r.result.NominalTimeSource = workflow.GetInfo(ctx).WorkflowStartTime.UTC(), allot.NominalFromStartTime
+	default:
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("key %q carries no nominal time and the start gave none: start it with one, e.g. `starter run --pipeline %s --key %s --nominal-time 2026-08-03T02:00:00Z` (or \"nominal_time\" in the workflow input)",
+				key, p, strings.TrimPrefix(key, KeyPrefix(p))),
+			allot.InvalidInput, nil)
+	}
+	return nil
+}
+
 func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 	var a *activities.Activities
 	actx := workflow.WithActivityOptions(ctx, allocationActivityOptions())
+	if r.refused != nil {
+		// Nothing is allocated for a start that names no time or another
+		// pipeline's key; the failure says why, and there is no nominal
+		// time to record the run under.
+		r.result.Outcome, r.result.Reason = allot.OutcomeFailed, errorType(r.refused)
+		if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(allot.OutcomeFailed))); err != nil {
+			return ScheduledRunResult{}, err
+		}
+		return ScheduledRunResult{}, r.refused
+	}
 
 	var alloc activities.AllocateResult
 	err := workflow.ExecuteActivity(actx, a.Allocate, activities.AllocateInput{
@@ -175,14 +223,23 @@ func (r *scheduledRun) record(ctx, actx workflow.Context) error {
 }
 
 // fail records a failed run with the error's type as its reason, then fails
-// the workflow with the original error so callers can match its type.
+// the workflow with the original error so callers can match its type. A
+// cancelled run records on a disconnected context: its own context is done.
 func (r *scheduledRun) fail(ctx, actx workflow.Context, cause error) (ScheduledRunResult, error) {
 	r.result.Outcome, r.result.Reason = allot.OutcomeFailed, errorType(cause)
+	if temporal.IsCanceledError(cause) || ctx.Err() != nil {
+		r.result.Reason = reasonCanceled
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		ctx, actx = dctx, workflow.WithActivityOptions(dctx, allocationActivityOptions())
+	}
 	if err := r.record(ctx, actx); err != nil {
 		workflow.GetLogger(ctx).Error("recording the failed outcome failed", "error", err)
 	}
 	return ScheduledRunResult{}, cause
 }
+
+// reasonCanceled is a cancelled run's reason.
+const reasonCanceled = "canceled"
 
 // errorType is the application error type behind err, or "error".
 func errorType(err error) string {

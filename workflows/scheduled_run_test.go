@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,24 +84,27 @@ func TestScheduledRunAllocatesAndStartsEpisode(t *testing.T) {
 func TestScheduledRunNominalTimeSources(t *testing.T) {
 	scheduled := time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC)
 	started := time.Date(2027, 1, 5, 9, 30, 0, 0, time.UTC)
+	keyed := time.Date(2026, 8, 4, 2, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name       string
+		key        string
 		input      time.Time
-		searchAttr bool
+		attrs      []temporal.SearchAttributeUpdate
 		want       time.Time
 		wantSource allot.NominalTimeSource
 	}{
-		{"input wins over schedule", nominal(), true, nominal(), allot.NominalFromInput},
-		{"schedule when no input", time.Time{}, true, scheduled, allot.NominalFromSchedule},
-		{"start time otherwise", time.Time{}, false, started, allot.NominalFromStartTime},
+		{"input wins over schedule", "weekly-video/k-1", nominal(), []temporal.SearchAttributeUpdate{ScheduledStartTimeAttr.ValueSet(scheduled)}, nominal(), allot.NominalFromInput},
+		{"schedule when no input", "weekly-video/k-1", time.Time{}, []temporal.SearchAttributeUpdate{ScheduledStartTimeAttr.ValueSet(scheduled)}, scheduled, allot.NominalFromSchedule},
+		{"the key's own time", AllocationKey("weekly-video", keyed), time.Time{}, nil, keyed, allot.NominalFromKey},
+		{"start time only for a Schedule's start", "weekly-video/k-1", time.Time{}, []temporal.SearchAttributeUpdate{ScheduledByIDAttr.ValueSet("weekly-video/schedule")}, started, allot.NominalFromStartTime},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env := newEnv(t)
 			env.SetStartTime(started)
-			env.SetStartWorkflowOptions(startOptions("k-1"))
-			if c.searchAttr {
-				if err := env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(ScheduledStartTimeAttr.ValueSet(scheduled))); err != nil {
+			env.SetStartWorkflowOptions(startOptions(c.key))
+			if c.attrs != nil {
+				if err := env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(c.attrs...)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -128,7 +132,7 @@ func TestScheduledRunNominalTimeSources(t *testing.T) {
 
 func TestScheduledRunSkipStartsNoEpisode(t *testing.T) {
 	env := newEnv(t)
-	env.SetStartWorkflowOptions(startOptions("k-2"))
+	env.SetStartWorkflowOptions(startOptions("weekly-video/k-2"))
 	env.OnActivity(a.Allocate, mock.Anything, mock.Anything).Return(
 		activities.AllocateResult{Decision: "skipped", Reason: "cap_reached", Period: "2026-W32", Sequence: -1}, nil)
 	episodes := 0
@@ -150,7 +154,7 @@ func TestScheduledRunSkipStartsNoEpisode(t *testing.T) {
 
 func TestScheduledRunInvariantFailureIsRecordedAndNotRetried(t *testing.T) {
 	env := newEnv(t)
-	env.SetStartWorkflowOptions(startOptions("k-3"))
+	env.SetStartWorkflowOptions(startOptions("weekly-video/k-3"))
 	calls := 0
 	env.OnActivity(a.Allocate, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, _ activities.AllocateInput) (activities.AllocateResult, error) {
@@ -174,7 +178,7 @@ func TestScheduledRunInvariantFailureIsRecordedAndNotRetried(t *testing.T) {
 
 func TestScheduledRunRetriesTransientAllocationFailure(t *testing.T) {
 	env := newEnv(t)
-	env.SetStartWorkflowOptions(startOptions("k-4"))
+	env.SetStartWorkflowOptions(startOptions("weekly-video/k-4"))
 	calls := 0
 	env.OnActivity(a.Allocate, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, _ activities.AllocateInput) (activities.AllocateResult, error) {
@@ -201,5 +205,71 @@ func TestAllocationKeyMatchesScheduleForm(t *testing.T) {
 	in := time.Date(2026, 8, 3, 4, 0, 0, 999, time.FixedZone("CEST", 2*3600))
 	if got, want := AllocationKey("weekly-video", in), "weekly-video/scheduled-2026-08-03T02:00:00Z"; got != want {
 		t.Fatalf("AllocationKey = %q, want %q", got, want)
+	}
+}
+
+// Issue 8: a key belongs to one pipeline and one nominal time. A start whose
+// key is another pipeline's, whose custom key carries no nominal time, or
+// whose input contradicts the key's time allocates nothing and fails with a
+// named type; the wall clock never becomes a nominal time.
+func TestScheduledRunRefusesKeysWithoutPipelineOrTime(t *testing.T) {
+	for _, c := range []struct {
+		name, key string
+		input     time.Time
+		wantType  string
+	}{
+		{"another pipeline's key", "daily-report/a/b/c", nominal(), allot.InvalidAllocationKey},
+		{"no prefix at all", "a/b/c", nominal(), allot.InvalidAllocationKey},
+		{"custom key without a time", "weekly-video/rerun-7", time.Time{}, allot.InvalidInput},
+		{"input contradicts the key", AllocationKey("weekly-video", nominal()), nominal().Add(24 * time.Hour), allot.InvalidInput},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := newEnv(t)
+			env.SetStartWorkflowOptions(startOptions(c.key))
+			allocations := 0
+			env.OnActivity(a.Allocate, mock.Anything, mock.Anything).Return(
+				func(context.Context, activities.AllocateInput) (activities.AllocateResult, error) {
+					allocations++
+					return activities.AllocateResult{}, nil
+				}).Maybe()
+			env.ExecuteWorkflow(ScheduledRun, ScheduledRunInput{Pipeline: "weekly-video", NominalTime: c.input})
+			var appErr *temporal.ApplicationError
+			if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != c.wantType {
+				t.Fatalf("error %v, want type %s", err, c.wantType)
+			}
+			if allocations != 0 {
+				t.Fatalf("a refused start allocated %d times", allocations)
+			}
+		})
+	}
+}
+
+func TestPlaceKey(t *testing.T) {
+	known := []string{"weekly-video", "daily-report"}
+	for _, c := range []struct{ key, want, wantErr string }{
+		{"a/b/c", "weekly-video/a/b/c", ""},
+		{"weekly-video/x", "weekly-video/x", ""},
+		{"daily-report/a/b/c", "", "names pipeline daily-report"},
+		{"   ", "", "blank"},
+		{"", "", "blank"},
+	} {
+		got, err := PlaceKey("weekly-video", c.key, known)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("PlaceKey(%q) = %q, %v; want an error naming %q", c.key, got, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("PlaceKey(%q) = %q, %v; want %q", c.key, got, err, c.want)
+		}
+	}
+	if tm, ok := NominalTimeOfKey("weekly-video", "weekly-video/scheduled-2026-08-03T02:00:00Z"); !ok || !tm.Equal(nominal()) {
+		t.Errorf("NominalTimeOfKey = %s, %v", tm, ok)
+	}
+	for _, k := range []string{"weekly-video/scheduled-2026-08-03T02:00:00+02:00", "weekly-video/scheduled-yesterday", "daily-report/scheduled-2026-08-03T02:00:00Z"} {
+		if _, ok := NominalTimeOfKey("weekly-video", k); ok {
+			t.Errorf("NominalTimeOfKey(%q) found a time", k)
+		}
 	}
 }
