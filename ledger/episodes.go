@@ -181,7 +181,7 @@ func (l *Ledger) Steps(ctx context.Context, pipeline, episodeID string) ([]StepR
 type RunOutcome struct {
 	Pipeline          string                  `json:"pipeline"`
 	AllocationKey     string                  `json:"allocation_key"`
-	RunID             string                  `json:"run_i_d"`
+	RunID             string                  `json:"run_id"`
 	NominalTime       time.Time               `json:"nominal_time"`
 	NominalTimeSource allot.NominalTimeSource `json:"nominal_time_source"`
 	Outcome           allot.Outcome           `json:"outcome"` // allocated | reused | skipped | failed
