@@ -5,6 +5,8 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"regexp"
 	"strings"
 	"time"
@@ -21,17 +23,37 @@ const (
 	Day PeriodKind = "day"
 )
 
-// StepKind says whether a step costs money.
+// StepKind says who runs a step and whether it costs money.
 type StepKind string
 
 const (
-	// Local steps run on the worker and spend nothing.
+	// Local steps are allot's built-in steps (plan, assemble, publish):
+	// free, run on the worker.
 	Local StepKind = "local"
-	// Paid steps submit work to a vendor.
+	// Go steps are functions registered in a custom worker (app.RunWorker
+	// with Steps): free, run on the worker.
+	Go StepKind = "go"
+	// Exec steps run a command in the episode's directory.
+	Exec StepKind = "exec"
+	// Activity steps call an activity of a worker in any language, on its
+	// own task queue.
+	Activity StepKind = "activity"
+	// Paid steps submit work to a vendor, at most once, and download its
+	// result.
 	Paid StepKind = "paid"
+	// Effect steps act on another system once (publish, notify), under the
+	// paid steps' protocol, without a cost and without a result to fetch.
+	Effect StepKind = "effect"
 	// Approval steps wait for an operator's approve or reject.
 	Approval StepKind = "approval"
 )
+
+// StepKinds lists every kind.
+var StepKinds = []StepKind{Local, Go, Exec, Activity, Paid, Effect, Approval}
+
+// Remote reports whether steps of kind k go through the paid protocol
+// (intent, submit, reference, look-up, park).
+func (k StepKind) Remote() bool { return k == Paid || k == Effect }
 
 // Local step actions the worker knows how to run.
 const (
@@ -42,12 +64,73 @@ const (
 
 var localActions = []string{ActionPlan, ActionAssemble, ActionPublish}
 
-// Step is one stage of a pipeline, run in order.
+// DefaultRetryExitCode is the exit code by which an exec step asks to be
+// run again later (EX_TEMPFAIL of sysexits.h).
+const DefaultRetryExitCode = 75
+
+// Step is one stage of a pipeline, run in order. Which fields apply depends
+// on the kind; the others must be left out.
 type Step struct {
-	Name   string            `toml:"name" json:"name"`
-	Kind   StepKind          `toml:"kind" json:"kind"`
+	Name string   `toml:"name" json:"name"`
+	Kind StepKind `toml:"kind" json:"kind"`
+	// Action is, for local steps, the built-in step (plan, assemble,
+	// publish); for go steps, the registered function (also written
+	// func); for paid and effect steps, the vendor's task kind. It
+	// defaults to the step's name.
 	Action string            `toml:"action" json:"action,omitempty"`
+	Func   string            `toml:"func" json:"-"`
 	Params map[string]string `toml:"params" json:"params,omitempty"`
+	// Vendor names the [[vendor]] of a paid or effect step; "" is the
+	// worker's default vendor (ALLOT_VENDOR_URL).
+	Vendor string `toml:"vendor" json:"vendor,omitempty"`
+	// Command is an exec step's program and arguments; {period},
+	// {episode}, {pipeline}, {sequence}, {key}, {nominal_time}, {dir},
+	// {revision} and {param.NAME} are replaced.
+	Command []string `toml:"command" json:"command,omitempty"`
+	// Outputs are the files (relative to the episode's directory) an exec
+	// step writes; each is hashed and recorded.
+	Outputs []string `toml:"outputs" json:"outputs,omitempty"`
+	// RetryExitCodes are the exit codes that mean "run me again later"
+	// (default 75); any other non-zero exit parks the episode.
+	RetryExitCodes []int `toml:"retry_exit_codes" json:"retry_exit_codes,omitempty"`
+	// Timeout bounds one run of an exec or activity step (default 10m).
+	Timeout string `toml:"timeout" json:"timeout,omitempty"`
+	// Activity and TaskQueue name an activity step's activity type and
+	// the queue its worker polls; Heartbeat is its heartbeat timeout
+	// (none by default) and Retry its retry policy.
+	Activity  string `toml:"activity" json:"activity,omitempty"`
+	TaskQueue string `toml:"task_queue" json:"task_queue,omitempty"`
+	Heartbeat string `toml:"heartbeat" json:"heartbeat,omitempty"`
+	Retry     *Retry `toml:"retry" json:"retry,omitempty"`
+}
+
+// Retry is an activity step's retry policy. Unset fields take Temporal's
+// defaults (1 s, x2, 100 x the initial interval, unlimited attempts).
+type Retry struct {
+	InitialInterval    string  `toml:"initial_interval" json:"initial_interval,omitempty"`
+	BackoffCoefficient float64 `toml:"backoff_coefficient" json:"backoff_coefficient,omitempty"`
+	MaximumInterval    string  `toml:"maximum_interval" json:"maximum_interval,omitempty"`
+	MaximumAttempts    int     `toml:"maximum_attempts" json:"maximum_attempts,omitempty"`
+}
+
+// DefaultStepTimeout bounds one run of an exec or activity step that names
+// no timeout.
+const DefaultStepTimeout = 10 * time.Minute
+
+// TimeoutDuration is the step's timeout, or DefaultStepTimeout.
+func (s Step) TimeoutDuration() time.Duration {
+	if d, err := time.ParseDuration(s.Timeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultStepTimeout
+}
+
+// RetryExitCodeList is the step's retry exit codes, or the default.
+func (s Step) RetryExitCodeList() []int {
+	if len(s.RetryExitCodes) > 0 {
+		return s.RetryExitCodes
+	}
+	return []int{DefaultRetryExitCode}
 }
 
 // Pipeline is a named recurring job.
@@ -68,8 +151,16 @@ type Pipeline struct {
 	// anything is started.
 	NominalTimeMin      string `toml:"nominal_time_min" json:"nominal_time_min,omitempty"`
 	NominalTimeMaxAhead string `toml:"nominal_time_max_ahead" json:"nominal_time_max_ahead,omitempty"`
+	// PeriodOffset shifts the nominal time before its period is computed,
+	// so that a job run at 00:05 to settle the day before is that day's
+	// episode: "-1d" (calendar days in the pipeline's zone, right across
+	// DST changes) or a duration ("-6h"). The allocation key stays the
+	// nominal time.
+	PeriodOffset string `toml:"period_offset" json:"period_offset,omitempty"`
 
-	location *time.Location
+	location   *time.Location
+	offsetDays int
+	offset     time.Duration
 	minTime  time.Time
 	maxAhead time.Duration
 }
@@ -115,6 +206,9 @@ func (p *Pipeline) normalize() error {
 	if err := p.normalizeWindow(); err != nil {
 		return err
 	}
+	if err := p.normalizeOffset(); err != nil {
+		return err
+	}
 	if p.MaxPerPeriod < 0 {
 		return fmt.Errorf("pipeline %q: max_episodes_per_period is %d: use 0 for no cap or a positive number", p.Name, p.MaxPerPeriod)
 	}
@@ -136,28 +230,124 @@ func (p *Pipeline) normalize() error {
 			return fmt.Errorf("pipeline %q: step %q appears twice: step names must be unique", p.Name, s.Name)
 		}
 		seen[s.Name] = true
-		switch s.Kind {
-		case Local:
-			if s.Action == "" {
-				s.Action = s.Name
-			}
-			if !contains(localActions, s.Action) {
-				return fmt.Errorf("pipeline %q: step %q has unknown local action %q: use one of %s", p.Name, s.Name, s.Action, strings.Join(localActions, ", "))
-			}
-		case Paid:
-			// For a paid step the action is the vendor's task kind.
-			if s.Action == "" {
-				s.Action = s.Name
-			}
-		case Approval:
-			if s.Action != "" || len(s.Params) > 0 {
-				return fmt.Errorf("pipeline %q: approval step %q takes no action or params: remove them", p.Name, s.Name)
-			}
-		default:
-			return fmt.Errorf("pipeline %q: step %q has kind %q: use %q, %q or %q", p.Name, s.Name, s.Kind, Local, Paid, Approval)
+		if err := s.normalize(); err != nil {
+			return fmt.Errorf("pipeline %q: step %q: %w", p.Name, s.Name, err)
 		}
 	}
 	return nil
+}
+
+// normalize fills a step's defaults and refuses fields its kind does not
+// take, so that a misplaced setting never silently does nothing.
+func (s *Step) normalize() error {
+	used := map[string]bool{
+		"action": s.Action != "" && s.Kind != Go, "func": s.Func != "", "params": len(s.Params) > 0,
+		"vendor": s.Vendor != "", "command": len(s.Command) > 0, "outputs": len(s.Outputs) > 0,
+		"retry_exit_codes": len(s.RetryExitCodes) > 0, "timeout": s.Timeout != "", "activity": s.Activity != "",
+		"task_queue": s.TaskQueue != "", "heartbeat": s.Heartbeat != "", "retry": s.Retry != nil,
+	}
+	allowed := map[StepKind][]string{
+		Local:    {"action", "params"},
+		Go:       {"func", "params"},
+		Exec:     {"command", "outputs", "retry_exit_codes", "timeout", "params"},
+		Activity: {"activity", "task_queue", "timeout", "heartbeat", "retry", "params"},
+		Paid:     {"action", "params", "vendor"},
+		Effect:   {"action", "params", "vendor"},
+		Approval: {},
+	}
+	fields, ok := allowed[s.Kind]
+	if !ok {
+		kinds := make([]string, len(StepKinds))
+		for i, k := range StepKinds {
+			kinds[i] = fmt.Sprintf("%q", k)
+		}
+		return fmt.Errorf("kind %q is unknown: use one of %s", s.Kind, strings.Join(kinds, ", "))
+	}
+	for _, name := range []string{"action", "func", "params", "vendor", "command", "outputs", "retry_exit_codes", "timeout", "activity", "task_queue", "heartbeat", "retry"} {
+		if used[name] && !contains(fields, name) {
+			return fmt.Errorf("a %s step takes no %s: remove it (a %s step takes %s)", s.Kind, name, s.Kind, orNothing(fields))
+		}
+	}
+	switch s.Kind {
+	case Local:
+		if s.Action == "" {
+			s.Action = s.Name
+		}
+		if !contains(localActions, s.Action) {
+			return fmt.Errorf("unknown local action %q: use one of %s, or kind \"go\" for a step registered in your worker", s.Action, strings.Join(localActions, ", "))
+		}
+	case Go:
+		if s.Action == "" {
+			s.Action = s.Func
+		}
+		if s.Action == "" {
+			s.Action = s.Name
+		}
+	case Exec:
+		if len(s.Command) == 0 || strings.TrimSpace(s.Command[0]) == "" {
+			return fmt.Errorf("an exec step needs command = [\"program\", \"arg\", ...]")
+		}
+		for _, o := range s.Outputs {
+			if o == "" || filepath.IsAbs(o) || strings.HasPrefix(filepath.Clean(o), "..") {
+				return fmt.Errorf("output %q must be a path inside the episode's directory, e.g. \"settlement.csv\"", o)
+			}
+		}
+		for _, c := range s.RetryExitCodes {
+			if c <= 0 || c > 255 {
+				return fmt.Errorf("retry exit code %d is not an exit code (1-255)", c)
+			}
+		}
+	case Activity:
+		if s.Activity == "" || s.TaskQueue == "" {
+			return fmt.Errorf("an activity step needs activity = \"ActivityType\" and task_queue = \"queue\"")
+		}
+		if s.Heartbeat != "" {
+			if _, err := positive("heartbeat", s.Heartbeat); err != nil {
+				return err
+			}
+		}
+		if err := s.Retry.validate(); err != nil {
+			return err
+		}
+	case Paid, Effect:
+		// The action is the vendor's task kind.
+		if s.Action == "" {
+			s.Action = s.Name
+		}
+	}
+	if s.Timeout != "" {
+		if _, err := positive("timeout", s.Timeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Retry) validate() error {
+	if r == nil {
+		return nil
+	}
+	for name, v := range map[string]string{"initial_interval": r.InitialInterval, "maximum_interval": r.MaximumInterval} {
+		if v != "" {
+			if _, err := positive("retry."+name, v); err != nil {
+				return err
+			}
+		}
+	}
+	if r.BackoffCoefficient != 0 && r.BackoffCoefficient < 1 {
+		return fmt.Errorf("retry.backoff_coefficient %v is below 1", r.BackoffCoefficient)
+	}
+	if r.MaximumAttempts < 0 {
+		return fmt.Errorf("retry.maximum_attempts %d is negative: use 0 for unlimited", r.MaximumAttempts)
+	}
+	return nil
+}
+
+func orNothing(xs []string) string {
+	if len(xs) == 0 {
+		return "nothing else"
+	}
+	return strings.Join(xs, ", ")
 }
 
 func contains(list []string, s string) bool {
@@ -221,9 +411,35 @@ func (p *Pipeline) Location() *time.Location {
 	return p.location
 }
 
-// PeriodOf returns the period the nominal time t falls in, in the pipeline's zone.
+// PeriodOf returns the period the nominal time t falls in, in the
+// pipeline's zone, after the pipeline's period_offset.
 func (p *Pipeline) PeriodOf(t time.Time) string {
-	return PeriodOf(p.Period, t.In(p.Location()))
+	local := t.In(p.Location())
+	if p.offsetDays != 0 {
+		local = local.AddDate(0, 0, p.offsetDays)
+	}
+	return PeriodOf(p.Period, local.Add(p.offset))
+}
+
+func (p *Pipeline) normalizeOffset() error {
+	v := strings.TrimSpace(p.PeriodOffset)
+	if v == "" {
+		return nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n == 0 {
+			return fmt.Errorf("pipeline %q: period_offset %q: write whole days like \"-1d\", or a duration like \"-6h\"", p.Name, p.PeriodOffset)
+		}
+		p.offsetDays = n
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d == 0 {
+		return fmt.Errorf("pipeline %q: period_offset %q: write whole days like \"-1d\", or a duration like \"-6h\"", p.Name, p.PeriodOffset)
+	}
+	p.offset = d
+	return nil
 }
 
 // Step returns the named step.

@@ -19,11 +19,13 @@ var DefaultConfig []byte
 
 // Set is the validated collection of pipelines a worker or starter knows.
 type Set struct {
-	byName map[string]*Pipeline
-	names  []string
+	byName  map[string]*Pipeline
+	names   []string
+	vendors map[string]Vendor
 }
 
 type file struct {
+	Vendors   []Vendor   `toml:"vendor"`
 	Pipelines []Pipeline `toml:"pipeline"`
 }
 
@@ -57,7 +59,17 @@ func Parse(data []byte, source string) (*Set, error) {
 	if len(f.Pipelines) == 0 {
 		return nil, fmt.Errorf("pipeline file %s defines no pipelines: add a [[pipeline]] table", source)
 	}
-	s := &Set{byName: map[string]*Pipeline{}}
+	s := &Set{byName: map[string]*Pipeline{}, vendors: map[string]Vendor{}}
+	for i := range f.Vendors {
+		v := f.Vendors[i]
+		if err := v.normalize(); err != nil {
+			return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+		}
+		if _, dup := s.vendors[v.Name]; dup {
+			return nil, fmt.Errorf("pipeline file %s: vendor %q is defined twice", source, v.Name)
+		}
+		s.vendors[v.Name] = v
+	}
 	for i := range f.Pipelines {
 		p := f.Pipelines[i]
 		if err := p.normalize(); err != nil {
@@ -70,8 +82,13 @@ func Parse(data []byte, source string) (*Set, error) {
 		s.names = append(s.names, p.Name)
 	}
 	sort.Strings(s.names)
+	if err := s.checkVendors(); err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+	}
 	return s, nil
 }
+
+func sortStrings(xs []string) { sort.Strings(xs) }
 
 // Get returns the named pipeline, or an error naming the known ones.
 func (s *Set) Get(name string) (*Pipeline, error) {
@@ -88,7 +105,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // WithAutoApprove is a copy of the set in which every pipeline passes its
 // approval steps by itself: for demos, never for real work.
 func (s *Set) WithAutoApprove() *Set {
-	out := &Set{byName: map[string]*Pipeline{}, names: s.Names()}
+	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors}
 	for name, p := range s.byName {
 		cp := *p
 		cp.AutoApprove = true

@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Vendor adapters: how allot reaches a vendor. allot keeps the protocol
+// around every call (intent, submit, reference, look-up before any resend,
+// park), whatever the adapter.
+const (
+	// AdapterHTTP is allot's own vendor HTTP API (paidvendor.HTTPClient).
+	AdapterHTTP = "http"
+	// AdapterGo is a Go adapter registered in a custom worker under the
+	// vendor's name (app.WorkerConfig.Vendors).
+	AdapterGo = "go"
+	// AdapterActivity calls activities of a worker in any language on the
+	// vendor's task queue: submit, look up, status, fetch.
+	AdapterActivity = "activity"
+)
+
+// DefaultVendor is the vendor of paid and effect steps that name none: the
+// worker's ALLOT_VENDOR_URL with ALLOT_VENDOR_API_KEY(_FILE).
+const DefaultVendor = "default"
+
+// Vendor is a [[vendor]] of the pipeline file. Its API key never appears in
+// the file: api_key_env names an environment variable, api_key_file a file,
+// each read by the worker when a call needs it.
+type Vendor struct {
+	Name       string `toml:"name" json:"name"`
+	Adapter    string `toml:"adapter" json:"adapter"`
+	URL        string `toml:"url" json:"url,omitempty"`
+	APIKeyEnv  string `toml:"api_key_env" json:"api_key_env,omitempty"`
+	APIKeyFile string `toml:"api_key_file" json:"api_key_file,omitempty"`
+	// TaskQueue and Activities are for the activity adapter: the queue
+	// the vendor's worker polls and its activity types. Lookup is
+	// optional: without it an unknown outcome parks the episode.
+	TaskQueue  string           `toml:"task_queue" json:"task_queue,omitempty"`
+	Activities VendorActivities `toml:"activities" json:"activities,omitzero"`
+	// Timeout bounds one call (default 30s).
+	Timeout string `toml:"timeout" json:"timeout,omitempty"`
+}
+
+// VendorActivities name the activity adapter's activity types.
+type VendorActivities struct {
+	Submit string `toml:"submit" json:"submit,omitempty"`
+	Lookup string `toml:"lookup" json:"lookup,omitempty"`
+	Status string `toml:"status" json:"status,omitempty"`
+	Fetch  string `toml:"fetch" json:"fetch,omitempty"`
+}
+
+// DefaultVendorTimeout bounds one call to a vendor that names no timeout.
+const DefaultVendorTimeout = 30 * time.Second
+
+// CallTimeout is the vendor's timeout per call.
+func (v Vendor) CallTimeout() time.Duration {
+	if d, err := time.ParseDuration(v.Timeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultVendorTimeout
+}
+
+func (v *Vendor) normalize() error {
+	if err := ValidateName(v.Name); err != nil {
+		return fmt.Errorf("vendor: %w", err)
+	}
+	if v.Name == DefaultVendor {
+		return fmt.Errorf("vendor %q: the name is reserved for the worker's ALLOT_VENDOR_URL: choose another", v.Name)
+	}
+	if v.Adapter == "" {
+		v.Adapter = AdapterHTTP
+	}
+	if v.APIKeyEnv != "" && v.APIKeyFile != "" {
+		return fmt.Errorf("vendor %q: give api_key_env or api_key_file, not both", v.Name)
+	}
+	switch v.Adapter {
+	case AdapterHTTP:
+		u, err := url.Parse(v.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return fmt.Errorf("vendor %q: url %q: give the vendor API's base URL without credentials, e.g. \"https://api.vendor.example\"", v.Name, v.URL)
+		}
+		if v.APIKeyEnv == "" && v.APIKeyFile == "" {
+			return fmt.Errorf("vendor %q: name where its API key comes from: api_key_env = \"VAR\" or api_key_file = \"/path\" (never the key itself)", v.Name)
+		}
+		if v.TaskQueue != "" || v.Activities != (VendorActivities{}) {
+			return fmt.Errorf("vendor %q: task_queue and activities are for adapter = \"activity\"", v.Name)
+		}
+	case AdapterGo:
+		if v.URL != "" || v.TaskQueue != "" || v.Activities != (VendorActivities{}) {
+			return fmt.Errorf("vendor %q: a go adapter is configured in the worker that registers it: remove url, task_queue and activities", v.Name)
+		}
+	case AdapterActivity:
+		if v.TaskQueue == "" || v.Activities.Submit == "" {
+			return fmt.Errorf("vendor %q: an activity adapter needs task_queue and activities.submit (and activities.status and fetch for paid steps)", v.Name)
+		}
+		if v.URL != "" || v.APIKeyEnv != "" || v.APIKeyFile != "" {
+			return fmt.Errorf("vendor %q: an activity adapter's worker holds its own credentials: remove url and api keys", v.Name)
+		}
+	default:
+		return fmt.Errorf("vendor %q: adapter %q is unknown: use %q, %q or %q", v.Name, v.Adapter, AdapterHTTP, AdapterGo, AdapterActivity)
+	}
+	if v.Timeout != "" {
+		if _, err := positive("timeout", v.Timeout); err != nil {
+			return fmt.Errorf("vendor %q: %w", v.Name, err)
+		}
+	}
+	return nil
+}
+
+// checkVendors refuses a paid or effect step that names an unknown vendor,
+// or a paid step on an activity adapter without status and fetch.
+func (s *Set) checkVendors() error {
+	for _, name := range s.names {
+		p := s.byName[name]
+		for _, st := range p.Steps {
+			if !st.Kind.Remote() || st.Vendor == "" || st.Vendor == DefaultVendor {
+				continue
+			}
+			v, ok := s.vendors[st.Vendor]
+			if !ok {
+				return fmt.Errorf("pipeline %q: step %q names vendor %q, which is not defined: add a [[vendor]] named %q (known: %s)",
+					p.Name, st.Name, st.Vendor, st.Vendor, strings.Join(s.VendorNames(), ", "))
+			}
+			if st.Kind == Paid && v.Adapter == AdapterActivity && (v.Activities.Status == "" || v.Activities.Fetch == "") {
+				return fmt.Errorf("pipeline %q: paid step %q uses vendor %q, whose activity adapter has no activities.status or activities.fetch: a paid result is polled and fetched", p.Name, st.Name, v.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// Vendor returns the named vendor; ok is false for an unknown name and for
+// the default vendor, which is the worker's to configure.
+func (s *Set) Vendor(name string) (Vendor, bool) {
+	v, ok := s.vendors[name]
+	return v, ok
+}
+
+// VendorNames lists the defined vendors, sorted.
+func (s *Set) VendorNames() []string {
+	var names []string
+	for n := range s.vendors {
+		names = append(names, n)
+	}
+	sortStrings(names)
+	return names
+}
