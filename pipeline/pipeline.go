@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // periods in named zones must not depend on the host's zoneinfo
@@ -161,8 +161,8 @@ type Pipeline struct {
 	location   *time.Location
 	offsetDays int
 	offset     time.Duration
-	minTime  time.Time
-	maxAhead time.Duration
+	minTime    time.Time
+	maxAhead   time.Duration
 }
 
 // Defaults of the nominal time window.
