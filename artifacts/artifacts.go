@@ -1,6 +1,6 @@
 // Package artifacts writes episode files durably: to a temporary name, fsynced,
 // renamed into place, and the directory fsynced, so a file that exists is a
-// file that is whole (DESIGN.md invariant 9).
+// file that is whole (invariant 9 of docs/design.md).
 package artifacts
 
 import (

@@ -11,7 +11,7 @@ import (
 
 // Violation is one broken invariant found in stored data.
 type Violation struct {
-	Invariant int    `json:"invariant"` // 1, 2, 3, 7 or 8 as numbered in DESIGN.md
+	Invariant int    `json:"invariant"` // 1, 2, 3, 7 or 8 as numbered in docs/design.md
 	Pipeline  string `json:"pipeline"`
 	Detail    string `json:"detail"` // human readable, names key/period/episodes
 }

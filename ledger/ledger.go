@@ -5,7 +5,7 @@
 // It runs on SQLite (one host, the default) or PostgreSQL (several hosts).
 // The SQL is shared; the differences between the two live in dialect.go.
 // Allocation is one transaction under a per-pipeline lock, backed by unique
-// constraints, so that invariants 1-5 of DESIGN.md hold even when the
+// constraints, so that invariants 1-5 of docs/design.md hold even when the
 // scheduler starts the same run twice. Paid tasks (paid.go) keep invariants
 // 7 and 8: intent before the vendor call, one remote reference per task, and
 // cost entries written as absolute values keyed by remote reference.

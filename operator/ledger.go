@@ -50,7 +50,7 @@ type CheckResult struct {
 	Violations []ledger.Violation `json:"violations"`
 }
 
-// Check verifies invariants 1-4 of DESIGN.md over the ledger.
+// Check verifies invariants 1-4, 7 and 8 of docs/design.md over the ledger.
 func Check(ctx context.Context, led *ledger.Ledger, pipelineName string) (CheckResult, error) {
 	if pipelineName != "" {
 		if err := pipeline.ValidateName(pipelineName); err != nil {

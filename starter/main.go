@@ -41,7 +41,7 @@ type command struct {
 var commands = map[string]command{
 	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
 	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
-	"check":    {"verify the ledger's invariants (DESIGN.md 1-4, 7, 8); exits 3 on violations", checkCommand},
+	"check":    {"verify the ledger's invariants (docs/design.md invariants 1-4, 7, 8); exits 3 on violations", checkCommand},
 	"episode":  {"show or command one episode: show|approve|reject|rework|reassemble|resolve", episodeCommand},
 	"costs":    {"costs per episode and step, from the ledger", costsCommand},
 	"stats":    {"count runs and episodes by outcome and reason, from the ledger", statsCommand},
