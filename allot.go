@@ -94,6 +94,9 @@ const (
 	StepAbandoned            = StepStatus(PaidAbandoned) // paid: an operator gave it up
 	StepApproved  StepStatus = "approved"                // approval: approved
 	StepRejected  StepStatus = "rejected"                // approval: rejected
+	// StepReset: reopened by a rework or a reassembly; the step runs
+	// again, with the next revision.
+	StepReset StepStatus = "reset"
 )
 
 // PaidTaskState is where one paid task (episode, step, revision) is. The

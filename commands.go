@@ -31,6 +31,8 @@ var PaidCommandTable = []PaidCommandRule{
 	{PaidSubmitted, InvalidRemoteRef, []Action{ActionRetry, ActionAbandon}},
 	{PaidFailed, VendorTaskFailed, []Action{ActionRework, ActionAbandon}},
 	{PaidFailed, ResultHashMismatch, []Action{ActionRework, ActionAbandon}},
+	// A go, exec or activity step that failed for good shows as failed.
+	{PaidFailed, StepFailure, []Action{ActionRetry, ActionAbandon}},
 	{PaidFailed, "", []Action{ActionRework}},
 	{PaidSucceeded, "", []Action{ActionRework}},
 	{PaidAbandoned, "", []Action{ActionRework}},

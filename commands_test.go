@@ -1,13 +1,17 @@
 package allot
 
 import (
+	"flag"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// The README's command table is the one the code enforces.
+var update = flag.Bool("update", false, "rewrite the README's generated sections from the code")
+
+// The README's command table is the one the code enforces. After changing
+// the table, run `go test -run TestREADMECommandTable . -update`.
 func TestREADMECommandTableMatchesTheCode(t *testing.T) {
 	data, err := os.ReadFile("README.md")
 	if err != nil {
@@ -20,7 +24,13 @@ func TestREADMECommandTableMatchesTheCode(t *testing.T) {
 		t.Fatalf("README.md has no %q ... %q section", begin, end)
 	}
 	if got, want := s[i+len(begin):j], PaidCommandTableMarkdown(); got != want {
-		t.Fatalf("README.md's command table differs from the code's; replace it with:\n%s", want)
+		if *update {
+			if err := os.WriteFile("README.md", []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Fatalf("README.md's command table differs from the code's: run `go test -run TestREADMECommandTable . -update`; it should read:\n%s", want)
 	}
 }
 

@@ -23,6 +23,11 @@ const (
 	InvalidRemoteRef    = "InvalidRemoteRef"    // a reference that is not the vendor's, or not this task's
 	VendorNotConfigured = "VendorNotConfigured" // no vendor client or credentials on this worker
 
+	// StepFailure: a step that is not paid (go, exec, activity) failed in
+	// a way retrying will not fix (a command's exit code, a Go step's
+	// step.Park, an activity step's last attempt). It parks the episode.
+	StepFailure = "StepFailure"
+
 	// Ledger refusals: a paid-task change the task's state, owner or
 	// reference does not allow. Nothing was written.
 	PaidTaskStateConflict = "PaidTaskStateConflict"
@@ -40,6 +45,6 @@ const (
 var NonRetryableErrorTypes = []string{
 	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
-	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured,
+	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, StepFailure,
 	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady,
 }
