@@ -1,0 +1,140 @@
+//go:build unix
+
+package execstep
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func spec(t *testing.T, script string) Spec {
+	t.Helper()
+	dir := t.TempDir()
+	return Spec{
+		Command: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "ALLOT_PERIOD=2026-08-07"},
+		Stdin: []byte(`{"step":"settle"}`), Stdout: filepath.Join(dir, "settle.stdout"), Stderr: filepath.Join(dir, "settle.stderr"),
+		Timeout: 10 * time.Second, RetryExitCodes: []int{75}, KillGrace: 500 * time.Millisecond,
+	}
+}
+
+func TestExitZeroWithEnvStdinAndLogs(t *testing.T) {
+	s := spec(t, `read -r in; echo "$in $ALLOT_PERIOD $(pwd)"; echo warn >&2; echo done > out.txt`)
+	if err := Run(context.Background(), s, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := os.ReadFile(s.Stdout)
+	if got, want := strings.TrimSpace(string(out)), `{"step":"settle"} 2026-08-07 `+s.Dir; got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	if errOut, _ := os.ReadFile(s.Stderr); strings.TrimSpace(string(errOut)) != "warn" {
+		t.Errorf("stderr %q", errOut)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "out.txt")); err != nil {
+		t.Errorf("the command did not run in its directory: %v", err)
+	}
+}
+
+func TestExitCodesAreSorted(t *testing.T) {
+	err := Run(context.Background(), spec(t, `echo "source table locked" >&2; exit 75`), 0, nil)
+	var e *Error
+	if !errors.Is(err, ErrRetry) || !errors.As(err, &e) || e.ExitCode != 75 {
+		t.Fatalf("exit 75: %v, want ErrRetry", err)
+	}
+	err = Run(context.Background(), spec(t, `for i in $(seq 1 30); do echo "line $i" >&2; done; exit 3`), 0, nil)
+	if !errors.Is(err, ErrFailed) || !errors.As(err, &e) || e.ExitCode != 3 {
+		t.Fatalf("exit 3: %v, want ErrFailed", err)
+	}
+	if lines := strings.Split(e.Tail, "\n"); len(lines) != tailLines || lines[len(lines)-1] != "line 30" || lines[0] != "line 11" {
+		t.Fatalf("tail %q, want the last %d lines", e.Tail, tailLines)
+	}
+	err = Run(context.Background(), Spec{Command: []string{"/no/such/program"}, Dir: t.TempDir(), Stdout: filepath.Join(t.TempDir(), "o"), Stderr: filepath.Join(t.TempDir(), "e")}, 0, nil)
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("missing program: %v, want ErrFailed", err)
+	}
+}
+
+// alive reports whether a process exists.
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// childPID starts a command that leaves a grandchild sleeping, and returns
+// the grandchild's PID once it is written.
+func grandchild(t *testing.T, s Spec, run func(Spec) error) (error, int) {
+	t.Helper()
+	pidFile := filepath.Join(s.Dir, "child.pid")
+	s.Command = []string{"/bin/sh", "-c", `sleep 60 & echo $! > child.pid; wait`}
+	errc := make(chan error, 1)
+	go func() { errc <- run(s) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if data, err := os.ReadFile(pidFile); err == nil && len(data) > 0 && data[len(data)-1] == '\n' {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+			return <-errc, pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start its child")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestTimeoutKillsTheProcessGroup(t *testing.T) {
+	s := spec(t, "")
+	s.Timeout = 300 * time.Millisecond
+	err, pid := grandchild(t, s, func(s Spec) error { return Run(context.Background(), s, 0, nil) })
+	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("timeout: %v", err)
+	}
+	waitGone(t, pid)
+}
+
+func TestCancelKillsTheProcessGroup(t *testing.T) {
+	s := spec(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	err, pid := grandchild(t, s, func(s Spec) error { return Run(ctx, s, 0, nil) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancel: %v, want context.Canceled", err)
+	}
+	waitGone(t, pid)
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command's child %d outlived it", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestBeatWhileRunning(t *testing.T) {
+	beats := 0
+	if err := Run(context.Background(), spec(t, "sleep 0.3"), 50*time.Millisecond, func() { beats++ }); err != nil {
+		t.Fatal(err)
+	}
+	if beats < 2 {
+		t.Fatalf("%d heartbeats in 300 ms at 50 ms", beats)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	got, err := Expand([]string{"./settle", "--date", "{period}", "{{literal}}", "x{param.region}y"}, map[string]string{"period": "2026-08-07", "param.region": "eu"})
+	if err != nil || strings.Join(got, " ") != "./settle --date 2026-08-07 {literal} xeuy" {
+		t.Fatalf("Expand = %q, %v", got, err)
+	}
+	if _, err := Expand([]string{"{perod}"}, map[string]string{"period": "x"}); err == nil || !strings.Contains(err.Error(), "{period}") {
+		t.Fatalf("a misspelt placeholder: %v", err)
+	}
+	if _, err := Expand([]string{"{period"}, nil); err == nil {
+		t.Fatal("an unclosed brace was accepted")
+	}
+}
