@@ -12,6 +12,7 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
+	"allot/step"
 )
 
 // Activities holds what the activities depend on.
@@ -25,6 +26,13 @@ type Activities struct {
 	Credentials  CredentialsSource
 	NewVendor    VendorFactory
 	PollInterval time.Duration // between vendor status polls; default 2s
+
+	// Steps are the Go steps this worker runs (kind "go", and "local" for
+	// the built-in ones it does not override), by name.
+	Steps map[string]step.Func
+	// SecretEnv names environment variables that hold credentials (the
+	// vendors' api_key_env): exec steps never see them.
+	SecretEnv []string
 
 	// AfterAllocate, when set, runs after the allocation transaction
 	// committed and before the activity returns. Tests use it to fail an

@@ -2,17 +2,10 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"path/filepath"
-	"sort"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-
 	"allot"
-	"allot/artifacts"
 	"allot/ledger"
 	"allot/pipeline"
 )
@@ -89,7 +82,7 @@ func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisod
 				return LoadEpisodeResult{}, err
 			}
 		} else if r, ok := done[s.Name]; ok {
-			st.Status, st.Artifact, st.SHA256 = r.Status, r.Artifact, r.SHA256
+			st = recordState(s, r)
 		}
 		out.Steps = append(out.Steps, st)
 	}
@@ -130,134 +123,6 @@ func (r PaidTaskResult) StepStatus() allot.StepStatus {
 		return allot.StepPending
 	}
 	return allot.StepStatus(r.State)
-}
-
-// RunLocalStepInput names a local step of an existing episode.
-type RunLocalStepInput struct {
-	Pipeline  string `json:"pipeline"`
-	EpisodeID string `json:"episode_id"`
-	Step      string `json:"step"`
-}
-
-// RunLocalStep runs a local (free) step and records it. A step the ledger
-// already has as completed, with its file intact, is not run again.
-func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (StepState, error) {
-	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
-	if err != nil {
-		return StepState{}, err
-	}
-	step, ok := p.Step(in.Step)
-	if !ok {
-		return StepState{}, nonRetryable(allot.StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
-	}
-	if step.Kind != pipeline.Local {
-		return StepState{}, nonRetryable(allot.InvalidInput, "step %q of pipeline %q is %s, not local", step.Name, p.Name, step.Kind)
-	}
-	records, err := a.Ledger.Steps(ctx, p.Name, ep.ID)
-	if err != nil {
-		return StepState{}, classify(err)
-	}
-	for _, r := range records {
-		if r.Step == step.Name && r.Status == allot.StepCompleted {
-			if sum, err := artifacts.SHA256File(r.Artifact); err == nil && sum == r.SHA256 {
-				return StepState{Name: step.Name, Kind: string(step.Kind), Action: step.Action, Status: r.Status, Artifact: r.Artifact, SHA256: r.SHA256}, nil
-			}
-			// The file is gone or differs: write it again from the ledger's state.
-		}
-	}
-	paid, err := a.latestPaidResults(ctx, p, ep.ID)
-	if err != nil {
-		return StepState{}, err
-	}
-	name, body, err := a.localArtifact(p, ep, step, records, paid)
-	if err != nil {
-		return StepState{}, err
-	}
-	path := filepath.Join(artifacts.EpisodeDir(a.ArtifactsDir, p.Name, ep.ID), name)
-	sum, err := artifacts.WriteFile(path, body)
-	if err != nil {
-		return StepState{}, err
-	}
-	rec := ledger.StepRecord{
-		Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name,
-		Status: allot.StepCompleted, Artifact: path, SHA256: sum, CompletedAt: time.Now().UTC(),
-	}
-	if err := a.Ledger.RecordStep(ctx, rec); err != nil {
-		return StepState{}, classify(err)
-	}
-	activity.GetLogger(ctx).Info("local step done", "pipeline", p.Name, "episode", ep.ID, "step", step.Name, "sha256", sum)
-	return StepState{Name: step.Name, Kind: string(step.Kind), Action: step.Action, Status: allot.StepCompleted, Artifact: path, SHA256: sum}, nil
-}
-
-// localArtifact renders a local step's file. The bytes depend only on ledger
-// state, so running a step again writes the same file.
-func (a *Activities) localArtifact(p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, records []ledger.StepRecord, paid []ledger.PaidTask) (string, []byte, error) {
-	type artifactEntry struct {
-		Step      string `json:"step"`
-		File      string `json:"file"`
-		SHA256    string `json:"sha256"`
-		Revision  int    `json:"revision,omitempty"`
-		RemoteRef string `json:"remote_ref,omitempty"`
-	}
-	var (
-		name string
-		doc  any
-	)
-	switch step.Action {
-	case pipeline.ActionPlan:
-		name = "plan.json"
-		doc = map[string]any{
-			"pipeline": p.Name, "episode": ep.ID, "period": ep.Period, "sequence": ep.Sequence,
-			"allocation_key": ep.AllocationKey, "nominal_time": ep.NominalTime.UTC().Format(time.RFC3339),
-			"steps": p.StepNames(),
-		}
-	case pipeline.ActionAssemble, pipeline.ActionPublish:
-		var entries []artifactEntry
-		for _, r := range records {
-			if r.Step == step.Name || r.Artifact == "" || r.Status != allot.StepCompleted {
-				continue
-			}
-			entries = append(entries, artifactEntry{Step: r.Step, File: filepath.Base(r.Artifact), SHA256: r.SHA256})
-		}
-		for _, t := range paid {
-			entries = append(entries, artifactEntry{Step: t.Step, File: filepath.Base(t.Artifact), SHA256: t.SHA256, Revision: t.Revision, RemoteRef: t.RemoteRef})
-		}
-		sort.Slice(entries, func(i, j int) bool { return entries[i].Step < entries[j].Step })
-		name = "manifest.json"
-		if step.Action == pipeline.ActionPublish {
-			name = "published.json"
-		}
-		doc = map[string]any{"pipeline": p.Name, "episode": ep.ID, "artifacts": entries}
-	default:
-		return "", nil, nonRetryable(allot.InvalidInput, "step %q has unknown local action %q", step.Name, step.Action)
-	}
-	body, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return "", nil, fmt.Errorf("encode %s: %w", name, err)
-	}
-	return name, append(body, '\n'), nil
-}
-
-// latestPaidResults is the succeeded latest revision of each paid step, in
-// pipeline order: what an assembly is made of.
-func (a *Activities) latestPaidResults(ctx context.Context, p *pipeline.Pipeline, episodeID string) ([]ledger.PaidTask, error) {
-	tasks, err := a.Ledger.PaidTasks(ctx, p.Name, episodeID)
-	if err != nil {
-		return nil, classify(err)
-	}
-	latest := map[string]ledger.PaidTask{}
-	for _, t := range tasks {
-		if cur, ok := latest[t.Step]; !ok || t.Revision > cur.Revision {
-			latest[t.Step] = t
-		}
-	}
-	var out []ledger.PaidTask
-	for _, s := range p.Steps {
-		if t, ok := latest[s.Name]; ok && t.State == allot.PaidSucceeded {
-			out = append(out, t)
-		}
-	}
-	return out, nil
 }
 
 // CompleteEpisodeInput marks an episode done at a time the workflow chose.

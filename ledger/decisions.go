@@ -228,18 +228,6 @@ func (l *Ledger) queryDecisions(ctx context.Context, db querier, query string, a
 	return out, nil
 }
 
-// resetStepsTx deletes the named step records of an episode, so that those
-// steps run again; steps without a record are fine.
-func (l *Ledger) resetStepsTx(ctx context.Context, tx *sql.Tx, pipeline, episodeID string, steps []string) error {
-	for _, step := range steps {
-		if _, err := tx.ExecContext(ctx, l.d.q(`DELETE FROM step_records WHERE pipeline = ? AND episode_id = ? AND step = ?`),
-			pipeline, episodeID, step); err != nil {
-			return fmt.Errorf("ledger %s: reset step %s of episode %s of %s: %w", l.where, step, episodeID, pipeline, err)
-		}
-	}
-	return nil
-}
-
 // Decision returns the decision recorded for a request, and whether there
 // is one.
 func (l *Ledger) Decision(ctx context.Context, pipeline, episodeID, requestID string) (OperatorDecision, bool, error) {

@@ -26,6 +26,8 @@ type Input struct {
 	AllocationKey string    `json:"allocation_key"`
 	NominalTime   time.Time `json:"nominal_time"`
 	Step          string    `json:"step"`
+	// Steps names the episode's steps in order: its pinned plan.
+	Steps []string `json:"steps"`
 	// Revision counts how often the step was reopened (by a rework or a
 	// reassembly) before this run: 0 the first time.
 	Revision int               `json:"revision"`
