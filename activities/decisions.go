@@ -70,7 +70,12 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 		req.Step, req.Reset = "", unpaidFrom(p, i)
 	case allot.ActionRework, allot.ActionAdopt, allot.ActionResubmit, allot.ActionAbandon, allot.ActionRetry:
 		step, ok := p.Step(in.Step)
-		if !ok || step.Kind != pipeline.Paid {
+		if ok && !step.Kind.Remote() && step.Kind != pipeline.Approval && (in.Action == allot.ActionRetry || in.Action == allot.ActionAbandon) {
+			// A go, exec or activity step parked with StepFailure.
+			req.Unpaid = true
+			break
+		}
+		if !ok || !step.Kind.Remote() {
 			return DecisionResult{}, nonRetryable(allot.StepNotFound, "pipeline %q has no paid step %q: its paid steps are %v", p.Name, in.Step, p.PaidStepNames())
 		}
 		switch in.Action {

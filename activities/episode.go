@@ -34,6 +34,35 @@ type StepState struct {
 	CostAmount   int64               `json:"cost_amount,omitempty"`
 	CostCurrency string              `json:"cost_currency,omitempty"`
 	Error        string              `json:"error,omitempty"`
+	// Run says how the workflow runs the step where it is more than one
+	// activity of this worker: exec and go steps' timeouts, an activity
+	// step's activity, a paid or effect step's activity adapter.
+	Run *StepRun `json:"run,omitempty"`
+}
+
+// StepRun is what the Episode needs to run a step: timeouts, and the
+// activities of other workers it calls.
+type StepRun struct {
+	// Timeout bounds one run of a go, exec or activity step.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Activity, TaskQueue, Heartbeat and Retry are an activity step's.
+	Activity  string            `json:"activity,omitempty"`
+	TaskQueue string            `json:"task_queue,omitempty"`
+	Heartbeat time.Duration     `json:"heartbeat,omitempty"`
+	Retry     *pipeline.Retry   `json:"retry,omitempty"`
+	Vendor    *VendorActivities `json:"vendor,omitempty"`
+}
+
+// VendorActivities are a vendor's activity adapter: its queue, its
+// activity types (Lookup may be empty) and the timeout of one call.
+type VendorActivities struct {
+	Name        string        `json:"name"`
+	TaskQueue   string        `json:"task_queue"`
+	Submit      string        `json:"submit"`
+	Lookup      string        `json:"lookup,omitempty"`
+	Status      string        `json:"status,omitempty"`
+	Fetch       string        `json:"fetch,omitempty"`
+	CallTimeout time.Duration `json:"call_timeout"`
 }
 
 // LoadEpisodeResult is the episode and its steps, in pipeline order.
@@ -84,9 +113,35 @@ func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisod
 		} else if r, ok := done[s.Name]; ok {
 			st = recordState(s, r)
 		}
+		st.Run = a.stepRun(s)
 		out.Steps = append(out.Steps, st)
 	}
 	return out, nil
+}
+
+// stepRun is how the workflow runs s: nil for steps that are one activity
+// of this worker with the default timeouts.
+func (a *Activities) stepRun(s pipeline.Step) *StepRun {
+	switch s.Kind {
+	case pipeline.Go, pipeline.Exec:
+		return &StepRun{Timeout: s.TimeoutDuration()}
+	case pipeline.Activity:
+		r := &StepRun{Timeout: s.TimeoutDuration(), Activity: s.Activity, TaskQueue: s.TaskQueue, Retry: s.Retry}
+		if d, err := time.ParseDuration(s.Heartbeat); err == nil {
+			r.Heartbeat = d
+		}
+		return r
+	case pipeline.Paid, pipeline.Effect:
+		v, ok := a.Pipelines.Vendor(s.Vendor)
+		if !ok || v.Adapter != pipeline.AdapterActivity {
+			return nil
+		}
+		return &StepRun{Vendor: &VendorActivities{
+			Name: v.Name, TaskQueue: v.TaskQueue, Submit: v.Activities.Submit, Lookup: v.Activities.Lookup,
+			Status: v.Activities.Status, Fetch: v.Activities.Fetch, CallTimeout: v.CallTimeout(),
+		}}
+	}
+	return nil
 }
 
 func (a *Activities) paidStepState(ctx context.Context, pipelineName, episodeID string, s pipeline.Step, st StepState) (StepState, error) {

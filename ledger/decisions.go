@@ -41,6 +41,9 @@ type DecisionRequest struct {
 	// makes stale, so they run again: for a rework the steps after the
 	// reworked one, for a reassembly the assembly and what follows it.
 	Reset []string
+	// Unpaid says that Step is not a paid or effect step: its step record,
+	// not a paid task, carries a retry or an abandon.
+	Unpaid bool
 }
 
 // Decide applies an operator's decision and records it, in one transaction
@@ -148,8 +151,14 @@ func (l *Ledger) applyDecisionTx(ctx context.Context, tx *sql.Tx, r DecisionRequ
 	case allot.ActionReassemble:
 		return 0, nil
 	case allot.ActionRework:
+		if r.Unpaid {
+			return 0, invalid("decision %s reworks step %q of episode %s of %s, which is not paid: retry or abandon it", d.RequestID, d.Step, d.EpisodeID, d.Pipeline)
+		}
 		t, err := l.planRevisionTx(ctx, tx, d.Pipeline, d.EpisodeID, d.Step, d.RequestID)
 		return t.Revision, err
+	}
+	if r.Unpaid {
+		return l.applyUnpaidTx(ctx, tx, d)
 	}
 	latest, ok, err := l.latestPaidTask(ctx, tx, d.Pipeline, d.EpisodeID, d.Step)
 	if err != nil {
@@ -226,6 +235,26 @@ func (l *Ledger) queryDecisions(ctx context.Context, db querier, query string, a
 		return nil, fmt.Errorf("ledger %s: read decisions: %w", l.where, err)
 	}
 	return out, nil
+}
+
+// applyUnpaidTx applies a retry (nothing to change: the step runs again) or
+// an abandon (the step is recorded abandoned with the reason, at its
+// revision, and the episode goes on without it) to a step that is not paid.
+func (l *Ledger) applyUnpaidTx(ctx context.Context, tx *sql.Tx, d OperatorDecision) (int, error) {
+	revision := 0
+	err := tx.QueryRowContext(ctx, l.d.q(`SELECT revision FROM step_records WHERE pipeline = ? AND episode_id = ? AND step = ?`),
+		d.Pipeline, d.EpisodeID, d.Step).Scan(&revision)
+	if err != nil && err != sql.ErrNoRows {
+		return 0, fmt.Errorf("ledger %s: read step %s of episode %s of %s: %w", l.where, d.Step, d.EpisodeID, d.Pipeline, err)
+	}
+	switch d.Action {
+	case allot.ActionRetry:
+		return revision, nil
+	case allot.ActionAbandon:
+		return revision, l.recordStepTx(ctx, tx, StepRecord{Pipeline: d.Pipeline, EpisodeID: d.EpisodeID, Step: d.Step,
+			Status: allot.StepAbandoned, Revision: revision, CompletedAt: d.At})
+	}
+	return 0, invalid("decision %s: %s does not apply to step %q of episode %s of %s, which is not paid: retry or abandon it", d.RequestID, d.Action, d.Step, d.EpisodeID, d.Pipeline)
 }
 
 // Decision returns the decision recorded for a request, and whether there

@@ -147,7 +147,8 @@ func checkStep(p *pipeline.Pipeline, in CommandInput) error {
 		return nil
 	}
 	s, ok := p.Step(in.Request.Step)
-	if !ok || s.Kind != pipeline.Paid {
+	// Rework is for paid steps; resolve for any step that can park.
+	if !ok || s.Kind == pipeline.Approval || in.Update == workflows.ReworkUpdate && s.Kind != pipeline.Paid {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("pipeline %s has no paid step %q: its paid steps are %v", p.Name, in.Request.Step, p.PaidStepNames()),
 			allot.StepNotFound, nil)

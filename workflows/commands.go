@@ -8,6 +8,7 @@ import (
 
 	"allot"
 	"allot/activities"
+	"allot/pipeline"
 )
 
 // commandTableChange: update handlers check the command table again when
@@ -86,14 +87,15 @@ func (e *episode) admissible(update string, req DecisionRequest) error {
 		action = req.Resolve
 	}
 	step, ok := e.step(req.Step)
-	if !ok || step.Kind != "paid" {
-		var paid []string
+	// Rework is for paid steps; resolve for any step that can park.
+	if !ok || step.Kind == string(pipeline.Approval) || action == allot.ActionRework && step.Kind != string(pipeline.Paid) {
+		var names []string
 		for _, s := range e.state.Steps {
-			if s.Kind == "paid" {
-				paid = append(paid, s.Name)
+			if s.Kind == string(pipeline.Paid) || action != allot.ActionRework && s.Kind != string(pipeline.Approval) {
+				names = append(names, s.Name)
 			}
 		}
-		return temporal.NewApplicationError(fmt.Sprintf("episode %s/%s has no paid step %q: its paid steps are %v", e.input.Pipeline, e.input.EpisodeID, req.Step, paid), allot.StepNotFound)
+		return temporal.NewApplicationError(fmt.Sprintf("episode %s/%s has no step %q that takes %s: the steps that do are %v", e.input.Pipeline, e.input.EpisodeID, req.Step, action, names), allot.StepNotFound)
 	}
 	attention := ""
 	if a := e.state.Attention; a != nil && a.Step == step.Name {

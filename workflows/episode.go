@@ -234,16 +234,26 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 	e.state.CurrentStep = step.Name
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running step **%s** (%s), %d of %d.", step.Name, step.Kind, i+1, len(e.state.Steps)))
 	defer func() { e.state.CurrentStep = "" }()
+	ref := activities.RunLocalStepInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name}
 	switch step.Kind {
-	case string(pipeline.Local):
+	case string(pipeline.Local), string(pipeline.Go), string(pipeline.Exec):
+		fn, name := a.RunLocalStep, "RunLocalStep"
+		if step.Kind == string(pipeline.Exec) {
+			fn, name = a.RunExecStep, "RunExecStep"
+		}
 		var done activities.StepState
-		if err := e.call(e.ledgerCtx(ctx), step.Name, "RunLocalStep", a.RunLocalStep, activities.RunLocalStepInput{
-			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name,
-		}, &done); err != nil {
+		err := e.call(workflow.WithActivityOptions(ctx, stepActivityOptions(step.Run)), step.Name, name, fn, ref, &done)
+		if errorType(err) == allot.StepFailure {
+			return e.park(ctx, i, allot.StepFailure, err)
+		}
+		if err != nil {
 			return err
 		}
+		done.Run = step.Run
 		e.state.Steps[i] = done
 		return nil
+	case string(pipeline.Activity):
+		return e.runActivityStep(ctx, i, ref)
 	case string(pipeline.Paid):
 		return e.runPaid(ctx, i)
 	case string(pipeline.Approval):
@@ -289,7 +299,7 @@ func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
 func needsOperator(errType string) bool {
 	switch errType {
 	case allot.OutcomeUnknown, allot.VendorRejected, allot.VendorTaskFailed,
-		allot.ResultHashMismatch, allot.InvalidRemoteRef, allot.VendorNotConfigured:
+		allot.ResultHashMismatch, allot.InvalidRemoteRef, allot.VendorNotConfigured, allot.StepFailure:
 		return true
 	}
 	return false
@@ -303,7 +313,7 @@ func parkedTaskState(errType string, cur allot.PaidTaskState) allot.PaidTaskStat
 		return allot.PaidIntent
 	case allot.VendorRejected:
 		return allot.PaidPlanned
-	case allot.VendorTaskFailed, allot.ResultHashMismatch:
+	case allot.VendorTaskFailed, allot.ResultHashMismatch, allot.StepFailure:
 		return allot.PaidFailed
 	case allot.InvalidRemoteRef:
 		return allot.PaidSubmitted
@@ -324,8 +334,11 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 		msg = appErr.Message()
 	}
 	step.TaskState = parkedTaskState(errType, step.TaskState)
-	if errType == allot.OutcomeUnknown {
+	switch errType {
+	case allot.OutcomeUnknown:
 		step.Status = allot.StepIntent
+	case allot.StepFailure:
+		step.Status = allot.StepFailed
 	}
 	remedies := Remedies(e.input.Pipeline, e.input.EpisodeID, step.Name, step.TaskState, errType)
 	e.state.Attention = &Attention{

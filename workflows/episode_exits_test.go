@@ -123,7 +123,7 @@ func TestRefusedCommandIsAnsweredAtOnceAndChangesNothing(t *testing.T) {
 	wantType(t, refused[0].err, allot.NotReady)
 	wantType(t, refused[1].err, allot.NotReady)
 	wantType(t, refused[2].err, allot.NotReady)
-	wantType(t, refused[3].err, allot.StepNotFound)
+	wantType(t, refused[3].err, allot.NotReady)
 	if abandon == nil || !abandon.completed || abandon.err != nil || decisions != 1 || submits != 1 {
 		t.Fatalf("abandon %+v, %d decisions, %d submits", abandon, decisions, submits)
 	}

@@ -1,0 +1,107 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"allot"
+	"allot/activities"
+	"allot/pipeline"
+	"allot/step"
+)
+
+// stepActivityOptions are for a step this worker runs (local, go, exec):
+// its timeout, and a heartbeat that brings a killed worker's run back in
+// seconds (the runner heartbeats while the step's code runs).
+func stepActivityOptions(run *activities.StepRun) workflow.ActivityOptions {
+	o := ledgerActivityOptions()
+	o.HeartbeatTimeout = vendorHeartbeat
+	if run != nil && run.Timeout > 0 {
+		// The step's own timeout is enforced by the runner (an exec
+		// step's process group is killed); the activity gets a margin to
+		// record what happened.
+		o.StartToCloseTimeout = run.Timeout + time.Minute
+	}
+	return o
+}
+
+// runActivityStep runs an activity step: allot gives its input, the
+// step's activity runs on its own task queue (a worker in any language),
+// and allot records what it returned. A failure retrying will not fix (a
+// non-retryable error, or the last attempt of the step's retry policy)
+// parks the episode (StepFailure) until an operator retries or abandons the
+// step.
+func (e *episode) runActivityStep(ctx workflow.Context, i int, ref activities.RunLocalStepInput) error {
+	var a *activities.Activities
+	st := e.state.Steps[i]
+	run := st.Run
+	if run == nil || run.Activity == "" {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("activity step %s names no activity", st.Name), allot.InvalidInput, nil)
+	}
+	var prep activities.PrepareStepResult
+	if err := e.call(e.ledgerCtx(ctx), st.Name, "PrepareStep", a.PrepareStep, ref, &prep); err != nil {
+		return err
+	}
+	if prep.Done != nil {
+		prep.Done.Run = run
+		e.state.Steps[i] = *prep.Done
+		return nil
+	}
+	opts := workflow.ActivityOptions{
+		TaskQueue:           run.TaskQueue,
+		StartToCloseTimeout: run.Timeout,
+		HeartbeatTimeout:    run.Heartbeat,
+		RetryPolicy:         userRetryPolicy(run.Retry),
+	}
+	actx := workflow.WithActivityOptions(ctx, opts)
+	var out step.Output
+	var err error
+	if opts.RetryPolicy.MaximumAttempts > 0 {
+		// The step bounds its attempts: the last failure parks.
+		err = workflow.ExecuteActivity(actx, run.Activity, prep.Input).Get(ctx, &out)
+	} else {
+		err = e.call(actx, st.Name, run.Activity, run.Activity, prep.Input, &out)
+	}
+	if err != nil {
+		if temporal.IsCanceledError(err) {
+			return err
+		}
+		return e.park(ctx, i, allot.StepFailure, err)
+	}
+	var done activities.StepState
+	err = e.call(e.ledgerCtx(ctx), st.Name, "RecordStepOutput", a.RecordStepOutput, activities.RecordStepOutputInput{
+		RunLocalStepInput: ref, Revision: prep.Input.Revision, Output: out,
+	}, &done)
+	if errorType(err) == allot.StepFailure {
+		return e.park(ctx, i, allot.StepFailure, err)
+	}
+	if err != nil {
+		return err
+	}
+	done.Run = run
+	e.state.Steps[i] = done
+	return nil
+}
+
+// userRetryPolicy is an activity step's retry policy from its pipeline
+// file, on Temporal's defaults.
+func userRetryPolicy(r *pipeline.Retry) *temporal.RetryPolicy {
+	p := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute}
+	if r == nil {
+		return p
+	}
+	if d, err := time.ParseDuration(r.InitialInterval); err == nil && d > 0 {
+		p.InitialInterval = d
+	}
+	if r.BackoffCoefficient >= 1 {
+		p.BackoffCoefficient = r.BackoffCoefficient
+	}
+	if d, err := time.ParseDuration(r.MaximumInterval); err == nil && d > 0 {
+		p.MaximumInterval = d
+	}
+	p.MaximumAttempts = int32(r.MaximumAttempts)
+	return p
+}
