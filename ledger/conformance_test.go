@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -40,24 +41,42 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"InvalidInput", testInvalidInput},
 		{"Lookups", testLookups},
 		{"Steps", testSteps},
-		// Paid tasks, costs and decisions (paid_conformance_test.go).
+		// Paid tasks, owners, costs and decisions (paid_conformance_test.go).
 		{"PaidHappyPath", testPaidHappyPath},
 		{"PaidIntentNeedsEpisode", testPaidIntentNeedsEpisode},
 		{"PaidRetryResumes", testPaidRetryResumes},
 		{"PaidConcurrentIntent", testPaidConcurrentIntent},
 		{"PaidSubmissionCostOnce", testPaidSubmissionCostOnce},
+		{"PaidEffectStepNoCost", testPaidEffectStepNoCost},
 		{"PaidRemoteRefConflict", testPaidRemoteRefConflict},
 		{"PaidResultNeverOverwritten", testPaidResultNeverOverwritten},
 		{"PaidFailure", testPaidFailure},
-		{"PlanRevision", testPlanRevision},
-		{"PlanRevisionConcurrent", testPlanRevisionConcurrent},
-		{"ResetIntentAndAbandon", testResetIntentAndAbandon},
+		{"Rework", testRework},
+		{"ReworkConcurrent", testReworkConcurrent},
+		{"ReleaseAndAbandon", testReleaseAndAbandon},
 		{"Decisions", testDecisions},
 		{"CostsByPeriod", testCostsByPeriod},
-		{"ResetSteps", testResetSteps},
+		{"ReassembleResetsSteps", testReassembleResetsSteps},
 		{"PaidInvalidInput", testPaidInvalidInput},
 		{"CheckPaidClean", testCheckPaidClean},
 		{"CheckPaidTampered", testCheckPaidTampered},
+		{"PaidOwnership", testPaidOwnership},
+		{"PaidMaybeSent", testPaidMaybeSent},
+		{"PaidResubmitPermission", testPaidResubmitPermission},
+		{"PaidTakeIntentRace", testPaidTakeIntentRace},
+		{"PaidTakeOverNeedsFreshView", testPaidTakeOverNeedsFreshView},
+		// Decide: idempotency, atomicity, every action in every state
+		// (decisions_conformance_test.go).
+		{"DecideIdempotent", testDecideIdempotent},
+		{"DecideConcurrentSameRequest", testDecideConcurrentSameRequest},
+		{"DecideAtomic", testDecideAtomic},
+		{"DecideActionsByState", testDecideActionsByState},
+		{"DecideEpisodeActions", testDecideEpisodeActions},
+		{"DecideAdoptChecksCost", testDecideAdoptChecksCost},
+		// The paid-task state machine against a model (paid_model_test.go).
+		{"PaidStateMachineModel", testPaidStateMachineModel},
+		// Step plans (plan_conformance_test.go).
+		{"EpisodePlan", testEpisodePlan},
 		// Episode outcomes and outcome counts (outcomes_conformance_test.go).
 		{"EpisodeOutcomes", testEpisodeOutcomes},
 		{"EpisodeOutcomeInvalid", testEpisodeOutcomeInvalid},
@@ -77,6 +96,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 	}{
 		{"MigrateV1ToV2", testMigrateV1ToV2},
 		{"MigrateV2ToV3", testMigrateV2ToV3},
+		{"MigrateV3ToV4", testMigrateV3ToV4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -186,6 +206,14 @@ func rawInsertEpisode(t *testing.T, l *Ledger, pipeline, id, period string, seq 
 		VALUES (?, ?, ?, ?, ?, ?, ?, 'allocated')`, pipeline, id, period, seq, key, l.d.timeArg(t0), l.d.timeArg(t0))
 }
 
+// rawInsertStep writes a step record with the columns every schema version
+// has, as an older build would.
+func rawInsertStep(t *testing.T, l *Ledger, pipeline, episodeID, step, status string) {
+	t.Helper()
+	rawExec(t, l, `INSERT INTO step_records (pipeline, episode_id, step, status, completed_at) VALUES (?, ?, ?, ?, ?)`,
+		pipeline, episodeID, step, status, l.d.timeArg(t0))
+}
+
 func dropUniqueIndexes(t *testing.T, l *Ledger) {
 	rawExec(t, l, `DROP INDEX episodes_pipeline_key_uniq`)
 	rawExec(t, l, `DROP INDEX episodes_pipeline_period_seq_uniq`)
@@ -198,6 +226,86 @@ func countRows(t *testing.T, l *Ledger, table string) int {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
+}
+
+// dumpedTables are the tables dumpTables reads, each with a full ordering.
+var dumpedTables = []struct{ name, order string }{
+	{"episodes", "pipeline, episode_id"},
+	{"step_records", "pipeline, episode_id, step"},
+	{"paid_tasks", "pipeline, episode_id, step, revision"},
+	{"cost_entries", "remote_ref"},
+	{"operator_decisions", "id"},
+}
+
+// dumpTables reads every row of the ledger's episode, step, paid-task,
+// cost and decision tables, every column printed, so that a test can show
+// that a refused call wrote nothing at all (not even a timestamp).
+func dumpTables(t *testing.T, l *Ledger) map[string][]string {
+	t.Helper()
+	return dumpEpisodeTables(ctxT(t), t, l, "", "")
+}
+
+// dumpEpisodeTables is dumpTables limited to one episode's rows (every
+// episode when episodeID is "").
+func dumpEpisodeTables(ctx context.Context, t *testing.T, l *Ledger, pipeline, episodeID string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, tb := range dumpedTables {
+		rows, err := l.w.QueryContext(ctx, l.d.q(`SELECT * FROM `+tb.name+`
+			WHERE (? = '' OR pipeline = ?) AND (? = '' OR episode_id = ?) ORDER BY `+tb.order),
+			pipeline, pipeline, episodeID, episodeID)
+		if err != nil {
+			t.Fatalf("dump %s: %v", tb.name, err)
+		}
+		cols, err := rows.Columns()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			for i := range vals {
+				vals[i] = new(any)
+			}
+			if err := rows.Scan(vals...); err != nil {
+				t.Fatalf("dump %s: %v", tb.name, err)
+			}
+			var b strings.Builder
+			for i, v := range vals {
+				v := *(v.(*any))
+				if bs, ok := v.([]byte); ok {
+					v = string(bs)
+				}
+				fmt.Fprintf(&b, "%s=%v ", cols[i], v)
+			}
+			out[tb.name] = append(out[tb.name], b.String())
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = rows.Close()
+	}
+	return out
+}
+
+// mustBeUnchanged fails unless the ledger's tables are exactly as dumped in
+// before: what names the call that should have written nothing.
+func mustBeUnchanged(t *testing.T, l *Ledger, what string, before map[string][]string) {
+	t.Helper()
+	if diff := dumpDiff(before, dumpTables(t, l)); diff != "" {
+		t.Fatalf("%s wrote: %s", what, diff)
+	}
+}
+
+// dumpDiff describes the first table that differs between two dumps; "" if
+// none does.
+func dumpDiff(before, after map[string][]string) string {
+	for _, tb := range dumpedTables {
+		if !slices.Equal(before[tb.name], after[tb.name]) {
+			return fmt.Sprintf("%s changed from\n  %s\nto\n  %s", tb.name,
+				strings.Join(before[tb.name], "\n  "), strings.Join(after[tb.name], "\n  "))
+		}
+	}
+	return ""
 }
 
 func mustCheckClean(t *testing.T, l *Ledger, pipeline string) {
@@ -696,7 +804,7 @@ func testSteps(t *testing.T, l *Ledger) {
 		t.Fatal(err)
 	}
 	want := []StepRecord{recs[0], recs[1], recs[2]}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Steps =\n%+v\nwant\n%+v", got, want)
 	}
 	if err := l.RecordStep(ctxT(t), StepRecord{Pipeline: "weekly", EpisodeID: ep.ID, Status: "completed"}); !errors.Is(err, ErrInvalidInput) {

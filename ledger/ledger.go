@@ -147,7 +147,7 @@ func connect(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
 		return nil, err
 	}
 	l.readOnly = readOnly
-	if l.d == postgresDialect {
+	if l.d.name == postgresDialect.name {
 		l.txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
 	return l, nil

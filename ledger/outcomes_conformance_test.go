@@ -1,13 +1,14 @@
 package ledger
 
 import (
-	"allot"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"allot"
 )
 
 // Conformance tests for episode outcomes and the outcome counts (invariant
@@ -434,19 +435,16 @@ func testMigrateV2ToV3(t *testing.T, url string) {
 			Status: EpisodeCompleted, CompletedAt: done},
 		{Pipeline: "daily", ID: "2026-08-03-0", Period: "2026-08-03", Sequence: 0, AllocationKey: "d0", NominalTime: t0, CreatedAt: t0, Status: EpisodeAllocated},
 	}
-	if err := v2.RecordStep(ctx, StepRecord{Pipeline: "weekly", EpisodeID: want[0].ID, Step: "plan", Status: "completed"}); err != nil {
-		t.Fatal(err)
-	}
+	rawInsertStep(t, v2, "weekly", want[0].ID, "plan", "completed") // RecordStep writes v5 columns
+	// Raw SQL for paid work and decisions too: this build's paid-task and
+	// decision calls read the v4 columns (owner, maybe_sent, ...).
 	r := paidRef(want[0], "render", 0)
-	mustIntent(t, v2, r)
-	mustSubmit(t, v2, r, "vr-1", 10)
-	mustResult(t, v2, r, "vr-1")
+	rawInsertPaidTask(t, v2, r, testKey(r), "succeeded", "vr-1")
+	rawInsertCost(t, v2, "vr-1", r, 10)
 	parked := paidRef(want[2], "voice", 0)
-	mustIntent(t, v2, parked) // outcome unknown, left for the operator
-	if _, _, err := v2.RecordDecision(ctx, OperatorDecision{RequestID: "u-1", Pipeline: "weekly", EpisodeID: want[1].ID,
-		Action: allot.ActionApprove, Reason: "looks good", At: done}); err != nil {
-		t.Fatal(err)
-	}
+	rawInsertPaidTask(t, v2, parked, testKey(parked), "intent", "") // outcome unknown, left for the operator
+	rawExec(t, v2, `INSERT INTO operator_decisions (request_id, pipeline, episode_id, step, revision, action, remote_ref, reason, decided_at)
+		VALUES ('u-1', 'weekly', ?, '', 0, ?, '', 'looks good', ?)`, want[1].ID, string(allot.ActionApprove), v2.d.timeArg(done))
 	runs := []RunOutcome{
 		{Pipeline: "weekly", AllocationKey: "k0", RunID: "r", Outcome: "allocated", Reason: ReasonNewEpisode, EpisodeID: want[0].ID, Period: "2026-W32", Sequence: 0, RecordedAt: t0},
 		{Pipeline: "weekly", AllocationKey: "k0", RunID: "r2", Outcome: "reused", Reason: ReasonKeyBound, EpisodeID: want[0].ID, Period: "2026-W32", Sequence: 0, RecordedAt: t0.Add(time.Minute)},
@@ -489,7 +487,7 @@ func testMigrateV2ToV3(t *testing.T, url string) {
 	if pt := mustPaidTask(t, l, r); pt.State != "succeeded" || pt.RemoteRef != "vr-1" {
 		t.Fatalf("paid task after migration: %+v", pt)
 	}
-	if pt := mustPaidTask(t, l, parked); pt.State != "intent" || pt.IdempotencyKey != testKey(parked) {
+	if pt := mustPaidTask(t, l, parked); pt.State != "intent" || pt.IdempotencyKey != testKey(parked) || !pt.OutcomeUnknown() {
 		t.Fatalf("parked paid task after migration: %+v", pt)
 	}
 	if cs := mustCosts(t, l, "weekly", ""); len(cs) != 1 || cs[0].RemoteRef != "vr-1" || cs[0].Amount != 10 {
@@ -540,7 +538,7 @@ func TestMigrationsMatchAcrossDialects(t *testing.T) {
 	if !slices.Equal(s, p) {
 		t.Fatalf("sqlite migrations %v, postgres migrations %v", s, p)
 	}
-	if len(s) < 3 || s[2] != "0003_episode_outcomes.sql" {
-		t.Fatalf("migrations %v, want 0003_episode_outcomes.sql third", s)
+	if len(s) < 4 || s[2] != "0003_episode_outcomes.sql" || s[3] != "0004_paid_state_machine.sql" {
+		t.Fatalf("migrations %v, want 0003_episode_outcomes.sql third and 0004_paid_state_machine.sql fourth", s)
 	}
 }

@@ -442,8 +442,8 @@ func (l *Ledger) TakeIntent(ctx context.Context, seen PaidTask, to string, at ti
 // operator's resubmit permission. Only the owner may send (ErrIntentOwned);
 // any state but intent is ErrPaidTaskState.
 func (l *Ledger) MarkSending(ctx context.Context, ref PaidTaskRef, owner string, until time.Time) (PaidTask, error) {
-	if until.IsZero() {
-		return PaidTask{}, invalid("%s: a send needs its deadline", describe(ref))
+	if until.IsZero() || owner == "" {
+		return PaidTask{}, invalid("%s: a send needs its owner and its deadline", describe(ref))
 	}
 	return l.changePaidTask(ctx, ref, func(_ *sql.Tx, t *PaidTask) error {
 		switch {
@@ -462,6 +462,9 @@ func (l *Ledger) MarkSending(ctx context.Context, ref PaidTaskRef, owner string,
 // settles what it did. A later send, another owner, or a task that moved on
 // is left as it is.
 func (l *Ledger) EndSend(ctx context.Context, ref PaidTaskRef, owner string, at time.Time) (PaidTask, error) {
+	if owner == "" {
+		return PaidTask{}, invalid("%s: ending a send needs its owner", describe(ref))
+	}
 	return l.changePaidTask(ctx, ref, func(_ *sql.Tx, t *PaidTask) error {
 		if t.State == allot.PaidIntent && t.Owner == owner && t.MaybeSent && at.Before(t.SendingUntil) {
 			t.SendingUntil = normTime(at)
@@ -476,6 +479,9 @@ func (l *Ledger) EndSend(ctx context.Context, ref PaidTaskRef, owner string, at 
 // caller clears it only when the vendor was asked by key in the same attempt
 // and had nothing, or nothing had been sent before this attempt.
 func (l *Ledger) ReleaseIntent(ctx context.Context, ref PaidTaskRef, owner string, maybeSent bool) (PaidTask, error) {
+	if owner == "" {
+		return PaidTask{}, invalid("%s: releasing the intent needs its owner", describe(ref))
+	}
 	return l.changePaidTask(ctx, ref, func(_ *sql.Tx, t *PaidTask) error {
 		switch {
 		case t.State != allot.PaidIntent:

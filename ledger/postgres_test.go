@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -151,4 +154,112 @@ func TestPostgresBadURL(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("error leaks the password: %v", err)
 	}
+}
+
+// withRuntimeParam adds a PostgreSQL runtime parameter to a ledger URL's
+// query: pgx passes query parameters it does not know to the server.
+func withRuntimeParam(t *testing.T, rawURL, name, value string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += name + "=" + strings.ReplaceAll(url.QueryEscape(value), "+", "%20")
+	return u.String()
+}
+
+// A server (or role, or database) whose default isolation is REPEATABLE
+// READ must not break the ledger: its transactions name READ COMMITTED, so
+// that each statement after the advisory lock sees what the lock's previous
+// holder committed. Under REPEATABLE READ the snapshot is taken before the
+// lock is granted, and concurrent allocations compute the same sequence.
+func TestPostgresRepeatableReadDefault(t *testing.T) {
+	dsn := withRuntimeParam(t, newPostgresURL(t), "default_transaction_isolation", "repeatable read")
+	l := openURLT(t, dsn)
+	ctx := ctxT(t)
+	var def string
+	if err := l.w.QueryRowContext(ctx, `SHOW default_transaction_isolation`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if def != "repeatable read" {
+		t.Fatalf("default_transaction_isolation = %q: the runtime parameter did not take effect", def)
+	}
+	var inTx string
+	if err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SHOW transaction_isolation`).Scan(&inTx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if inTx != "read committed" {
+		t.Errorf("the ledger's write transactions run %q, want read committed", inTx)
+	}
+
+	const n = 32
+	results := make([]AllocateResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = l.Allocate(ctx, AllocateInput{Pipeline: "weekly", Key: fmt.Sprintf("rr-%02d", i), Period: "2026-W32", NominalTime: t0})
+		})
+	}
+	close(start)
+	wg.Wait()
+	var seqs []int
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("allocation %d under a REPEATABLE READ default: %v", i, errs[i])
+		}
+		if results[i].Decision != DecisionAllocated {
+			t.Fatalf("allocation %d: %+v", i, results[i])
+		}
+		seqs = append(seqs, results[i].Episode.Sequence)
+	}
+	slices.Sort(seqs)
+	for i, s := range seqs {
+		if s != i {
+			t.Fatalf("sequences are not 0..%d without gap or duplicate: %v", n-1, seqs)
+		}
+	}
+
+	// The episode lock's check-then-write paths too: one decision per
+	// request, one owner per intent.
+	ep := results[0].Episode
+	r := paidRef(ep, "render", 0)
+	intents := make([]PaidTask, n)
+	decided := make([]bool, n)
+	start = make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if i%2 == 0 {
+				intents[i], errs[i] = l.WriteIntent(ctx, r, testKey(r), fmt.Sprintf("attempt-%02d", i))
+			} else {
+				_, decided[i], errs[i] = l.Decide(ctx, reworkReq(ep, "voice", "req-same"))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	applied := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("call %d under a REPEATABLE READ default: %v", i, errs[i])
+		}
+		if i%2 == 0 && intents[i].Owner != intents[0].Owner {
+			t.Fatalf("intent owners %q and %q", intents[i].Owner, intents[0].Owner)
+		}
+		if decided[i] {
+			applied++
+		}
+	}
+	if applied != 1 {
+		t.Fatalf("%d concurrent copies of one request applied, want 1", applied)
+	}
+	mustCheckClean(t, l, "")
 }
