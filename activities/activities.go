@@ -27,6 +27,11 @@ type Activities struct {
 	NewVendor    VendorFactory
 	PollInterval time.Duration // between vendor status polls; default 2s
 
+	// Vendors are the named vendors this worker calls itself (http and go
+	// adapters), by name; steps without a vendor use Credentials and
+	// NewVendor.
+	Vendors map[string]Vendor
+
 	// Steps are the Go steps this worker runs (kind "go", and "local" for
 	// the built-in ones it does not override), by name.
 	Steps map[string]step.Func

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"allot"
 	"allot/ledger"
@@ -21,6 +22,10 @@ type DecisionInput struct {
 	Step      string       `json:"step,omitempty"`
 	RemoteRef string       `json:"remote_ref,omitempty"`
 	Reason    string       `json:"reason,omitempty"`
+	// Verified is the vendor's task for RemoteRef as the vendor's own
+	// status activity reported it (activity adapters); nil: ApplyDecision
+	// asks the vendor itself.
+	Verified *paidvendor.Task `json:"verified,omitempty"`
 }
 
 // DecisionResult is the episode's steps after the decision took effect.
@@ -83,7 +88,7 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 			i, _ := stepIndex(p, step.Name)
 			req.Reset = unpaidFrom(p, i+1)
 		case allot.ActionAdopt:
-			if req.Adopted, err = a.verifyAdoption(ctx, p, ep, step, in.RemoteRef); err != nil {
+			if req.Adopted, err = a.verifyAdoption(ctx, p, ep, step, in.RemoteRef, in.Verified); err != nil {
 				return DecisionResult{}, err
 			}
 		case allot.ActionAbandon:
@@ -116,21 +121,44 @@ func (a *Activities) decisionResult(ctx context.Context, p *pipeline.Pipeline, e
 // verifyAdoption asks the vendor for the task an operator wants to adopt and
 // refuses it unless it carries this step's idempotency key: a reference that
 // belongs to another task, or to no known key, is never booked to this one.
-func (a *Activities) verifyAdoption(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, remoteRef string) (ledger.Submission, error) {
-	if err := paidvendor.ValidateTaskID(remoteRef); err != nil {
-		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "%v", err)
+func (a *Activities) verifyAdoption(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, remoteRef string, verified *paidvendor.Task) (ledger.Submission, error) {
+	if remoteRef == "" || len(remoteRef) > 200 || strings.IndexFunc(remoteRef, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "reference %q is not a vendor's task reference: find this step's with `starter episode lookup --pipeline %s --episode %s --step %s`", remoteRef, p.Name, ep.ID, step.Name)
 	}
 	latest, err := a.Ledger.LatestPaidTask(ctx, p.Name, ep.ID, step.Name)
 	if err != nil {
 		return ledger.Submission{}, classify(err)
 	}
-	vendor, err := a.vendor(ctx)
-	if err != nil {
-		return ledger.Submission{}, err
-	}
-	vt, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) { return vendor.Task(ctx, remoteRef) })
+	var vt paidvendor.Task
 	switch {
-	case errors.Is(err, paidvendor.ErrNotFound):
+	case verified != nil:
+		// The Episode asked the vendor's own activity (an activity adapter).
+		vt = *verified
+		if vt.ID != remoteRef {
+			err = paidvendor.ErrNotFound
+		}
+	default:
+		vendor, verr := a.vendorFor(ctx, step.Vendor)
+		if verr != nil {
+			return ledger.Submission{}, verr
+		}
+		vt, err = withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
+			if c, ok := vendor.(paidvendor.Client); ok {
+				return c.Task(ctx, remoteRef)
+			}
+			// An effect's adapter only looks up by key: the reference must
+			// be what it has under this task's key.
+			t, err := vendor.LookupByIdempotencyKey(ctx, latest.IdempotencyKey)
+			if err == nil && t.ID != remoteRef {
+				err = paidvendor.ErrNotFound
+			}
+			return t, err
+		})
+	}
+	switch {
+	case errors.Is(err, paidvendor.ErrLookupUnsupported):
+		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "the downstream of step %s cannot say what it holds, so reference %q cannot be checked: resubmit or abandon the step", step.Name, remoteRef)
+	case errors.Is(err, paidvendor.ErrNotFound) || errors.Is(err, paidvendor.ErrInvalidTaskID):
 		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "the vendor has no task %q: find this step's task with `starter episode lookup --pipeline %s --episode %s --step %s`", remoteRef, p.Name, ep.ID, step.Name)
 	case errors.Is(err, paidvendor.ErrUnauthorized):
 		return ledger.Submission{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key: %v", err)

@@ -106,11 +106,22 @@ func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisod
 	}
 	for _, s := range p.Steps {
 		st := StepState{Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: allot.StepPending}
-		if s.Kind == pipeline.Paid {
+		switch {
+		case s.Kind == pipeline.Paid:
 			if st, err = a.paidStepState(ctx, p.Name, ep.ID, s, st); err != nil {
 				return LoadEpisodeResult{}, err
 			}
-		} else if r, ok := done[s.Name]; ok {
+		case s.Kind == pipeline.Effect:
+			// An effect's revision is its step's: a reset (after a rework
+			// or reassembly) acts again, under a new key.
+			if st, err = a.effectStepState(ctx, p.Name, ep.ID, s, done[s.Name].Revision); err != nil {
+				return LoadEpisodeResult{}, err
+			}
+		default:
+			r, ok := done[s.Name]
+			if !ok {
+				break
+			}
 			st = recordState(s, r)
 		}
 		st.Run = a.stepRun(s)
@@ -144,6 +155,22 @@ func (a *Activities) stepRun(s pipeline.Step) *StepRun {
 	return nil
 }
 
+func (a *Activities) effectStepState(ctx context.Context, pipelineName, episodeID string, s pipeline.Step, revision int) (StepState, error) {
+	st := StepState{Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: allot.StepPending, Revision: revision}
+	t, err := a.Ledger.PaidTask(ctx, ledger.PaidTaskRef{Pipeline: pipelineName, EpisodeID: episodeID, Step: s.Name, Revision: revision})
+	if errors.Is(err, ledger.ErrPaidTaskNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, classify(err)
+	}
+	res, err := a.paidResult(ctx, t, s.Kind)
+	if err != nil {
+		return st, err
+	}
+	return res.stepState(s), nil
+}
+
 func (a *Activities) paidStepState(ctx context.Context, pipelineName, episodeID string, s pipeline.Step, st StepState) (StepState, error) {
 	t, err := a.Ledger.LatestPaidTask(ctx, pipelineName, episodeID, s.Name)
 	if errors.Is(err, ledger.ErrPaidTaskNotFound) {
@@ -152,7 +179,7 @@ func (a *Activities) paidStepState(ctx context.Context, pipelineName, episodeID 
 	if err != nil {
 		return st, classify(err)
 	}
-	res, err := a.paidResult(ctx, t)
+	res, err := a.paidResult(ctx, t, s.Kind)
 	if err != nil {
 		return st, err
 	}
@@ -171,10 +198,13 @@ func (r PaidTaskResult) stepState(s pipeline.Step) StepState {
 // StepStatus is the paid task's state as its step's status: a verified
 // result is completed, a planned revision is pending.
 func (r PaidTaskResult) StepStatus() allot.StepStatus {
-	switch r.State {
-	case allot.PaidSucceeded:
+	switch {
+	case r.State == allot.PaidSucceeded:
 		return allot.StepCompleted
-	case allot.PaidPlanned:
+	case r.State == allot.PaidSubmitted && r.Kind == pipeline.Effect:
+		// An effect is done when the downstream took it.
+		return allot.StepCompleted
+	case r.State == allot.PaidPlanned:
 		return allot.StepPending
 	}
 	return allot.StepStatus(r.State)

@@ -1,12 +1,14 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +32,7 @@ type PaidTaskInput struct {
 // PaidTaskResult is the ledger's view of a paid task after the activity.
 type PaidTaskResult struct {
 	Step           string              `json:"step"`
+	Kind           pipeline.StepKind   `json:"kind,omitempty"` // paid (or "" from older workers) or effect
 	Revision       int                 `json:"revision"`
 	State          allot.PaidTaskState `json:"state"`
 	IdempotencyKey string              `json:"idempotency_key"`
@@ -39,135 +42,6 @@ type PaidTaskResult struct {
 	Artifact       string              `json:"artifact,omitempty"`
 	SHA256         string              `json:"sha256,omitempty"`
 	Error          string              `json:"error,omitempty"`
-}
-
-// SubmitPaidTask sends a paid task to the vendor at most once (invariant 7).
-// In order:
-//
-//  1. The episode must exist, before any credential is read or client built.
-//  2. The intent is written, owned by this attempt (WriteIntent). A task the
-//     vendor has already accepted (a reference is written) is returned as is.
-//  3. If another attempt owns the intent, or a send may have reached the
-//     vendor (MaybeSent), the vendor is asked by idempotency key: a task it
-//     has is adopted; if it has none, this attempt takes the intent over;
-//     if it cannot tell and a send may have reached it, the activity fails
-//     with OutcomeUnknown and the episode parks. Only an operator's resubmit
-//     lets a send go without that answer.
-//  4. The send is marked (MaybeSent) and the vendor called; its reference
-//     and cost are written before anything else happens.
-//
-// A definite refusal (4xx) puts the intent back to planned and parks the
-// episode (VendorRejected, or VendorNotConfigured when the key was refused);
-// any other failure leaves the outcome unknown, and the retry starts at 3.
-func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
-	p, ep, step, err := a.paidStep(ctx, in)
-	if err != nil {
-		return PaidTaskResult{}, err
-	}
-	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: step.Name, Revision: in.Revision}
-	key := paidvendor.IdempotencyKey(p.Name, ep.ID, step.Name, in.Revision)
-	owner := attemptToken(ctx)
-	log := activity.GetLogger(ctx)
-
-	task, err := a.Ledger.WriteIntent(ctx, ref, key, owner)
-	if err != nil {
-		return PaidTaskResult{}, classify(err)
-	}
-	if task.State != allot.PaidIntent {
-		return a.paidResult(ctx, task)
-	}
-	vendor, err := a.vendor(ctx)
-	if err != nil {
-		return PaidTaskResult{}, err
-	}
-	askedAbsent := false
-	if task.Owner != owner || task.MaybeSent {
-		// Another attempt wrote the intent, or a send may have reached the
-		// vendor: ask before anything is sent. While an earlier send may
-		// still arrive, the vendor's answer proves nothing: wait for it.
-		if task.MaybeSent && time.Now().Before(task.SendingUntil) {
-			return PaidTaskResult{}, fmt.Errorf("an earlier attempt's send of paid task %s/%s step %s may reach the vendor until %s; asking then",
-				p.Name, ep.ID, step.Name, task.SendingUntil.Format(time.RFC3339))
-		}
-		found, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
-			return vendor.LookupByIdempotencyKey(ctx, key)
-		})
-		switch {
-		case err == nil:
-			log.Info("adopting the vendor task found by idempotency key", "step", step.Name, "revision", in.Revision, "remote_ref", found.ID)
-			res, err := a.recordSubmission(ctx, ref, found)
-			if err == nil {
-				countSubmission(ctx, p.Name, step.Name, SubmissionAdopted)
-			}
-			return res, err
-		case errors.Is(err, paidvendor.ErrNotFound):
-			askedAbsent = true
-		case errors.Is(err, paidvendor.ErrLookupUnsupported):
-			if task.MaybeSent && task.ResubmitRequest == "" {
-				countSubmission(ctx, p.Name, step.Name, SubmissionUnknown)
-				return PaidTaskResult{}, nonRetryable(allot.OutcomeUnknown,
-					"paid task %s/%s step %s revision %d: an earlier send may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s",
-					p.Name, ep.ID, step.Name, in.Revision, key)
-			}
-			// Never sent (its writer died before sending), or an operator
-			// allowed this send: go on without the answer.
-		case errors.Is(err, paidvendor.ErrUnauthorized):
-			return PaidTaskResult{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while looking up paid task %s/%s step %s: %v", p.Name, ep.ID, step.Name, err)
-		default:
-			return PaidTaskResult{}, fmt.Errorf("look up paid task by idempotency key: %w", err)
-		}
-		if task.Owner != owner {
-			if _, err := a.Ledger.TakeIntent(ctx, task, owner, time.Now()); err != nil {
-				// Another attempt took it, or began a send, after we read
-				// it: the retry asks the vendor again.
-				return PaidTaskResult{}, classify(err)
-			}
-		}
-	}
-	prior := task.MaybeSent
-	until := time.Now().Add(sendWindow)
-	if _, err := a.Ledger.MarkSending(ctx, ref, owner, until); err != nil {
-		return PaidTaskResult{}, classify(err)
-	}
-	sendCtx, cancel := context.WithDeadline(ctx, until)
-	defer cancel()
-	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": step.Name, "revision": strconv.Itoa(in.Revision)}
-	for k, v := range step.Params {
-		params[k] = v
-	}
-	accepted, err := withHeartbeat(sendCtx, func(ctx context.Context) (paidvendor.Task, error) {
-		return vendor.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: key, Kind: step.Action, Params: params})
-	})
-	if err != nil {
-		if refused(err) {
-			// The vendor said no: this send was not accepted. What may have
-			// been sent before stays unknown unless the vendor was asked.
-			countSubmission(ctx, p.Name, step.Name, SubmissionRefused)
-			if _, rerr := a.Ledger.ReleaseIntent(ctx, ref, owner, prior && !askedAbsent); rerr != nil {
-				return PaidTaskResult{}, classify(rerr)
-			}
-			errType := allot.VendorRejected
-			if errors.Is(err, paidvendor.ErrUnauthorized) {
-				errType = allot.VendorNotConfigured
-			}
-			return PaidTaskResult{}, nonRetryable(errType, "vendor refused paid task %s/%s step %s revision %d: %v", p.Name, ep.ID, step.Name, in.Revision, err)
-		}
-		// The outcome is unknown; the retry asks the vendor by idempotency
-		// key. This send is over: the vendor decides on a request before it
-		// answers, so from now on asking it settles what it did.
-		countSubmission(ctx, p.Name, step.Name, SubmissionError)
-		if _, eerr := a.Ledger.EndSend(context.WithoutCancel(ctx), ref, owner, time.Now()); eerr != nil {
-			activity.GetLogger(ctx).Warn("recording the end of a send failed; the retry waits for its deadline", "error", eerr)
-		}
-		return PaidTaskResult{}, fmt.Errorf("submit paid task (the retry will look it up by idempotency key): %w", err)
-	}
-	log.Info("paid task accepted", "step", step.Name, "revision", in.Revision, "remote_ref", accepted.ID,
-		"cost", accepted.Cost.Amount, "currency", accepted.Cost.Currency)
-	res, err := a.recordSubmission(ctx, ref, accepted)
-	if err == nil {
-		countSubmission(ctx, p.Name, step.Name, SubmissionAccepted)
-	}
-	return res, err
 }
 
 // sendWindow bounds one send to the vendor: the request is given up at its
@@ -198,15 +72,19 @@ func refused(err error) bool {
 
 // recordSubmission writes the vendor's reference and cost; the cost is
 // counted in the metrics only when this write recorded it first.
-func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRef, t paidvendor.Task) (PaidTaskResult, error) {
-	task, err := a.Ledger.RecordSubmission(ctx, ledger.Submission{
-		PaidTaskRef: ref, RemoteRef: t.ID, Amount: t.Cost.Amount, Currency: t.Cost.Currency,
-	})
+func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRef, t paidvendor.Task, kind pipeline.StepKind) (PaidTaskResult, error) {
+	sub := ledger.Submission{PaidTaskRef: ref, RemoteRef: t.ID, Amount: t.Cost.Amount, Currency: t.Cost.Currency}
+	if kind == pipeline.Effect {
+		// An effect costs nothing; whatever the downstream reports is not
+		// a charge.
+		sub.Amount, sub.Currency = 0, ""
+	}
+	task, err := a.Ledger.RecordSubmission(ctx, sub)
 	if err != nil {
 		return PaidTaskResult{}, classify(err)
 	}
-	countCost(ctx, ref.Pipeline, t.Cost.Amount, t.Cost.Currency)
-	return a.paidResult(ctx, task)
+	countCost(ctx, ref.Pipeline, sub.Amount, sub.Currency)
+	return a.paidResult(ctx, task, kind)
 }
 
 // AwaitPaidTask polls the vendor by reference, heartbeating, until the task
@@ -226,7 +104,7 @@ func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 	switch task.State {
 	case allot.PaidSucceeded:
 		if sum, err := artifacts.SHA256File(task.Artifact); err == nil && sum == task.SHA256 {
-			return a.paidResult(ctx, task)
+			return a.paidResult(ctx, task, pipeline.Paid)
 		}
 		// The recorded file is gone or damaged: fetch it again below.
 	case allot.PaidSubmitted:
@@ -235,7 +113,7 @@ func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 	default:
 		return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid task %s/%s step %s revision %d is %s, not submitted: submit it first", p.Name, ep.ID, step.Name, in.Revision, task.State)
 	}
-	vendor, err := a.vendor(ctx)
+	vendor, err := a.client(ctx, step.Vendor)
 	if err != nil {
 		return PaidTaskResult{}, err
 	}
@@ -275,6 +153,13 @@ func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task 
 	case err != nil:
 		return PaidTaskResult{}, fmt.Errorf("download result of vendor task %s: %w", vt.ID, err)
 	}
+	return a.storeResult(ctx, ref, task, vt, body)
+}
+
+// storeResult writes a result to <step>-r<revision>.bin in the episode's
+// directory through a temporary file, refuses it if its sha256 is not the
+// vendor's (the revision fails, nothing is overwritten), and records it.
+func (a *Activities) storeResult(ctx context.Context, ref ledger.PaidTaskRef, task ledger.PaidTask, vt paidvendor.Task, body io.ReadCloser) (PaidTaskResult, error) {
 	defer body.Close()
 	path := filepath.Join(artifacts.EpisodeDir(a.ArtifactsDir, ref.Pipeline, ref.EpisodeID), fmt.Sprintf("%s-r%d.bin", ref.Step, ref.Revision))
 	// Heartbeats carry the bytes read so far: a slow download stays alive,
@@ -297,15 +182,15 @@ func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task 
 		return PaidTaskResult{}, classify(err)
 	}
 	activity.GetLogger(ctx).Info("paid result stored", "step", ref.Step, "revision", ref.Revision, "remote_ref", vt.ID, "sha256", sum)
-	return a.paidResult(ctx, done)
+	return a.paidResult(ctx, done, pipeline.Paid)
 }
 
 // maxResultBytes bounds one downloaded result.
 const maxResultBytes = 1 << 30
 
-func (a *Activities) paidResult(ctx context.Context, t ledger.PaidTask) (PaidTaskResult, error) {
+func (a *Activities) paidResult(ctx context.Context, t ledger.PaidTask, kind pipeline.StepKind) (PaidTaskResult, error) {
 	out := PaidTaskResult{
-		Step: t.Step, Revision: t.Revision, State: t.State, IdempotencyKey: t.IdempotencyKey,
+		Step: t.Step, Kind: kind, Revision: t.Revision, State: t.State, IdempotencyKey: t.IdempotencyKey,
 		RemoteRef: t.RemoteRef, Artifact: t.Artifact, SHA256: t.SHA256, Error: t.Error,
 	}
 	if t.RemoteRef != "" {
@@ -320,46 +205,97 @@ func (a *Activities) paidResult(ctx context.Context, t ledger.PaidTask) (PaidTas
 	return out, nil
 }
 
-// paidStep resolves a paid step of an existing episode. The episode check
-// comes first: a missing episode stops before credentials or a client.
-func (a *Activities) paidStep(ctx context.Context, in PaidTaskInput) (*pipeline.Pipeline, ledger.Episode, pipeline.Step, error) {
-	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
-	if err != nil {
-		return nil, ledger.Episode{}, pipeline.Step{}, err
-	}
-	step, ok := p.Step(in.Step)
-	if !ok {
-		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
-	}
-	if step.Kind != pipeline.Paid {
-		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.StepNotFound, "step %q of pipeline %q is %s, not paid: paid commands take one of %v", step.Name, p.Name, step.Kind, p.PaidStepNames())
-	}
-	if in.Revision < 0 {
-		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.InvalidInput, "revision %d is negative", in.Revision)
-	}
-	return p, ep, step, nil
-}
-
-// vendor reads the credentials and builds a client; called only after the
-// episode check.
-func (a *Activities) vendor(ctx context.Context) (paidvendor.Client, error) {
-	if a.Credentials == nil || a.NewVendor == nil {
-		return nil, nonRetryable(allot.VendorNotConfigured, "this worker has no paid vendor configured: set %s (and %s or %s)", EnvVendorURL, EnvVendorAPIKey, EnvVendorAPIKeyFile)
-	}
-	key, err := a.Credentials.VendorAPIKey(ctx)
-	if err != nil {
-		return nil, nonRetryable(allot.VendorNotConfigured, "%v", err)
-	}
-	c, err := a.NewVendor(key)
-	if err != nil {
-		return nil, nonRetryable(allot.VendorNotConfigured, "build the vendor client: %v", err)
-	}
-	return c, nil
-}
-
 func (a *Activities) pollInterval() time.Duration {
 	if a.PollInterval > 0 {
 		return a.PollInterval
 	}
 	return 2 * time.Second
+}
+
+// PaidStoreResultInput is a succeeded task's result as an activity
+// adapter's fetch returned it.
+type PaidStoreResultInput struct {
+	PaidTaskInput
+	Task  paidvendor.ActivityTask        `json:"task"`
+	Fetch paidvendor.ActivityFetchResult `json:"fetch"`
+}
+
+// PaidStoreResult writes a result an activity adapter fetched (its bytes,
+// or what its URL serves) to the episode's directory, verifies its sha256
+// against the task's, and records it; a mismatch fails the revision
+// (ResultHashMismatch) and overwrites nothing.
+func (a *Activities) PaidStoreResult(ctx context.Context, in PaidStoreResultInput) (PaidTaskResult, error) {
+	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
+	task, err := a.Ledger.PaidTask(ctx, ref)
+	if err != nil {
+		return PaidTaskResult{}, classify(err)
+	}
+	vt, err := in.Task.Task()
+	if err != nil {
+		return PaidTaskResult{}, nonRetryable(allot.InvalidRemoteRef, "step %s: %v", st.Name, err)
+	}
+	if vt.ID != task.RemoteRef {
+		return PaidTaskResult{}, nonRetryable(allot.InvalidRemoteRef, "step %s: the adapter fetched task %s, but the step's task is %s", st.Name, vt.ID, task.RemoteRef)
+	}
+	var body io.ReadCloser
+	switch {
+	case in.Fetch.URL != "":
+		body, err = fetchURL(ctx, in.Fetch.URL)
+		if err != nil {
+			return PaidTaskResult{}, fmt.Errorf("download the result of task %s: %w", vt.ID, err)
+		}
+	default:
+		body = io.NopCloser(bytes.NewReader(in.Fetch.Data))
+	}
+	return a.storeResult(ctx, ref, task, vt, body)
+}
+
+// PaidRecordFailureInput is a failed task as an activity adapter reported it.
+type PaidRecordFailureInput struct {
+	PaidTaskInput
+	RemoteRef string `json:"remote_ref"`
+	Reason    string `json:"reason"`
+}
+
+// PaidRecordFailure records that the vendor reports the task failed.
+func (a *Activities) PaidRecordFailure(ctx context.Context, in PaidRecordFailureInput) (PaidTaskResult, error) {
+	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
+	reason := in.Reason
+	if reason == "" {
+		reason = "the vendor reports the task failed"
+	}
+	t, err := a.Ledger.RecordPaidFailure(ctx, ref, in.RemoteRef, reason)
+	if err != nil {
+		return PaidTaskResult{}, classify(err)
+	}
+	return a.paidResult(ctx, t, st.Kind)
+}
+
+// fetchURL GETs a result an adapter points at.
+func fetchURL(ctx context.Context, rawURL string) (io.ReadCloser, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("result URL %q is not an http(s) URL", rawURL)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", u.Redacted(), resp.Status)
+	}
+	return resp.Body, nil
 }

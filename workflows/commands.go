@@ -8,6 +8,7 @@ import (
 
 	"allot"
 	"allot/activities"
+	"allot/paidvendor"
 	"allot/pipeline"
 )
 
@@ -157,6 +158,26 @@ func (e *episode) decide(ctx workflow.Context, in activities.DecisionInput) (Epi
 	var a *activities.Activities
 	in.RequestID = workflow.GetCurrentUpdateInfo(ctx).ID
 	in.Pipeline, in.EpisodeID = e.input.Pipeline, e.input.EpisodeID
+	if in.Action == allot.ActionAdopt {
+		if st, ok := e.step(in.Step); ok && st.Run != nil && st.Run.Vendor != nil {
+			// An activity adapter's vendor is asked by its own activity.
+			v := st.Run.Vendor
+			var t paidvendor.ActivityTask
+			err := workflow.ExecuteActivity(e.adapterCtx(ctx, v), v.Status, paidvendor.ActivityTaskRequest{ID: in.RemoteRef}).Get(ctx, &t)
+			if errorType(err) == paidvendor.ActivityErrNotFound {
+				return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("vendor %s has no task %q: find this step's task with `starter episode lookup --pipeline %s --episode %s --step %s`",
+					v.Name, in.RemoteRef, e.input.Pipeline, e.input.EpisodeID, in.Step), allot.InvalidRemoteRef)
+			}
+			if err != nil {
+				return EpisodeState{}, err
+			}
+			task, err := t.Task()
+			if err != nil {
+				return EpisodeState{}, temporal.NewApplicationError(err.Error(), allot.InvalidRemoteRef)
+			}
+			in.Verified = &task
+		}
+	}
 	var res activities.DecisionResult
 	opts := ledgerActivityOptions()
 	if in.Action == allot.ActionAdopt {

@@ -254,7 +254,10 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 		return nil
 	case string(pipeline.Activity):
 		return e.runActivityStep(ctx, i, ref)
-	case string(pipeline.Paid):
+	case string(pipeline.Paid), string(pipeline.Effect):
+		if step.Run != nil && step.Run.Vendor != nil {
+			return e.runPaidByActivities(ctx, i)
+		}
 		return e.runPaid(ctx, i)
 	case string(pipeline.Approval):
 		return e.awaitApproval(ctx, i)
@@ -273,7 +276,8 @@ func (e *episode) runPaid(ctx workflow.Context, i int) error {
 	err := e.call(workflow.WithActivityOptions(ctx, vendorActivityOptions()), step.Name, "SubmitPaidTask", a.SubmitPaidTask, in, &res)
 	if err == nil {
 		e.applyPaid(i, res)
-		if res.State == allot.PaidAbandoned {
+		if res.State == allot.PaidAbandoned || step.Kind == string(pipeline.Effect) {
+			// An effect is done once the downstream took it.
 			return nil
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", step.Name, step.Revision, res.RemoteRef))

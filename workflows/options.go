@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -140,6 +141,11 @@ func (e *episode) showRetrying(ctx workflow.Context) {
 func retryable(err error) bool {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && (appErr.NonRetryable() || slices.Contains(allot.NonRetryableErrorTypes, appErr.Type())) {
+		return false
+	}
+	// The activity's retry policy named the error's type non-retryable.
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE {
 		return false
 	}
 	var canceled *temporal.CanceledError

@@ -1,0 +1,358 @@
+package activities
+
+// The paid protocol (invariant 7 of docs/design.md), in phases, so that one
+// implementation serves both kinds of adapters: one this worker calls itself
+// (http, go: SubmitPaidTask runs the phases in one activity) and one of
+// another worker (activity: the Episode runs each phase as an activity and
+// calls the vendor's activities in between). Effect steps go through the
+// same phases; they have no cost and nothing to fetch.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"allot"
+	"allot/ledger"
+	"allot/paidvendor"
+	"allot/pipeline"
+)
+
+// What the protocol does next for a paid task.
+const (
+	PaidNextDone   = "done"   // the ledger has the vendor's answer: Result
+	PaidNextLookup = "lookup" // ask the vendor by IdempotencyKey, then PaidAfterLookup
+	PaidNextSend   = "send"   // PaidBeginSend, send, then PaidAfterSend
+	PaidNextWait   = "wait"   // an earlier send may still arrive: prepare again after WaitUntil
+)
+
+// PaidPhaseInput names a paid task and the attempt (owner) working on it.
+type PaidPhaseInput struct {
+	PaidTaskInput
+	Owner string `json:"owner"`
+}
+
+// PaidPlan is where the protocol stands for one attempt, and what it does
+// next.
+type PaidPlan struct {
+	Next           string          `json:"next"`
+	Result         *PaidTaskResult `json:"result,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	WaitUntil      time.Time       `json:"wait_until,omitzero"`
+	// Seen is the intent as it was read before the vendor was asked: a
+	// take-over after the vendor's "nothing" is refused if it changed.
+	Seen ledger.PaidTask `json:"seen"`
+	// AskedAbsent: the vendor said it had nothing, in this attempt.
+	AskedAbsent bool `json:"asked_absent,omitempty"`
+}
+
+// LookupOutcome is what the vendor answered to a look-up by key.
+type LookupOutcome struct {
+	Found        *paidvendor.Task `json:"found,omitempty"`
+	NotFound     bool             `json:"not_found,omitempty"`
+	Unsupported  bool             `json:"unsupported,omitempty"`
+	Unauthorized bool             `json:"unauthorized,omitempty"`
+	// Error is any other failure (the vendor did not answer): retry.
+	Error string `json:"error,omitempty"`
+}
+
+// SendRequest is one send, begun: the request and its deadline.
+type SendRequest struct {
+	Request paidvendor.SubmitRequest `json:"request"`
+	Until   time.Time                `json:"until"`
+}
+
+// SendOutcome is what the vendor answered to a send.
+type SendOutcome struct {
+	Accepted     *paidvendor.Task `json:"accepted,omitempty"`
+	Refused      bool             `json:"refused,omitempty"`
+	Unauthorized bool             `json:"unauthorized,omitempty"`
+	Error        string           `json:"error,omitempty"`
+}
+
+// SubmitPaidTask sends a paid (or effect) task to its vendor at most once,
+// through an adapter this worker calls itself. In order:
+//
+//  1. The episode must exist, before any credential is read or client built.
+//  2. The intent is written, owned by this attempt. A task the vendor has
+//     already accepted (a reference is written) is returned as is.
+//  3. If another attempt owns the intent, or a send may have reached the
+//     vendor, the vendor is asked by idempotency key once no earlier send can
+//     still arrive: a task it has is adopted; if it has none, this attempt
+//     takes the intent over; if it cannot tell and a send may have reached
+//     it, the episode parks (OutcomeUnknown). Only an operator's resubmit
+//     lets a send go without that answer.
+//  4. The send is marked (MaybeSent, with its deadline) and the vendor
+//     called; its reference and cost are written before anything else.
+//
+// A definite refusal (4xx) puts the intent back to planned and parks the
+// episode (VendorRejected, or VendorNotConfigured when the key was refused);
+// any other failure leaves the outcome unknown, and the retry starts at 3.
+func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
+	phase := PaidPhaseInput{PaidTaskInput: in, Owner: attemptToken(ctx)}
+	plan, err := a.PaidPrepare(ctx, phase)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	var vendor paidvendor.Submitter
+	for {
+		switch plan.Next {
+		case PaidNextDone:
+			return *plan.Result, nil
+		case PaidNextWait:
+			return PaidTaskResult{}, fmt.Errorf("an earlier attempt's send of %s step %s may reach the vendor until %s; asking then",
+				in.EpisodeID, in.Step, plan.WaitUntil.Format(time.RFC3339))
+		}
+		if vendor == nil {
+			if vendor, err = a.submitter(ctx, in); err != nil {
+				return PaidTaskResult{}, err
+			}
+		}
+		switch plan.Next {
+		case PaidNextLookup:
+			found, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
+				return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
+			})
+			if plan, err = a.paidAfterLookup(ctx, phase, plan, lookupOutcome(found, err)); err != nil {
+				return PaidTaskResult{}, err
+			}
+		case PaidNextSend:
+			send, err := a.PaidBeginSend(ctx, PaidSendInput{PaidPhaseInput: phase, Plan: plan})
+			if err != nil {
+				return PaidTaskResult{}, err
+			}
+			sendCtx, cancel := context.WithDeadline(ctx, send.Until)
+			accepted, err := withHeartbeat(sendCtx, func(ctx context.Context) (paidvendor.Task, error) {
+				return vendor.Submit(ctx, send.Request)
+			})
+			cancel()
+			return a.PaidAfterSend(ctx, PaidAfterSendInput{PaidPhaseInput: phase, Plan: plan, Outcome: sendOutcome(accepted, err)})
+		default:
+			return PaidTaskResult{}, fmt.Errorf("paid protocol: unknown next phase %q", plan.Next)
+		}
+	}
+}
+
+func lookupOutcome(t paidvendor.Task, err error) LookupOutcome {
+	switch {
+	case err == nil:
+		return LookupOutcome{Found: &t}
+	case errors.Is(err, paidvendor.ErrNotFound):
+		return LookupOutcome{NotFound: true}
+	case errors.Is(err, paidvendor.ErrLookupUnsupported):
+		return LookupOutcome{Unsupported: true}
+	case errors.Is(err, paidvendor.ErrUnauthorized):
+		return LookupOutcome{Unauthorized: true, Error: err.Error()}
+	}
+	return LookupOutcome{Error: err.Error()}
+}
+
+func sendOutcome(t paidvendor.Task, err error) SendOutcome {
+	switch {
+	case err == nil:
+		return SendOutcome{Accepted: &t}
+	case errors.Is(err, paidvendor.ErrUnauthorized):
+		return SendOutcome{Refused: true, Unauthorized: true, Error: err.Error()}
+	case refused(err):
+		return SendOutcome{Refused: true, Error: err.Error()}
+	}
+	return SendOutcome{Error: err.Error()}
+}
+
+// PaidPrepare writes the intent for the attempt and says what to do next:
+// done (the ledger already has the vendor's answer), look up, send, or
+// wait for an earlier send's deadline.
+func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPlan, error) {
+	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
+	if err != nil {
+		return PaidPlan{}, err
+	}
+	if in.Owner == "" {
+		return PaidPlan{}, nonRetryable(allot.InvalidInput, "paid task %s/%s step %s: no attempt named as its owner", p.Name, ep.ID, st.Name)
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
+	key := paidvendor.IdempotencyKey(p.Name, ep.ID, st.Name, in.Revision)
+	task, err := a.Ledger.WriteIntent(ctx, ref, key, in.Owner)
+	if err != nil {
+		return PaidPlan{}, classify(err)
+	}
+	plan := PaidPlan{IdempotencyKey: key, Seen: task}
+	switch {
+	case task.State != allot.PaidIntent:
+		res, err := a.paidResult(ctx, task, st.Kind)
+		if err != nil {
+			return PaidPlan{}, err
+		}
+		plan.Next, plan.Result = PaidNextDone, &res
+	case task.Owner == in.Owner && !task.MaybeSent:
+		plan.Next = PaidNextSend
+	case task.MaybeSent && time.Now().Before(task.SendingUntil):
+		// While an earlier send may still arrive, the vendor's answer
+		// proves nothing: ask after its deadline.
+		plan.Next, plan.WaitUntil = PaidNextWait, task.SendingUntil
+	default:
+		// Another attempt wrote the intent, or a send may have reached the
+		// vendor: ask before anything is sent.
+		plan.Next = PaidNextLookup
+	}
+	return plan, nil
+}
+
+// PaidAfterLookupInput is the vendor's answer to a look-up.
+type PaidAfterLookupInput struct {
+	PaidPhaseInput
+	Plan    PaidPlan      `json:"plan"`
+	Outcome LookupOutcome `json:"outcome"`
+}
+
+// PaidAfterLookup acts on the vendor's answer: a task it has becomes the
+// submission; "nothing" lets this attempt take the intent over and send;
+// "cannot tell" parks a task that may have been sent (OutcomeUnknown),
+// unless an operator allowed one send without the answer.
+func (a *Activities) PaidAfterLookup(ctx context.Context, in PaidAfterLookupInput) (PaidPlan, error) {
+	return a.paidAfterLookup(ctx, in.PaidPhaseInput, in.Plan, in.Outcome)
+}
+
+func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, plan PaidPlan, out LookupOutcome) (PaidPlan, error) {
+	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
+	if err != nil {
+		return PaidPlan{}, err
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
+	task := plan.Seen
+	switch {
+	case out.Found != nil:
+		activity.GetLogger(ctx).Info("adopting the vendor task found by idempotency key", "step", st.Name, "revision", in.Revision, "remote_ref", out.Found.ID)
+		res, err := a.recordSubmission(ctx, ref, *out.Found, st.Kind)
+		if err != nil {
+			return PaidPlan{}, err
+		}
+		countSubmission(ctx, p.Name, st.Name, SubmissionAdopted)
+		plan.Next, plan.Result = PaidNextDone, &res
+		return plan, nil
+	case out.NotFound:
+		plan.AskedAbsent = true
+	case out.Unsupported:
+		if task.MaybeSent && task.ResubmitRequest == "" {
+			countSubmission(ctx, p.Name, st.Name, SubmissionUnknown)
+			return PaidPlan{}, nonRetryable(allot.OutcomeUnknown,
+				"paid task %s/%s step %s revision %d: an earlier send may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s",
+				p.Name, ep.ID, st.Name, in.Revision, plan.IdempotencyKey)
+		}
+		// Never sent (its writer died before sending), or an operator
+		// allowed this send: go on without the answer.
+	case out.Unauthorized:
+		return PaidPlan{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while looking up paid task %s/%s step %s: %s", p.Name, ep.ID, st.Name, out.Error)
+	default:
+		return PaidPlan{}, fmt.Errorf("look up paid task %s/%s step %s by idempotency key: %s", p.Name, ep.ID, st.Name, out.Error)
+	}
+	if task.Owner != in.Owner {
+		if _, err := a.Ledger.TakeIntent(ctx, task, in.Owner, time.Now()); err != nil {
+			// Another attempt took it, or began a send, after we read it:
+			// the retry asks the vendor again.
+			return PaidPlan{}, classify(err)
+		}
+	}
+	plan.Next = PaidNextSend
+	return plan, nil
+}
+
+// PaidSendInput begins a send.
+type PaidSendInput struct {
+	PaidPhaseInput
+	Plan PaidPlan `json:"plan"`
+}
+
+// PaidBeginSend marks the send (MaybeSent, with its deadline) and gives the
+// request to send: the step's kind and params, with the idempotency key.
+func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendRequest, error) {
+	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
+	if err != nil {
+		return SendRequest{}, err
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
+	until := time.Now().Add(sendWindow)
+	if _, err := a.Ledger.MarkSending(ctx, ref, in.Owner, until); err != nil {
+		return SendRequest{}, classify(err)
+	}
+	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": st.Name, "revision": strconv.Itoa(in.Revision)}
+	for k, v := range st.Params {
+		params[k] = v
+	}
+	return SendRequest{Request: paidvendor.SubmitRequest{IdempotencyKey: in.Plan.IdempotencyKey, Kind: st.Action, Params: params}, Until: until}, nil
+}
+
+// PaidAfterSendInput is the vendor's answer to a send.
+type PaidAfterSendInput struct {
+	PaidPhaseInput
+	Plan    PaidPlan    `json:"plan"`
+	Outcome SendOutcome `json:"outcome"`
+}
+
+// PaidAfterSend writes the vendor's answer before anything else: accepted,
+// the reference and its cost; refused, the intent goes back to planned and
+// the episode parks; no answer, the send's window closes and the retry asks
+// the vendor first.
+func (a *Activities) PaidAfterSend(ctx context.Context, in PaidAfterSendInput) (PaidTaskResult, error) {
+	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
+	if err != nil {
+		return PaidTaskResult{}, err
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
+	out := in.Outcome
+	switch {
+	case out.Accepted != nil:
+		activity.GetLogger(ctx).Info("paid task accepted", "step", st.Name, "revision", in.Revision, "remote_ref", out.Accepted.ID,
+			"cost", out.Accepted.Cost.Amount, "currency", out.Accepted.Cost.Currency)
+		res, err := a.recordSubmission(ctx, ref, *out.Accepted, st.Kind)
+		if err == nil {
+			countSubmission(ctx, p.Name, st.Name, SubmissionAccepted)
+		}
+		return res, err
+	case out.Refused:
+		// The vendor said no: this send was not accepted. What may have
+		// been sent before stays unknown unless the vendor was asked.
+		countSubmission(ctx, p.Name, st.Name, SubmissionRefused)
+		if _, err := a.Ledger.ReleaseIntent(ctx, ref, in.Owner, in.Plan.Seen.MaybeSent && !in.Plan.AskedAbsent); err != nil {
+			return PaidTaskResult{}, classify(err)
+		}
+		errType := allot.VendorRejected
+		if out.Unauthorized {
+			errType = allot.VendorNotConfigured
+		}
+		return PaidTaskResult{}, nonRetryable(errType, "vendor refused paid task %s/%s step %s revision %d: %s", p.Name, ep.ID, st.Name, in.Revision, out.Error)
+	}
+	// The outcome is unknown; the retry asks the vendor by idempotency key.
+	// This send is over: the vendor decides on a request before it answers,
+	// so from now on asking it settles what it did.
+	countSubmission(ctx, p.Name, st.Name, SubmissionError)
+	if _, err := a.Ledger.EndSend(context.WithoutCancel(ctx), ref, in.Owner, time.Now()); err != nil {
+		activity.GetLogger(ctx).Warn("recording the end of a send failed; the retry waits for its deadline", "error", err)
+	}
+	return PaidTaskResult{}, fmt.Errorf("submit paid task (the retry will look it up by idempotency key): %s", out.Error)
+}
+
+// paidStep resolves a paid or effect step of an existing episode. The
+// episode check comes first: a missing episode stops before credentials or
+// a client.
+func (a *Activities) paidStep(ctx context.Context, in PaidTaskInput) (*pipeline.Pipeline, ledger.Episode, pipeline.Step, error) {
+	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
+	if err != nil {
+		return nil, ledger.Episode{}, pipeline.Step{}, err
+	}
+	st, ok := p.Step(in.Step)
+	if !ok {
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.StepNotFound, "pipeline %q has no step %q: its steps are %v", p.Name, in.Step, p.StepNames())
+	}
+	if !st.Kind.Remote() {
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.StepNotFound, "step %q of pipeline %q is %s, not paid: paid commands take one of %v", st.Name, p.Name, st.Kind, p.PaidStepNames())
+	}
+	if in.Revision < 0 {
+		return nil, ledger.Episode{}, pipeline.Step{}, nonRetryable(allot.InvalidInput, "revision %d is negative", in.Revision)
+	}
+	return p, ep, st, nil
+}

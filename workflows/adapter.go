@@ -1,0 +1,208 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"allot"
+	"allot/activities"
+	"allot/paidvendor"
+	"allot/pipeline"
+)
+
+// runPaidByActivities runs a paid or effect step whose vendor is an
+// activity adapter: the protocol's phases are allot's activities (the same
+// code SubmitPaidTask runs in one piece for the other adapters), and the
+// vendor's calls are the adapter's activities on its task queue, in
+// between. The owner of this attempt's intent is named by the workflow.
+func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
+	st := e.state.Steps[i]
+	v := st.Run.Vendor
+	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: st.Name, Revision: st.Revision}
+	res, err := e.remoteSubmit(ctx, in, v)
+	if err == nil {
+		e.applyPaid(i, res)
+		if res.State == allot.PaidAbandoned || st.Kind == string(pipeline.Effect) {
+			return nil
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", st.Name, st.Revision, res.RemoteRef))
+		if res, err = e.remoteAwait(ctx, in, v, res.RemoteRef); err == nil {
+			e.applyPaid(i, res)
+			return nil
+		}
+	}
+	if kind := errorType(err); needsOperator(kind) {
+		return e.park(ctx, i, kind, err)
+	}
+	return err
+}
+
+// adapterBackoff paces the attempts of a send whose outcome stayed unknown.
+func adapterBackoff(attempt int) time.Duration {
+	d := time.Second << min(attempt, 6)
+	return min(d, time.Minute)
+}
+
+// remoteSubmit is SubmitPaidTask for an activity adapter.
+func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities) (activities.PaidTaskResult, error) {
+	var a *activities.Activities
+	lctx := e.ledgerCtx(ctx)
+	for attempt := 0; ; attempt++ {
+		// Each attempt owns its intent under a name of its own; a retry is
+		// another owner, which asks the vendor before it sends.
+		phase := activities.PaidPhaseInput{PaidTaskInput: in, Owner: fmt.Sprintf("%s/%s/%s/r%d/%d",
+			workflow.GetInfo(ctx).WorkflowExecution.ID, workflow.GetInfo(ctx).WorkflowExecution.RunID, in.Step, in.Revision, attempt)}
+		var plan activities.PaidPlan
+		if err := e.call(lctx, in.Step, "PaidPrepare", a.PaidPrepare, phase, &plan); err != nil {
+			return activities.PaidTaskResult{}, err
+		}
+		for plan.Next == activities.PaidNextLookup {
+			out := e.adapterLookup(ctx, v, plan.IdempotencyKey)
+			if err := e.call(lctx, in.Step, "PaidAfterLookup", a.PaidAfterLookup, activities.PaidAfterLookupInput{
+				PaidPhaseInput: phase, Plan: plan, Outcome: out,
+			}, &plan); err != nil {
+				return activities.PaidTaskResult{}, err
+			}
+		}
+		switch plan.Next {
+		case activities.PaidNextDone:
+			return *plan.Result, nil
+		case activities.PaidNextWait:
+			if err := workflow.Sleep(ctx, plan.WaitUntil.Sub(workflow.Now(ctx))+time.Second); err != nil {
+				return activities.PaidTaskResult{}, err
+			}
+			continue
+		case activities.PaidNextSend:
+		default:
+			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("paid protocol: unknown next phase %q", plan.Next), allot.InvalidInput, nil)
+		}
+		var send activities.SendRequest
+		if err := e.call(lctx, in.Step, "PaidBeginSend", a.PaidBeginSend, activities.PaidSendInput{PaidPhaseInput: phase, Plan: plan}, &send); err != nil {
+			return activities.PaidTaskResult{}, err
+		}
+		// One attempt only, bounded by the send's deadline: a second
+		// attempt would be a second send.
+		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              v.TaskQueue,
+			ScheduleToCloseTimeout: max(send.Until.Sub(workflow.Now(ctx)), time.Second),
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var reported paidvendor.ActivityTask
+		out := sendOutcomeOf(workflow.ExecuteActivity(sctx, v.Submit, paidvendor.ActivitySubmitRequest{
+			IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
+		}).Get(ctx, &reported), reported)
+		var res activities.PaidTaskResult
+		err := workflow.ExecuteActivity(lctx, a.PaidAfterSend, activities.PaidAfterSendInput{PaidPhaseInput: phase, Plan: plan, Outcome: out}).Get(ctx, &res)
+		if err == nil || !retryable(err) {
+			return res, err
+		}
+		// No answer: the next attempt asks the vendor first.
+		if err := workflow.Sleep(ctx, adapterBackoff(attempt)); err != nil {
+			return activities.PaidTaskResult{}, err
+		}
+	}
+}
+
+// adapterLookup asks the adapter's lookup activity by key; an adapter
+// without one cannot tell.
+func (e *episode) adapterLookup(ctx workflow.Context, v *activities.VendorActivities, key string) activities.LookupOutcome {
+	if v.Lookup == "" {
+		return activities.LookupOutcome{Unsupported: true}
+	}
+	var t paidvendor.ActivityTask
+	err := workflow.ExecuteActivity(e.adapterCtx(ctx, v), v.Lookup, paidvendor.ActivityLookupRequest{IdempotencyKey: key}).Get(ctx, &t)
+	switch errorType(err) {
+	case "":
+	case paidvendor.ActivityErrNotFound:
+		return activities.LookupOutcome{NotFound: true}
+	case paidvendor.ActivityErrLookupUnsupported:
+		return activities.LookupOutcome{Unsupported: true}
+	case paidvendor.ActivityErrUnauthorized:
+		return activities.LookupOutcome{Unauthorized: true, Error: err.Error()}
+	}
+	if err != nil {
+		return activities.LookupOutcome{Error: err.Error()}
+	}
+	task, terr := t.Task()
+	if terr != nil {
+		return activities.LookupOutcome{Error: terr.Error()}
+	}
+	return activities.LookupOutcome{Found: &task}
+}
+
+func sendOutcomeOf(err error, t paidvendor.ActivityTask) activities.SendOutcome {
+	switch errorType(err) {
+	case "":
+	case paidvendor.ActivityErrRefused:
+		return activities.SendOutcome{Refused: true, Error: err.Error()}
+	case paidvendor.ActivityErrUnauthorized:
+		return activities.SendOutcome{Refused: true, Unauthorized: true, Error: err.Error()}
+	}
+	if err != nil {
+		return activities.SendOutcome{Error: err.Error()}
+	}
+	task, terr := t.Task()
+	if terr != nil {
+		// An answer that cannot be read is no answer: look it up.
+		return activities.SendOutcome{Error: terr.Error()}
+	}
+	return activities.SendOutcome{Accepted: &task}
+}
+
+// adapterCtx is for the adapter's look-up, status and fetch calls: on its
+// queue, one call per attempt bounded by the vendor's timeout, retried.
+func (e *episode) adapterCtx(ctx workflow.Context, v *activities.VendorActivities) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           v.TaskQueue,
+		StartToCloseTimeout: v.CallTimeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: retryBatch,
+			NonRetryableErrorTypes: []string{paidvendor.ActivityErrNotFound, paidvendor.ActivityErrLookupUnsupported, paidvendor.ActivityErrUnauthorized, paidvendor.ActivityErrRefused}},
+	})
+}
+
+// remoteAwait polls the adapter's status activity until the task ends,
+// then fetches its result through the adapter and has allot store and
+// verify it.
+func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, remoteRef string) (activities.PaidTaskResult, error) {
+	var a *activities.Activities
+	lctx := e.ledgerCtx(ctx)
+	for poll := 0; ; poll++ {
+		var t paidvendor.ActivityTask
+		err := e.call(e.adapterCtx(ctx, v), in.Step, v.Status, v.Status, paidvendor.ActivityTaskRequest{ID: remoteRef}, &t)
+		switch errorType(err) {
+		case "":
+		case paidvendor.ActivityErrNotFound:
+			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s has no task %q for step %s: %v", v.Name, remoteRef, in.Step, err), allot.InvalidRemoteRef, nil)
+		case paidvendor.ActivityErrUnauthorized:
+			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s refused the credentials while polling task %s of step %s: %v", v.Name, remoteRef, in.Step, err), allot.VendorNotConfigured, nil)
+		default:
+			return activities.PaidTaskResult{}, err
+		}
+		var res activities.PaidTaskResult
+		switch t.Status {
+		case paidvendor.StatusSucceeded:
+			var fetched paidvendor.ActivityFetchResult
+			if err := e.call(e.adapterCtx(ctx, v), in.Step, v.Fetch, v.Fetch, paidvendor.ActivityTaskRequest{ID: remoteRef}, &fetched); err != nil {
+				return activities.PaidTaskResult{}, err
+			}
+			err := e.call(lctx, in.Step, "PaidStoreResult", a.PaidStoreResult, activities.PaidStoreResultInput{PaidTaskInput: in, Task: t, Fetch: fetched}, &res)
+			return res, err
+		case paidvendor.StatusFailed:
+			if err := e.call(lctx, in.Step, "PaidRecordFailure", a.PaidRecordFailure, activities.PaidRecordFailureInput{PaidTaskInput: in, RemoteRef: remoteRef, Reason: t.Error}, &res); err != nil {
+				return res, err
+			}
+			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s task %s for step %s failed: %s", v.Name, remoteRef, in.Step, t.Error), allot.VendorTaskFailed, nil)
+		case paidvendor.StatusQueued, paidvendor.StatusRunning:
+		default:
+			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s reported task %s in status %q", v.Name, remoteRef, t.Status), allot.InvalidRemoteRef, nil)
+		}
+		// Polls slow down to once a minute, so a long task keeps a short
+		// history.
+		if err := workflow.Sleep(ctx, min(2*time.Second<<min(poll, 5), time.Minute)); err != nil {
+			return activities.PaidTaskResult{}, err
+		}
+	}
+}
