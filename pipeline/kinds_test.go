@@ -1,0 +1,176 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const kindsFile = `
+[[vendor]]
+name        = "videogen"
+url         = "http://127.0.0.1:8787"
+api_key_env = "VIDEOGEN_API_KEY"
+
+[[vendor]]
+name       = "covers"
+adapter    = "activity"
+task_queue = "covers-python"
+  [vendor.activities]
+  submit = "SubmitCover"
+  lookup = "LookupCover"
+  status = "CoverStatus"
+  fetch  = "FetchCover"
+
+[[vendor]]
+name    = "downstream"
+adapter = "go"
+
+[[pipeline]]
+name = "media"
+  [[pipeline.step]]
+  name   = "video"
+  kind   = "paid"
+  vendor = "videogen"
+  [[pipeline.step]]
+  name   = "cover"
+  kind   = "paid"
+  vendor = "covers"
+  [[pipeline.step]]
+  name = "thumbs"
+  kind = "go"
+  func = "thumbnails"
+  [[pipeline.step]]
+  name    = "settle"
+  kind    = "exec"
+  command = ["./bin/settle", "--date", "{period}"]
+  outputs = ["settlement.csv"]
+  timeout = "5m"
+  [[pipeline.step]]
+  name       = "score"
+  kind       = "activity"
+  activity   = "ScoreEpisode"
+  task_queue = "python"
+  heartbeat  = "30s"
+    [pipeline.step.retry]
+    maximum_attempts = 3
+  [[pipeline.step]]
+  name   = "notify"
+  kind   = "effect"
+  vendor = "downstream"
+`
+
+func TestStepKindsAndVendorsParse(t *testing.T) {
+	set, err := Parse([]byte(kindsFile), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := set.Get("media")
+	thumbs, _ := p.Step("thumbs")
+	settle, _ := p.Step("settle")
+	score, _ := p.Step("score")
+	if thumbs.Action != "thumbnails" || settle.TimeoutDuration() != 5*time.Minute || settle.RetryExitCodeList()[0] != DefaultRetryExitCode ||
+		score.Retry == nil || score.Retry.MaximumAttempts != 3 || !Effect.Remote() || Exec.Remote() {
+		t.Fatalf("steps %+v %+v %+v", thumbs, settle, score)
+	}
+	if v, ok := set.Vendor("covers"); !ok || v.Adapter != AdapterActivity || v.CallTimeout() != DefaultVendorTimeout {
+		t.Fatalf("vendor covers = %+v, %v", v, ok)
+	}
+	if v, _ := set.Vendor("videogen"); v.Adapter != AdapterHTTP {
+		t.Fatalf("the default adapter is %q", v.Adapter)
+	}
+	// The plan pins the step's settings, not func (folded into action).
+	if plan := p.Plan(); !strings.Contains(plan, `"command":["./bin/settle","--date","{period}"]`) || strings.Contains(plan, `"func"`) {
+		t.Fatalf("plan %s", plan)
+	}
+}
+
+func TestStepAndVendorMistakesAreNamed(t *testing.T) {
+	step := func(body string) string {
+		return "[[pipeline]]\nname = \"p\"\n  [[pipeline.step]]\n  name = \"s\"\n" + body
+	}
+	for name, c := range map[string]struct{ file, want string }{
+		"unknown kind":            {step(`  kind = "cron"`), `kind "cron" is unknown`},
+		"exec without command":    {step(`  kind = "exec"`), "needs command"},
+		"misplaced field":         {step("  kind = \"local\"\n  command = [\"x\"]"), "a local step takes no command"},
+		"output outside the dir":  {step("  kind = \"exec\"\n  command = [\"x\"]\n  outputs = [\"../x\"]"), "inside the episode's directory"},
+		"activity without queue":  {step("  kind = \"activity\"\n  activity = \"A\""), "task_queue"},
+		"bad retry exit code":     {step("  kind = \"exec\"\n  command = [\"x\"]\n  retry_exit_codes = [300]"), "not an exit code"},
+		"unknown vendor":          {step("  kind = \"paid\"\n  vendor = \"nope\""), `names vendor "nope", which is not defined`},
+		"vendor key in the file":  {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key = \"sk\"\n" + step(`  kind = "local"`+"\n  action = \"plan\""), "unknown keys"},
+		"http vendor without key": {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\n" + step("  kind = \"local\"\n  action = \"plan\""), "api_key_env"},
+		"reserved vendor name":    {"[[vendor]]\nname = \"default\"\nadapter = \"go\"\n" + step("  kind = \"local\"\n  action = \"plan\""), "reserved"},
+		"activity adapter for paid needs status": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\n[vendor.activities]\nsubmit = \"S\"\n" +
+			step("  kind = \"paid\"\n  vendor = \"v\""), "activities.status"},
+		"bad period offset": {"[[pipeline]]\nname = \"p\"\nperiod_offset = \"yesterday\"\n  [[pipeline.step]]\n  name = \"s\"\n  kind = \"local\"\n  action = \"plan\"", "period_offset"},
+	} {
+		if _, err := Parse([]byte(c.file), "test"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one naming %q", name, err, c.want)
+		}
+	}
+}
+
+// period_offset "-1d" names the business date a 00:05 settlement run is
+// for, across DST changes and the year boundary; a fixed -24h would not.
+func TestPeriodOffsetInCalendarDays(t *testing.T) {
+	set, err := Parse([]byte(`
+[[pipeline]]
+name          = "settle"
+period        = "day"
+time_zone     = "Europe/Berlin"
+period_offset = "-1d"
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+[[pipeline]]
+name          = "settle-24h"
+period        = "day"
+time_zone     = "Europe/Berlin"
+period_offset = "-24h"
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	days, _ := set.Get("settle")
+	hours, _ := set.Get("settle-24h")
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	for _, c := range []struct {
+		run       time.Time
+		want      string
+		hoursWant string
+	}{
+		// Spring forward (2026-03-29): the day has 23 hours.
+		{time.Date(2026, 3, 30, 0, 5, 0, 0, berlin), "2026-03-29", "2026-03-28"},
+		// Fall back (2026-10-25): the day has 25 hours.
+		{time.Date(2026, 10, 26, 0, 5, 0, 0, berlin), "2026-10-25", "2026-10-25"},
+		// New year.
+		{time.Date(2027, 1, 1, 0, 5, 0, 0, berlin), "2026-12-31", "2026-12-31"},
+	} {
+		if got := days.PeriodOf(c.run); got != c.want {
+			t.Errorf("-1d: run %s settles %s, want %s", c.run, got, c.want)
+		}
+		if got := hours.PeriodOf(c.run); got != c.hoursWant {
+			t.Errorf("-24h: run %s gives %s, want %s", c.run, got, c.hoursWant)
+		}
+	}
+}
+
+func TestNominalTimeWindow(t *testing.T) {
+	set, err := Parse([]byte("[[pipeline]]\nname = \"p\"\nnominal_time_max_ahead = \"24h\"\n  [[pipeline.step]]\n  name = \"plan\"\n  kind = \"local\"\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := set.Get("p")
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, bad := range []time.Time{{}, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC), now.Add(25 * time.Hour), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)} {
+		if err := p.CheckNominalTime(bad, now); err == nil {
+			t.Errorf("nominal time %s was accepted", bad)
+		}
+	}
+	if err := p.CheckNominalTime(now.Add(23*time.Hour), now); err != nil {
+		t.Errorf("a time inside the window: %v", err)
+	}
+}
