@@ -44,6 +44,33 @@ type AllocateResult struct {
 const episodeCols = `pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, completed_at,
 	outcome, outcome_reason`
 
+// Allocate's statements, prepared once per writer connection (see
+// stmtCache). Each is served by the unique indexes named below, so its cost
+// does not grow with the ledger's history. (PostgreSQL chooses them from
+// statistics: on a table autovacuum has not analyzed yet, its first minute
+// or so, it may read the key through the (pipeline, created_at) index.)
+const (
+	// allocProbe reads in one statement what a new key's allocation needs:
+	// the period's last sequence (NULL if the period is empty), by reading
+	// the (pipeline, period, sequence) unique index backwards for one entry,
+	// and whether the key is bound, by a seek in the key's unique index.
+	allocProbe = `SELECT
+		(SELECT sequence FROM episodes WHERE pipeline = ? AND period = ? ORDER BY sequence DESC LIMIT 1),
+		CASE WHEN EXISTS (SELECT 1 FROM episodes WHERE pipeline = ? AND allocation_key = ?) THEN 1 ELSE 0 END`
+	// allocProbeCapped also counts the period's episodes for the cap:
+	// counted rather than derived from the last sequence so that the cap
+	// holds even on imported data with duplicates; the count is over one
+	// period's index range, which the cap keeps small.
+	allocProbeCapped = allocProbe + `,
+		(SELECT COUNT(*) FROM episodes WHERE pipeline = ? AND period = ?)`
+	allocInsert = `INSERT INTO episodes
+		(pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	// allocBound reads the episodes bound to a key. LIMIT 2: one row more
+	// than a sound ledger has is enough to refuse.
+	allocBound = `SELECT ` + episodeCols + ` FROM episodes WHERE pipeline = ? AND allocation_key = ? LIMIT 2`
+)
+
 // Allocate binds in.Key to an episode, or returns the episode it is already
 // bound to. It is one transaction that takes the pipeline's write lock before
 // its first read (invariant 5), so concurrent calls for one pipeline see each
@@ -52,6 +79,11 @@ const episodeCols = `pipeline, episode_id, period, sequence, allocation_key, nom
 // period (invariant 3) or to several episodes (invariant 4) fails with
 // nothing written. Every query is an index seek, so the cost does not grow
 // with the ledger's history.
+//
+// A new key costs two prepared statements under the lock: one read of the
+// period's last sequence and of whether the key is bound (and of the
+// period's count when capped), and the insert. Only a bound key reads its
+// episodes.
 func (l *Ledger) Allocate(ctx context.Context, in AllocateInput) (AllocateResult, error) {
 	switch {
 	case in.Pipeline == "":
@@ -65,59 +97,91 @@ func (l *Ledger) Allocate(ctx context.Context, in AllocateInput) (AllocateResult
 	case in.MaxPerPeriod < 0:
 		return AllocateResult{}, invalid("allocation in pipeline %q has a negative cap %d: use 0 for unlimited", in.Pipeline, in.MaxPerPeriod)
 	}
+	capped := in.MaxPerPeriod > 0
+
+	// Prepared before the transaction: on SQLite the first preparation needs
+	// the single writer connection, which the transaction would hold. A
+	// read-only ledger prepares nothing; writeTx refuses it.
+	var lock, probe, insert, bound *sql.Stmt
+	if !l.readOnly {
+		probeQuery := allocProbe
+		if capped {
+			probeQuery = allocProbeCapped
+		}
+		var err error
+		if l.d.lockPipeline != "" {
+			lock, err = l.prepared(ctx, l.d.lockPipeline)
+		}
+		if err == nil {
+			probe, err = l.prepared(ctx, probeQuery)
+		}
+		if err == nil {
+			insert, err = l.prepared(ctx, allocInsert)
+		}
+		if err == nil {
+			bound, err = l.prepared(ctx, allocBound)
+		}
+		if err != nil {
+			return AllocateResult{}, fmt.Errorf("ledger %s: prepare allocation: %w", l.where, err)
+		}
+	}
 
 	var res AllocateResult
 	err := l.writeTx(ctx, func(tx *sql.Tx) error {
-		if l.d.lockPipeline != "" {
-			if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockPipeline), lockKey(in.Pipeline)); err != nil {
+		if lock != nil {
+			if _, err := tx.StmtContext(ctx, lock).ExecContext(ctx, lockKey(in.Pipeline)); err != nil {
 				return fmt.Errorf("ledger %s: lock pipeline %q: %w", l.where, in.Pipeline, err)
 			}
 		}
 
-		// LIMIT 2: one row more than a sound ledger has is enough to refuse.
-		bound, err := l.queryEpisodes(ctx, tx,
-			`SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND allocation_key = ? LIMIT 2`,
-			in.Pipeline, in.Key)
+		var (
+			last          sql.NullInt64
+			isBound, size int
+			err           error
+		)
+		if capped {
+			err = tx.StmtContext(ctx, probe).QueryRowContext(ctx, in.Pipeline, in.Period, in.Pipeline, in.Key, in.Pipeline, in.Period).
+				Scan(&last, &isBound, &size)
+		} else {
+			err = tx.StmtContext(ctx, probe).QueryRowContext(ctx, in.Pipeline, in.Period, in.Pipeline, in.Key).
+				Scan(&last, &isBound)
+		}
 		if err != nil {
-			return err
-		}
-		switch {
-		case len(bound) > 1:
-			return ambiguous(in.Pipeline, in.Key, bound)
-		case len(bound) == 1 && bound[0].Period == in.Period:
-			res = AllocateResult{Decision: DecisionReused, Reason: ReasonKeyBound, Episode: bound[0]}
-			return nil
-		case len(bound) == 1:
-			ep := bound[0]
-			return fmt.Errorf("%w: key %q of pipeline %q is bound to episode %s in period %s but was asked for period %s: a key belongs to one period forever; check the run's nominal time, or start the run under a new key",
-				ErrKeyCrossesPeriod, in.Key, in.Pipeline, ep.ID, ep.Period, in.Period)
+			return fmt.Errorf("ledger %s: read the last sequence of %s/%s and the binding of key %q: %w", l.where, in.Pipeline, in.Period, in.Key, err)
 		}
 
-		if in.MaxPerPeriod > 0 {
-			// Counted rather than derived from max(sequence) so that the cap
-			// holds even on imported data with duplicates; the scan is over
-			// one period's index range, which the cap keeps small.
-			var n int
-			if err := tx.QueryRowContext(ctx, l.d.q(`SELECT COUNT(*) FROM episodes WHERE pipeline = ? AND period = ?`),
-				in.Pipeline, in.Period).Scan(&n); err != nil {
-				return fmt.Errorf("ledger %s: count episodes of %s/%s: %w", l.where, in.Pipeline, in.Period, err)
+		if isBound != 0 {
+			rows, err := tx.StmtContext(ctx, bound).QueryContext(ctx, in.Pipeline, in.Key)
+			if err != nil {
+				return fmt.Errorf("ledger %s: query episodes: %w", l.where, err)
 			}
-			if n >= in.MaxPerPeriod {
-				res = AllocateResult{Decision: DecisionSkipped, Reason: ReasonCapReached}
+			eps, err := l.scanEpisodes(rows)
+			if err != nil {
+				return err
+			}
+			switch {
+			case len(eps) > 1:
+				return ambiguous(in.Pipeline, in.Key, eps)
+			case len(eps) == 1 && eps[0].Period == in.Period:
+				res = AllocateResult{Decision: DecisionReused, Reason: ReasonKeyBound, Episode: eps[0]}
 				return nil
+			case len(eps) == 1:
+				return fmt.Errorf("%w: key %q of pipeline %q is bound to episode %s in period %s but was asked for period %s: a key belongs to one period forever; check the run's nominal time, or start the run under a new key",
+					ErrKeyCrossesPeriod, in.Key, in.Pipeline, eps[0].ID, eps[0].Period, in.Period)
 			}
+			// Seen bound a statement ago under the lock: only a writer that
+			// bypassed the lock can have removed it.
+			return fmt.Errorf("ledger %s: key %q of pipeline %q was bound and is no longer: retry the allocation", l.where, in.Key, in.Pipeline)
 		}
 
-		// A lone MAX over the (pipeline, period, sequence) unique index is a
-		// single seek on both databases.
-		var maxSeq sql.NullInt64
-		if err := tx.QueryRowContext(ctx, l.d.q(`SELECT MAX(sequence) FROM episodes WHERE pipeline = ? AND period = ?`),
-			in.Pipeline, in.Period).Scan(&maxSeq); err != nil {
-			return fmt.Errorf("ledger %s: read last sequence of %s/%s: %w", l.where, in.Pipeline, in.Period, err)
+		if capped && size >= in.MaxPerPeriod {
+			res = AllocateResult{Decision: DecisionSkipped, Reason: ReasonCapReached}
+			return nil
 		}
+
 		seq := 0
-		if maxSeq.Valid {
-			seq = int(maxSeq.Int64) + 1
+		if last.Valid {
+			seq = int(last.Int64) + 1
 		}
 		ep := Episode{
 			Pipeline:      in.Pipeline,
@@ -129,9 +193,7 @@ func (l *Ledger) Allocate(ctx context.Context, in AllocateInput) (AllocateResult
 			CreatedAt:     now(),
 			Status:        EpisodeAllocated,
 		}
-		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO episodes
-			(pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		if _, err := tx.StmtContext(ctx, insert).ExecContext(ctx,
 			ep.Pipeline, ep.ID, ep.Period, ep.Sequence, ep.AllocationKey,
 			l.d.timeArg(ep.NominalTime), l.d.timeArg(ep.CreatedAt), string(ep.Status)); err != nil {
 			// Under the lock this means a writer bypassed it; the unique
@@ -166,6 +228,11 @@ func (l *Ledger) queryEpisodes(ctx context.Context, db querier, query string, ar
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: query episodes: %w", l.where, err)
 	}
+	return l.scanEpisodes(rows)
+}
+
+// scanEpisodes reads rows of episodeCols and closes them.
+func (l *Ledger) scanEpisodes(rows *sql.Rows) ([]Episode, error) {
 	defer rows.Close()
 	var eps []Episode
 	for rows.Next() {

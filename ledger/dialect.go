@@ -1,13 +1,14 @@
 package ledger
 
 // This file is the one seam between SQLite and PostgreSQL: how a URL becomes
-// connections, placeholders, the per-pipeline lock, how times are stored and
-// where the migrations live. All other SQL in the package is shared and
-// written with '?' placeholders.
+// connections (and the writer pool's prepared statements), placeholders, the
+// per-pipeline lock, how times are stored and where the migrations live. All
+// other SQL in the package is shared and written with '?' placeholders.
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -15,12 +16,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver (no cgo)
+	"modernc.org/sqlite" // the pure-Go "sqlite" driver (no cgo); registers it too
 )
 
 type dialect struct {
@@ -82,22 +86,129 @@ var (
 var migrationLockKey = lockKey("\x00allot/ledger/migrations")
 
 // q rewrites a shared query for this dialect. Shared queries use '?' only
-// as a placeholder, never inside a literal, so a plain scan is enough.
+// as a placeholder, never inside a literal, so a plain scan is enough ('?' is
+// ASCII, so scanning bytes is safe in UTF-8). Rewrites are remembered: the
+// package's queries are a fixed set of constants and their combinations, so
+// a query is rewritten once per process rather than on every call.
 func (d *dialect) q(query string) string {
-	if !d.dollarPlaceholders || !strings.Contains(query, "?") {
+	if !d.dollarPlaceholders || strings.IndexByte(query, '?') < 0 {
 		return query
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
+	if v, ok := rewrittenQueries.Load(query); ok {
+		return v.(string)
+	}
+	b := make([]byte, 0, len(query)+16)
+	n := int64(0)
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c != '?' {
+			b = append(b, c)
 			continue
 		}
-		b.WriteRune(r)
+		n++
+		b = append(b, '$')
+		b = strconv.AppendInt(b, n, 10)
 	}
-	return b.String()
+	out := string(b)
+	// Bounded all the same, in case a caller ever builds queries from data.
+	if rewrittenCount.Load() < maxRewrittenQueries {
+		if _, loaded := rewrittenQueries.LoadOrStore(query, out); !loaded {
+			rewrittenCount.Add(1)
+		}
+	}
+	return out
+}
+
+var (
+	rewrittenQueries sync.Map // shared query -> its $n form
+	rewrittenCount   atomic.Int64
+)
+
+const maxRewrittenQueries = 4096
+
+// writerStmts holds the prepared statements of every open ledger's writer
+// pool, keyed by the pool. An entry lives exactly as long as its pool:
+// openWriterPool adds it and the pool's Close removes it (poolConnector).
+var writerStmts sync.Map // *sql.DB -> *stmtCache
+
+// openWriterPool opens a ledger's writer pool on connector, with its
+// statement cache.
+func openWriterPool(connector driver.Connector, d *dialect) *sql.DB {
+	c := &poolConnector{Connector: connector}
+	db := sql.OpenDB(c)
+	c.db = db
+	writerStmts.Store(db, &stmtCache{d: d, db: db, m: map[string]*sql.Stmt{}})
+	return db
+}
+
+// poolConnector is the driver's connector, unchanged, plus the Close that
+// sql.DB.Close calls last, once the pool's connections (and with them every
+// statement prepared on them) are closed: it drops the pool's cache.
+type poolConnector struct {
+	driver.Connector
+	db *sql.DB
+}
+
+func (c *poolConnector) Close() error {
+	writerStmts.Delete(c.db)
+	if cl, ok := c.Connector.(io.Closer); ok {
+		return cl.Close()
+	}
+	return nil
+}
+
+// stmtCache prepares a ledger's hot write statements once instead of on
+// every call: a shared '?' query is rewritten and prepared on the writer
+// pool the first time it is asked for, and a transaction then runs it
+// through tx.StmtContext, which reuses the statement already prepared on the
+// transaction's connection (database/sql prepares it on another connection
+// of the pool the first time that one needs it). On SQLite this saves
+// parsing and planning every statement of every transaction; on PostgreSQL,
+// where pgx already keeps prepared statements per connection, it saves the
+// rewrite and pgx's cache look-up.
+//
+// Only constant queries belong here: the cache keeps every query it is given
+// for the pool's lifetime. A statement stays valid across schema changes:
+// SQLite re-prepares it, PostgreSQL re-plans it.
+type stmtCache struct {
+	d  *dialect
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+// prepared returns the shared query prepared on l's writer pool. It must not
+// be called inside a write transaction on SQLite: the first preparation
+// needs the single writer connection, which the transaction holds.
+func (l *Ledger) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	v, ok := writerStmts.Load(l.w)
+	if !ok {
+		return nil, fmt.Errorf("ledger %s is closed", l.where)
+	}
+	return v.(*stmtCache).get(ctx, query)
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	st, ok := c.m[query]
+	c.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	// Prepared outside the lock, so that callers of statements already
+	// prepared never wait for a connection; a concurrent first call may
+	// prepare the same query too, and the loser closes its copy.
+	st, err := c.db.PrepareContext(ctx, c.d.q(query))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.m[query]; ok {
+		_ = st.Close()
+		return prev, nil
+	}
+	c.m[query] = st
+	return st, nil
 }
 
 // lockKey maps a pipeline to the 64-bit key of its advisory lock. Two
@@ -177,10 +288,11 @@ func openSQLite(ctx context.Context, path string, readOnly bool) (*Ledger, error
 			return nil, fmt.Errorf("ledger %s: create its directory: %w", where, err)
 		}
 	}
-	w, err := sql.Open("sqlite", sqliteDSN(abs, readOnly, true))
+	connector, err := sqlite.NewConnector(sqliteDSN(abs, readOnly, true))
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", where, err)
 	}
+	w := openWriterPool(connector, sqliteDialect)
 	// One writer connection: see Ledger.w.
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
@@ -284,7 +396,7 @@ func openPostgres(ctx context.Context, rawURL string, readOnly bool) (*Ledger, e
 		cfg.RuntimeParams["application_name"] = "allot-ledger"
 	}
 	where := fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
-	db := stdlib.OpenDB(*cfg)
+	db := openWriterPool(stdlib.GetConnector(*cfg), postgresDialect)
 	// Bounded so that many workers (and parallel tests) stay well under the
 	// server's max_connections.
 	db.SetMaxOpenConns(10)
