@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"allot"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
+	"allot/internal/allottest"
 	"allot/operator"
 	"allot/pipeline"
 	"allot/workflows"
@@ -130,8 +131,8 @@ var cliOverlap = map[string]enumspb.ScheduleOverlapPolicy{
 // what the starter does.
 func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	cmds := readmeCommands(t)
-	c := newClusterWith(t, string(pipeline.DefaultConfig))
-	ctx := c.ctx()
+	c := allottest.NewClusterWithPipelines(t, pipeline.DefaultConfig)
+	ctx := c.Ctx()
 
 	// temporal operator search-attribute create: exactly allot's attributes.
 	sa := cmds["operator search-attribute create"]
@@ -168,7 +169,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	if opts.ID != starterOpts.ID || opts.TaskQueue != starterOpts.TaskQueue || opts.WorkflowIDConflictPolicy != starterOpts.WorkflowIDConflictPolicy || opts.WorkflowIDReusePolicy != starterOpts.WorkflowIDReusePolicy {
 		t.Fatalf("README start options %+v differ from starter's %+v", opts, starterOpts)
 	}
-	run, err := c.client.ExecuteWorkflow(ctx, opts, one(t, ws, "type"), json.RawMessage(one(t, ws, "input")))
+	run, err := c.Client.ExecuteWorkflow(ctx, opts, one(t, ws, "type"), json.RawMessage(one(t, ws, "input")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	if err := run.Get(ctx, &viaCLI); err != nil {
 		t.Fatal(err)
 	}
-	viaStarter, err := c.runs.Run(ctx, operator.RunInput{Pipeline: input.Pipeline, NominalTime: input.NominalTime})
+	viaStarter, err := c.Runs.Run(ctx, operator.RunInput{Pipeline: input.Pipeline, NominalTime: input.NominalTime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,12 +190,12 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	if one(t, up, "workflow-id") != workflows.EpisodeWorkflowID(viaCLI.Pipeline, viaCLI.EpisodeID) {
 		t.Fatalf("README update targets %s, the run's episode is %s", one(t, up, "workflow-id"), viaCLI.EpisodeID)
 	}
-	c.waitStage(viaCLI.Pipeline, viaCLI.EpisodeID, allot.StageWaitingApproval)
+	c.WaitStage(viaCLI.Pipeline, viaCLI.EpisodeID, allot.StageWaitingApproval)
 	var req workflows.DecisionRequest
 	if err := json.Unmarshal([]byte(one(t, up, "input")), &req); err != nil {
 		t.Fatal(err)
 	}
-	handle, err := c.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	handle, err := c.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: one(t, up, "workflow-id"), UpdateName: one(t, up, "name"),
 		Args: []any{json.RawMessage(one(t, up, "input"))}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
@@ -205,11 +206,11 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	if err := handle.Get(ctx, &afterApprove); err != nil {
 		t.Fatal(err)
 	}
-	final := c.waitEpisode(viaCLI.Pipeline, viaCLI.EpisodeID)
+	final := c.WaitEpisode(viaCLI.Pipeline, viaCLI.EpisodeID)
 	if final.Stage != allot.StageCompleted {
 		t.Fatalf("after the CLI approve: %+v", final)
 	}
-	decisions, err := c.ledger.Decisions(ctx, viaCLI.Pipeline, viaCLI.EpisodeID)
+	decisions, err := c.Ledger.Decisions(ctx, viaCLI.Pipeline, viaCLI.EpisodeID)
 	if err != nil || len(decisions) != 1 || decisions[0].Reason != req.Reason {
 		t.Fatalf("decisions after the CLI approve: %+v, %v", decisions, err)
 	}
@@ -223,7 +224,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.client.ScheduleClient().Create(ctx, client.ScheduleOptions{
+	_, err = c.Client.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:   one(t, sc, "schedule-id"),
 		Spec: client.ScheduleSpec{CronExpressions: []string{one(t, sc, "cron")}, TimeZoneName: one(t, sc, "time-zone")},
 		Action: &client.ScheduleWorkflowAction{
@@ -237,17 +238,17 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 		t.Fatal(err)
 	}
 	schedREADME := describeSchedule(t, c, "weekly-video")
-	if err := c.schedules().Delete(ctx, "weekly-video"); err != nil {
+	if err := c.Schedules().Delete(ctx, "weekly-video"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.schedules().Create(ctx, operator.ScheduleInput{Pipeline: "weekly-video"}); err != nil {
+	if _, err := c.Schedules().Create(ctx, operator.ScheduleInput{Pipeline: "weekly-video"}); err != nil {
 		t.Fatal(err)
 	}
 	schedStarter := describeSchedule(t, c, "weekly-video")
 	if !reflect.DeepEqual(schedREADME, schedStarter) {
 		t.Fatalf("the README's schedule differs from starter's:\nREADME:  %+v\nstarter: %+v", schedREADME, schedStarter)
 	}
-	if d, err := c.schedules().Describe(ctx, "weekly-video"); err != nil || d.Spec.Cron != "0 2 * * 1" {
+	if d, err := c.Schedules().Describe(ctx, "weekly-video"); err != nil || d.Spec.Cron != "0 2 * * 1" {
 		t.Fatalf("describe shows cron %q (%v), want the calendar of \"0 2 * * MON\"", d.Spec.Cron, err)
 	}
 
@@ -256,7 +257,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	bf := cmds["schedule backfill"]
 	start, _ := time.Parse(time.RFC3339, one(t, bf, "start-time"))
 	end, _ := time.Parse(time.RFC3339, one(t, bf, "end-time"))
-	h := c.client.ScheduleClient().GetHandle(ctx, one(t, bf, "schedule-id"))
+	h := c.Client.ScheduleClient().GetHandle(ctx, one(t, bf, "schedule-id"))
 	if err := h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{Start: start, End: end, Overlap: cliOverlap[one(t, bf, "overlap-policy")]}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	var backfilled workflows.ScheduledRunResult
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := c.client.GetWorkflow(ctx, key, "").Get(ctx, &backfilled); err == nil {
+		if err := c.Client.GetWorkflow(ctx, key, "").Get(ctx, &backfilled); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -276,7 +277,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	manual, err := c.runs.Run(ctx, operator.RunInput{Pipeline: "weekly-video", NominalTime: monday})
+	manual, err := c.Runs.Run(ctx, operator.RunInput{Pipeline: "weekly-video", NominalTime: monday})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,9 +301,9 @@ type scheduleShape struct {
 	Args          string
 }
 
-func describeSchedule(t *testing.T, c *cluster, pipelineName string) scheduleShape {
+func describeSchedule(t *testing.T, c *allottest.Cluster, pipelineName string) scheduleShape {
 	t.Helper()
-	d, err := c.client.ScheduleClient().GetHandle(context.Background(), workflows.ScheduleID(pipelineName)).Describe(context.Background())
+	d, err := c.Client.ScheduleClient().GetHandle(context.Background(), workflows.ScheduleID(pipelineName)).Describe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

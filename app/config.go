@@ -1,6 +1,11 @@
-// Package app wires allot together: its configuration, the Temporal
-// connection and the worker. The mains (worker/, starter/, devserver/) parse
-// flags and call into here.
+// Package app wires allot's production processes: the configuration, the
+// Temporal connection and the worker. The mains (worker/, starter/) parse
+// flags and call into here; the dev setup (internal/devstack) builds on it.
+//
+// app must stay light: it is linked into the worker and the starter, so it
+// imports neither the embedded Temporal server nor the operator commands nor
+// the simulated vendor (deps_test.go fails if the worker or the starter
+// links go.temporal.io/server again).
 package app
 
 import (

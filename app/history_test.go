@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"allot"
 	"context"
 	"os"
 	"path/filepath"
@@ -12,8 +11,10 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"allot"
+	"allot/internal/allottest"
 	"allot/operator"
-	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
 	"allot/workflows"
 )
 
@@ -27,15 +28,15 @@ func TestSaveHistories(t *testing.T) {
 	if dir == "" {
 		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
 	}
-	c := newCluster(t)
-	res, err := c.runs.Run(c.ctx(), operator.RunInput{Pipeline: "weekly-video", NominalTime: time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC), Wait: true})
+	c := allottest.NewCluster(t)
+	res, err := c.Runs.Run(c.Ctx(), operator.RunInput{Pipeline: "weekly-video", NominalTime: time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC), Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.waitEpisode("weekly-video", res.Result.EpisodeID)
+	c.WaitEpisode("weekly-video", res.Result.EpisodeID)
 	save := func(name, id string) {
 		var events []*historypb.HistoryEvent
-		iter := c.client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		iter := c.Client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for iter.HasNext() {
 			ev, err := iter.Next()
 			if err != nil {
@@ -59,21 +60,21 @@ func TestSaveHistories(t *testing.T) {
 
 	// A paid episode that parks on an unknown outcome, is resolved, waits at
 	// the approval gate and is approved: every path of the Episode workflow.
-	if err := c.vendor.sim.SetFaults(paidvendor.SimFaults{LoseResponseAfterAccept: 1, NoLookup: true}); err != nil {
+	if err := c.Vendor.Sim.SetFaults(paidvendortest.SimFaults{LoseResponseAfterAccept: 1, NoLookup: true}); err != nil {
 		t.Fatal(err)
 	}
-	ep := c.allocate("weekly-paid", monday())
-	c.waitStage("weekly-paid", ep, allot.StageNeedsAttention)
-	if err := c.vendor.sim.SetFaults(paidvendor.SimFaults{}); err != nil {
+	ep := c.Allocate("weekly-paid", monday())
+	c.WaitStage("weekly-paid", ep, allot.StageNeedsAttention)
+	if err := c.Vendor.Sim.SetFaults(paidvendortest.SimFaults{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.send("weekly-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: c.vendor.sim.Charges()[0].TaskID}); err != nil {
+	if _, err := c.Send("weekly-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: c.Vendor.Sim.Charges()[0].TaskID}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitStage("weekly-paid", ep, allot.StageWaitingApproval)
-	if _, err := c.send("weekly-paid", ep, workflows.ApproveUpdate, workflows.DecisionRequest{Reason: "ok"}); err != nil {
+	c.WaitStage("weekly-paid", ep, allot.StageWaitingApproval)
+	if _, err := c.Send("weekly-paid", ep, workflows.ApproveUpdate, workflows.DecisionRequest{Reason: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitEpisode("weekly-paid", ep)
+	c.WaitEpisode("weekly-paid", ep)
 	save("paid_episode.json", workflows.EpisodeWorkflowID("weekly-paid", ep))
 }

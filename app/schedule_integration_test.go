@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"allot"
 	"context"
 	"io"
 	"net/http"
@@ -9,35 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"allot"
+	"allot/internal/allottest"
 	"allot/ledger"
 	"allot/operator"
+	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
 	"allot/workflows"
 )
 
-func (c *cluster) schedules() *operator.Schedules {
-	return &operator.Schedules{Client: c.client, Pipelines: c.pipelines, TaskQueue: workflows.TaskQueue}
-}
-
-// keysRun is every allocation key of a pipeline with a recorded run, and how
-// many runs each had.
-func (c *cluster) keysRun(pipelineName string) map[string]int {
-	c.t.Helper()
-	outcomes, err := c.ledger.RunOutcomes(context.Background(), pipelineName, time.Time{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	keys := map[string]int{}
-	for _, o := range outcomes {
-		keys[o.AllocationKey]++
-	}
-	return keys
-}
-
 func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
-	c := newCluster(t)
-	s := c.schedules()
-	ctx := c.ctx()
+	c := allottest.NewCluster(t)
+	s := c.Schedules()
+	ctx := c.Ctx()
 	created, err := s.Create(ctx, operator.ScheduleInput{Pipeline: "weekly-video", Override: pipeline.Schedule{Interval: "1s", Jitter: "300ms"}})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +28,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 	if created.Spec.Interval != time.Second || created.Spec.Jitter != 300*time.Millisecond || created.Spec.Overlap != pipeline.DefaultOverlap {
 		t.Fatalf("created %+v", created.Spec)
 	}
-	ids := waitAtLeast(t, c, `WorkflowType = "ScheduledRun" AND ExecutionStatus = "Completed" AND AllotPipeline = "weekly-video"`, 3)
+	ids := c.WaitAtLeast(`WorkflowType = "ScheduledRun" AND ExecutionStatus = "Completed" AND AllotPipeline = "weekly-video"`, 3)
 	if _, err := s.Pause(ctx, "weekly-video", "backfill test"); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +42,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 		}
 		// With jitter the start moves; the key stays the nominal time.
 		var res workflows.ScheduledRunResult
-		if err := c.client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		if err := c.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
 			t.Fatal(err)
 		}
 		if !res.NominalTime.Equal(nominal) || res.NominalTimeSource != allot.NominalFromSchedule || workflows.AllocationKey("weekly-video", nominal) != id {
@@ -72,8 +55,8 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 			last = nominal
 		}
 	}
-	before := c.keysRun("weekly-video")
-	episodesBefore := len(c.episodes("weekly-video"))
+	before := c.KeysRun("weekly-video")
+	episodesBefore := len(c.Episodes("weekly-video"))
 
 	// Backfill from 3 s before the first scheduled run to just after the
 	// last one: the times that ran reuse their episodes, the rest allocate.
@@ -87,7 +70,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		after := c.keysRun("weekly-video")
+		after := c.KeysRun("weekly-video")
 		done := true
 		for _, k := range want {
 			if after[k] < before[k]+1 {
@@ -113,7 +96,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 	if reused < 3 || allocated < 3 {
 		t.Fatalf("the range should hold runs that ran (%d) and runs that did not (%d)", reused, allocated)
 	}
-	eps := c.episodes("weekly-video")
+	eps := c.Episodes("weekly-video")
 	if len(eps) != episodesBefore+allocated {
 		t.Fatalf("episodes %d, want %d before + %d allocated by the backfill", len(eps), episodesBefore, allocated)
 	}
@@ -126,7 +109,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 			t.Fatalf("backfilled key %s has no episode", k)
 		}
 	}
-	stats, err := operator.Stats(context.Background(), c.ledger, operator.StatsInput{Pipeline: "weekly-video"})
+	stats, err := operator.Stats(context.Background(), c.Ledger, operator.StatsInput{Pipeline: "weekly-video"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,19 +118,19 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 		counts[string(r.Outcome)+"/"+r.Reason] = r.Count
 	}
 	total := 0
-	for _, n := range c.keysRun("weekly-video") {
+	for _, n := range c.KeysRun("weekly-video") {
 		total += n
 	}
 	if counts["allocated/new_episode"] != len(eps) || counts["reused/key_bound"] != total-len(eps) || stats.RunsTotal != total {
 		t.Fatalf("stats %+v; want %d allocated and %d reused of %d runs", stats.Runs, len(eps), total-len(eps), total)
 	}
-	c.mustCheck()
+	c.MustCheck()
 }
 
 func TestBadScheduleInputCreatesNothing(t *testing.T) {
-	c := newCluster(t)
-	s := c.schedules()
-	ctx := c.ctx()
+	c := allottest.NewCluster(t)
+	s := c.Schedules()
+	ctx := c.Ctx()
 	for name, in := range map[string]operator.ScheduleInput{
 		"bad cron":           {Pipeline: "weekly-video", Override: pipeline.Schedule{Cron: "every monday"}},
 		"unknown pipeline":   {Pipeline: "monthly-podcast", Override: pipeline.Schedule{Interval: "1h"}},
@@ -195,32 +178,23 @@ func TestBadScheduleInputCreatesNothing(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	if n := countRunsQuery(t, c, `WorkflowType = "ScheduledRun"`); n != 0 {
+	if n := c.CountWorkflows(`WorkflowType = "ScheduledRun"`); n != 0 {
 		t.Fatalf("bad backfills started %d runs", n)
 	}
 }
 
-func countRunsQuery(t *testing.T, c *cluster, query string) int {
-	t.Helper()
-	resp, err := c.client.ListWorkflow(context.Background(), listRequest(c, query))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(resp.GetExecutions())
-}
-
 func TestMetricsEndpointServesCounters(t *testing.T) {
-	c := newCluster(t)
-	if err := c.vendor.sim.SetFaults(noLookupLostResponses()); err != nil {
+	c := allottest.NewCluster(t)
+	if err := c.Vendor.Sim.SetFaults(paidvendortest.SimFaults{LoseResponseAfterAccept: 1, NoLookup: true}); err != nil {
 		t.Fatal(err)
 	}
-	parked := c.allocate("auto-paid", monday())
-	c.waitStage("auto-paid", parked, allot.StageNeedsAttention)
-	if err := c.vendor.sim.SetFaults(noFaults()); err != nil {
+	parked := c.Allocate("auto-paid", monday())
+	c.WaitStage("auto-paid", parked, allot.StageNeedsAttention)
+	if err := c.Vendor.Sim.SetFaults(paidvendortest.SimFaults{}); err != nil {
 		t.Fatal(err)
 	}
-	done := c.allocate("auto-paid", monday().Add(time.Hour))
-	c.waitEpisode("auto-paid", done)
+	done := c.Allocate("auto-paid", monday().Add(time.Hour))
+	c.WaitEpisode("auto-paid", done)
 	want := []string{
 		`allot_runs_total{`, `outcome="allocated"`, `reason="new_episode"`,
 		`allot_allocations_total{`, `decision="allocated"`,
@@ -232,7 +206,7 @@ func TestMetricsEndpointServesCounters(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var body string
 	for {
-		resp, err := http.Get(c.metricsURL + "/metrics")
+		resp, err := http.Get(c.MetricsURL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +228,7 @@ func TestMetricsEndpointServesCounters(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if strings.Contains(body, vendorKey) {
+	if strings.Contains(body, allottest.VendorKey) {
 		t.Fatal("the vendor key is in the metrics")
 	}
 }
@@ -270,8 +244,8 @@ func grepAllot(body string) string {
 }
 
 func TestSetupRegistersSearchAttributesIdempotently(t *testing.T) {
-	c := newCluster(t) // newCluster ran setup once already
-	res, err := workflows.EnsureSearchAttributes(c.ctx(), c.client, c.namespace)
+	c := allottest.NewCluster(t) // newCluster ran setup once already
+	res, err := workflows.EnsureSearchAttributes(c.Ctx(), c.Client, c.Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}

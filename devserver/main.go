@@ -20,18 +20,19 @@ import (
 	"time"
 
 	"allot/app"
+	"allot/internal/devstack"
 	"allot/temporalserver"
 )
 
 func main() {
-	cfg := app.DevConfig{Pipelines: os.Getenv(app.EnvPipelines)}
+	cfg := devstack.Config{Pipelines: os.Getenv(app.EnvPipelines)}
 	flag.IntVar(&cfg.Port, "port", temporalserver.DefaultPort, "Temporal frontend gRPC port (-1: any free port)")
 	flag.IntVar(&cfg.UIPort, "ui-port", temporalserver.DefaultUIPort, "Web UI HTTP port (-1: any free port)")
-	flag.IntVar(&cfg.VendorPort, "vendor-port", 8787, "simulated paid vendor HTTP port (-1: any free port)")
+	flag.IntVar(&cfg.VendorPort, "vendor-port", devstack.DefaultVendorPort, "simulated paid vendor HTTP port (-1: any free port)")
 	flag.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir, "directory for Temporal's, the ledger's and the vendor's state")
 	flag.StringVar(&cfg.Pipelines, "pipelines", cfg.Pipelines, "pipeline file (env "+app.EnvPipelines+"; default: the embedded demo)")
 	flag.BoolVar(&cfg.Headless, "headless", false, "run without the Web UI")
-	flag.StringVar(&cfg.DemoPipeline, "demo-pipeline", app.DemoPipeline, "pipeline to put on the demo schedule")
+	flag.StringVar(&cfg.DemoPipeline, "demo-pipeline", devstack.DemoPipeline, "pipeline to put on the demo schedule")
 	flag.DurationVar(&cfg.DemoInterval, "demo-interval", 10*time.Second, "demo schedule interval (0: no demo schedule)")
 	flag.BoolVar(&cfg.AutoApprove, "auto-approve", true, "approval steps pass by themselves (demo); --auto-approve=false to approve with starter")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics at HOST:PORT/metrics (off by default)")
@@ -42,34 +43,38 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Logger = logger
-	cfg.Ready = func(info app.DevInfo) {
-		ui := info.WebUI
-		if ui == "" {
-			ui = "disabled (--headless)"
-		}
-		fmt.Printf("allot is running\n"+
-			"  Web UI:    %s\n"+
-			"  episodes:  %s/namespaces/%s/workflows?query=%s\n"+
-			"  Temporal:  %s (namespace %s)\n"+
-			"  vendor:    %s (simulated)\n"+
-			"  ledger:    %s\n",
-			ui, ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
-			info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
-		if info.Schedule != "" {
-			fmt.Printf("  schedule:  %s, every %s\n", info.Schedule, cfg.DemoInterval)
-		}
-		if info.Metrics != "" {
-			fmt.Printf("  metrics:   %s\n", info.Metrics)
-		}
-		fmt.Printf("  try:       go run ./starter episodes --pipeline %s\n"+
-			"Press Ctrl+C to stop; run it again to resume where it left off.\n", cfg.DemoPipeline)
-	}
+	cfg.Ready = func(info devstack.Info) { printWhereToLook(cfg, info) }
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := app.RunDev(ctx, cfg); err != nil {
+	if err := devstack.Run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
 	}
 	fmt.Println("allot stopped")
+}
+
+// printWhereToLook tells the user where everything runs. The tests of
+// internal/devstack read the "Temporal:" line to find the frontend.
+func printWhereToLook(cfg devstack.Config, info devstack.Info) {
+	ui := info.WebUI
+	if ui == "" {
+		ui = "disabled (--headless)"
+	}
+	fmt.Printf("allot is running\n"+
+		"  Web UI:    %s\n"+
+		"  episodes:  %s/namespaces/%s/workflows?query=%s\n"+
+		"  Temporal:  %s (namespace %s)\n"+
+		"  vendor:    %s (simulated)\n"+
+		"  ledger:    %s\n",
+		ui, ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
+		info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
+	if info.Schedule != "" {
+		fmt.Printf("  schedule:  %s, every %s\n", info.Schedule, cfg.DemoInterval)
+	}
+	if info.Metrics != "" {
+		fmt.Printf("  metrics:   %s\n", info.Metrics)
+	}
+	fmt.Printf("  try:       go run ./starter episodes --pipeline %s\n"+
+		"Press Ctrl+C to stop; run it again to resume where it left off.\n", cfg.DemoPipeline)
 }

@@ -1,4 +1,4 @@
-package paidvendor
+package paidvendor_test
 
 import (
 	"context"
@@ -14,24 +14,27 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
 )
 
 func TestRoundTripSubmitTaskResult(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{PricePerKind: map[string]Cost{"render": {Amount: 1234, Currency: "USD"}}})
+	tv := newTestVendor(t, paidvendortest.SimConfig{PricePerKind: map[string]paidvendor.Cost{"render": {Amount: 1234, Currency: "USD"}}})
 	ctx := context.Background()
-	key := IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
+	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
 
 	task, err := tv.client.Submit(ctx, submitReq(key))
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	if err := ValidateTaskID(task.ID); err != nil {
+	if err := paidvendor.ValidateTaskID(task.ID); err != nil {
 		t.Fatalf("task id: %v", err)
 	}
 	if task.IdempotencyKey != key || task.Kind != "render" {
 		t.Errorf("task = %+v, want key %s kind render", task, key)
 	}
-	if task.Cost != (Cost{Amount: 1234, Currency: "USD"}) {
+	if task.Cost != (paidvendor.Cost{Amount: 1234, Currency: "USD"}) {
 		t.Errorf("cost = %+v, want 1234 USD", task.Cost)
 	}
 
@@ -39,10 +42,10 @@ func TestRoundTripSubmitTaskResult(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Task: %v", err)
 	}
-	if got.Status != StatusSucceeded || got.SHA256 == "" {
+	if got.Status != paidvendor.StatusSucceeded || got.SHA256 == "" {
 		t.Fatalf("Task = %+v, want succeeded with sha256", got)
 	}
-	if want := SimResultSHA256(task.ID, "render", submitReq(key).Params); got.SHA256 != want {
+	if want := paidvendortest.ResultSHA256(task.ID, "render", submitReq(key).Params); got.SHA256 != want {
 		t.Errorf("sha256 = %s, want %s", got.SHA256, want)
 	}
 
@@ -78,22 +81,22 @@ func TestRoundTripSubmitTaskResult(t *testing.T) {
 
 func TestTaskProgressesOverDuration(t *testing.T) {
 	clock := newFakeClock()
-	tv := newTestVendor(t, SimConfig{TaskDuration: 4 * time.Minute, Clock: clock.Now})
+	tv := newTestVendor(t, paidvendortest.SimConfig{TaskDuration: 4 * time.Minute, Clock: clock.Now})
 	ctx := context.Background()
-	task, err := tv.client.Submit(ctx, submitReq(IdempotencyKey("p", "2026-W32-0", "render", 0)))
+	task, err := tv.client.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "2026-W32-0", "render", 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.Status != StatusQueued {
+	if task.Status != paidvendor.StatusQueued {
 		t.Errorf("status at submit = %s, want queued", task.Status)
 	}
-	if _, err := tv.client.Result(ctx, task.ID); !errors.Is(err, ErrNoResult) {
+	if _, err := tv.client.Result(ctx, task.ID); !errors.Is(err, paidvendor.ErrNoResult) {
 		t.Fatalf("Result of a queued task: err = %v, want ErrNoResult", err)
 	}
 	for _, step := range []struct {
 		advance time.Duration
-		want    Status
-	}{{30 * time.Second, StatusQueued}, {time.Minute, StatusRunning}, {2 * time.Minute, StatusRunning}, {30 * time.Second, StatusSucceeded}} {
+		want    paidvendor.Status
+	}{{30 * time.Second, paidvendor.StatusQueued}, {time.Minute, paidvendor.StatusRunning}, {2 * time.Minute, paidvendor.StatusRunning}, {30 * time.Second, paidvendor.StatusSucceeded}} {
 		clock.Advance(step.advance)
 		got, err := tv.client.Task(ctx, task.ID)
 		if err != nil {
@@ -102,7 +105,7 @@ func TestTaskProgressesOverDuration(t *testing.T) {
 		if got.Status != step.want {
 			t.Fatalf("after +%v: status %s, want %s", step.advance, got.Status, step.want)
 		}
-		if (got.SHA256 != "") != (step.want == StatusSucceeded) {
+		if (got.SHA256 != "") != (step.want == paidvendor.StatusSucceeded) {
 			t.Fatalf("status %s with sha256 %q", got.Status, got.SHA256)
 		}
 	}
@@ -114,9 +117,9 @@ func TestTaskProgressesOverDuration(t *testing.T) {
 }
 
 func TestSimulatedTaskFailure(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{})
+	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
-	req := SubmitRequest{IdempotencyKey: IdempotencyKey("p", "e", "s", 0), Kind: "render", Params: map[string]string{SimFailParam: "model overloaded"}}
+	req := paidvendor.SubmitRequest{IdempotencyKey: paidvendor.IdempotencyKey("p", "e", "s", 0), Kind: "render", Params: map[string]string{paidvendortest.FailParam: "model overloaded"}}
 	task, err := tv.client.Submit(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -125,18 +128,18 @@ func TestSimulatedTaskFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != StatusFailed || got.Error != "model overloaded" || got.SHA256 != "" {
+	if got.Status != paidvendor.StatusFailed || got.Error != "model overloaded" || got.SHA256 != "" {
 		t.Fatalf("task = %+v, want failed with the reason", got)
 	}
-	if _, err := tv.client.Result(ctx, task.ID); !errors.Is(err, ErrNoResult) {
+	if _, err := tv.client.Result(ctx, task.ID); !errors.Is(err, paidvendor.ErrNoResult) {
 		t.Fatalf("Result of a failed task: %v, want ErrNoResult", err)
 	}
 }
 
 func TestSameIdempotencyKeyTwiceOneTaskOneCharge(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{})
+	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
-	key := IdempotencyKey("weekly-video", "2026-W32-1", "voice", 2)
+	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-1", "voice", 2)
 	first, err := tv.client.Submit(ctx, submitReq(key))
 	if err != nil {
 		t.Fatal(err)
@@ -154,8 +157,8 @@ func TestSameIdempotencyKeyTwiceOneTaskOneCharge(t *testing.T) {
 }
 
 func TestConcurrentSameKeyOneCharge(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{})
-	key := IdempotencyKey("weekly-video", "2026-W32-2", "render", 0)
+	tv := newTestVendor(t, paidvendortest.SimConfig{})
+	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-2", "render", 0)
 	var wg sync.WaitGroup
 	ids := make([]string, 16)
 	errs := make([]error, 16)
@@ -182,16 +185,16 @@ func TestConcurrentSameKeyOneCharge(t *testing.T) {
 }
 
 func TestIdempotencyKeyReusedForDifferentRequest(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{})
+	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
-	key := IdempotencyKey("p", "e", "s", 0)
+	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
 	if _, err := tv.client.Submit(ctx, submitReq(key)); err != nil {
 		t.Fatal(err)
 	}
 	other := submitReq(key)
 	other.Params = map[string]string{"episode": "something else"}
 	_, err := tv.client.Submit(ctx, other)
-	if !errors.Is(err, ErrIdempotencyConflict) || IsTemporary(err) {
+	if !errors.Is(err, paidvendor.ErrIdempotencyConflict) || isTemporary(err) {
 		t.Fatalf("err = %v, want non-temporary ErrIdempotencyConflict", err)
 	}
 	if n := tv.sim.ChargeCount(); n != 1 {
@@ -200,9 +203,9 @@ func TestIdempotencyKeyReusedForDifferentRequest(t *testing.T) {
 }
 
 func TestIgnoreIdempotencyChargesTwice(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{IgnoreIdempotency: true})
+	tv := newTestVendor(t, paidvendortest.SimConfig{IgnoreIdempotency: true})
 	ctx := context.Background()
-	key := IdempotencyKey("p", "e", "s", 0)
+	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
 	a, err := tv.client.Submit(ctx, submitReq(key))
 	if err != nil {
 		t.Fatal(err)
@@ -220,19 +223,19 @@ func TestIgnoreIdempotencyChargesTwice(t *testing.T) {
 }
 
 func TestLostResponseAfterAccept(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{LoseResponseAfterAccept: 1})
+	tv := newTestVendor(t, paidvendortest.SimConfig{LoseResponseAfterAccept: 1})
 	ctx := context.Background()
-	key := IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
+	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
 
 	_, err := tv.client.Submit(ctx, submitReq(key))
 	if err == nil {
 		t.Fatal("Submit succeeded; the simulator should have dropped the response")
 	}
-	var te *TransportError
+	var te *paidvendor.TransportError
 	if !errors.As(err, &te) {
 		t.Fatalf("err = %v (%T), want a *TransportError", err, err)
 	}
-	var he *HTTPError
+	var he *paidvendor.HTTPError
 	if errors.As(err, &he) {
 		t.Fatalf("err = %v is an HTTPError; the response never arrived", err)
 	}
@@ -242,8 +245,8 @@ func TestLostResponseAfterAccept(t *testing.T) {
 			t.Fatalf("err = %v: neither EOF nor a net error, so the cause is not classifiable", err)
 		}
 	}
-	if !IsTemporary(err) {
-		t.Errorf("IsTemporary(%v) = false, want true", err)
+	if !isTemporary(err) {
+		t.Errorf("isTemporary(%v) = false, want true", err)
 	}
 	if n := tv.sim.ChargeCount(); n != 1 {
 		t.Fatalf("charges = %d, want 1 (accepted before the response was lost)", n)
@@ -263,7 +266,7 @@ func TestLostResponseAfterAccept(t *testing.T) {
 		t.Fatalf("Task(%s): %v", found.ID, err)
 	}
 
-	if _, err := tv.client.LookupByIdempotencyKey(ctx, IdempotencyKey("weekly-video", "2026-W32-0", "render", 1)); !errors.Is(err, ErrNotFound) {
+	if _, err := tv.client.LookupByIdempotencyKey(ctx, paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 1)); !errors.Is(err, paidvendor.ErrNotFound) {
 		t.Fatalf("lookup of an unused key: %v, want ErrNotFound", err)
 	}
 }
@@ -273,7 +276,7 @@ func TestLostResponseAfterAccept(t *testing.T) {
 // let it: against a vendor that ignores idempotency that is a second charge
 // nobody asked for, and in every case it hides the lost response.
 func TestLostResponseIsNotResentOnReusedConnection(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{IgnoreIdempotency: true})
+	tv := newTestVendor(t, paidvendortest.SimConfig{IgnoreIdempotency: true})
 	ctx := context.Background()
 	// Warm a keep-alive connection so the submit goes over a reused one.
 	for range 2 {
@@ -281,10 +284,10 @@ func TestLostResponseIsNotResentOnReusedConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := tv.sim.SetFaults(SimFaults{IgnoreIdempotency: true, LoseResponseAfterAccept: 1}); err != nil {
+	if err := tv.sim.SetFaults(paidvendortest.SimFaults{IgnoreIdempotency: true, LoseResponseAfterAccept: 1}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := tv.client.Submit(ctx, submitReq(IdempotencyKey("p", "e", "s", 0)))
+	_, err := tv.client.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
 	if err == nil {
 		t.Fatal("Submit succeeded; the response should have been lost")
 	}
@@ -297,28 +300,28 @@ func TestLostResponseIsNotResentOnReusedConnection(t *testing.T) {
 }
 
 func TestNoLookup(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{NoLookup: true})
-	_, err := tv.client.LookupByIdempotencyKey(context.Background(), IdempotencyKey("p", "e", "s", 0))
-	if !errors.Is(err, ErrLookupUnsupported) {
+	tv := newTestVendor(t, paidvendortest.SimConfig{NoLookup: true})
+	_, err := tv.client.LookupByIdempotencyKey(context.Background(), paidvendor.IdempotencyKey("p", "e", "s", 0))
+	if !errors.Is(err, paidvendor.ErrLookupUnsupported) {
 		t.Fatalf("err = %v, want ErrLookupUnsupported", err)
 	}
-	var he *HTTPError
-	if !errors.As(err, &he) || he.StatusCode != 501 || he.Temporary() || IsTemporary(err) {
+	var he *paidvendor.HTTPError
+	if !errors.As(err, &he) || he.StatusCode != 501 || he.Temporary() || isTemporary(err) {
 		t.Fatalf("err = %#v, want a non-temporary HTTP 501", err)
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, paidvendor.ErrNotFound) {
 		t.Fatal("501 must not read as not found: the outcome is unknown, not absent")
 	}
 }
 
 func TestFailBeforeAccept(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{FailBeforeAccept: 1})
-	_, err := tv.client.Submit(context.Background(), submitReq(IdempotencyKey("p", "e", "s", 0)))
-	var he *HTTPError
+	tv := newTestVendor(t, paidvendortest.SimConfig{FailBeforeAccept: 1})
+	_, err := tv.client.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	var he *paidvendor.HTTPError
 	if !errors.As(err, &he) {
 		t.Fatalf("err = %v (%T), want *HTTPError", err, err)
 	}
-	if he.StatusCode < 500 || !he.Temporary() || !IsTemporary(err) {
+	if he.StatusCode < 500 || !he.Temporary() || !isTemporary(err) {
 		t.Fatalf("err = %v, want a temporary 5xx", err)
 	}
 	if n := tv.sim.ChargeCount(); n != 0 {
@@ -330,24 +333,24 @@ func TestFailBeforeAccept(t *testing.T) {
 }
 
 func TestWrongAPIKey(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{})
+	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
 	bad := tv.newClient(t, "sk-wrong-key")
-	_, err := bad.Submit(ctx, submitReq(IdempotencyKey("p", "e", "s", 0)))
-	if !errors.Is(err, ErrUnauthorized) {
+	_, err := bad.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	if !errors.Is(err, paidvendor.ErrUnauthorized) {
 		t.Fatalf("err = %v, want ErrUnauthorized", err)
 	}
-	if IsTemporary(err) {
+	if isTemporary(err) {
 		t.Fatal("unauthorized must never be retried")
 	}
-	var he *HTTPError
+	var he *paidvendor.HTTPError
 	if !errors.As(err, &he) || he.StatusCode != http.StatusUnauthorized || he.Temporary() {
 		t.Fatalf("err = %v, want non-temporary HTTP 401", err)
 	}
 	if n := tv.sim.ChargeCount(); n != 0 {
 		t.Fatalf("charges = %d, want 0", n)
 	}
-	if _, err := bad.Charges(ctx); !errors.Is(err, ErrUnauthorized) {
+	if _, err := bad.Charges(ctx); !errors.Is(err, paidvendor.ErrUnauthorized) {
 		t.Fatalf("Charges with a bad key: %v, want ErrUnauthorized", err)
 	}
 	// No Authorization header at all.
@@ -366,17 +369,17 @@ func TestForbiddenIsUnauthorized(t *testing.T) {
 		http.Error(w, "forbidden", http.StatusForbidden)
 	}))
 	defer srv.Close()
-	c, err := NewHTTPClient(srv.URL, testKey, nil)
+	c, err := paidvendor.NewHTTPClient(srv.URL, testKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Charges(context.Background()); !errors.Is(err, ErrUnauthorized) {
+	if _, err := c.Charges(context.Background()); !errors.Is(err, paidvendor.ErrUnauthorized) {
 		t.Fatalf("403: %v, want ErrUnauthorized", err)
 	}
 }
 
 func TestBadTaskIDsRejectedBeforeAnyRequest(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{})
+	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
 	bad := []string{
 		"",
@@ -397,34 +400,34 @@ func TestBadTaskIDsRejectedBeforeAnyRequest(t *testing.T) {
 		"vt_0123456789abcdéf",
 	}
 	for _, id := range bad {
-		if _, err := tv.client.Task(ctx, id); !errors.Is(err, ErrInvalidTaskID) {
+		if _, err := tv.client.Task(ctx, id); !errors.Is(err, paidvendor.ErrInvalidTaskID) {
 			t.Errorf("Task(%q): err = %v, want ErrInvalidTaskID", id, err)
 		}
-		if _, err := tv.client.Result(ctx, id); !errors.Is(err, ErrInvalidTaskID) {
+		if _, err := tv.client.Result(ctx, id); !errors.Is(err, paidvendor.ErrInvalidTaskID) {
 			t.Errorf("Result(%q): err = %v, want ErrInvalidTaskID", id, err)
-		} else if IsTemporary(err) {
+		} else if isTemporary(err) {
 			t.Errorf("Result(%q): an invalid ID must not be retried", id)
 		}
 	}
 	// Bad idempotency keys and kinds never leave the process either.
-	for _, req := range []SubmitRequest{
+	for _, req := range []paidvendor.SubmitRequest{
 		{IdempotencyKey: "", Kind: "render"},
 		{IdempotencyKey: "not-a-uuid", Kind: "render"},
-		{IdempotencyKey: strings.ToUpper(IdempotencyKey("p", "e", "s", 0)), Kind: "render"},
-		{IdempotencyKey: IdempotencyKey("p", "e", "s", 0), Kind: ""},
+		{IdempotencyKey: strings.ToUpper(paidvendor.IdempotencyKey("p", "e", "s", 0)), Kind: "render"},
+		{IdempotencyKey: paidvendor.IdempotencyKey("p", "e", "s", 0), Kind: ""},
 	} {
-		if _, err := tv.client.Submit(ctx, req); !errors.Is(err, ErrInvalidRequest) {
+		if _, err := tv.client.Submit(ctx, req); !errors.Is(err, paidvendor.ErrInvalidRequest) {
 			t.Errorf("Submit(%+v): err = %v, want ErrInvalidRequest", req, err)
 		}
 	}
-	if _, err := tv.client.LookupByIdempotencyKey(ctx, "x?y"); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := tv.client.LookupByIdempotencyKey(ctx, "x?y"); !errors.Is(err, paidvendor.ErrInvalidRequest) {
 		t.Errorf("Lookup(bad key): err = %v, want ErrInvalidRequest", err)
 	}
 	if n := tv.requests.Load(); n != 0 {
 		t.Fatalf("the server saw %d requests, want 0", n)
 	}
 	// A valid but unknown ID does reach the vendor, and is not found.
-	if _, err := tv.client.Task(ctx, "vt_0123456789abcdef"); !errors.Is(err, ErrNotFound) {
+	if _, err := tv.client.Task(ctx, "vt_0123456789abcdef"); !errors.Is(err, paidvendor.ErrNotFound) {
 		t.Fatalf("unknown task: %v, want ErrNotFound", err)
 	}
 }
@@ -439,7 +442,7 @@ func TestValidateTaskIDMessages(t *testing.T) {
 		"vt_zz23456789abcdef":   "hex",
 		"vt_0123456789abcdef00": "",
 	} {
-		err := ValidateTaskID(id)
+		err := paidvendor.ValidateTaskID(id)
 		if want == "" {
 			if err != nil {
 				t.Errorf("ValidateTaskID(%q) = %v, want nil", id, err)
@@ -453,22 +456,22 @@ func TestValidateTaskIDMessages(t *testing.T) {
 }
 
 func TestContextErrorsStayClassifiable(t *testing.T) {
-	tv := newTestVendor(t, SimConfig{Latency: 2 * time.Second})
+	tv := newTestVendor(t, paidvendortest.SimConfig{Latency: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := tv.client.Charges(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded in the chain", err)
 	}
-	var te *TransportError
-	if !errors.As(err, &te) || !IsTemporary(err) {
+	var te *paidvendor.TransportError
+	if !errors.As(err, &te) || !isTemporary(err) {
 		t.Fatalf("err = %v: want a temporary *TransportError", err)
 	}
 
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	cancel2()
 	_, err = tv.client.Charges(ctx2)
-	if !errors.Is(err, context.Canceled) || IsTemporary(err) {
+	if !errors.Is(err, context.Canceled) || isTemporary(err) {
 		t.Fatalf("err = %v: want context.Canceled, not temporary", err)
 	}
 }
@@ -480,13 +483,13 @@ func TestConnectionRefusedIsTransportError(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	c, err := NewHTTPClient("http://"+addr, testKey, nil)
+	c, err := paidvendor.NewHTTPClient("http://"+addr, testKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Submit(context.Background(), submitReq(IdempotencyKey("p", "e", "s", 0)))
+	_, err = c.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
 	var opErr *net.OpError
-	if !errors.As(err, &opErr) || !IsTemporary(err) {
+	if !errors.As(err, &opErr) || !isTemporary(err) {
 		t.Fatalf("err = %v, want a temporary error wrapping *net.OpError", err)
 	}
 }
@@ -496,7 +499,7 @@ func TestHTTPErrorTemporary(t *testing.T) {
 		400: false, 401: false, 403: false, 404: false, 409: false, 422: false,
 		429: true, 500: true, 501: false, 502: true, 503: true, 504: true,
 	} {
-		if got := (&HTTPError{StatusCode: code}).Temporary(); got != want {
+		if got := (&paidvendor.HTTPError{StatusCode: code}).Temporary(); got != want {
 			t.Errorf("HTTP %d Temporary() = %v, want %v", code, got, want)
 		}
 	}
@@ -516,11 +519,11 @@ func TestMalformedResponses(t *testing.T) {
 				_, _ = io.WriteString(w, body)
 			}))
 			defer srv.Close()
-			c, err := NewHTTPClient(srv.URL, testKey, nil)
+			c, err := paidvendor.NewHTTPClient(srv.URL, testKey, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Task(context.Background(), "vt_0123456789abcdef"); !errors.Is(err, ErrBadResponse) || IsTemporary(err) {
+			if _, err := c.Task(context.Background(), "vt_0123456789abcdef"); !errors.Is(err, paidvendor.ErrBadResponse) || isTemporary(err) {
 				t.Fatalf("err = %v, want non-temporary ErrBadResponse", err)
 			}
 		})
@@ -537,12 +540,12 @@ func TestNoRedirectsFollowed(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/v1/charges", http.StatusTemporaryRedirect)
 	}))
 	defer srv.Close()
-	c, err := NewHTTPClient(srv.URL, testKey, nil)
+	c, err := paidvendor.NewHTTPClient(srv.URL, testKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Charges(context.Background())
-	var he *HTTPError
+	var he *paidvendor.HTTPError
 	if !errors.As(err, &he) || he.StatusCode != http.StatusTemporaryRedirect {
 		t.Fatalf("err = %v, want HTTPError 307", err)
 	}
@@ -553,7 +556,7 @@ func TestNoRedirectsFollowed(t *testing.T) {
 
 func TestNewHTTPClientValidation(t *testing.T) {
 	for _, base := range []string{"", "127.0.0.1:8787", "ftp://h/", "http://", "http://u:secretpw@h/", "http://h/?a=b", "http://h/#f", "http://h/%zz"} {
-		_, err := NewHTTPClient(base, testKey, nil)
+		_, err := paidvendor.NewHTTPClient(base, testKey, nil)
 		if err == nil {
 			t.Errorf("NewHTTPClient(%q) accepted", base)
 			continue
@@ -563,11 +566,11 @@ func TestNewHTTPClientValidation(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"", "has space", "new\nline", "tab\t", "ünï"} {
-		if _, err := NewHTTPClient("http://127.0.0.1:8787", key, nil); err == nil {
+		if _, err := paidvendor.NewHTTPClient("http://127.0.0.1:8787", key, nil); err == nil {
 			t.Errorf("NewHTTPClient accepted API key %q", key)
 		}
 	}
-	c, err := NewHTTPClient("https://vendor.example/api/", testKey, nil)
+	c, err := paidvendor.NewHTTPClient("https://vendor.example/api/", testKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,16 +580,16 @@ func TestNewHTTPClientValidation(t *testing.T) {
 }
 
 func TestBasePathPrefix(t *testing.T) {
-	sim := NewSimulator(SimConfig{APIKey: testKey})
+	sim := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: testKey})
 	mux := http.NewServeMux()
 	mux.Handle("/vendor/", http.StripPrefix("/vendor", sim))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	c, err := NewHTTPClient(srv.URL+"/vendor/", testKey, nil)
+	c, err := paidvendor.NewHTTPClient(srv.URL+"/vendor/", testKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := c.Submit(context.Background(), submitReq(IdempotencyKey("p", "e", "s", 0)))
+	task, err := c.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
 	if err != nil {
 		t.Fatal(err)
 	}

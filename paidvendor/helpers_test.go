@@ -1,7 +1,10 @@
-package paidvendor
+package paidvendor_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,22 +12,26 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
+	"allot/paidvendor/vendorapi"
 )
 
 const testKey = "sk-test-7f3c9a1e55d0b2c4-DO-NOT-LEAK"
 
-// testVendor is a Simulator behind a real HTTP server, with a request
-// counter in front of it and its log captured.
+// testVendor is a simulated vendor behind a real HTTP server, with request
+// counters in front of it and its log captured.
 type testVendor struct {
-	sim      *Simulator
+	sim      *paidvendortest.Simulator
 	srv      *httptest.Server
-	client   *HTTPClient
+	client   *paidvendor.HTTPClient
 	requests atomic.Int64 // every request that reached the server
 	posts    atomic.Int64 // POST /v1/tasks that reached the server
 	logBuf   *syncBuffer
 }
 
-func newTestVendor(t *testing.T, cfg SimConfig) *testVendor {
+func newTestVendor(t *testing.T, cfg paidvendortest.SimConfig) *testVendor {
 	t.Helper()
 	tv := &testVendor{logBuf: &syncBuffer{}}
 	if cfg.APIKey == "" {
@@ -33,10 +40,10 @@ func newTestVendor(t *testing.T, cfg SimConfig) *testVendor {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(tv.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	tv.sim = NewSimulator(cfg)
+	tv.sim = paidvendortest.NewSimulator(cfg)
 	tv.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tv.requests.Add(1)
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/tasks" {
+		if r.Method == http.MethodPost && r.URL.Path == vendorapi.TasksPath {
 			tv.posts.Add(1)
 		}
 		tv.sim.ServeHTTP(w, r)
@@ -46,11 +53,11 @@ func newTestVendor(t *testing.T, cfg SimConfig) *testVendor {
 	return tv
 }
 
-func (tv *testVendor) newClient(t *testing.T, key string) *HTTPClient {
+func (tv *testVendor) newClient(t *testing.T, key string) *paidvendor.HTTPClient {
 	t.Helper()
 	hc := tv.srv.Client()
 	hc.Timeout = 10 * time.Second
-	c, err := NewHTTPClient(tv.srv.URL, key, hc)
+	c, err := paidvendor.NewHTTPClient(tv.srv.URL, key, hc)
 	if err != nil {
 		t.Fatalf("NewHTTPClient: %v", err)
 	}
@@ -96,6 +103,31 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func submitReq(key string) SubmitRequest {
-	return SubmitRequest{IdempotencyKey: key, Kind: "render", Params: map[string]string{"episode": "2026-W32-0", "lang": "zh"}}
+func submitReq(key string) paidvendor.SubmitRequest {
+	return paidvendor.SubmitRequest{IdempotencyKey: key, Kind: "render", Params: map[string]string{"episode": "2026-W32-0", "lang": "zh"}}
+}
+
+// isTemporary classifies an error returned by the client the way a caller
+// deciding whether to retry would: true for transport errors (connection
+// reset, EOF, a lost response, a per-request timeout) and for an
+// *HTTPError whose Temporary() is true; false for nil, the caller's
+// cancellation, and every definite refusal (unauthorized, not found,
+// invalid input, malformed response). The tests use it to show that every
+// error the client returns can be told apart this way with errors.Is/As.
+func isTemporary(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var he *paidvendor.HTTPError
+	if errors.As(err, &he) {
+		return he.Temporary()
+	}
+	for _, permanent := range []error{paidvendor.ErrInvalidTaskID, paidvendor.ErrInvalidRequest, paidvendor.ErrBadResponse, paidvendor.ErrUnauthorized, paidvendor.ErrNotFound, paidvendor.ErrLookupUnsupported, paidvendor.ErrNoResult, paidvendor.ErrIdempotencyConflict} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	var te *paidvendor.TransportError
+	return errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"allot/paidvendor/vendorapi"
 )
 
 // Response size limits: a task is small; the charge list grows with use.
@@ -158,11 +160,11 @@ func (c *HTTPClient) Submit(ctx context.Context, req SubmitRequest) (Task, error
 	if params == nil {
 		params = map[string]string{}
 	}
-	body, err := json.Marshal(wireSubmit{Kind: req.Kind, Params: params})
+	body, err := json.Marshal(vendorapi.SubmitRequest{Kind: req.Kind, Params: params})
 	if err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w: %v", op, ErrInvalidRequest, err)
 	}
-	resp, err := c.do(ctx, op, http.MethodPost, "/v1/tasks", nil, body, req.IdempotencyKey)
+	resp, err := c.do(ctx, op, http.MethodPost, vendorapi.TasksPath, nil, body, req.IdempotencyKey)
 	if err != nil {
 		return Task{}, err
 	}
@@ -170,11 +172,11 @@ func (c *HTTPClient) Submit(ctx context.Context, req SubmitRequest) (Task, error
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
 		return Task{}, c.httpError(op, resp, map[int]error{http.StatusConflict: ErrIdempotencyConflict})
 	}
-	var wt wireTask
+	var wt vendorapi.Task
 	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
 		return Task{}, err
 	}
-	t, err := wt.task()
+	t, err := taskFromWire(wt)
 	if err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
@@ -194,7 +196,7 @@ func (c *HTTPClient) Task(ctx context.Context, id string) (Task, error) {
 	if err := ValidateTaskID(id); err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
-	resp, err := c.do(ctx, op, http.MethodGet, "/v1/tasks/"+id, nil, nil, "")
+	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.TaskPath(id), nil, nil, "")
 	if err != nil {
 		return Task{}, err
 	}
@@ -202,11 +204,11 @@ func (c *HTTPClient) Task(ctx context.Context, id string) (Task, error) {
 	if resp.StatusCode != http.StatusOK {
 		return Task{}, c.httpError(op, resp, map[int]error{http.StatusNotFound: ErrNotFound})
 	}
-	var wt wireTask
+	var wt vendorapi.Task
 	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
 		return Task{}, err
 	}
-	t, err := wt.task()
+	t, err := taskFromWire(wt)
 	if err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
@@ -222,7 +224,7 @@ func (c *HTTPClient) LookupByIdempotencyKey(ctx context.Context, key string) (Ta
 	if err := validateIdempotencyKey(key); err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
-	resp, err := c.do(ctx, op, http.MethodGet, "/v1/tasks", url.Values{"idempotency_key": {key}}, nil, "")
+	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.TasksPath, url.Values{vendorapi.IdempotencyKeyParam: {key}}, nil, "")
 	if err != nil {
 		return Task{}, err
 	}
@@ -233,11 +235,11 @@ func (c *HTTPClient) LookupByIdempotencyKey(ctx context.Context, key string) (Ta
 			http.StatusNotImplemented: ErrLookupUnsupported,
 		})
 	}
-	var wt wireTask
+	var wt vendorapi.Task
 	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
 		return Task{}, err
 	}
-	t, err := wt.task()
+	t, err := taskFromWire(wt)
 	if err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
@@ -255,7 +257,7 @@ func (c *HTTPClient) Result(ctx context.Context, id string) (io.ReadCloser, erro
 	if err := ValidateTaskID(id); err != nil {
 		return nil, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
-	resp, err := c.do(ctx, op, http.MethodGet, "/v1/tasks/"+id+"/result", nil, nil, "")
+	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.ResultPath(id), nil, nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -269,10 +271,14 @@ func (c *HTTPClient) Result(ctx context.Context, id string) (io.ReadCloser, erro
 	return resp.Body, nil
 }
 
-// Charges implements Client.
+// Charges lists everything the vendor has billed, oldest first. It is not
+// part of Client: the paid activities never need it, because the ledger, not
+// the vendor's bill, decides what to pay for. It is for reconciling the
+// ledger against the vendor (a planned `starter check --vendor`) and for
+// tests that count what was charged.
 func (c *HTTPClient) Charges(ctx context.Context) ([]Charge, error) {
 	const op = "list charges"
-	resp, err := c.do(ctx, op, http.MethodGet, "/v1/charges", nil, nil, "")
+	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.ChargesPath, nil, nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -280,13 +286,13 @@ func (c *HTTPClient) Charges(ctx context.Context) ([]Charge, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, c.httpError(op, resp, nil)
 	}
-	var wcs []wireCharge
+	var wcs []vendorapi.Charge
 	if err := c.decode(op, resp, maxChargesBody, &wcs); err != nil {
 		return nil, err
 	}
 	out := make([]Charge, 0, len(wcs))
 	for _, wc := range wcs {
-		ch, err := wc.charge()
+		ch, err := chargeFromWire(wc)
 		if err != nil {
 			return nil, fmt.Errorf("paidvendor: %s: %w", op, err)
 		}
@@ -322,7 +328,7 @@ func (c *HTTPClient) do(ctx context.Context, op, method, path string, query url.
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", c.key.authorizationHeader())
 	if idempotencyKey != "" {
-		req.Header.Set("Idempotency-Key", idempotencyKey)
+		req.Header.Set(vendorapi.IdempotencyKeyHeader, idempotencyKey)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -1,9 +1,10 @@
 // Package paidvendor is the paid-vendor layer: the Client interface the
-// activities use to submit paid work, an HTTP implementation of it, the
-// idempotency-key derivation for paid tasks, and a simulated vendor
-// (Simulator) with idempotency keys, a charge list and injectable faults.
+// activities use to submit paid work, an HTTP implementation of it
+// (HTTPClient) and the idempotency-key derivation for paid tasks. The JSON
+// API both the client and a vendor speak is in package vendorapi; a
+// simulated vendor for tests and the dev setup is in package paidvendortest.
 //
-// Rules the package keeps (DESIGN.md invariants 7 and 11):
+// Rules the package keeps (invariants 7 and 11 of docs/design.md):
 //
 //   - A submission is sent at most once per Submit call. The HTTP client
 //     disables the standard library's transparent re-send of POSTs carrying an
@@ -21,6 +22,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"allot/paidvendor/vendorapi"
 )
 
 // Status is the vendor-side state of a task.
@@ -29,10 +32,10 @@ type Status string
 // Task states. Queued and running are in progress; succeeded and failed are
 // terminal.
 const (
-	StatusQueued    Status = "queued"
-	StatusRunning   Status = "running"
-	StatusSucceeded Status = "succeeded"
-	StatusFailed    Status = "failed"
+	StatusQueued    Status = vendorapi.StatusQueued
+	StatusRunning   Status = vendorapi.StatusRunning
+	StatusSucceeded Status = vendorapi.StatusSucceeded
+	StatusFailed    Status = vendorapi.StatusFailed
 )
 
 // Valid reports whether s is one of the four known states.
@@ -80,7 +83,9 @@ type Charge struct {
 	At             time.Time
 }
 
-// Client is what the activities need from a paid vendor.
+// Client is what the paid activities need from a vendor, and no more: a
+// fake for tests implements these four methods. The vendor's charge list is
+// not here: production activities never read it (see HTTPClient.Charges).
 type Client interface {
 	// Submit starts a task, or returns the task already started under the
 	// same idempotency key. A transport error (connection reset, EOF,
@@ -95,8 +100,6 @@ type Client interface {
 	// Result streams the result bytes of a succeeded task; ErrNoResult if
 	// the task has not finished or failed. The caller closes the reader.
 	Result(ctx context.Context, id string) (io.ReadCloser, error)
-	// Charges lists everything the vendor has billed.
-	Charges(ctx context.Context) ([]Charge, error)
 }
 
 // Sentinel errors. Match them with errors.Is; an *HTTPError carrying one of
@@ -169,32 +172,6 @@ func (e *HTTPError) Temporary() bool {
 	return false
 }
 
-// IsTemporary classifies an error returned by a Client: true for transport
-// errors (connection reset, EOF, a lost response, a per-request timeout),
-// for an *HTTPError whose Temporary() is true, and for a truncated body;
-// false for nil, the caller's cancellation, and every definite refusal
-// (unauthorized, not found, invalid input, malformed response).
-//
-// A temporary error on Submit still means "outcome unknown": look the task
-// up by idempotency key before submitting again.
-func IsTemporary(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var he *HTTPError
-	if errors.As(err, &he) {
-		return he.Temporary()
-	}
-	for _, permanent := range []error{ErrInvalidTaskID, ErrInvalidRequest, ErrBadResponse, ErrUnauthorized, ErrNotFound, ErrLookupUnsupported, ErrNoResult, ErrIdempotencyConflict} {
-		if errors.Is(err, permanent) {
-			return false
-		}
-	}
-	var te *TransportError
-	return errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
-}
-
 // TransportError is a request whose response never arrived or arrived
 // broken: the connection failed, was reset or closed, or timed out. For a
 // Submit it is the "response lost" case: the vendor may have accepted. It
@@ -211,9 +188,10 @@ func (e *TransportError) Error() string {
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// Task ID format: "vt_" followed by 8 to 64 lowercase hex digits.
+// Task ID format: vendorapi.TaskIDPrefix followed by 8 to 64 lowercase hex
+// digits.
 const (
-	taskIDPrefix    = "vt_"
+	taskIDPrefix    = vendorapi.TaskIDPrefix
 	taskIDMinDigits = 8
 	taskIDMaxDigits = 64
 )

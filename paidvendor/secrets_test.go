@@ -1,4 +1,4 @@
-package paidvendor
+package paidvendor_test
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
 )
 
 // assertNoKey fails if text holds the API key or any long piece of it.
@@ -34,28 +37,28 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	}
 
 	// Errors from every kind of failure against the simulator.
-	tv := newTestVendor(t, SimConfig{NoLookup: true})
-	key := IdempotencyKey("p", "e", "s", 0)
+	tv := newTestVendor(t, paidvendortest.SimConfig{NoLookup: true})
+	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
 	collect(tv.client.LookupByIdempotencyKey(ctx, key))
 	collect(tv.client.Task(ctx, "vt_0123456789abcdef"))
 	collect(tv.client.Task(ctx, "bad/id"))
-	collect(tv.client.Submit(ctx, SubmitRequest{IdempotencyKey: "nope", Kind: "k"}))
-	for _, f := range []SimFaults{{FailBeforeAccept: 1}, {LoseResponseAfterAccept: 1}} {
+	collect(tv.client.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: "nope", Kind: "k"}))
+	for _, f := range []paidvendortest.SimFaults{{FailBeforeAccept: 1}, {LoseResponseAfterAccept: 1}} {
 		if err := tv.sim.SetFaults(f); err != nil {
 			t.Fatal(err)
 		}
 		collect(tv.client.Submit(ctx, submitReq(key)))
 	}
-	if err := tv.sim.SetFaults(SimFaults{}); err != nil {
+	if err := tv.sim.SetFaults(paidvendortest.SimFaults{}); err != nil {
 		t.Fatal(err)
 	}
-	task, err := tv.client.Submit(ctx, submitReq(IdempotencyKey("p", "e", "s", 1)))
+	task, err := tv.client.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "e", "s", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	collect(tv.client.Result(ctx, task.ID+"0"))
 	// A client holding the real key, refused by a server with another key.
-	other := newTestVendor(t, SimConfig{APIKey: "sk-some-other-key"})
+	other := newTestVendor(t, paidvendortest.SimConfig{APIKey: "sk-some-other-key"})
 	collect(other.client.Charges(ctx))
 
 	// A broken vendor that echoes the Authorization header in its errors.
@@ -67,7 +70,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 		http.Error(w, "bad request, you sent: "+r.Header.Get("Authorization"), status)
 	}))
 	defer echo.Close()
-	ec, err := NewHTTPClient(echo.URL, testKey, nil)
+	ec, err := paidvendor.NewHTTPClient(echo.URL, testKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +78,8 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	collect(ec.Charges(ctx))
 
 	// Invalid keys: the error must not echo them.
-	collect(NewHTTPClient(echo.URL, testKey+"\n", nil))
-	collect(NewHTTPClient(echo.URL, "x "+testKey, nil))
+	collect(paidvendor.NewHTTPClient(echo.URL, testKey+"\n", nil))
+	collect(paidvendor.NewHTTPClient(echo.URL, "x "+testKey, nil))
 
 	if len(errs) < 11 {
 		t.Fatalf("collected only %d errors; the scenario did not run", len(errs))
@@ -90,9 +93,9 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	// The client itself, however it is printed.
 	c := tv.client
 	type holder struct {
-		Vendor Client
-		Ptr    *HTTPClient
-		inner  HTTPClient
+		Vendor paidvendor.Client
+		Ptr    *paidvendor.HTTPClient
+		inner  paidvendor.HTTPClient
 	}
 	h := holder{Vendor: c, Ptr: c, inner: *c}
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d"} {
@@ -100,11 +103,11 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 		assertNoKey(t, "client value "+verb, fmt.Sprintf(verb, *c))
 		assertNoKey(t, "struct holding the client "+verb, fmt.Sprintf(verb, h))
 		assertNoKey(t, "simulator "+verb, fmt.Sprintf(verb, tv.sim))
-		assertNoKey(t, "sim config "+verb, fmt.Sprintf(verb, SimConfig{APIKey: testKey}))
+		assertNoKey(t, "sim config "+verb, fmt.Sprintf(verb, paidvendortest.SimConfig{APIKey: testKey}))
 	}
 	var logs bytes.Buffer
 	for _, handler := range []slog.Handler{slog.NewTextHandler(&logs, nil), slog.NewJSONHandler(&logs, nil)} {
-		slog.New(handler).Info("vendor", "client", c, "ptr", h.Ptr, "holder", h, "config", SimConfig{APIKey: testKey})
+		slog.New(handler).Info("vendor", "client", c, "ptr", h.Ptr, "holder", h, "config", paidvendortest.SimConfig{APIKey: testKey})
 	}
 	assertNoKey(t, "slog output", logs.String())
 	data, _ := json.Marshal(h)
@@ -130,13 +133,13 @@ func TestErrorBodyIsBounded(t *testing.T) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 1<<20))
 	}))
 	defer srv.Close()
-	c, err := NewHTTPClient(srv.URL, testKey, nil)
+	c, err := paidvendor.NewHTTPClient(srv.URL, testKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Charges(context.Background())
-	he, ok := err.(*HTTPError)
-	if !ok || len(he.Body) > maxErrorBody || !he.Temporary() {
+	he, ok := err.(*paidvendor.HTTPError)
+	if !ok || len(he.Body) > paidvendor.MaxErrorBody || !he.Temporary() {
 		t.Fatalf("err = %T %d bytes", err, len(fmt.Sprint(err)))
 	}
 }

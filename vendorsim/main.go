@@ -1,4 +1,4 @@
-// Command vendorsim runs the simulated paid vendor (paidvendor.Simulator) as
+// Command vendorsim runs the simulated paid vendor (paidvendortest.Simulator) as
 // an HTTP server, for local development and integration tests.
 //
 //	go run ./vendorsim --addr 127.0.0.1:8787 --lose-response-after-accept 0.2 --state /tmp/vendor.json
@@ -39,12 +39,12 @@ import (
 	"syscall"
 	"time"
 
-	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
 )
 
 const (
 	// DevAPIKey is used when neither --api-key nor ALLOT_VENDOR_API_KEY is set.
-	DevAPIKey = paidvendor.DevAPIKey
+	DevAPIKey = paidvendortest.DevAPIKey
 	// APIKeyEnv names the environment variable holding the key.
 	APIKeyEnv   = "ALLOT_VENDOR_API_KEY"
 	defaultAddr = "127.0.0.1:8787"
@@ -55,7 +55,7 @@ const (
 type options struct {
 	addr      string
 	keySource string // where the key came from, for the log; never the key
-	sim       paidvendor.SimConfig
+	sim       paidvendortest.SimConfig
 }
 
 func main() {
@@ -149,7 +149,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 			return options{}, fmt.Errorf("the API key (from %s) has a space, control or non-ASCII byte at position %d: clients cannot send it in a header", opts.keySource, i)
 		}
 	}
-	opts.sim = paidvendor.SimConfig{
+	opts.sim = paidvendortest.SimConfig{
 		APIKey:                  apiKey,
 		LoseResponseAfterAccept: lose,
 		FailBeforeAccept:        fail,
@@ -168,7 +168,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 func serve(ctx context.Context, opts options, logger *slog.Logger, ready chan<- string) error {
 	cfg := opts.sim
 	cfg.Logger = logger
-	sim, err := paidvendor.OpenSimulator(cfg)
+	sim, err := paidvendortest.OpenSimulator(cfg)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Package webui holds only a browser test: headless Chromium drives the
-// Temporal Web UI that the one-command dev setup (app.RunDev) embeds, lists
-// one pipeline's workflows with a search-attribute query, opens an Episode
-// and saves a screenshot of it as a test artifact.
+// Temporal Web UI that the one-command dev setup (internal/devstack)
+// embeds, lists one pipeline's workflows with a search-attribute query,
+// opens an Episode and saves a screenshot of it as a test artifact.
 //
 // Chromium is found through $ALLOT_CHROMIUM, /usr/bin/chromium or
 // `chromium` on PATH. Without it the test is skipped, except when $CI is set:

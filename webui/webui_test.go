@@ -3,10 +3,8 @@
 package webui_test
 
 import (
-	"allot"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"html"
 	"image"
@@ -25,15 +23,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"allot/app"
-	"allot/ledger"
-	"allot/operator"
-	"allot/pipeline"
+	"allot/internal/allottest"
+	"allot/internal/devstack"
 	"allot/workflows"
 )
 
 const (
-	demoPipeline = "weekly-video"
+	demoPipeline = devstack.DemoPipeline
 	// decoyPipeline is a pipeline the embedded demo does not have: the test
 	// starts one idle workflow tagged with it, so that the pipeline query
 	// has something to leave out.
@@ -53,12 +49,12 @@ func TestWebUIListsPipelineAndShowsEpisode(t *testing.T) {
 	}
 	br := newBrowser(t) // skips (or, under CI, fails) before the slow part
 
-	info := startDev(t, t.TempDir())
+	info := allottest.StartDev(t, t.TempDir()).Info
 	if info.WebUI == "" {
 		t.Fatalf("dev setup has no Web UI: %+v", info)
 	}
 	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC)
-	episodeID := runDemoEpisode(t, info, nominal)
+	episodeID := allottest.RunDemoEpisode(t, info, nominal)
 	if episodeID != "2026-W32-0" {
 		t.Fatalf("demo episode %q, want 2026-W32-0", episodeID)
 	}
@@ -66,7 +62,7 @@ func TestWebUIListsPipelineAndShowsEpisode(t *testing.T) {
 	episodeWF := workflows.EpisodeWorkflowID(demoPipeline, episodeID)
 	decoyWF := workflows.EpisodeWorkflowID(decoyPipeline, episodeID)
 
-	c := dial(t, info)
+	c := allottest.DialDev(t, info)
 	startDecoy(t, c, decoyWF)
 	episodeRun := describeRun(t, c, episodeWF)
 
@@ -159,94 +155,7 @@ func containsAll(s string, parts ...string) error {
 	return nil
 }
 
-// ---- the dev setup (the same steps as app/dev_test.go) ----
-
-// startDev runs the one-command setup in-process on free ports; it stops
-// when the test ends.
-func startDev(t *testing.T, dir string) app.DevInfo {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan app.DevInfo, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.RunDev(ctx, app.DevConfig{
-			DataDir: dir, Port: -1, UIPort: -1, VendorPort: -1,
-			Ready: func(info app.DevInfo) { ready <- info },
-		})
-	}()
-	select {
-	case info := <-ready:
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("RunDev after stop: %v", err)
-			}
-		})
-		return info
-	case err := <-done:
-		cancel()
-		t.Fatalf("RunDev: %v", err)
-	case <-time.After(3 * time.Minute):
-		cancel()
-		t.Fatal("RunDev did not become ready")
-	}
-	return app.DevInfo{}
-}
-
-func dial(t *testing.T, info app.DevInfo) client.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: info.Frontend, Namespace: info.Namespace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// runDemoEpisode runs the demo pipeline once for nominal, approves the
-// episode and waits for it to complete.
-func runDemoEpisode(t *testing.T, info app.DevInfo, nominal time.Time) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := dial(t, info)
-	set, err := pipeline.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := &operator.Runs{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue}
-	res, err := runs.Run(ctx, operator.RunInput{Pipeline: demoPipeline, NominalTime: nominal, Wait: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	led, err := ledger.OpenReadOnly(ctx, info.Ledger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer led.Close()
-	cmds := &operator.EpisodeCommands{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, Ledger: led}
-	for {
-		_, err := cmds.Send(ctx, operator.CommandInput{Pipeline: demoPipeline, EpisodeID: res.Result.EpisodeID, Update: workflows.ApproveUpdate})
-		if err == nil {
-			break
-		}
-		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) || appErr.Type() != allot.NotReady || ctx.Err() != nil {
-			t.Fatalf("approve: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	var final workflows.EpisodeResult
-	if err := c.GetWorkflow(ctx, workflows.EpisodeWorkflowID(demoPipeline, res.Result.EpisodeID), "").Get(ctx, &final); err != nil {
-		t.Fatal(err)
-	}
-	if final.Stage != allot.StageCompleted {
-		t.Fatalf("demo episode ended %+v", final)
-	}
-	return res.Result.EpisodeID
-}
+// ---- the dev setup ----
 
 // startDecoy starts a workflow of another pipeline on a task queue nobody
 // polls: it stays running and only serves as something the pipeline query

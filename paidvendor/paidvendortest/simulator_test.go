@@ -1,4 +1,4 @@
-package paidvendor
+package paidvendortest
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"allot/paidvendor"
 )
 
 type outcome string
 
 func classifyOutcome(t *testing.T, err error) outcome {
 	t.Helper()
-	var he *HTTPError
-	var te *TransportError
+	var he *paidvendor.HTTPError
+	var te *paidvendor.TransportError
 	switch {
 	case err == nil:
 		return "ok"
@@ -34,7 +36,7 @@ func runFaultSequence(t *testing.T, seed int64) ([]outcome, int) {
 	tv := newTestVendor(t, SimConfig{Seed: seed, FailBeforeAccept: 0.3, LoseResponseAfterAccept: 0.3})
 	var seq []outcome
 	for i := range 40 {
-		_, err := tv.client.Submit(context.Background(), submitReq(IdempotencyKey("p", fmt.Sprintf("2026-W32-%d", i), "render", 0)))
+		_, err := tv.client.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", fmt.Sprintf("2026-W32-%d", i), "render", 0)))
 		seq = append(seq, classifyOutcome(t, err))
 	}
 	return seq, tv.sim.ChargeCount()
@@ -68,7 +70,7 @@ func TestUnauthorizedRequestsDoNotMoveTheFaultSequence(t *testing.T) {
 	noisy := newTestVendor(t, cfg)
 	intruder := noisy.newClient(t, "sk-intruder")
 	for i := range 12 {
-		req := submitReq(IdempotencyKey("p", fmt.Sprint(i), "s", 0))
+		req := submitReq(paidvendor.IdempotencyKey("p", fmt.Sprint(i), "s", 0))
 		_, errPlain := plain.client.Submit(context.Background(), req)
 		_, _ = intruder.Submit(context.Background(), req)
 		_, errNoisy := noisy.client.Submit(context.Background(), req)
@@ -85,8 +87,8 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 
 	first := newTestVendor(t, cfg)
-	keyA := IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
-	keyB := IdempotencyKey("weekly-video", "2026-W32-1", "render", 0)
+	keyA := paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
+	keyB := paidvendor.IdempotencyKey("weekly-video", "2026-W32-1", "render", 0)
 	a, err := first.client.Submit(ctx, submitReq(keyA))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +114,7 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 		t.Fatalf("lookup after restart: %+v, %v", found, err)
 	}
 	got, err := second.client.Task(ctx, a.ID)
-	if err != nil || got.SHA256 != SimResultSHA256(a.ID, "render", submitReq(keyA).Params) {
+	if err != nil || got.SHA256 != ResultSHA256(a.ID, "render", submitReq(keyA).Params) {
 		t.Fatalf("task after restart: %+v, %v", got, err)
 	}
 
@@ -155,8 +157,8 @@ func TestCorruptStateFileIsAnError(t *testing.T) {
 func TestStateSaveFailureChargesNothing(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "no-such-dir", "state.json")
 	tv := newTestVendor(t, SimConfig{StateFile: state})
-	_, err := tv.client.Submit(context.Background(), submitReq(IdempotencyKey("p", "e", "s", 0)))
-	var he *HTTPError
+	_, err := tv.client.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	var he *paidvendor.HTTPError
 	if !errors.As(err, &he) || he.StatusCode != 500 {
 		t.Fatalf("err = %v, want HTTP 500", err)
 	}
@@ -172,7 +174,7 @@ func TestSimulatorConfigValidation(t *testing.T) {
 		"fail < 0":          {APIKey: "k", FailBeforeAccept: -0.1},
 		"negative latency":  {APIKey: "k", Latency: -1},
 		"negative duration": {APIKey: "k", TaskDuration: -1},
-		"bad price":         {APIKey: "k", PricePerKind: map[string]Cost{"x": {Amount: -1, Currency: "USD"}}},
+		"bad price":         {APIKey: "k", PricePerKind: map[string]paidvendor.Cost{"x": {Amount: -1, Currency: "USD"}}},
 	} {
 		if _, err := OpenSimulator(cfg); err == nil {
 			t.Errorf("%s: OpenSimulator accepted %+v", name, cfg)
@@ -191,12 +193,13 @@ func TestSimulatorConfigValidation(t *testing.T) {
 func TestSetFaultsAtRuntime(t *testing.T) {
 	tv := newTestVendor(t, SimConfig{})
 	ctx := context.Background()
-	key := IdempotencyKey("p", "e", "s", 0)
+	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
 	if err := tv.sim.SetFaults(SimFaults{FailBeforeAccept: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tv.client.Submit(ctx, submitReq(key)); !IsTemporary(err) {
-		t.Fatalf("with FailBeforeAccept=1: %v", err)
+	var he *paidvendor.HTTPError
+	if _, err := tv.client.Submit(ctx, submitReq(key)); !errors.As(err, &he) || !he.Temporary() {
+		t.Fatalf("with FailBeforeAccept=1: %v, want a temporary HTTP error", err)
 	}
 	if err := tv.sim.SetFaults(SimFaults{}); err != nil {
 		t.Fatal(err)

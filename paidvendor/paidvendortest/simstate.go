@@ -1,4 +1,4 @@
-package paidvendor
+package paidvendortest
 
 import (
 	"encoding/json"
@@ -7,15 +7,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"allot/paidvendor"
+	"allot/paidvendor/vendorapi"
 )
 
 // simStateVersion is the layout of the simulator's state file.
 const simStateVersion = 1
 
 type simState struct {
-	Version int          `json:"version"`
-	Tasks   []*simTask   `json:"tasks"`   // creation order
-	Charges []wireCharge `json:"charges"` // billing order
+	Version int                `json:"version"`
+	Tasks   []*simTask         `json:"tasks"`   // creation order
+	Charges []vendorapi.Charge `json:"charges"` // billing order
 }
 
 // saveLocked writes the whole state to s.stateFile: a temporary file in the
@@ -25,16 +28,13 @@ func (s *Simulator) saveLocked() error {
 	if s.stateFile == "" {
 		return nil
 	}
-	st := simState{Version: simStateVersion, Tasks: make([]*simTask, 0, len(s.order)), Charges: make([]wireCharge, 0, len(s.charges))}
+	st := simState{Version: simStateVersion, Tasks: make([]*simTask, 0, len(s.order)), Charges: wireCharges(s.charges)}
 	for _, id := range s.order {
 		st.Tasks = append(st.Tasks, s.tasks[id])
 	}
-	for _, c := range s.charges {
-		st.Charges = append(st.Charges, wireCharge{TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At})
-	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return fmt.Errorf("paidvendor: simulator: encoding state: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: encoding state: %w", err)
 	}
 	return writeFileAtomic(s.stateFile, append(data, '\n'))
 }
@@ -43,7 +43,7 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("paidvendor: simulator: saving state: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: saving state: %w", err)
 	}
 	tmp := f.Name()
 	defer func() {
@@ -53,24 +53,24 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("paidvendor: simulator: saving state: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: saving state: %w", err)
 	}
 	if err = f.Sync(); err != nil {
-		return fmt.Errorf("paidvendor: simulator: saving state: fsync: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: saving state: fsync: %w", err)
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("paidvendor: simulator: saving state: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: saving state: %w", err)
 	}
 	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("paidvendor: simulator: saving state: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: saving state: %w", err)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("paidvendor: simulator: saving state: opening directory for fsync: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: saving state: opening directory for fsync: %w", err)
 	}
 	defer d.Close()
 	if err = d.Sync(); err != nil {
-		return fmt.Errorf("paidvendor: simulator: saving state: fsync of directory: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: saving state: fsync of directory: %w", err)
 	}
 	return nil
 }
@@ -82,10 +82,10 @@ func (s *Simulator) load() error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("paidvendor: simulator: loading state: %w", err)
+		return fmt.Errorf("paidvendortest: simulator: loading state: %w", err)
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("paidvendor: simulator: state file %s: "+format, append([]any{s.stateFile}, args...)...)
+		return fmt.Errorf("paidvendortest: simulator: state file %s: "+format, append([]any{s.stateFile}, args...)...)
 	}
 	var st simState
 	if err := json.Unmarshal(data, &st); err != nil {
@@ -98,7 +98,7 @@ func (s *Simulator) load() error {
 		switch {
 		case t == nil:
 			return bad("task %d is null", i)
-		case ValidateTaskID(t.ID) != nil:
+		case paidvendor.ValidateTaskID(t.ID) != nil:
 			return bad("task %d has an invalid id", i)
 		case s.tasks[t.ID] != nil:
 			return bad("task %s appears twice", t.ID)
@@ -116,10 +116,19 @@ func (s *Simulator) load() error {
 	}
 	for i, c := range st.Charges {
 		if s.tasks[c.TaskID] == nil {
-			return bad("charge %d is for unknown task %s", i, quoteForError(c.TaskID))
+			return bad("charge %d is for unknown task %.80q", i, c.TaskID)
 		}
-		s.charges = append(s.charges, Charge{TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At.UTC()})
+		s.charges = append(s.charges, paidvendor.Charge{TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At.UTC()})
 	}
 	s.log.Info("vendorsim: state loaded", "file", s.stateFile, "tasks", len(s.tasks), "charges", len(s.charges))
 	return nil
+}
+
+// wireCharges is the charge list as the API and the state file write it.
+func wireCharges(charges []paidvendor.Charge) []vendorapi.Charge {
+	out := make([]vendorapi.Charge, 0, len(charges))
+	for _, c := range charges {
+		out = append(out, vendorapi.Charge{TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At})
+	}
+	return out
 }

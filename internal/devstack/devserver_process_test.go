@@ -1,11 +1,7 @@
-package app_test
+package devstack_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,72 +10,37 @@ import (
 	"testing"
 	"time"
 
+	"allot/internal/allottest"
 	"allot/ledger"
 	"allot/paidvendor"
 )
 
-// devProcess is `go run ./devserver` as a user starts it: its own process.
-type devProcess struct {
-	cmd      *exec.Cmd
-	output   *syncBuffer
-	done     chan error
-	temporal string
-}
-
+// temporalLine is devserver's "where to look" line naming the frontend: it
+// is printed once everything runs.
 var temporalLine = regexp.MustCompile(`Temporal:\s+(\S+) \(namespace`)
 
-func startDevProcess(t *testing.T, bin, dir string) *devProcess {
+// startDevserver runs `go run ./devserver` as a user starts it, in its own
+// process, with its state under dir/data, and waits until it is ready.
+func startDevserver(t *testing.T, bin, dir string) *allottest.Process {
 	t.Helper()
-	p := &devProcess{output: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--port", "-1", "--ui-port", "-1",
+	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--port", "-1", "--ui-port", "-1",
 		"--vendor-port", "-1", "--demo-interval", "2s")
-	p.cmd.Dir = dir
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stderr = p.output
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(p.output, line)
-			if m := temporalLine.FindStringSubmatch(line); m != nil {
-				ready <- m[1]
-			}
-		}
-	}()
-	go func() { p.done <- p.cmd.Wait() }()
-	select {
-	case p.temporal = <-ready:
-	case err := <-p.done:
-		t.Fatalf("devserver exited before it was ready: %v\n%s", err, p.output.String())
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("devserver did not print where to look:\n%s", p.output.String())
-	}
+	cmd.Dir = dir
+	p := allottest.StartProcess(t, cmd)
+	p.WaitOutput(t, temporalLine, 3*time.Minute)
 	return p
 }
 
-func (p *devProcess) interrupt(t *testing.T) {
+// interrupt stops the devserver with SIGINT, as Ctrl-C does, and checks it
+// exits 0 and says so.
+func interrupt(t *testing.T, p *allottest.Process) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
+	p.Signal(t, syscall.SIGINT)
+	if err := p.Wait(t, 60*time.Second); err != nil {
+		t.Fatalf("devserver exit after SIGINT = %v, want 0\n%s", err, p.Output.String())
 	}
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("devserver exit after SIGINT = %v, want 0\n%s", err, p.output.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("devserver did not stop after SIGINT\n%s", p.output.String())
-	}
-	if !strings.Contains(p.output.String(), "allot stopped") {
-		t.Fatalf("devserver did not say it stopped:\n%s", p.output.String())
+	if !strings.Contains(p.Output.String(), "allot stopped") {
+		t.Fatalf("devserver did not say it stopped:\n%s", p.Output.String())
 	}
 }
 
@@ -103,7 +64,7 @@ func completedEpisodes(t *testing.T, dir string) (completed []ledger.Episode, al
 	return completed, all
 }
 
-func waitCompleted(t *testing.T, dir string, p *devProcess, atLeast func([]ledger.Episode) bool) []ledger.Episode {
+func waitCompleted(t *testing.T, dir string, p *allottest.Process, atLeast func([]ledger.Episode) bool) []ledger.Episode {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -112,31 +73,17 @@ func waitCompleted(t *testing.T, dir string, p *devProcess, atLeast func([]ledge
 			return done
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no scheduled episode completed in time; completed %+v\n%s", done, p.output.String())
+			t.Fatalf("no scheduled episode completed in time; completed %+v\n%s", done, p.Output.String())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
 
-type vendorCharge struct {
-	TaskID         string `json:"task_id"`
-	IdempotencyKey string `json:"idempotency_key"`
-}
-
+// chargesByKey counts the simulated vendor's charges per idempotency key.
 func chargesByKey(t *testing.T, dir string) map[string]int {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "data", "vendorsim.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state struct {
-		Charges []vendorCharge `json:"charges"`
-	}
-	if err := json.Unmarshal(data, &state); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int{}
-	for _, c := range state.Charges {
+	for _, c := range allottest.DevVendorCharges(t, filepath.Join(dir, "data")) {
 		out[c.IdempotencyKey]++
 	}
 	return out
@@ -146,15 +93,12 @@ func TestOneCommandRunsTheDemoAndResumesAfterSIGINT(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the devserver binary twice")
 	}
-	bin := filepath.Join(t.TempDir(), "allot-devserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "allot/devserver").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./devserver: %v\n%s", err, out)
-	}
+	bin := allottest.BuildBinary(t, "allot/devserver")
 	dir := t.TempDir()
 
-	first := startDevProcess(t, bin, dir)
+	first := startDevserver(t, bin, dir)
 	done := waitCompleted(t, dir, first, func(e []ledger.Episode) bool { return len(e) >= 1 })
-	first.interrupt(t)
+	interrupt(t, first)
 	_, allBefore := completedEpisodes(t, dir)
 	chargesBefore := chargesByKey(t, dir)
 	if len(chargesBefore) == 0 {
@@ -168,7 +112,7 @@ func TestOneCommandRunsTheDemoAndResumesAfterSIGINT(t *testing.T) {
 	}
 	t.Logf("first start: %d completed, %d allocated, max sequence %d", len(done), len(allBefore), maxSeq)
 
-	second := startDevProcess(t, bin, dir)
+	second := startDevserver(t, bin, dir)
 	waitCompleted(t, dir, second, func(e []ledger.Episode) bool {
 		for _, ep := range e {
 			if ep.Sequence > maxSeq {
@@ -177,7 +121,7 @@ func TestOneCommandRunsTheDemoAndResumesAfterSIGINT(t *testing.T) {
 		}
 		return false
 	})
-	second.interrupt(t)
+	interrupt(t, second)
 
 	led, err := ledger.OpenReadOnly(context.Background(), "sqlite:"+filepath.Join(dir, "data", "allot.db"))
 	if err != nil {

@@ -1,4 +1,14 @@
-package paidvendor
+// Package paidvendortest provides a simulated paid vendor for tests and
+// the dev setup, in the way net/http/httptest provides servers: a Simulator
+// is an http.Handler serving the vendor API of package vendorapi, with
+// idempotency keys, a charge list that can survive restarts, and faults that
+// can be injected (lost responses, failures before acceptance, no lookup, a
+// vendor that ignores idempotency keys).
+//
+// It lives apart from package paidvendor so that production code cannot
+// reach it: the worker links the HTTP client, never the fake. The vendorsim
+// command and the dev stack serve it over HTTP.
+package paidvendortest
 
 import (
 	"crypto/rand"
@@ -16,33 +26,49 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"allot/paidvendor"
+	"allot/paidvendor/vendorapi"
 )
 
-// SimFailParam is a submission parameter the simulator understands: when a
+// FailParam is a submission parameter the simulator understands: when a
 // task's Params hold it (non-empty), the task ends "failed" with that value
 // as its error instead of "succeeded", and nothing is refunded.
-const SimFailParam = "sim.fail"
+const FailParam = "sim.fail"
 
 // DevAPIKey is the simulator's documented development key, used by the
 // one-command dev setup. Never use it for anything reachable by others.
 const DevAPIKey = "dev-vendor-key"
 
-// DefaultSimPrice is what a task costs when SimConfig names no price for its
+// DefaultPrice is what a task costs when SimConfig names no price for its
 // kind and no DefaultPrice.
-var DefaultSimPrice = Cost{Amount: 250, Currency: "USD"}
+var DefaultPrice = paidvendor.Cost{Amount: 250, Currency: "USD"}
+
+// maxSubmitBody bounds a submission's body.
+const maxSubmitBody = 1 << 20
+
+// redacted stands in for the API key wherever the simulator is printed.
+const redacted = "[REDACTED]"
+
+// Error codes only the simulator answers with; the API's own are in
+// vendorapi.
+const (
+	codeSimulatedFailure = "simulated_failure"
+	codeStateNotSaved    = "state_not_saved"
+)
 
 // SimConfig configures a Simulator.
 type SimConfig struct {
-	APIKey                  string          // the bearer token it accepts; requests without it -> 401, charge nothing
-	LoseResponseAfterAccept float64         // P: the task is accepted and charged, then the connection is closed with no response
-	FailBeforeAccept        float64         // P: a submission gets 503, nothing charged
-	Latency                 time.Duration   // added to each request
-	TaskDuration            time.Duration   // a task is queued for the first quarter of this, running until it ends, then succeeded (or failed)
-	NoLookup                bool            // lookup endpoint answers 501
-	IgnoreIdempotency       bool            // every POST creates and charges a new task (a bad vendor)
-	Seed                    int64           // makes the fault sequence repeatable
-	PricePerKind            map[string]Cost // price by task kind
-	DefaultPrice            Cost            // price of a kind not in PricePerKind; zero means DefaultSimPrice
+	APIKey                  string                     // the bearer token it accepts; requests without it -> 401, charge nothing
+	LoseResponseAfterAccept float64                    // P: the task is accepted and charged, then the connection is closed with no response
+	FailBeforeAccept        float64                    // P: a submission gets 503, nothing charged
+	Latency                 time.Duration              // added to each request
+	TaskDuration            time.Duration              // a task is queued for the first quarter of this, running until it ends, then succeeded (or failed)
+	NoLookup                bool                       // lookup endpoint answers 501
+	IgnoreIdempotency       bool                       // every POST creates and charges a new task (a bad vendor)
+	Seed                    int64                      // makes the fault sequence repeatable
+	PricePerKind            map[string]paidvendor.Cost // price by task kind
+	DefaultPrice            paidvendor.Cost            // price of a kind not in PricePerKind; zero means the package's DefaultPrice
 
 	// StateFile, if set, is where tasks and charges are kept across
 	// restarts: loaded on start, written atomically on every change.
@@ -67,11 +93,11 @@ type SimFaults struct {
 func (f SimFaults) validate() error {
 	switch {
 	case !(f.LoseResponseAfterAccept >= 0 && f.LoseResponseAfterAccept <= 1):
-		return fmt.Errorf("paidvendor: simulator: LoseResponseAfterAccept must be a probability in [0,1], got %v", f.LoseResponseAfterAccept)
+		return fmt.Errorf("paidvendortest: simulator: LoseResponseAfterAccept must be a probability in [0,1], got %v", f.LoseResponseAfterAccept)
 	case !(f.FailBeforeAccept >= 0 && f.FailBeforeAccept <= 1):
-		return fmt.Errorf("paidvendor: simulator: FailBeforeAccept must be a probability in [0,1], got %v", f.FailBeforeAccept)
+		return fmt.Errorf("paidvendortest: simulator: FailBeforeAccept must be a probability in [0,1], got %v", f.FailBeforeAccept)
 	case f.Latency < 0:
-		return fmt.Errorf("paidvendor: simulator: Latency must not be negative, got %v", f.Latency)
+		return fmt.Errorf("paidvendortest: simulator: Latency must not be negative, got %v", f.Latency)
 	}
 	return nil
 }
@@ -82,10 +108,12 @@ func (f SimFaults) validate() error {
 // seeded with SimConfig.Seed: the same sequence of authorized submissions
 // meets the same faults. It is safe for concurrent use.
 type Simulator struct {
-	apiKey       secret
+	// apiKey holds the key inside a closure: printing the struct by
+	// reflection shows a function address, never the key.
+	apiKey       func() string
 	taskDuration time.Duration
-	prices       map[string]Cost
-	defaultPrice Cost
+	prices       map[string]paidvendor.Cost
+	defaultPrice paidvendor.Cost
 	stateFile    string
 	now          func() time.Time
 	log          *slog.Logger
@@ -97,7 +125,7 @@ type Simulator struct {
 	tasks   map[string]*simTask
 	order   []string          // task IDs in creation order
 	byKey   map[string]string // idempotency key -> first task created with it
-	charges []Charge
+	charges []paidvendor.Charge
 }
 
 type simTask struct {
@@ -105,7 +133,7 @@ type simTask struct {
 	IdempotencyKey string            `json:"idempotency_key"`
 	Kind           string            `json:"kind"`
 	Params         map[string]string `json:"params"`
-	Cost           Cost              `json:"cost"`
+	Cost           vendorapi.Cost    `json:"cost"`
 	CreatedAt      time.Time         `json:"created_at"`
 	SHA256         string            `json:"sha256"` // of resultBytes, fixed at creation
 }
@@ -125,7 +153,7 @@ func NewSimulator(cfg SimConfig) *Simulator {
 // that does not load is an error (charges are never dropped silently).
 func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 	if cfg.APIKey == "" {
-		return nil, errors.New("paidvendor: simulator: APIKey is empty: the simulator needs a key to accept")
+		return nil, errors.New("paidvendortest: simulator: APIKey is empty: the simulator needs a key to accept")
 	}
 	faults := SimFaults{
 		LoseResponseAfterAccept: cfg.LoseResponseAfterAccept,
@@ -138,12 +166,13 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 		return nil, err
 	}
 	if cfg.TaskDuration < 0 {
-		return nil, fmt.Errorf("paidvendor: simulator: TaskDuration must not be negative, got %v", cfg.TaskDuration)
+		return nil, fmt.Errorf("paidvendortest: simulator: TaskDuration must not be negative, got %v", cfg.TaskDuration)
 	}
+	apiKey := cfg.APIKey
 	s := &Simulator{
-		apiKey:       newSecret(cfg.APIKey),
+		apiKey:       func() string { return apiKey },
 		taskDuration: cfg.TaskDuration,
-		prices:       make(map[string]Cost, len(cfg.PricePerKind)),
+		prices:       make(map[string]paidvendor.Cost, len(cfg.PricePerKind)),
 		defaultPrice: cfg.DefaultPrice,
 		stateFile:    cfg.StateFile,
 		now:          cfg.Clock,
@@ -155,12 +184,12 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 	}
 	for kind, c := range cfg.PricePerKind {
 		if c.Amount < 0 || c.Currency == "" {
-			return nil, fmt.Errorf("paidvendor: simulator: price of kind %q needs a non-negative amount and a currency", kind)
+			return nil, fmt.Errorf("paidvendortest: simulator: price of kind %q needs a non-negative amount and a currency", kind)
 		}
 		s.prices[kind] = c
 	}
-	if s.defaultPrice == (Cost{}) {
-		s.defaultPrice = DefaultSimPrice
+	if s.defaultPrice == (paidvendor.Cost{}) {
+		s.defaultPrice = DefaultPrice
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -174,11 +203,11 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 		}
 	}
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /v1/tasks", s.handleSubmit)
-	s.mux.HandleFunc("GET /v1/tasks", s.handleLookup)
-	s.mux.HandleFunc("GET /v1/tasks/{id}", s.handleTask)
-	s.mux.HandleFunc("GET /v1/tasks/{id}/result", s.handleResult)
-	s.mux.HandleFunc("GET /v1/charges", s.handleCharges)
+	s.mux.HandleFunc("POST "+vendorapi.TasksPath, s.handleSubmit)
+	s.mux.HandleFunc("GET "+vendorapi.TasksPath, s.handleLookup)
+	s.mux.HandleFunc("GET "+vendorapi.TaskPath("{id}"), s.handleTask)
+	s.mux.HandleFunc("GET "+vendorapi.ResultPath("{id}"), s.handleResult)
+	s.mux.HandleFunc("GET "+vendorapi.ChargesPath, s.handleCharges)
 	return s, nil
 }
 
@@ -201,10 +230,10 @@ func (s *Simulator) Faults() SimFaults {
 }
 
 // Charges returns a copy of every charge made, oldest first.
-func (s *Simulator) Charges() []Charge {
+func (s *Simulator) Charges() []paidvendor.Charge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Charge(nil), s.charges...)
+	return append([]paidvendor.Charge(nil), s.charges...)
 }
 
 // ChargeCount is len(Charges()).
@@ -249,7 +278,7 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.authorized(r) {
 		// Never log or echo what was presented.
-		writeError(rec, http.StatusUnauthorized, "unauthorized", "missing or invalid API key")
+		writeError(rec, http.StatusUnauthorized, vendorapi.CodeUnauthorized, "missing or invalid API key")
 		return
 	}
 	s.mux.ServeHTTP(rec, r)
@@ -262,7 +291,7 @@ func (s *Simulator) authorized(r *http.Request) bool {
 
 // String describes the simulator without its API key.
 func (s *Simulator) String() string {
-	return fmt.Sprintf("paidvendor.Simulator{tasks: %d, charges: %d, apiKey: %s}", s.TaskCount(), s.ChargeCount(), redacted)
+	return fmt.Sprintf("paidvendortest.Simulator{tasks: %d, charges: %d, apiKey: %s}", s.TaskCount(), s.ChargeCount(), redacted)
 }
 
 // Format makes every fmt verb print String, so the API key never shows.
@@ -270,7 +299,7 @@ func (s *Simulator) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.Str
 
 // String describes the configuration with the API key redacted.
 func (c SimConfig) String() string {
-	return fmt.Sprintf("paidvendor.SimConfig{APIKey: %s, LoseResponseAfterAccept: %v, FailBeforeAccept: %v, Latency: %v, TaskDuration: %v, NoLookup: %v, IgnoreIdempotency: %v, Seed: %d, StateFile: %q}",
+	return fmt.Sprintf("paidvendortest.SimConfig{APIKey: %s, LoseResponseAfterAccept: %v, FailBeforeAccept: %v, Latency: %v, TaskDuration: %v, NoLookup: %v, IgnoreIdempotency: %v, Seed: %d, StateFile: %q}",
 		redacted, c.LoseResponseAfterAccept, c.FailBeforeAccept, c.Latency, c.TaskDuration, c.NoLookup, c.IgnoreIdempotency, c.Seed, c.StateFile)
 }
 
@@ -281,19 +310,19 @@ func (c SimConfig) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.Stri
 func (c SimConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 func (s *Simulator) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
+	key := r.Header.Get(vendorapi.IdempotencyKeyHeader)
 	if key == "" {
-		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		writeError(w, http.StatusBadRequest, vendorapi.CodeMissingIdempotencyKey, "the Idempotency-Key header is required")
 		return
 	}
-	var req wireSubmit
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxTaskBody))
+	var req vendorapi.SubmitRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxSubmitBody))
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_json", "body is not a JSON task request")
+		writeError(w, http.StatusBadRequest, vendorapi.CodeBadJSON, "body is not a JSON task request")
 		return
 	}
 	if req.Kind == "" {
-		writeError(w, http.StatusBadRequest, "missing_kind", "kind is required")
+		writeError(w, http.StatusBadRequest, vendorapi.CodeMissingKind, "kind is required")
 		return
 	}
 	if req.Params == nil {
@@ -308,7 +337,7 @@ func (s *Simulator) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	faults := s.faults
 	if failDraw < faults.FailBeforeAccept {
 		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "simulated_failure", "simulated failure before accept; nothing was charged")
+		writeError(w, http.StatusServiceUnavailable, codeSimulatedFailure, "simulated failure before accept; nothing was charged")
 		return
 	}
 	var t *simTask
@@ -317,7 +346,7 @@ func (s *Simulator) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			t = s.tasks[id]
 			if t.Kind != req.Kind || !equalParams(t.Params, req.Params) {
 				s.mu.Unlock()
-				writeError(w, http.StatusConflict, "idempotency_conflict", "idempotency key already used for a different request")
+				writeError(w, http.StatusConflict, vendorapi.CodeIdempotencyConflict, "idempotency key already used for a different request")
 				return
 			}
 		}
@@ -328,7 +357,7 @@ func (s *Simulator) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		if t, err = s.acceptLocked(key, req); err != nil {
 			s.mu.Unlock()
 			s.log.Error("vendorsim: cannot save state; submission refused", "error", err)
-			writeError(w, http.StatusInternalServerError, "state_not_saved", "the vendor could not record the task; nothing was charged")
+			writeError(w, http.StatusInternalServerError, codeStateNotSaved, "the vendor could not record the task; nothing was charged")
 			return
 		}
 		created = true
@@ -352,7 +381,7 @@ func (s *Simulator) handleSubmit(w http.ResponseWriter, r *http.Request) {
 
 // acceptLocked creates, charges and saves a task; on a save failure nothing
 // is kept.
-func (s *Simulator) acceptLocked(key string, req wireSubmit) (*simTask, error) {
+func (s *Simulator) acceptLocked(key string, req vendorapi.SubmitRequest) (*simTask, error) {
 	id, err := newSimTaskID()
 	if err != nil {
 		return nil, err
@@ -372,7 +401,7 @@ func (s *Simulator) acceptLocked(key string, req wireSubmit) (*simTask, error) {
 		IdempotencyKey: key,
 		Kind:           req.Kind,
 		Params:         req.Params,
-		Cost:           price,
+		Cost:           vendorapi.Cost{Amount: price.Amount, Currency: price.Currency},
 		CreatedAt:      now,
 	}
 	sum := sha256.Sum256(simResultBytes(t))
@@ -384,7 +413,7 @@ func (s *Simulator) acceptLocked(key string, req wireSubmit) (*simTask, error) {
 	if !keyTaken {
 		s.byKey[key] = id
 	}
-	s.charges = append(s.charges, Charge{TaskID: id, IdempotencyKey: key, Amount: price.Amount, Currency: price.Currency, At: now})
+	s.charges = append(s.charges, paidvendor.Charge{TaskID: id, IdempotencyKey: key, Amount: price.Amount, Currency: price.Currency, At: now})
 	if err := s.saveLocked(); err != nil {
 		delete(s.tasks, id)
 		s.order = s.order[:len(s.order)-1]
@@ -399,23 +428,23 @@ func (s *Simulator) acceptLocked(key string, req wireSubmit) (*simTask, error) {
 
 func (s *Simulator) handleLookup(w http.ResponseWriter, r *http.Request) {
 	if s.Faults().NoLookup {
-		writeError(w, http.StatusNotImplemented, "lookup_unsupported", "this vendor cannot look tasks up by idempotency key")
+		writeError(w, http.StatusNotImplemented, vendorapi.CodeLookupUnsupported, "this vendor cannot look tasks up by idempotency key")
 		return
 	}
-	key := r.URL.Query().Get("idempotency_key")
+	key := r.URL.Query().Get(vendorapi.IdempotencyKeyParam)
 	if key == "" {
-		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "query parameter idempotency_key is required")
+		writeError(w, http.StatusBadRequest, vendorapi.CodeMissingIdempotencyKey, "query parameter idempotency_key is required")
 		return
 	}
 	s.mu.Lock()
 	id, ok := s.byKey[key]
-	var wt wireTask
+	var wt vendorapi.Task
 	if ok {
 		wt = s.wireTaskLocked(s.tasks[id])
 	}
 	s.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "no task with this idempotency key")
+		writeError(w, http.StatusNotFound, vendorapi.CodeNotFound, "no task with this idempotency key")
 		return
 	}
 	setTaskID(w, id)
@@ -439,12 +468,12 @@ func (s *Simulator) handleResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch s.statusOf(t) {
-	case StatusSucceeded:
-	case StatusFailed:
-		writeError(w, http.StatusConflict, "task_failed", "the task failed and has no result")
+	case paidvendor.StatusSucceeded:
+	case paidvendor.StatusFailed:
+		writeError(w, http.StatusConflict, vendorapi.CodeTaskFailed, "the task failed and has no result")
 		return
 	default:
-		writeError(w, http.StatusConflict, "not_finished", "the task has not finished")
+		writeError(w, http.StatusConflict, vendorapi.CodeNotFinished, "the task has not finished")
 		return
 	}
 	data := simResultBytes(t)
@@ -455,61 +484,58 @@ func (s *Simulator) handleResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Simulator) handleCharges(w http.ResponseWriter, _ *http.Request) {
-	charges := s.Charges()
-	out := make([]wireCharge, 0, len(charges))
-	for _, c := range charges {
-		out = append(out, wireCharge{TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At})
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, wireCharges(s.Charges()))
 }
 
 // taskFromPath finds the task named in the path or answers 400/404.
 func (s *Simulator) taskFromPath(w http.ResponseWriter, r *http.Request) (*simTask, bool) {
 	id := r.PathValue("id")
 	setTaskID(w, id)
-	if err := ValidateTaskID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_task_id", "not a task ID of this vendor")
+	if err := paidvendor.ValidateTaskID(id); err != nil {
+		writeError(w, http.StatusBadRequest, vendorapi.CodeBadTaskID, "not a task ID of this vendor")
 		return nil, false
 	}
 	s.mu.Lock()
 	t := s.tasks[id]
 	s.mu.Unlock()
 	if t == nil {
-		writeError(w, http.StatusNotFound, "not_found", "no such task")
+		writeError(w, http.StatusNotFound, vendorapi.CodeNotFound, "no such task")
 		return nil, false
 	}
 	return t, true // a simTask is never changed after creation
 }
 
 // statusOf derives a task's state from the time since it was accepted.
-func (s *Simulator) statusOf(t *simTask) Status {
+func (s *Simulator) statusOf(t *simTask) paidvendor.Status {
 	elapsed := s.now().Sub(t.CreatedAt)
 	switch {
 	case s.taskDuration <= 0 || elapsed >= s.taskDuration:
-		if t.Params[SimFailParam] != "" {
-			return StatusFailed
+		if t.Params[FailParam] != "" {
+			return paidvendor.StatusFailed
 		}
-		return StatusSucceeded
+		return paidvendor.StatusSucceeded
 	case elapsed < s.taskDuration/4:
-		return StatusQueued
+		return paidvendor.StatusQueued
 	default:
-		return StatusRunning
+		return paidvendor.StatusRunning
 	}
 }
 
-func (s *Simulator) wireTaskLocked(t *simTask) wireTask {
-	wt := wireTask{
+func (s *Simulator) wireTaskLocked(t *simTask) vendorapi.Task {
+	cost := t.Cost
+	status := s.statusOf(t)
+	wt := vendorapi.Task{
 		ID:             t.ID,
 		IdempotencyKey: t.IdempotencyKey,
 		Kind:           t.Kind,
-		Status:         s.statusOf(t),
-		Cost:           &wireCost{Amount: t.Cost.Amount, Currency: t.Cost.Currency},
+		Status:         string(status),
+		Cost:           &cost,
 	}
-	switch wt.Status {
-	case StatusSucceeded:
+	switch status {
+	case paidvendor.StatusSucceeded:
 		wt.SHA256 = t.SHA256
-	case StatusFailed:
-		wt.Error = t.Params[SimFailParam]
+	case paidvendor.StatusFailed:
+		wt.Error = t.Params[FailParam]
 	}
 	return wt
 }
@@ -530,9 +556,10 @@ func simResultBytes(t *simTask) []byte {
 	return []byte(b.String())
 }
 
-// SimResultSHA256 is the sha256 (hex) of the result the simulator produces
-// for a task with this ID, kind and params; tests can predict it.
-func SimResultSHA256(id, kind string, params map[string]string) string {
+// ResultSHA256 is the sha256 (hex) of the result the simulator produces for
+// a task with this ID, kind and params, so a test can predict what a client
+// must find.
+func ResultSHA256(id, kind string, params map[string]string) string {
 	sum := sha256.Sum256(simResultBytes(&simTask{ID: id, Kind: kind, Params: params}))
 	return hex.EncodeToString(sum[:])
 }
@@ -540,9 +567,9 @@ func SimResultSHA256(id, kind string, params map[string]string) string {
 func newSimTaskID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("paidvendor: simulator: task id: %w", err)
+		return "", fmt.Errorf("paidvendortest: simulator: task id: %w", err)
 	}
-	return taskIDPrefix + hex.EncodeToString(b[:]), nil
+	return vendorapi.TaskIDPrefix + hex.EncodeToString(b[:]), nil
 }
 
 func equalParams(a, b map[string]string) bool {
@@ -585,11 +612,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, wireErrorBody{Error: wireErrorDetail{Code: code, Message: message}})
+	writeJSON(w, status, vendorapi.ErrorBody{Error: vendorapi.ErrorDetail{Code: code, Message: message}})
 }
 
 func setTaskID(w http.ResponseWriter, id string) {
-	if rs, ok := w.(*statusRecorder); ok && ValidateTaskID(id) == nil {
+	if rs, ok := w.(*statusRecorder); ok && paidvendor.ValidateTaskID(id) == nil {
 		rs.taskID = id
 	}
 }

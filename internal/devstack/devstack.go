@@ -1,4 +1,13 @@
-package app
+// Package devstack is allot's one-command development setup: an embedded
+// Temporal server with its Web UI, the simulated paid vendor over HTTP, the
+// allot worker and a demo schedule, in one process, all keeping their state
+// under one directory so a restart resumes where it stopped.
+//
+// It is a package of its own, and internal, because it links the Temporal
+// server (about 300 packages) and the simulated vendor: only devserver/ and
+// tests import it, so the production worker and starter binaries link
+// neither.
+package devstack
 
 import (
 	"context"
@@ -11,21 +20,24 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-
 	tlog "go.temporal.io/sdk/log"
 
 	"allot/activities"
+	"allot/app"
 	"allot/operator"
-	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
 	"allot/temporalserver"
 	"allot/workflows"
 )
 
-// DevConfig is the one-command setup on embedded defaults: a Temporal server
+// DefaultVendorPort is the simulated vendor's port when Config names none.
+const DefaultVendorPort = 8787
+
+// Config is the one-command setup on embedded defaults: a Temporal server
 // with its Web UI, the simulated paid vendor and the worker, all keeping
 // their state under DataDir.
-type DevConfig struct {
+type Config struct {
 	DataDir    string // default "data"
 	Host       string // default 127.0.0.1
 	Port       int    // Temporal frontend; default 7233, -1 = any free port
@@ -41,11 +53,11 @@ type DevConfig struct {
 	MetricsAddr  string // Prometheus /metrics of the worker; "" = off
 	Logger       *slog.Logger
 	// Ready is called once everything runs, with where to look.
-	Ready func(DevInfo)
+	Ready func(Info)
 }
 
-// DevInfo says where the running pieces are.
-type DevInfo struct {
+// Info says where the running pieces are.
+type Info struct {
 	Frontend  string `json:"frontend"`
 	Namespace string `json:"namespace"`
 	WebUI     string `json:"web_ui,omitempty"`
@@ -58,18 +70,18 @@ type DevInfo struct {
 	Metrics string `json:"metrics,omitempty"`
 }
 
-// RunDev runs the embedded setup until ctx ends, then stops the worker, the
+// Run runs the embedded setup until ctx ends, then stops the worker, the
 // vendor and the server, in that order. Started again on the same DataDir it
 // resumes: the ledger, the vendor's charges and Temporal's state persist.
-func RunDev(ctx context.Context, cfg DevConfig) error {
+func Run(ctx context.Context, cfg Config) error {
 	if cfg.DataDir == "" {
-		cfg.DataDir = DefaultDataDir
+		cfg.DataDir = app.DefaultDataDir
 	}
 	if cfg.Host == "" {
 		cfg.Host = temporalserver.DefaultHost
 	}
 	if cfg.VendorPort == 0 {
-		cfg.VendorPort = 8787
+		cfg.VendorPort = DefaultVendorPort
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -88,23 +100,23 @@ func RunDev(ctx context.Context, cfg DevConfig) error {
 		}
 	}()
 
-	vendorURL, stopVendor, err := startDevVendor(cfg, logger)
+	vendorURL, stopVendor, err := startVendor(cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer stopVendor()
 
-	wcfg := WorkerConfig{
-		Config: Config{
+	wcfg := app.WorkerConfig{
+		Config: app.Config{
 			DataDir: cfg.DataDir, Pipelines: cfg.Pipelines, VendorURL: vendorURL,
 		}.WithDefaults(),
 		Temporal:    client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace()},
 		Logger:      logger,
-		Credentials: activities.NewStaticCredentials(paidvendor.DevAPIKey),
+		Credentials: activities.NewStaticCredentials(paidvendortest.DevAPIKey),
 		AutoApprove: cfg.AutoApprove,
 		MetricsAddr: cfg.MetricsAddr,
 	}
-	info := DevInfo{
+	info := Info{
 		Frontend: srv.FrontendAddress(), Namespace: srv.Namespace(), WebUI: srv.UIAddress(),
 		VendorURL: vendorURL, Ledger: wcfg.Ledger, DataDir: cfg.DataDir,
 	}
@@ -115,7 +127,7 @@ func RunDev(ctx context.Context, cfg DevConfig) error {
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
 	workerDone := make(chan error, 1)
-	go func() { workerDone <- RunWorker(wctx, wcfg) }()
+	go func() { workerDone <- app.RunWorker(wctx, wcfg) }()
 	if cfg.MetricsAddr != "" {
 		select {
 		case addr := <-metricsAddr:
@@ -146,7 +158,7 @@ func RunDev(ctx context.Context, cfg DevConfig) error {
 // ensureDemoSchedule puts the demo pipeline on a fast schedule, creating or
 // updating it, so a fresh machine shows runs within seconds. The short
 // catch-up window keeps a restart from replaying every missed tick.
-func ensureDemoSchedule(ctx context.Context, cfg DevConfig, wcfg Config, info DevInfo) (string, error) {
+func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info Info) (string, error) {
 	pipelines, err := wcfg.LoadPipelines()
 	if err != nil {
 		return "", err
@@ -178,14 +190,17 @@ func ensureDemoSchedule(ctx context.Context, cfg DevConfig, wcfg Config, info De
 // DemoPipeline is the embedded demo pipeline the dev setup schedules.
 const DemoPipeline = "weekly-video"
 
-// startDevVendor serves the simulated paid vendor with its state file under
+// VendorStateFile is the simulated vendor's state file under DataDir.
+const VendorStateFile = "vendorsim.json"
+
+// startVendor serves the simulated paid vendor with its state file under
 // DataDir, so charges survive a restart.
-func startDevVendor(cfg DevConfig, logger *slog.Logger) (string, func(), error) {
-	sim, err := paidvendor.OpenSimulator(paidvendor.SimConfig{
-		APIKey:       paidvendor.DevAPIKey,
+func startVendor(cfg Config, logger *slog.Logger) (string, func(), error) {
+	sim, err := paidvendortest.OpenSimulator(paidvendortest.SimConfig{
+		APIKey:       paidvendortest.DevAPIKey,
 		TaskDuration: 3 * time.Second,
 		Seed:         1,
-		StateFile:    filepath.Join(cfg.DataDir, "vendorsim.json"),
+		StateFile:    filepath.Join(cfg.DataDir, VendorStateFile),
 		Logger:       logger.With("component", "vendorsim"),
 	})
 	if err != nil {

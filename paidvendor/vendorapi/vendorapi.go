@@ -1,0 +1,112 @@
+// Package vendorapi is the paid vendor's HTTP API as both sides see it: the
+// paths, headers and JSON bodies that the client (package paidvendor) sends
+// and reads and that the simulated vendor (package paidvendortest) serves.
+// Keeping them in one place means the client and the simulator cannot drift
+// apart: a field renamed here is renamed for both.
+//
+// The API, in short (every request carries "Authorization: Bearer <key>"):
+//
+//	POST /v1/tasks                        SubmitRequest, header Idempotency-Key -> 201 Task (new) or 200 Task (same key again)
+//	GET  /v1/tasks?idempotency_key=KEY    -> 200 Task, 404, or 501 when the vendor cannot look up by key
+//	GET  /v1/tasks/{id}                   -> 200 Task, 404
+//	GET  /v1/tasks/{id}/result            -> 200 result bytes (their sha256 is Task.SHA256), 409 while unfinished or failed
+//	GET  /v1/charges                      -> 200 []Charge, oldest first
+//
+// Errors are an ErrorBody with one of the Code constants. The client
+// classifies answers by HTTP status, not by code: codes are for people
+// reading logs and for the simulator's tests.
+//
+// The package holds data shapes only, no behaviour, so that importing it
+// costs nothing.
+package vendorapi
+
+import "time"
+
+// Paths of the API, relative to the vendor's base URL.
+const (
+	TasksPath   = "/v1/tasks"
+	ChargesPath = "/v1/charges"
+)
+
+// TaskPath is the path of one task.
+func TaskPath(id string) string { return TasksPath + "/" + id }
+
+// ResultPath is the path of one task's result bytes.
+func ResultPath(id string) string { return TaskPath(id) + "/result" }
+
+// IdempotencyKeyHeader carries a submission's idempotency key;
+// IdempotencyKeyParam is the lookup's query parameter for the same key.
+const (
+	IdempotencyKeyHeader = "Idempotency-Key"
+	IdempotencyKeyParam  = "idempotency_key"
+)
+
+// TaskIDPrefix starts every task ID ("vt_" and lowercase hex digits).
+const TaskIDPrefix = "vt_"
+
+// Task states as they appear in Task.Status. Queued and running are in
+// progress; succeeded and failed are terminal.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+)
+
+// SubmitRequest is the body of POST /v1/tasks.
+type SubmitRequest struct {
+	Kind   string            `json:"kind"`
+	Params map[string]string `json:"params"`
+}
+
+// Cost is an amount in minor units (cents for USD) and its ISO 4217 currency.
+type Cost struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// Task is a task as the vendor reports it.
+type Task struct {
+	ID             string `json:"id"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Kind           string `json:"kind,omitempty"`
+	Status         string `json:"status"`
+	SHA256         string `json:"sha256,omitempty"` // lowercase hex of the result, once succeeded
+	Cost           *Cost  `json:"cost,omitempty"`
+	Error          string `json:"error,omitempty"` // why it failed, once failed
+}
+
+// Charge is one entry of the vendor's bill.
+type Charge struct {
+	TaskID         string    `json:"task_id"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Amount         int64     `json:"amount"`
+	Currency       string    `json:"currency"`
+	At             time.Time `json:"at"`
+}
+
+// ErrorBody is the body of every non-2xx answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong: a stable Code and a message for people.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes, with the HTTP status they come with. A 429 or 5xx means "try
+// again later" and carries a code of the vendor's own.
+const (
+	CodeUnauthorized          = "unauthorized"            // 401: missing or wrong API key
+	CodeMissingIdempotencyKey = "missing_idempotency_key" // 400
+	CodeBadJSON               = "bad_json"                // 400: the body is not a SubmitRequest
+	CodeMissingKind           = "missing_kind"            // 400
+	CodeBadTaskID             = "bad_task_id"             // 400: not a task ID of this vendor
+	CodeNotFound              = "not_found"               // 404
+	CodeIdempotencyConflict   = "idempotency_conflict"    // 409: the key was used for a different request
+	CodeNotFinished           = "not_finished"            // 409: the task has no result yet
+	CodeTaskFailed            = "task_failed"             // 409: the task failed and has no result
+	CodeLookupUnsupported     = "lookup_unsupported"      // 501: no lookup by idempotency key
+)
