@@ -179,16 +179,29 @@ func TestFinishedKeyReportsExistingAndRefusesOtherPeriod(t *testing.T) {
 	if again.Action != operator.RunExisting || again.RunID != first.RunID || again.Result.EpisodeID != first.Result.EpisodeID {
 		t.Fatalf("second run = %+v, want the existing run %s reported", again, first.RunID)
 	}
-	// The same key for a nominal time in another week is refused, not reused.
+	// The Schedule's key for one nominal time asked for another is refused:
+	// the key carries its time.
 	_, err = c.Runs.Run(c.Ctx(), operator.RunInput{Pipeline: "weekly-video", Key: first.WorkflowID, NominalTime: nominal.AddDate(0, 0, 7)})
+	if allottest.ErrorType(err) != allot.InvalidInput {
+		t.Fatalf("a scheduled key asked for another time: error %v, want %s", err, allot.InvalidInput)
+	}
+	// A custom key bound in one week and asked for the next is refused, not
+	// reused.
+	custom, err := c.Runs.Run(c.Ctx(), operator.RunInput{Pipeline: "weekly-video", Key: "rerun-1", NominalTime: nominal, Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Runs.Run(c.Ctx(), operator.RunInput{Pipeline: "weekly-video", Key: "rerun-1", NominalTime: nominal.AddDate(0, 0, 7)})
 	if allottest.ErrorType(err) != allot.AllocationKeyCrossesPeriod {
 		t.Fatalf("cross-period request error = %v, want %s", err, allot.AllocationKeyCrossesPeriod)
 	}
-	if n := c.CountRuns(first.WorkflowID); n != 1 {
-		t.Fatalf("key has %d runs, want 1: nothing may start", n)
+	for _, key := range []string{first.WorkflowID, custom.WorkflowID} {
+		if n := c.CountRuns(key); n != 1 {
+			t.Fatalf("key %s has %d runs, want 1: nothing may start", key, n)
+		}
 	}
-	if eps := c.Episodes("weekly-video"); len(eps) != 1 {
-		t.Fatalf("ledger has %d episodes", len(eps))
+	if eps := c.Episodes("weekly-video"); len(eps) != 2 {
+		t.Fatalf("ledger has %d episodes, want 2", len(eps))
 	}
 }
 
@@ -295,6 +308,11 @@ func TestBadRunInputStartsNothing(t *testing.T) {
 		{"bad pipeline name", operator.RunInput{Pipeline: "Weekly Video"}, "invalid"},
 		{"key over 200 bytes", operator.RunInput{Pipeline: "weekly-video", Key: strings.Repeat("k", 201)}, "over the limit"},
 		{"key with control character", operator.RunInput{Pipeline: "weekly-video", Key: "weekly\x00video"}, "control or invisible character"},
+		{"blank key", operator.RunInput{Pipeline: "weekly-video", Key: "   "}, "blank"},
+		{"another pipeline's key", operator.RunInput{Pipeline: "weekly-video", Key: "capped/a/b/c", NominalTime: time.Date(2026, 8, 3, 0, 0, 0, 0, time.UTC)}, "names pipeline capped"},
+		{"custom key without a nominal time", operator.RunInput{Pipeline: "weekly-video", Key: "a/b/c"}, "carries no nominal time"},
+		{"the zero time's key", operator.RunInput{Pipeline: "weekly-video", Key: "weekly-video/scheduled-0001-01-01T00:00:00Z"}, "zero time"},
+		{"a nominal time far ahead", operator.RunInput{Pipeline: "weekly-video", NominalTime: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)}, "ahead of now"},
 	}
 	for _, tc := range cases {
 		_, err := c.Runs.Run(c.Ctx(), tc.in)

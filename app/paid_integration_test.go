@@ -96,7 +96,7 @@ func TestUnknownOutcomeWithoutLookupNeedsAttentionThenAdopt(t *testing.T) {
 	}
 	ep := c.Allocate("auto-paid", monday())
 	st := c.WaitStage("auto-paid", ep, allot.StageNeedsAttention)
-	if st.Attention == nil || st.Attention.Step != "video" || st.Attention.ErrorType != allot.OutcomeUnknown || !strings.Contains(st.Attention.Remedy, "resolve") {
+	if st.Attention == nil || st.Attention.Step != "video" || st.Attention.ErrorType != allot.OutcomeUnknown || !strings.Contains(st.Attention.Remedy, "starter episode lookup") || !strings.Contains(strings.Join(st.Attention.Remedies, "\n"), "--resubmit") {
 		t.Fatalf("attention = %+v", st.Attention)
 	}
 	c.WaitVisible(`AllotPipeline = "auto-paid" AND AllotOutcome = "needs_attention"`, 1)

@@ -101,6 +101,9 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		if in.Key, err = workflows.PlaceKey(p.Name, in.Key, r.Pipelines.Names()); err != nil {
 			return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
 		}
+		if err := activities.ValidateAllocationKey(in.Key); err != nil {
+			return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
+		}
 		keyTime, ok := workflows.NominalTimeOfKey(p.Name, in.Key)
 		switch {
 		case nominal.IsZero() && ok:
@@ -114,9 +117,6 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 				fmt.Sprintf("key %q is the Schedule's key for %s, not for --nominal-time %s: leave --nominal-time out, or leave --key out", in.Key, keyTime.Format(time.RFC3339), nominal.Format(time.RFC3339)),
 				allot.InvalidInput, nil)
 		}
-	}
-	if err := activities.ValidateAllocationKey(in.Key); err != nil {
-		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
 	}
 	if err := p.CheckNominalTime(nominal, r.now()); err != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
