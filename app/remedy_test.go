@@ -171,4 +171,3 @@ func TestRefusedCommandsOnASettledEpisodeStartNoRun(t *testing.T) {
 		t.Fatalf("refused commands started runs: %d -> %d", before, after)
 	}
 }
-
