@@ -1,29 +1,91 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
 
-// Violation is one broken invariant found in stored data.
+// Violation kinds: short, stable words a script can match on. The first
+// group is the allocation and paid-task invariants Check verifies (their
+// invariant number of docs/design.md is set too); the rest are found by
+// Audit.
+const (
+	KindKeyAmbiguous      = "key_ambiguous"       // invariant 1: a key bound to several episodes
+	KindSequenceDuplicate = "sequence_duplicate"  // invariant 2
+	KindSequenceGap       = "sequence_gap"        // invariant 2
+	KindKeyCrossesPeriod  = "key_crosses_period"  // invariant 3
+	KindNoReference       = "no_reference"        // invariant 7: submitted, succeeded or failed without a remote reference
+	KindReferenceShared   = "reference_shared"    // invariant 7
+	KindIdempotencyShared = "idempotency_shared"  // invariant 7
+	KindCostOrphan        = "cost_orphan"         // invariant 8: a cost entry no paid task holds the reference of
+	KindCostMisbooked     = "cost_misbooked"      // invariant 8: booked to another task than the reference's
+	KindCostMissing       = "cost_missing"        // a paid step's reference without its cost entry
+	KindCostOnEffect      = "cost_on_effect"      // an effect step's reference with a cost entry
+	KindUnknownOutcome    = "unknown_outcome"     // an intent older than the threshold without a reference
+	KindNoOutcome         = "no_outcome"          // an episode without an outcome
+	KindNoReason          = "no_reason"           // an episode parked or failed without its reason
+	KindStepIncomplete    = "step_incomplete"     // a completed episode with a step of its plan not done
+	KindPlanInvalid       = "plan_invalid"        // a pinned plan that is not a list of steps
+	KindRunLost           = "run_lost"            // an episode whose key has no recorded run outcome
+	KindRunNoReason       = "run_no_reason"       // a run outcome without its reason
+	KindRunEpisodeMissing = "run_episode_missing" // a run outcome naming an episode the ledger does not have
+	KindAllocatedRuns     = "allocated_runs"      // an episode not recorded as allocated by exactly one run
+	KindImportEpisode     = "import_episode"      // import metadata whose episode is missing
+	KindImportKey         = "import_key"          // an imported episode whose key is not <pipeline>/legacy/<old id>
+	KindImportMetadata    = "import_metadata"     // a legacy-keyed episode without import metadata or runs
+	KindArtifactMissing   = "artifact_missing"    // a file the ledger names that cannot be read (operator.Check)
+	KindArtifactMismatch  = "artifact_mismatch"   // a file whose sha256 is not the ledger's (operator.Check)
+	KindChargeUnrecorded  = "charge_unrecorded"   // a vendor charge the ledger has no cost for (check --vendor)
+	KindCostUncharged     = "cost_uncharged"      // a ledger cost the vendor did not charge (check --vendor)
+	KindAmountDiffers     = "amount_differs"      // a cost whose amount or currency is not the vendor's (check --vendor)
+)
+
+// Violation is one problem found in stored data: what kind it is, where
+// (pipeline, episode), what exactly, and the command that fixes it ("" when
+// only a person can decide; the detail then says what to look at).
 type Violation struct {
-	Invariant int    `json:"invariant"` // 1, 2, 3, 7 or 8 as numbered in docs/design.md
+	Kind      string `json:"kind"`
+	Invariant int    `json:"invariant,omitempty"` // 1, 2, 3, 7 or 8 as numbered in docs/design.md, for Check's kinds
 	Pipeline  string `json:"pipeline"`
+	Episode   string `json:"episode,omitempty"`
 	Detail    string `json:"detail"` // human readable, names key/period/episodes
+	Fix       string `json:"fix"`
 }
 
 func (v Violation) String() string {
-	return fmt.Sprintf("invariant %d, pipeline %q: %s", v.Invariant, v.Pipeline, v.Detail)
+	s := fmt.Sprintf("%s, pipeline %q", v.Kind, v.Pipeline)
+	if v.Invariant != 0 {
+		s = fmt.Sprintf("%s (invariant %d), pipeline %q", v.Kind, v.Invariant, v.Pipeline)
+	}
+	if v.Episode != "" {
+		s += ", episode " + v.Episode
+	}
+	s += ": " + v.Detail
+	if v.Fix != "" {
+		s += "; fix: " + v.Fix
+	}
+	return s
+}
+
+// SortViolations orders violations by pipeline, kind, episode and detail.
+func SortViolations(vs []Violation) {
+	slices.SortStableFunc(vs, func(a, b Violation) int {
+		return cmp.Or(strings.Compare(a.Pipeline, b.Pipeline), strings.Compare(a.Kind, b.Kind),
+			strings.Compare(a.Episode, b.Episode), strings.Compare(a.Detail, b.Detail))
+	})
 }
 
 // Check verifies invariants 1-4, 7 and 8 over the stored data of one
-// pipeline, or of all pipelines when pipeline is "". The unique indexes make
-// violations impossible for data written by Allocate and the paid-task API;
-// Check exists for imported or legacy data and for operators who want proof.
+// pipeline, or of all pipelines when pipeline is "", in one read-only
+// transaction. The unique indexes make violations impossible for data
+// written by Allocate and the paid-task API; Check exists for imported or
+// legacy data and for operators who want proof. Audit runs it with every
+// other check.
 //
 // A key bound to several episodes breaks invariant 1 and is exactly the case
 // invariant 4 (no guessing) guards: it is reported once, as invariant 1, and
@@ -40,49 +102,67 @@ func (v Violation) String() string {
 // Check reads the whole table (grouped in SQL); it is an audit, not part of
 // the allocation path.
 func (l *Ledger) Check(ctx context.Context, pipeline string) ([]Violation, error) {
+	var out []Violation
+	err := l.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = l.checkInvariants(ctx, tx, pipeline)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	SortViolations(out)
+	return out, nil
+}
+
+// readTx runs fn in one read-only transaction on the read pool: a
+// consistent view of the ledger that cannot write (PostgreSQL: READ ONLY,
+// REPEATABLE READ; SQLite: a read transaction on the query_only pool). It is
+// always rolled back.
+func (l *Ledger) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if l.d.name == postgresDialect.name {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := l.r.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("ledger %s: begin read-only transaction: %w", l.where, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}
+
+func (l *Ledger) checkInvariants(ctx context.Context, tx *sql.Tx, pipeline string) ([]Violation, error) {
 	filter, args := "", []any(nil)
 	if pipeline != "" {
 		filter, args = ` WHERE pipeline = ?`, []any{pipeline}
 	}
 	var out []Violation
-
-	keys, err := l.checkKeys(ctx, filter, args)
+	keys, err := l.checkKeys(ctx, tx, filter, args)
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, keys...)
-	seqs, err := l.checkSequences(ctx, filter, args)
+	seqs, err := l.checkSequences(ctx, tx, filter, args)
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, seqs...)
-	paid, err := l.checkPaid(ctx, pipeline)
+	paid, err := l.checkPaid(ctx, tx, pipeline)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, paid...)
-
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Pipeline != b.Pipeline {
-			return a.Pipeline < b.Pipeline
-		}
-		if a.Invariant != b.Invariant {
-			return a.Invariant < b.Invariant
-		}
-		return a.Detail < b.Detail
-	})
-	return out, nil
+	return append(out, paid...), nil
 }
 
 // checkKeys finds keys bound to more than one episode (invariants 1 and 3).
-func (l *Ledger) checkKeys(ctx context.Context, filter string, args []any) ([]Violation, error) {
+func (l *Ledger) checkKeys(ctx context.Context, tx *sql.Tx, filter string, args []any) ([]Violation, error) {
 	type group struct {
 		pipeline, key string
 		n, periods    int
 	}
 	var groups []group
-	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT pipeline, allocation_key, COUNT(*), COUNT(DISTINCT period)
+	rows, err := tx.QueryContext(ctx, l.d.q(`SELECT pipeline, allocation_key, COUNT(*), COUNT(DISTINCT period)
 		FROM episodes`+filter+` GROUP BY pipeline, allocation_key HAVING COUNT(*) > 1`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: check keys: %w", l.where, err)
@@ -102,7 +182,7 @@ func (l *Ledger) checkKeys(ctx context.Context, filter string, args []any) ([]Vi
 
 	var out []Violation
 	for _, g := range groups {
-		eps, err := l.queryEpisodes(ctx, l.r, `SELECT `+episodeCols+` FROM episodes
+		eps, err := l.queryEpisodes(ctx, tx, `SELECT `+episodeCols+` FROM episodes
 			WHERE pipeline = ? AND allocation_key = ? ORDER BY period, sequence, episode_id`, g.pipeline, g.key)
 		if err != nil {
 			return nil, err
@@ -114,6 +194,7 @@ func (l *Ledger) checkKeys(ctx context.Context, filter string, args []any) ([]Vi
 			inPeriod[i] = e.Period + " (" + e.ID + ")"
 		}
 		out = append(out, Violation{
+			Kind:      KindKeyAmbiguous,
 			Invariant: 1,
 			Pipeline:  g.pipeline,
 			Detail: fmt.Sprintf("key %q is bound to %d episodes: %s; Allocate refuses it as ambiguous until an operator keeps one and re-keys or removes the others",
@@ -121,6 +202,7 @@ func (l *Ledger) checkKeys(ctx context.Context, filter string, args []any) ([]Vi
 		})
 		if g.periods > 1 {
 			out = append(out, Violation{
+				Kind:      KindKeyCrossesPeriod,
 				Invariant: 3,
 				Pipeline:  g.pipeline,
 				Detail:    fmt.Sprintf("key %q is bound in %d periods: %s", g.key, g.periods, strings.Join(inPeriod, ", ")),
@@ -133,10 +215,10 @@ func (l *Ledger) checkKeys(ctx context.Context, filter string, args []any) ([]Vi
 // checkSequences finds periods whose sequences are not exactly 0..n-1
 // (invariant 2). A period is dense exactly when it has no duplicate, starts
 // at 0 and ends at n-1, which SQL can test per group without listing rows.
-func (l *Ledger) checkSequences(ctx context.Context, filter string, args []any) ([]Violation, error) {
+func (l *Ledger) checkSequences(ctx context.Context, tx *sql.Tx, filter string, args []any) ([]Violation, error) {
 	type group struct{ pipeline, period string }
 	var groups []group
-	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT pipeline, period FROM episodes`+filter+`
+	rows, err := tx.QueryContext(ctx, l.d.q(`SELECT pipeline, period FROM episodes`+filter+`
 		GROUP BY pipeline, period
 		HAVING COUNT(*) <> COUNT(DISTINCT sequence) OR MIN(sequence) <> 0 OR MAX(sequence) <> COUNT(*) - 1`), args...)
 	if err != nil {
@@ -157,7 +239,7 @@ func (l *Ledger) checkSequences(ctx context.Context, filter string, args []any) 
 
 	var out []Violation
 	for _, g := range groups {
-		eps, err := l.queryEpisodes(ctx, l.r, `SELECT `+episodeCols+` FROM episodes
+		eps, err := l.queryEpisodes(ctx, tx, `SELECT `+episodeCols+` FROM episodes
 			WHERE pipeline = ? AND period = ? ORDER BY sequence, episode_id`, g.pipeline, g.period)
 		if err != nil {
 			return nil, err
@@ -176,6 +258,7 @@ func (l *Ledger) checkSequences(ctx context.Context, filter string, args []any) 
 		}
 		if len(dups) > 0 {
 			out = append(out, Violation{
+				Kind:      KindSequenceDuplicate,
 				Invariant: 2,
 				Pipeline:  g.pipeline,
 				Detail:    fmt.Sprintf("period %s has duplicate sequences: %s", g.period, strings.Join(dups, "; ")),
@@ -207,6 +290,7 @@ func (l *Ledger) checkSequences(ctx context.Context, filter string, args []any) 
 				list += ", ..."
 			}
 			out = append(out, Violation{
+				Kind:      KindSequenceGap,
 				Invariant: 2,
 				Pipeline:  g.pipeline,
 				Detail:    fmt.Sprintf("period %s has gaps in its sequences 0..%d: %d missing: %s", g.period, maxSeq, nMissing, list),
@@ -217,7 +301,7 @@ func (l *Ledger) checkSequences(ctx context.Context, filter string, args []any) 
 }
 
 // checkPaid finds broken paid tasks and cost entries (invariants 7 and 8).
-func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, error) {
+func (l *Ledger) checkPaid(ctx context.Context, tx *sql.Tx, pipeline string) ([]Violation, error) {
 	var out []Violation
 
 	// Past intent without a remote reference: a retry cannot resume it.
@@ -226,14 +310,16 @@ func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, e
 	if pipeline != "" {
 		q, args = q+` AND pipeline = ?`, append(args, pipeline)
 	}
-	noRef, err := l.queryPaidTasks(ctx, l.r, q+` ORDER BY pipeline, episode_id, step, revision`, args...)
+	noRef, err := l.queryPaidTasks(ctx, tx, q+` ORDER BY pipeline, episode_id, step, revision`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: check paid tasks: %w", l.where, err)
 	}
 	for _, t := range noRef {
 		out = append(out, Violation{
+			Kind:      KindNoReference,
 			Invariant: 7,
 			Pipeline:  t.Pipeline,
+			Episode:   t.EpisodeID,
 			Detail: fmt.Sprintf("%s is %s without a remote reference: a retry cannot resume it; find the vendor's reference by idempotency key %q and record it",
 				describe(t.PaidTaskRef), t.State, t.IdempotencyKey),
 		})
@@ -241,16 +327,16 @@ func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, e
 
 	// One reference or key on several tasks. Grouped over all pipelines,
 	// so that a clash across pipelines is found by either pipeline's audit.
-	for _, col := range []struct{ name, what, why string }{
-		{"remote_ref", "remote reference", "one vendor submission is booked to several paid tasks"},
-		{"idempotency_key", "idempotency key", "the vendor takes these paid tasks for one and submits only one of them"},
+	for _, col := range []struct{ name, kind, what, why string }{
+		{"remote_ref", KindReferenceShared, "remote reference", "one vendor submission is booked to several paid tasks"},
+		{"idempotency_key", KindIdempotencyShared, "idempotency key", "the vendor takes these paid tasks for one and submits only one of them"},
 	} {
-		values, err := l.sharedValues(ctx, col.name)
+		values, err := l.sharedValues(ctx, tx, col.name)
 		if err != nil {
 			return nil, err
 		}
 		for _, v := range values {
-			ts, err := l.queryPaidTasks(ctx, l.r, `SELECT `+paidTaskCols+` FROM paid_tasks
+			ts, err := l.queryPaidTasks(ctx, tx, `SELECT `+paidTaskCols+` FROM paid_tasks
 				WHERE `+col.name+` = ? AND `+col.name+` <> '' ORDER BY pipeline, episode_id, step, revision`, v)
 			if err != nil {
 				return nil, fmt.Errorf("ledger %s: check paid tasks: %w", l.where, err)
@@ -265,6 +351,7 @@ func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, e
 			}
 			for _, p := range pipelines {
 				out = append(out, Violation{
+					Kind:      col.kind,
 					Invariant: 7,
 					Pipeline:  p,
 					Detail: fmt.Sprintf("%s %q is shared by %d paid tasks: %s; %s",
@@ -282,7 +369,7 @@ func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, e
 	if pipeline != "" {
 		q, args = q+` AND c.pipeline = ?`, append(args, pipeline)
 	}
-	rows, err := l.r.QueryContext(ctx, l.d.q(q+` ORDER BY c.pipeline, c.remote_ref`), args...)
+	rows, err := tx.QueryContext(ctx, l.d.q(q+` ORDER BY c.pipeline, c.remote_ref`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: check cost entries: %w", l.where, err)
 	}
@@ -296,13 +383,15 @@ func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, e
 			&got.Pipeline, &got.EpisodeID, &got.Step, &got.Revision); err != nil {
 			return nil, fmt.Errorf("ledger %s: check cost entries: %w", l.where, err)
 		}
+		kind := KindCostOrphan
 		detail := fmt.Sprintf("cost entry for remote reference %q (booked to %s) has no paid task with that reference: a cost must belong to a recorded submission",
 			ref, describe(booked))
 		if got.Revision >= 0 {
+			kind = KindCostMisbooked
 			detail = fmt.Sprintf("cost entry for remote reference %q is booked to %s but the reference belongs to %s",
 				ref, describe(booked), describe(got))
 		}
-		out = append(out, Violation{Invariant: 8, Pipeline: booked.Pipeline, Detail: detail})
+		out = append(out, Violation{Kind: kind, Invariant: 8, Pipeline: booked.Pipeline, Episode: booked.EpisodeID, Detail: detail})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger %s: check cost entries: %w", l.where, err)
@@ -312,8 +401,8 @@ func (l *Ledger) checkPaid(ctx context.Context, pipeline string) ([]Violation, e
 
 // sharedValues lists the non-empty values of a paid_tasks column held by
 // more than one task. col is one of the package's own column names.
-func (l *Ledger) sharedValues(ctx context.Context, col string) ([]string, error) {
-	rows, err := l.r.QueryContext(ctx, `SELECT `+col+` FROM paid_tasks WHERE `+col+` <> ''
+func (l *Ledger) sharedValues(ctx context.Context, tx *sql.Tx, col string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+col+` FROM paid_tasks WHERE `+col+` <> ''
 		GROUP BY `+col+` HAVING COUNT(*) > 1 ORDER BY `+col)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: check shared %s: %w", l.where, col, err)

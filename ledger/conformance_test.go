@@ -84,6 +84,15 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"EpisodeOutcomeCounts", testEpisodeOutcomeCounts},
 		{"EpisodesNeedingAttention", testEpisodesNeedingAttention},
 		{"OutcomeQueriesUseIndexes", testOutcomeQueriesUseIndexes},
+		// Imports from an old system (import_conformance_test.go).
+		{"ImportCreatesEpisodes", testImportCreatesEpisodes},
+		{"ImportConflicts", testImportConflicts},
+		{"ImportMoved", testImportMoved},
+		{"ImportInvalid", testImportInvalid},
+		{"ImportThenRework", testImportThenRework},
+		// The audit behind starter check (audit_conformance_test.go).
+		{"AuditClean", testAuditClean},
+		{"AuditPlanted", testAuditPlanted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -669,12 +678,12 @@ func testRunOutcomes(t *testing.T, l *Ledger) {
 		NominalTime: t0, NominalTimeSource: "schedule",
 		Outcome: "failed", Reason: "vendor_down", Sequence: -1, RecordedAt: at,
 	}
-	if err := l.RecordRunOutcome(ctxT(t), o); err != nil {
+	if _, err := l.RecordRunOutcome(ctxT(t), o); err != nil {
 		t.Fatal(err)
 	}
 	// The retry of the same run overwrites.
 	o.Outcome, o.Reason, o.EpisodeID, o.Period, o.Sequence = "allocated", ReasonNewEpisode, "2026-W32-0", "2026-W32", 0
-	if err := l.RecordRunOutcome(ctxT(t), o); err != nil {
+	if _, err := l.RecordRunOutcome(ctxT(t), o); err != nil {
 		t.Fatal(err)
 	}
 	if n := countRows(t, l, "run_outcomes"); n != 1 {
@@ -685,11 +694,11 @@ func testRunOutcomes(t *testing.T, l *Ledger) {
 		Pipeline: "weekly", AllocationKey: "k", RunID: "run-2", NominalTime: t0, NominalTimeSource: "input",
 		Outcome: "reused", Reason: ReasonKeyBound, EpisodeID: "2026-W32-0", Period: "2026-W32", Sequence: 0, RecordedAt: at.Add(time.Minute),
 	}
-	if err := l.RecordRunOutcome(ctxT(t), later); err != nil {
+	if _, err := l.RecordRunOutcome(ctxT(t), later); err != nil {
 		t.Fatal(err)
 	}
 	other := RunOutcome{Pipeline: "daily", AllocationKey: "d", RunID: "r", Outcome: "skipped", Reason: ReasonCapReached, Sequence: -1, RecordedAt: at}
-	if err := l.RecordRunOutcome(ctxT(t), other); err != nil {
+	if _, err := l.RecordRunOutcome(ctxT(t), other); err != nil {
 		t.Fatal(err)
 	}
 	got, err := l.RunOutcomes(ctxT(t), "weekly", time.Time{})
@@ -709,7 +718,7 @@ func testRunOutcomes(t *testing.T, l *Ledger) {
 	if all, err := l.RunOutcomes(ctxT(t), "", time.Time{}); err != nil || len(all) != 3 {
 		t.Fatalf("RunOutcomes(all pipelines) = %+v, %v", all, err)
 	}
-	if err := l.RecordRunOutcome(ctxT(t), RunOutcome{Pipeline: "weekly", RunID: "x", Outcome: "failed"}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := l.RecordRunOutcome(ctxT(t), RunOutcome{Pipeline: "weekly", RunID: "x", Outcome: "failed"}); !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("outcome without key: got %v, want ErrInvalidInput", err)
 	}
 }

@@ -59,10 +59,25 @@ func (l *Ledger) checkRefOwner(ctx context.Context, tx *sql.Tx, s Submission) er
 // upsertCost writes the submission's cost entry: absolute, never
 // incremented, so the same call twice leaves the same row; the time moves
 // only when the amount does. A submission without a currency costs nothing
-// (an effect step) and has no entry.
-func (l *Ledger) upsertCost(ctx context.Context, tx *sql.Tx, s Submission) error {
+// (an effect step) and has no entry. It returns what the write added to the
+// ledger's costs: the amount of a new entry (or of one whose currency
+// changed), the rise of a corrected amount, else 0.
+func (l *Ledger) upsertCost(ctx context.Context, tx *sql.Tx, s Submission) (int64, error) {
 	if s.Currency == "" {
-		return nil
+		return 0, nil
+	}
+	var (
+		oldAmount   int64
+		oldCurrency string
+		added       = s.Amount
+	)
+	err := tx.QueryRowContext(ctx, l.d.q(`SELECT amount, currency FROM cost_entries WHERE remote_ref = ?`), s.RemoteRef).Scan(&oldAmount, &oldCurrency)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return 0, fmt.Errorf("ledger %s: read cost of %s (remote reference %q): %w", l.where, describe(s.PaidTaskRef), s.RemoteRef, err)
+	case oldCurrency == s.Currency:
+		added = max(0, s.Amount-oldAmount)
 	}
 	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO cost_entries
 		(remote_ref, pipeline, episode_id, step, revision, amount, currency, recorded_at)
@@ -72,9 +87,9 @@ func (l *Ledger) upsertCost(ctx context.Context, tx *sql.Tx, s Submission) error
 			recorded_at = CASE WHEN cost_entries.amount = excluded.amount AND cost_entries.currency = excluded.currency
 				THEN cost_entries.recorded_at ELSE excluded.recorded_at END`),
 		s.RemoteRef, s.Pipeline, s.EpisodeID, s.Step, s.Revision, s.Amount, s.Currency, l.d.timeArg(now())); err != nil {
-		return fmt.Errorf("ledger %s: record cost of %s (remote reference %q): %w", l.where, describe(s.PaidTaskRef), s.RemoteRef, err)
+		return 0, fmt.Errorf("ledger %s: record cost of %s (remote reference %q): %w", l.where, describe(s.PaidTaskRef), s.RemoteRef, err)
 	}
-	return nil
+	return added, nil
 }
 
 // costSelect reads cost entries with the period of their episode.

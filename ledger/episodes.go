@@ -117,29 +117,53 @@ type RunOutcome struct {
 
 // RecordRunOutcome stores a run's outcome, replacing an earlier record for
 // the same (pipeline, allocation key, run ID), so that a retried activity
-// does not count a run twice. A zero RecordedAt means now.
-func (l *Ledger) RecordRunOutcome(ctx context.Context, o RunOutcome) error {
+// does not count a run twice. It reports whether the run is new to the
+// ledger (true: this call inserted its record; false: it replaced an earlier
+// attempt's), so that counters count each run once whatever the attempts.
+// A zero RecordedAt means now.
+func (l *Ledger) RecordRunOutcome(ctx context.Context, o RunOutcome) (bool, error) {
 	if o.Pipeline == "" || o.AllocationKey == "" || o.RunID == "" || o.Outcome == "" {
-		return invalid("run outcome needs a pipeline, an allocation key, a run ID and an outcome, got %q, %q, %q and %q",
+		return false, invalid("run outcome needs a pipeline, an allocation key, a run ID and an outcome, got %q, %q, %q and %q",
 			o.Pipeline, o.AllocationKey, o.RunID, o.Outcome)
 	}
 	if o.RecordedAt.IsZero() {
 		o.RecordedAt = now()
 	}
-	return l.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO run_outcomes
+	inserted := false
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		// Insert, or else replace: one statement decides which, so of two
+		// attempts racing on one run exactly one reports the insert.
+		res, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO run_outcomes
 			(pipeline, allocation_key, run_id, nominal_time, nominal_time_source, outcome, reason, episode_id, period, sequence, recorded_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (pipeline, allocation_key, run_id) DO UPDATE SET
-				nominal_time = excluded.nominal_time, nominal_time_source = excluded.nominal_time_source,
-				outcome = excluded.outcome, reason = excluded.reason, episode_id = excluded.episode_id,
-				period = excluded.period, sequence = excluded.sequence, recorded_at = excluded.recorded_at`),
+			ON CONFLICT (pipeline, allocation_key, run_id) DO NOTHING`),
 			o.Pipeline, o.AllocationKey, o.RunID, l.d.timeArg(o.NominalTime), o.NominalTimeSource,
-			o.Outcome, o.Reason, o.EpisodeID, o.Period, o.Sequence, l.d.timeArg(o.RecordedAt)); err != nil {
+			o.Outcome, o.Reason, o.EpisodeID, o.Period, o.Sequence, l.d.timeArg(o.RecordedAt))
+		if err != nil {
+			return fmt.Errorf("ledger %s: record outcome of run %s (key %q) of %s: %w", l.where, o.RunID, o.AllocationKey, o.Pipeline, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("ledger %s: record outcome of run %s (key %q) of %s: %w", l.where, o.RunID, o.AllocationKey, o.Pipeline, err)
+		}
+		if n > 0 {
+			inserted = true
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE run_outcomes SET
+				nominal_time = ?, nominal_time_source = ?, outcome = ?, reason = ?, episode_id = ?,
+				period = ?, sequence = ?, recorded_at = ?
+			WHERE pipeline = ? AND allocation_key = ? AND run_id = ?`),
+			l.d.timeArg(o.NominalTime), o.NominalTimeSource, o.Outcome, o.Reason, o.EpisodeID,
+			o.Period, o.Sequence, l.d.timeArg(o.RecordedAt), o.Pipeline, o.AllocationKey, o.RunID); err != nil {
 			return fmt.Errorf("ledger %s: record outcome of run %s (key %q) of %s: %w", l.where, o.RunID, o.AllocationKey, o.Pipeline, err)
 		}
 		return nil
 	})
+	if err != nil {
+		return false, err
+	}
+	return inserted, nil
 }
 
 // RunOutcomes returns the outcomes recorded at or after since (zero: all),

@@ -95,6 +95,8 @@ type Ledger struct {
 	// a transaction would miss what the lock's previous holder committed.
 	txOptions *sql.TxOptions
 	readOnly  bool
+	// id is the ledger's identity (identity.go).
+	id string
 }
 
 // Open opens the ledger named by url, creating it if needed, and applies the
@@ -121,6 +123,9 @@ func open(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
 		err = l.checkSchema(ctx)
 	} else {
 		err = l.migrate(ctx, 0)
+	}
+	if err == nil {
+		err = l.ensureIdentity(ctx)
 	}
 	if err != nil {
 		_ = l.Close()

@@ -4,7 +4,8 @@ package ledger
 // ScheduledRun's outcome is a row of run_outcomes (episodes.go); an
 // episode's current outcome lives on its row in episodes, as the Episode
 // workflow last reported it. The counting queries here feed the operator's
-// views and the metrics, so each one is served by an index (0001, 0003).
+// views and the metrics, so each one is served by an index (0001, 0003,
+// 0006).
 
 import (
 	"context"
@@ -163,7 +164,9 @@ func (l *Ledger) episodeOutcomeCountsQuery(pipeline string, since time.Time) (st
 // EpisodesNeedingAttention counts, per pipeline, the episodes whose current
 // outcome is "needs_attention"; pipelines with none are absent. It is read
 // on every metrics scrape, so it only reads one range of the
-// episodes_outcome_pipeline index, however long the history.
+// episodes_outcome_pipeline index, however long the history. That index
+// holds only the episodes with a reported outcome (0006), so that
+// allocating an episode writes no entry to it.
 func (l *Ledger) EpisodesNeedingAttention(ctx context.Context) (map[string]int, error) {
 	query, args := l.needingAttentionQuery()
 	rows, err := l.r.QueryContext(ctx, query, args...)
@@ -189,7 +192,10 @@ func (l *Ledger) EpisodesNeedingAttention(ctx context.Context) (map[string]int, 
 }
 
 func (l *Ledger) needingAttentionQuery() (string, []any) {
-	return l.d.q(`SELECT pipeline, COUNT(*) FROM episodes WHERE outcome = ? GROUP BY pipeline`), []any{allot.OutcomeNeedsAttention}
+	// "outcome <> ''" is the condition of the partial index (0006): the
+	// planner uses it only when the query implies the condition, which it
+	// cannot see in a parameter.
+	return l.d.q(`SELECT pipeline, COUNT(*) FROM episodes WHERE outcome = ? AND outcome <> '' GROUP BY pipeline`), []any{allot.OutcomeNeedsAttention}
 }
 
 // outcomeFilter builds the WHERE clause of the counting queries: an optional

@@ -179,7 +179,7 @@ func testRunOutcomeCounts(t *testing.T, l *Ledger) {
 	base := time.Date(2026, 8, 3, 9, 0, 0, 0, time.UTC)
 	record := func(pipeline, key, run string, outcome allot.Outcome, reason string, at time.Time) {
 		t.Helper()
-		if err := l.RecordRunOutcome(ctxT(t), RunOutcome{Pipeline: pipeline, AllocationKey: key, RunID: run,
+		if _, err := l.RecordRunOutcome(ctxT(t), RunOutcome{Pipeline: pipeline, AllocationKey: key, RunID: run,
 			Outcome: outcome, Reason: reason, Sequence: -1, RecordedAt: at}); err != nil {
 			t.Fatal(err)
 		}
@@ -451,7 +451,7 @@ func testMigrateV2ToV3(t *testing.T, url string) {
 		{Pipeline: "daily", AllocationKey: "x", RunID: "r", Outcome: "skipped", Reason: ReasonCapReached, Sequence: -1, RecordedAt: t0},
 	}
 	for _, o := range runs {
-		if err := v2.RecordRunOutcome(ctx, o); err != nil {
+		if _, err := v2.RecordRunOutcome(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -490,6 +490,10 @@ func (l *Ledger) ReleaseIntent(ctx context.Context, ref PaidTaskRef, owner strin
 			return ownedErr(*t, owner)
 		}
 		t.State, t.Owner, t.MaybeSent = allot.PaidPlanned, "", maybeSent
+		// The vendor answered this send: it is over, whatever its deadline.
+		if at := normTime(time.Now()); at.Before(t.SendingUntil) {
+			t.SendingUntil = at
+		}
 		return nil
 	})
 }
@@ -505,19 +509,32 @@ func (l *Ledger) ReleaseIntent(ctx context.Context, ref PaidTaskRef, owner strin
 // holds the absolute amount (upsert), so recording twice changes no total
 // and a corrected amount replaces the old one (invariant 8).
 func (l *Ledger) RecordSubmission(ctx context.Context, s Submission) (PaidTask, error) {
+	out, _, err := l.RecordSubmissionAdded(ctx, s)
+	return out, err
+}
+
+// RecordSubmissionAdded is RecordSubmission that also reports what the
+// write added to the ledger's costs, in minor units of s.Currency: the
+// amount when the cost entry is new (or changed currency), the rise when a
+// corrected amount is higher, else 0. Counters add it, so a cost is counted
+// once however often it is recorded.
+func (l *Ledger) RecordSubmissionAdded(ctx context.Context, s Submission) (PaidTask, int64, error) {
 	if err := checkSubmission(s); err != nil {
-		return PaidTask{}, err
+		return PaidTask{}, 0, err
 	}
-	var out PaidTask
+	var (
+		out   PaidTask
+		added int64
+	)
 	err := l.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = l.recordSubmissionTx(ctx, tx, s)
+		out, added, err = l.recordSubmissionCostTx(ctx, tx, s)
 		return err
 	})
 	if err != nil {
-		return PaidTask{}, err
+		return PaidTask{}, 0, err
 	}
-	return out, nil
+	return out, added, nil
 }
 
 func checkSubmission(s Submission) error {
@@ -536,7 +553,15 @@ func checkSubmission(s Submission) error {
 }
 
 func (l *Ledger) recordSubmissionTx(ctx context.Context, tx *sql.Tx, s Submission) (PaidTask, error) {
-	return l.changePaidTaskTx(ctx, tx, s.PaidTaskRef, func(tx *sql.Tx, t *PaidTask) error {
+	t, _, err := l.recordSubmissionCostTx(ctx, tx, s)
+	return t, err
+}
+
+// recordSubmissionCostTx is recordSubmissionTx that also reports what the
+// cost entry added (see RecordSubmissionAdded).
+func (l *Ledger) recordSubmissionCostTx(ctx context.Context, tx *sql.Tx, s Submission) (PaidTask, int64, error) {
+	var added int64
+	t, err := l.changePaidTaskTx(ctx, tx, s.PaidTaskRef, func(tx *sql.Tx, t *PaidTask) error {
 		switch t.State {
 		case allot.PaidIntent, allot.PaidSubmitted, allot.PaidSucceeded, allot.PaidFailed:
 		default:
@@ -553,8 +578,14 @@ func (l *Ledger) recordSubmissionTx(ctx context.Context, tx *sql.Tx, s Submissio
 		if t.State == allot.PaidIntent {
 			t.State, t.Owner, t.MaybeSent, t.ResubmitRequest = allot.PaidSubmitted, "", false, ""
 		}
-		return l.upsertCost(ctx, tx, s)
+		var err error
+		added, err = l.upsertCost(ctx, tx, s)
+		return err
 	})
+	if err != nil {
+		return PaidTask{}, 0, err
+	}
+	return t, added, nil
 }
 
 // RecordPaidResult marks the task succeeded with its downloaded, verified

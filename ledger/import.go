@@ -1,0 +1,559 @@
+package ledger
+
+// Imports: episodes carried over from an old system (starter import). Every
+// old run becomes one completed (or rejected) episode of the pipeline, with
+// its paid tasks, cost entries, step records and decisions, written in one
+// transaction under the pipeline's lock, as Allocate takes it. Each imported
+// episode keeps its import metadata (table imports): its source, its old ID,
+// a digest of the record and when it was imported, so that importing the
+// same old run again is skipped and importing it with other data is refused.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"allot"
+)
+
+// Errors of Import that callers tell apart with errors.Is.
+var (
+	// ErrImportConflict: the batch conflicts with the ledger or with
+	// itself; the error is an *ImportConflictError listing every conflict.
+	// Nothing was written.
+	ErrImportConflict = errors.New("import refused")
+	// ErrImportMoved: the episodes the caller prepared for (ImportRecord's
+	// EpisodeID) are no longer the ones the import would create, because
+	// the pipeline's episodes changed since the plan. Nothing was written;
+	// plan again.
+	ErrImportMoved = errors.New("the pipeline's episodes changed since the import was planned")
+)
+
+// Conflict kinds: short, stable words a script can match on.
+const (
+	ConflictOldIDChanged    = "old_id_changed"   // the old ID was imported before with other data
+	ConflictReferenceOwned  = "reference_owned"  // a remote reference another episode's paid task or cost entry holds
+	ConflictKeyBound        = "key_bound"        // an allocation or idempotency key already bound in the ledger
+	ConflictDuplicate       = "duplicate"        // an old ID, reference or key twice in the batch
+	ConflictHashMismatch    = "hash_mismatch"    // an artifact file whose sha256 is not the record's
+	ConflictArtifactMissing = "artifact_missing" // an artifact file that cannot be read
+	ConflictArtifactExists  = "artifact_exists"  // the destination of a copy holds another file
+	ConflictInvalidRecord   = "invalid_record"   // a record that cannot be imported as it is
+)
+
+// ImportConflict is one reason an import is refused.
+type ImportConflict struct {
+	Kind   string `json:"kind"`
+	OldID  string `json:"old_id,omitempty"`
+	Detail string `json:"detail"`
+}
+
+func (c ImportConflict) String() string {
+	if c.OldID == "" {
+		return c.Kind + ": " + c.Detail
+	}
+	return fmt.Sprintf("%s: old ID %s: %s", c.Kind, c.OldID, c.Detail)
+}
+
+// ImportConflictError lists every conflict that refused an import.
+type ImportConflictError struct {
+	Conflicts []ImportConflict
+}
+
+func (e *ImportConflictError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "import refused, nothing was written: %d conflict(s):", len(e.Conflicts))
+	for _, c := range e.Conflicts {
+		b.WriteString("\n  - ")
+		b.WriteString(c.String())
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrImportConflict) true.
+func (e *ImportConflictError) Unwrap() error { return ErrImportConflict }
+
+// ImportBatch is one import: records of one pipeline, all or nothing.
+type ImportBatch struct {
+	Pipeline string
+	// Plan is the step plan (JSON, pipeline.Pipeline.Plan) every imported
+	// episode is pinned to.
+	Plan    string
+	Records []ImportRecord
+	// KeyFor derives the idempotency key of a paid task whose record
+	// gives none (paidvendor.IdempotencyKey). It is needed because the
+	// key depends on the episode the import assigns.
+	KeyFor func(pipeline, episodeID, step string, revision int) string
+	// DryRun plans the import in a read-only transaction and writes
+	// nothing: the result says what would be imported, the error lists
+	// the conflicts. It works on a ledger opened read-only.
+	DryRun bool
+	// At is the import's time (zero: now).
+	At time.Time
+}
+
+// ImportRecord is one old run, ready to become an episode.
+type ImportRecord struct {
+	OldID string
+	// Source is where the record was read from, kept in the metadata.
+	Source string
+	// Digest identifies the record's data: the same old ID with the same
+	// digest is skipped, with another digest refused.
+	Digest      string
+	Key         string // the allocation key, <pipeline>/legacy/<old id>
+	Period      string
+	NominalTime time.Time
+	// Outcome is completed (the episode is completed at CompletedAt) or
+	// rejected (its approval was refused; it stays allocated).
+	Outcome     allot.Outcome
+	Reason      string // the outcome's reason, e.g. "imported"
+	CompletedAt time.Time
+	// EpisodeID is the episode a dry run assigned and the caller prepared
+	// files for; "" in a dry run. If the import would now assign another,
+	// it fails with ErrImportMoved.
+	EpisodeID string
+	Tasks     []ImportTask
+	// Steps are the step records (Pipeline and EpisodeID are filled in).
+	Steps []StepRecord
+	// Decisions are the operator decisions (Pipeline and EpisodeID are
+	// filled in; RequestID must be unique in the record).
+	Decisions []OperatorDecision
+}
+
+// ImportTask is one paid or effect task of an old run.
+type ImportTask struct {
+	Step     string
+	Revision int
+	// State is succeeded (with RemoteRef) or abandoned (without).
+	State          allot.PaidTaskState
+	RemoteRef      string
+	IdempotencyKey string // "": derived with ImportBatch.KeyFor
+	Artifact       string
+	SHA256         string
+	Error          string // an abandoned task's reason
+	// Amount and Currency are the cost entry of RemoteRef; no entry when
+	// Currency is "".
+	Amount   int64
+	Currency string
+}
+
+// ImportResult says what an import did, or would do.
+type ImportResult struct {
+	Pipeline string            `json:"pipeline"`
+	DryRun   bool              `json:"dry_run"`
+	Episodes []ImportedEpisode `json:"episodes"` // in the batch's order
+}
+
+// ImportedEpisode is the episode a record became (or would become).
+type ImportedEpisode struct {
+	OldID         string    `json:"old_id"`
+	EpisodeID     string    `json:"episode_id"`
+	Period        string    `json:"period"`
+	Sequence      int       `json:"sequence"`
+	AllocationKey string    `json:"allocation_key"`
+	NominalTime   time.Time `json:"nominal_time"`
+	// Skipped: the old ID was imported before with the same data; nothing
+	// was written for it.
+	Skipped bool `json:"skipped,omitempty"`
+	// IdempotencyKeys are the keys of the record's tasks by "step/revision",
+	// derived ones included.
+	IdempotencyKeys map[string]string `json:"-"`
+}
+
+// ImportMeta is one imported episode's migration metadata.
+type ImportMeta struct {
+	Pipeline   string    `json:"pipeline"`
+	OldID      string    `json:"old_id"`
+	EpisodeID  string    `json:"episode_id"`
+	Source     string    `json:"source"`
+	Digest     string    `json:"digest"`
+	ImportedAt time.Time `json:"imported_at"`
+}
+
+// Import writes the batch's records as episodes of the pipeline in one
+// transaction under the pipeline's lock, or, with DryRun, plans them in a
+// read-only transaction. Each new record gets the period's next sequence,
+// in nominal-time order (then old ID) after the period's existing episodes;
+// a record whose old ID was imported before with the same digest is
+// skipped. Any conflict (an old ID imported with other data, a reference or
+// key the ledger already holds, a duplicate in the batch) refuses the whole
+// batch with an *ImportConflictError listing all of them, and nothing is
+// written. Malformed records are ErrInvalidInput.
+func (l *Ledger) Import(ctx context.Context, b ImportBatch) (ImportResult, error) {
+	if err := checkImportBatch(b); err != nil {
+		return ImportResult{}, err
+	}
+	if b.At.IsZero() {
+		b.At = now()
+	}
+	b.At = normTime(b.At)
+	var res ImportResult
+	if b.DryRun {
+		err := l.readTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			res, _, err = l.planImport(ctx, tx, b)
+			return err
+		})
+		return res, err
+	}
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		if l.d.lockPipeline != "" {
+			if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockPipeline), lockKey(b.Pipeline)); err != nil {
+				return fmt.Errorf("ledger %s: lock pipeline %q: %w", l.where, b.Pipeline, err)
+			}
+		}
+		var (
+			fresh []int
+			err   error
+		)
+		res, fresh, err = l.planImport(ctx, tx, b)
+		if err != nil {
+			return err
+		}
+		for _, i := range fresh {
+			r, ep := b.Records[i], res.Episodes[i]
+			if r.EpisodeID != "" && r.EpisodeID != ep.EpisodeID {
+				return fmt.Errorf("%w: old ID %s was planned as episode %s and would now be %s (an episode was allocated or imported meanwhile); nothing was written: run the import again",
+					ErrImportMoved, r.OldID, r.EpisodeID, ep.EpisodeID)
+			}
+		}
+		for _, i := range fresh {
+			if err := l.insertImportedTx(ctx, tx, b, b.Records[i], res.Episodes[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ImportResult{}, err
+	}
+	return res, nil
+}
+
+func checkImportBatch(b ImportBatch) error {
+	switch {
+	case b.Pipeline == "":
+		return invalid("an import names no pipeline")
+	case b.Plan == "":
+		return invalid("the import into %s pins no plan: pass the pipeline's plan", b.Pipeline)
+	}
+	for _, r := range b.Records {
+		where := fmt.Sprintf("import into %s, old ID %q", b.Pipeline, r.OldID)
+		switch {
+		case r.OldID == "":
+			return invalid("import into %s: a record has no old ID", b.Pipeline)
+		case r.Key == "" || r.Period == "" || r.NominalTime.IsZero() || r.Digest == "":
+			return invalid("%s: a record needs its allocation key, period, nominal time and digest", where)
+		case r.Outcome != allot.OutcomeCompleted && r.Outcome != allot.OutcomeRejected:
+			return invalid("%s: outcome %q: an imported episode is completed or rejected", where, r.Outcome)
+		case r.Outcome == allot.OutcomeCompleted && r.CompletedAt.IsZero():
+			return invalid("%s: a completed record needs its completion time", where)
+		}
+		tasks := map[string]bool{}
+		for _, t := range r.Tasks {
+			id := fmt.Sprintf("%s/%d", t.Step, t.Revision)
+			switch {
+			case t.Step == "" || t.Revision < 0:
+				return invalid("%s: a task needs a step and a revision of 0 or more", where)
+			case tasks[id]:
+				return invalid("%s: step %s revision %d appears twice", where, t.Step, t.Revision)
+			case t.State == allot.PaidSucceeded && t.RemoteRef == "":
+				return invalid("%s: step %s revision %d succeeded without a remote reference", where, t.Step, t.Revision)
+			case t.State == allot.PaidAbandoned && (t.RemoteRef != "" || t.Currency != ""):
+				return invalid("%s: step %s revision %d is abandoned but carries a reference or a cost", where, t.Step, t.Revision)
+			case t.State != allot.PaidSucceeded && t.State != allot.PaidAbandoned:
+				return invalid("%s: step %s revision %d is %s: an imported task is succeeded or abandoned", where, t.Step, t.Revision, t.State)
+			case t.Amount < 0 || t.Currency == "" && t.Amount != 0:
+				return invalid("%s: the cost of %s is %d %q: an absolute amount in minor units with its currency", where, t.RemoteRef, t.Amount, t.Currency)
+			}
+			tasks[id] = true
+		}
+		steps := map[string]bool{}
+		for _, s := range r.Steps {
+			switch {
+			case s.Step == "" || s.Status == "" || s.Revision < 0:
+				return invalid("%s: a step record needs a step, a status and a revision of 0 or more", where)
+			case steps[s.Step]:
+				return invalid("%s: step %s has two records", where, s.Step)
+			}
+			steps[s.Step] = true
+		}
+		requests := map[string]bool{}
+		for _, d := range r.Decisions {
+			switch {
+			case d.RequestID == "" || requests[d.RequestID]:
+				return invalid("%s: decision %q: every decision needs its own request ID", where, d.RequestID)
+			case d.Action != allot.ActionApprove && d.Action != allot.ActionReject || d.Step == "":
+				return invalid("%s: decision %s: an imported decision approves or rejects a named step", where, d.RequestID)
+			}
+			requests[d.RequestID] = true
+		}
+	}
+	return nil
+}
+
+// planImport decides, inside tx, what the batch does: which records are
+// new and which episodes they get, which are skipped, and every conflict.
+// fresh lists the indexes of the new records. On conflicts it returns the
+// plan and an *ImportConflictError.
+func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (ImportResult, []int, error) {
+	res := ImportResult{Pipeline: b.Pipeline, DryRun: b.DryRun, Episodes: make([]ImportedEpisode, len(b.Records))}
+	var conflicts []ImportConflict
+	conflict := func(kind, oldID, format string, args ...any) {
+		conflicts = append(conflicts, ImportConflict{Kind: kind, OldID: oldID, Detail: fmt.Sprintf(format, args...)})
+	}
+
+	imported, err := l.queryImports(ctx, tx, b.Pipeline)
+	if err != nil {
+		return res, nil, err
+	}
+	byOld := map[string]ImportMeta{}
+	for _, m := range imported {
+		byOld[m.OldID] = m
+	}
+
+	var fresh []int
+	firstAt := map[string]int{}
+	for i, r := range b.Records {
+		ep := &res.Episodes[i]
+		ep.OldID, ep.AllocationKey, ep.NominalTime, ep.Period = r.OldID, r.Key, normTime(r.NominalTime), r.Period
+		if j, dup := firstAt[r.OldID]; dup {
+			conflict(ConflictDuplicate, r.OldID, "the old ID appears twice in the source (records %d and %d): an old ID is one run", j+1, i+1)
+			continue
+		}
+		firstAt[r.OldID] = i
+		if m, ok := byOld[r.OldID]; ok {
+			if m.Digest != r.Digest {
+				conflict(ConflictOldIDChanged, r.OldID, "it was imported as episode %s (from %s, at %s) with other data: an imported run is never changed; correct the source to match what was imported, or give this run another old ID",
+					m.EpisodeID, m.Source, m.ImportedAt.Format(time.RFC3339))
+				continue
+			}
+			eps, err := l.queryEpisodes(ctx, tx, `SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND episode_id = ?`, b.Pipeline, m.EpisodeID)
+			if err != nil {
+				return res, nil, err
+			}
+			if len(eps) == 1 {
+				ep.EpisodeID, ep.Period, ep.Sequence, ep.AllocationKey, ep.NominalTime = eps[0].ID, eps[0].Period, eps[0].Sequence, eps[0].AllocationKey, eps[0].NominalTime
+			} else {
+				ep.EpisodeID = m.EpisodeID
+			}
+			ep.Skipped = true
+			continue
+		}
+		eps, err := l.queryEpisodes(ctx, tx, `SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND allocation_key = ? LIMIT 1`, b.Pipeline, r.Key)
+		if err != nil {
+			return res, nil, err
+		}
+		if len(eps) > 0 {
+			conflict(ConflictKeyBound, r.OldID, "allocation key %q is already bound to episode %s, which was not imported: rename the old run, or leave it out of the import", r.Key, eps[0].ID)
+			continue
+		}
+		fresh = append(fresh, i)
+	}
+
+	// Sequences: after the period's existing episodes, in nominal-time
+	// order, then old ID.
+	order := slices.Clone(fresh)
+	slices.SortStableFunc(order, func(a, c int) int {
+		ra, rc := b.Records[a], b.Records[c]
+		if d := ra.NominalTime.Compare(rc.NominalTime); d != 0 {
+			return d
+		}
+		return strings.Compare(ra.OldID, rc.OldID)
+	})
+	next := map[string]int{}
+	for _, i := range order {
+		period := b.Records[i].Period
+		if _, ok := next[period]; !ok {
+			var last sql.NullInt64
+			if err := tx.QueryRowContext(ctx, l.d.q(`SELECT MAX(sequence) FROM episodes WHERE pipeline = ? AND period = ?`), b.Pipeline, period).Scan(&last); err != nil {
+				return res, nil, fmt.Errorf("ledger %s: read the last sequence of %s/%s: %w", l.where, b.Pipeline, period, err)
+			}
+			next[period] = 0
+			if last.Valid {
+				next[period] = int(last.Int64) + 1
+			}
+		}
+		ep := &res.Episodes[i]
+		ep.Sequence = next[period]
+		ep.EpisodeID = EpisodeID(period, ep.Sequence)
+		next[period]++
+	}
+
+	// References and idempotency keys: each once in the batch, none held
+	// in the ledger.
+	type owner struct {
+		oldID, step string
+		revision    int
+	}
+	refs, keys := map[string]owner{}, map[string]owner{}
+	for _, i := range fresh {
+		r, ep := b.Records[i], &res.Episodes[i]
+		ep.IdempotencyKeys = map[string]string{}
+		for _, t := range r.Tasks {
+			if t.State != allot.PaidSucceeded {
+				continue
+			}
+			key := t.IdempotencyKey
+			if key == "" {
+				if b.KeyFor == nil {
+					return res, nil, invalid("import into %s: old ID %s step %s has no idempotency key and the batch has no KeyFor to derive it", b.Pipeline, r.OldID, t.Step)
+				}
+				key = b.KeyFor(b.Pipeline, ep.EpisodeID, t.Step, t.Revision)
+			}
+			ep.IdempotencyKeys[fmt.Sprintf("%s/%d", t.Step, t.Revision)] = key
+			me := owner{r.OldID, t.Step, t.Revision}
+			if o, dup := refs[t.RemoteRef]; dup {
+				conflict(ConflictDuplicate, r.OldID, "remote reference %q of step %s revision %d is also old ID %s's (step %s revision %d): a reference is one vendor task, booked once",
+					t.RemoteRef, t.Step, t.Revision, o.oldID, o.step, o.revision)
+			} else {
+				refs[t.RemoteRef] = me
+				if err := l.refHeld(ctx, tx, t.RemoteRef, func(held string) {
+					conflict(ConflictReferenceOwned, r.OldID, "remote reference %q of step %s revision %d is already %s: a reference is booked once; leave it out, or correct the source",
+						t.RemoteRef, t.Step, t.Revision, held)
+				}); err != nil {
+					return res, nil, err
+				}
+			}
+			if o, dup := keys[key]; dup {
+				conflict(ConflictDuplicate, r.OldID, "idempotency key %q of step %s revision %d is also old ID %s's (step %s revision %d): the vendor would take them for one task",
+					key, t.Step, t.Revision, o.oldID, o.step, o.revision)
+			} else {
+				keys[key] = me
+				held, err := l.queryPaidTasks(ctx, tx, `SELECT `+paidTaskCols+` FROM paid_tasks WHERE idempotency_key = ? AND idempotency_key <> ''`, key)
+				if err != nil {
+					return res, nil, err
+				}
+				for _, h := range held {
+					conflict(ConflictKeyBound, r.OldID, "idempotency key %q of step %s revision %d is already bound to %s: a key is one vendor task",
+						key, t.Step, t.Revision, describe(h.PaidTaskRef))
+				}
+			}
+		}
+	}
+	if len(conflicts) > 0 {
+		return res, fresh, &ImportConflictError{Conflicts: conflicts}
+	}
+	return res, fresh, nil
+}
+
+// refHeld reports, through held, each holder of a remote reference in the
+// ledger: a paid task or a cost entry.
+func (l *Ledger) refHeld(ctx context.Context, tx *sql.Tx, ref string, held func(string)) error {
+	ts, err := l.queryPaidTasks(ctx, tx, `SELECT `+paidTaskCols+` FROM paid_tasks WHERE remote_ref = ? AND remote_ref <> ''`, ref)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		held("held by " + describe(t.PaidTaskRef))
+	}
+	var booked PaidTaskRef
+	err = tx.QueryRowContext(ctx, l.d.q(`SELECT pipeline, episode_id, step, revision FROM cost_entries WHERE remote_ref = ?`), ref).
+		Scan(&booked.Pipeline, &booked.EpisodeID, &booked.Step, &booked.Revision)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("ledger %s: read cost entry %q: %w", l.where, ref, err)
+	}
+	if len(ts) == 0 {
+		held("the cost entry of " + describe(booked))
+	}
+	return nil
+}
+
+// insertImportedTx writes one new record as its episode.
+func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch, r ImportRecord, ep ImportedEpisode) error {
+	status, completedAt, outcomeAt := EpisodeCompleted, r.CompletedAt, r.CompletedAt
+	if r.Outcome == allot.OutcomeRejected {
+		status, completedAt = EpisodeAllocated, time.Time{}
+		if outcomeAt.IsZero() {
+			outcomeAt = b.At
+		}
+	}
+	where := fmt.Sprintf("ledger %s: import old ID %s as episode %s of %s", l.where, r.OldID, ep.EpisodeID, b.Pipeline)
+	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO episodes
+		(pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, completed_at,
+		 outcome, outcome_reason, outcome_at, plan)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		b.Pipeline, ep.EpisodeID, ep.Period, ep.Sequence, ep.AllocationKey, l.d.timeArg(ep.NominalTime), l.d.timeArg(b.At),
+		string(status), l.d.timeArg(completedAt), string(r.Outcome), r.Reason, l.d.timeArg(outcomeAt), b.Plan); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO imports (pipeline, old_id, episode_id, source, digest, imported_at)
+		VALUES (?, ?, ?, ?, ?, ?)`), b.Pipeline, r.OldID, ep.EpisodeID, r.Source, r.Digest, l.d.timeArg(b.At)); err != nil {
+		return fmt.Errorf("%s: record its metadata: %w", where, err)
+	}
+	for _, t := range r.Tasks {
+		ref := PaidTaskRef{Pipeline: b.Pipeline, EpisodeID: ep.EpisodeID, Step: t.Step, Revision: t.Revision}
+		task := PaidTask{PaidTaskRef: ref, State: t.State, RemoteRef: t.RemoteRef, Artifact: t.Artifact, SHA256: t.SHA256,
+			Error: t.Error, CreatedAt: b.At, UpdatedAt: b.At}
+		if t.State == allot.PaidSucceeded {
+			task.IdempotencyKey = ep.IdempotencyKeys[fmt.Sprintf("%s/%d", t.Step, t.Revision)]
+		}
+		if err := l.insertPaidTask(ctx, tx, task); err != nil {
+			return err
+		}
+		if t.Currency != "" {
+			if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO cost_entries
+				(remote_ref, pipeline, episode_id, step, revision, amount, currency, recorded_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+				t.RemoteRef, b.Pipeline, ep.EpisodeID, t.Step, t.Revision, t.Amount, t.Currency, l.d.timeArg(b.At)); err != nil {
+				return fmt.Errorf("%s: record the cost of %q: %w", where, t.RemoteRef, err)
+			}
+		}
+	}
+	for _, s := range r.Steps {
+		s.Pipeline, s.EpisodeID = b.Pipeline, ep.EpisodeID
+		if s.CompletedAt.IsZero() {
+			s.CompletedAt = b.At
+		}
+		if err := l.recordStepTx(ctx, tx, s); err != nil {
+			return err
+		}
+	}
+	for _, d := range r.Decisions {
+		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO operator_decisions (`+decisionCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			d.RequestID, b.Pipeline, ep.EpisodeID, d.Step, d.Revision, string(d.Action), d.RemoteRef, d.Reason, l.d.timeArg(d.At)); err != nil {
+			return fmt.Errorf("%s: record decision %s: %w", where, d.RequestID, err)
+		}
+	}
+	return nil
+}
+
+const importCols = `pipeline, old_id, episode_id, source, digest, imported_at`
+
+// Imports lists the import metadata of a pipeline ("" = every pipeline),
+// ordered by pipeline and old ID.
+func (l *Ledger) Imports(ctx context.Context, pipeline string) ([]ImportMeta, error) {
+	return l.queryImports(ctx, l.r, pipeline)
+}
+
+func (l *Ledger) queryImports(ctx context.Context, db querier, pipeline string) ([]ImportMeta, error) {
+	query, args := `SELECT `+importCols+` FROM imports`, []any(nil)
+	if pipeline != "" {
+		query, args = query+` WHERE pipeline = ?`, append(args, pipeline)
+	}
+	rows, err := db.QueryContext(ctx, l.d.q(query+` ORDER BY pipeline, old_id`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: query imports: %w", l.where, err)
+	}
+	defer rows.Close()
+	var out []ImportMeta
+	for rows.Next() {
+		var m ImportMeta
+		if err := rows.Scan(&m.Pipeline, &m.OldID, &m.EpisodeID, &m.Source, &m.Digest, dbTime{&m.ImportedAt}); err != nil {
+			return nil, fmt.Errorf("ledger %s: read import: %w", l.where, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: read imports: %w", l.where, err)
+	}
+	return out, nil
+}
