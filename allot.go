@@ -60,13 +60,47 @@ func (s Stage) Outcome() Outcome {
 	return Outcome(s)
 }
 
+// Reasons of an episode's outcome where no error gives one. A parked,
+// retrying or failed episode's reason is its error type.
+const (
+	ReasonInProgress       = "in_progress"       // running: its steps are under way
+	ReasonAwaitingApproval = "awaiting_approval" // waiting_approval: at the gate
+	ReasonStepsCompleted   = "steps_completed"   // completed: every step of its plan
+	ReasonApprovalRejected = "approval_rejected" // rejected: an operator rejected it at the gate
+)
+
+// Reason is the reason an episode at stage s stands there when no error
+// names one; "" for the stages whose reason is an error type.
+func (s Stage) Reason() string {
+	switch s {
+	case StageRunning:
+		return ReasonInProgress
+	case StageWaitingApproval:
+		return ReasonAwaitingApproval
+	case StageCompleted:
+		return ReasonStepsCompleted
+	case StageRejected:
+		return ReasonApprovalRejected
+	}
+	return ""
+}
+
 // Reasons of a ScheduledRun's outcome. A failed run's reason is its error
 // type (see the error types below).
 const (
 	ReasonNewEpisode = "new_episode" // allocated: the key got a new episode
 	ReasonKeyBound   = "key_bound"   // reused: the key already had its episode
 	ReasonCapReached = "cap_reached" // skipped: the period holds its cap of episodes
+	// ReasonNoReadyInput: skipped, a pipeline that consumes inputs had
+	// none ready to claim. Like cap_reached, a normal skip.
+	ReasonNoReadyInput = "no_ready_input"
 )
+
+// OutcomeStalled is how stats and the allot_episodes_stalled gauge show an
+// episode whose step has been retrying longer than its pipeline's
+// stall_after. It is a view, never stored: the ledger keeps "retrying" and
+// since when.
+const OutcomeStalled Outcome = "stalled"
 
 // NominalTimeSource says where a ScheduledRun's nominal time came from.
 type NominalTimeSource string
@@ -142,3 +176,8 @@ func (a Action) StepAction() bool {
 	}
 	return false
 }
+
+// LedgerMemo is the memo field of the workflows allot starts that names the
+// identity of their ledger, so that ScheduledRun and `starter check` can
+// tell an episode of another ledger on the same namespace.
+const LedgerMemo = "allot_ledger"

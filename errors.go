@@ -28,6 +28,10 @@ const (
 	// step.Park, an activity step's last attempt). It parks the episode.
 	StepFailure = "StepFailure"
 
+	// LedgerMismatch: a workflow of one ledger reached a worker of
+	// another (two ledgers on one namespace and task queue).
+	LedgerMismatch = "LedgerMismatch"
+
 	// Ledger refusals: a paid-task change the task's state, owner or
 	// reference does not allow. Nothing was written.
 	PaidTaskStateConflict = "PaidTaskStateConflict"
@@ -38,6 +42,11 @@ const (
 	// current state (approve when not at the gate, resolve with nothing to
 	// resolve). It changes nothing.
 	NotReady = "NotReady"
+
+	// ConsentRequired: an operator command that would start more runs
+	// than the pipeline allows without asking (a backfill beyond
+	// max_backfill_runs) was given without --yes. Nothing was sent.
+	ConsentRequired = "ConsentRequired"
 )
 
 // NonRetryableErrorTypes lists every error type above; retry policies name
@@ -46,5 +55,5 @@ var NonRetryableErrorTypes = []string{
 	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
 	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, StepFailure,
-	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady,
+	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired,
 }

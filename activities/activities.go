@@ -5,9 +5,12 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"allot"
 	"allot/ledger"
@@ -26,6 +29,9 @@ type Activities struct {
 	Credentials  CredentialsSource
 	NewVendor    VendorFactory
 	PollInterval time.Duration // between vendor status polls; default 2s
+
+	// Temporal, when set, lets VerifyEpisodeLedger describe workflows.
+	Temporal client.Client
 
 	// Vendors are the named vendors this worker calls itself (http and go
 	// adapters), by name; steps without a vendor use Credentials and
@@ -50,6 +56,9 @@ type AllocateInput struct {
 	Pipeline    string    `json:"pipeline"`
 	Key         string    `json:"key"`
 	NominalTime time.Time `json:"nominal_time"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // AllocateResult is the ledger's decision for a key.
@@ -59,11 +68,17 @@ type AllocateResult struct {
 	EpisodeID string        `json:"episode_id,omitempty"`
 	Period    string        `json:"period"`
 	Sequence  int           `json:"sequence"`
+	// LedgerID is the identity of the ledger that decided: the workflows
+	// started for the episode carry it.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // Allocate binds the key to an episode (or finds the one it is bound to) in
 // one ledger transaction under the pipeline's lock.
 func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateResult, error) {
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return AllocateResult{}, err
+	}
 	p, err := a.pipeline(in.Pipeline)
 	if err != nil {
 		return AllocateResult{}, err
@@ -94,6 +109,7 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 		EpisodeID: res.Episode.ID,
 		Period:    period,
 		Sequence:  -1,
+		LedgerID:  a.Ledger.ID(),
 	}
 	if res.Decision != ledger.DecisionSkipped {
 		out.Period = res.Episode.Period
@@ -123,12 +139,18 @@ type RecordRunOutcomeInput struct {
 	Period            string                  `json:"period,omitempty"`
 	Sequence          int                     `json:"sequence"`
 	RecordedAt        time.Time               `json:"recorded_at"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // RecordRunOutcome stores the run's outcome; retries overwrite, never add.
+// The run is counted in the metrics once, by the write that inserted it.
 func (a *Activities) RecordRunOutcome(ctx context.Context, in RecordRunOutcomeInput) error {
-	defer count(ctx, MetricRuns, 1, map[string]string{"pipeline": in.Pipeline, "outcome": string(in.Outcome), "reason": in.Reason})
-	return classify(a.Ledger.RecordRunOutcome(ctx, ledger.RunOutcome{
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return err
+	}
+	inserted, err := a.Ledger.RecordRunOutcome(ctx, ledger.RunOutcome{
 		Pipeline:          in.Pipeline,
 		AllocationKey:     in.Key,
 		RunID:             in.RunID,
@@ -140,7 +162,14 @@ func (a *Activities) RecordRunOutcome(ctx context.Context, in RecordRunOutcomeIn
 		Period:            in.Period,
 		Sequence:          in.Sequence,
 		RecordedAt:        in.RecordedAt.UTC(),
-	}))
+	})
+	if err != nil {
+		return classify(err)
+	}
+	if inserted {
+		count(ctx, MetricRuns, 1, map[string]string{"pipeline": in.Pipeline, "outcome": string(in.Outcome), "reason": in.Reason})
+	}
+	return nil
 }
 
 func (a *Activities) pipeline(name string) (*pipeline.Pipeline, error) {
@@ -152,4 +181,36 @@ func (a *Activities) pipeline(name string) (*pipeline.Pipeline, error) {
 		return nil, classify(err)
 	}
 	return p, nil
+}
+
+// VerifyEpisodeLedgerInput names an Episode workflow and the ledger it
+// should belong to.
+type VerifyEpisodeLedgerInput struct {
+	WorkflowID string `json:"workflow_id"`
+	LedgerID   string `json:"ledger_id"`
+}
+
+// VerifyEpisodeLedger checks that an Episode workflow that already exists
+// was started for this ledger (its memo names the ledger): two ledgers on
+// one namespace have episodes of the same IDs, and one of them would
+// otherwise wait forever for an Episode the other runs. An Episode without
+// the memo (started before ledgers had an identity) is accepted.
+func (a *Activities) VerifyEpisodeLedger(ctx context.Context, in VerifyEpisodeLedgerInput) error {
+	if a.Temporal == nil || in.LedgerID == "" {
+		return nil
+	}
+	desc, err := a.Temporal.DescribeWorkflowExecution(ctx, in.WorkflowID, "")
+	if err != nil {
+		return fmt.Errorf("describe workflow %s: %w", in.WorkflowID, err)
+	}
+	field, ok := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[allot.LedgerMemo]
+	if !ok {
+		return nil
+	}
+	var owner string
+	if err := converter.GetDefaultDataConverter().FromPayload(field, &owner); err != nil || owner == "" || owner == in.LedgerID {
+		return nil
+	}
+	return nonRetryable(allot.LedgerMismatch, "episode workflow %s belongs to ledger %s, not to this run's ledger %s: two ledgers serve one namespace and task queue, and the episode this ledger allocated will never run; give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace",
+		in.WorkflowID, owner, in.LedgerID)
 }

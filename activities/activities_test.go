@@ -242,7 +242,7 @@ func TestAllocateNewKeyUsesPipelineZone(t *testing.T) {
 	f := newFixture(t, nil)
 
 	res := f.mustAllocate(t, "tokyo", "run-a", tokyoNominal)
-	want := AllocateResult{Decision: "allocated", Reason: "new_episode", EpisodeID: tokyoEpisode, Period: tokyoPeriod, Sequence: 0}
+	want := AllocateResult{Decision: "allocated", Reason: "new_episode", EpisodeID: tokyoEpisode, Period: tokyoPeriod, Sequence: 0, LedgerID: f.led.ID()}
 	if res != want {
 		t.Fatalf("first allocation = %+v, want %+v (period in Asia/Tokyo, not UTC %s)", res, want, tokyoNominal.Format("2006-01-02"))
 	}
@@ -267,7 +267,7 @@ func TestAllocateSameKeyIsReused(t *testing.T) {
 	first := f.mustAllocate(t, "tokyo", "run-a", tokyoNominal)
 
 	again := f.mustAllocate(t, "tokyo", "run-a", tokyoNominal)
-	want := AllocateResult{Decision: "reused", Reason: "key_bound", EpisodeID: first.EpisodeID, Period: tokyoPeriod, Sequence: 0}
+	want := AllocateResult{Decision: "reused", Reason: "key_bound", EpisodeID: first.EpisodeID, Period: tokyoPeriod, Sequence: 0, LedgerID: f.led.ID()}
 	if again != want {
 		t.Fatalf("same key again = %+v, want %+v", again, want)
 	}
@@ -372,7 +372,7 @@ func TestAllocateCapReached(t *testing.T) {
 	}
 
 	skipped := f.mustAllocate(t, "capped", "run-b", week.Add(time.Hour))
-	want := AllocateResult{Decision: "skipped", Reason: "cap_reached", Period: "2026-W32", Sequence: -1}
+	want := AllocateResult{Decision: "skipped", Reason: "cap_reached", Period: "2026-W32", Sequence: -1, LedgerID: f.led.ID()}
 	if skipped != want {
 		t.Fatalf("allocation over the cap = %+v, want %+v", skipped, want)
 	}
@@ -425,7 +425,7 @@ func TestAllocateHookFailureAfterCommitThenReuse(t *testing.T) {
 	}
 
 	retry := f.mustAllocate(t, "tokyo", "run-a", tokyoNominal)
-	want := AllocateResult{Decision: "reused", Reason: "key_bound", EpisodeID: tokyoEpisode, Period: tokyoPeriod, Sequence: 0}
+	want := AllocateResult{Decision: "reused", Reason: "key_bound", EpisodeID: tokyoEpisode, Period: tokyoPeriod, Sequence: 0, LedgerID: f.led.ID()}
 	if retry != want {
 		t.Fatalf("retry = %+v, want %+v", retry, want)
 	}

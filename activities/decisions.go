@@ -26,6 +26,9 @@ type DecisionInput struct {
 	// status activity reported it (activity adapters); nil: ApplyDecision
 	// asks the vendor itself.
 	Verified *paidvendor.Task `json:"verified,omitempty"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // DecisionResult is the episode's steps after the decision took effect.
@@ -44,7 +47,7 @@ type DecisionResult struct {
 // missing episode is EpisodeNotFound before anything else. Every refusal is
 // a non-retryable, typed error and leaves the ledger as it was.
 func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (DecisionResult, error) {
-	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
+	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, LedgerID: in.LedgerID})
 	if err != nil {
 		return DecisionResult{}, err
 	}

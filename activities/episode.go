@@ -15,6 +15,9 @@ import (
 type EpisodeRef struct {
 	Pipeline  string `json:"pipeline"`
 	EpisodeID string `json:"episode_id"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // StepState is one step of an episode as the ledger knows it. For a paid
@@ -215,11 +218,14 @@ type CompleteEpisodeInput struct {
 	Pipeline    string    `json:"pipeline"`
 	EpisodeID   string    `json:"episode_id"`
 	CompletedAt time.Time `json:"completed_at"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // CompleteEpisode marks the episode completed; the first completion time wins.
 func (a *Activities) CompleteEpisode(ctx context.Context, in CompleteEpisodeInput) (time.Time, error) {
-	if _, _, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID}); err != nil {
+	if _, _, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, LedgerID: in.LedgerID}); err != nil {
 		return time.Time{}, err
 	}
 	ep, err := a.Ledger.CompleteEpisode(ctx, in.Pipeline, in.EpisodeID, in.CompletedAt.UTC())
@@ -232,6 +238,9 @@ func (a *Activities) CompleteEpisode(ctx context.Context, in CompleteEpisodeInpu
 // episode resolves the pipeline and loads an existing episode. It is the first
 // thing every episode activity does, so a missing episode stops all work.
 func (a *Activities) episode(ctx context.Context, ref EpisodeRef) (*pipeline.Pipeline, ledger.Episode, error) {
+	if err := a.checkLedger(ref.LedgerID); err != nil {
+		return nil, ledger.Episode{}, err
+	}
 	p, err := a.pipeline(ref.Pipeline)
 	if err != nil {
 		return nil, ledger.Episode{}, err
@@ -315,12 +324,15 @@ type EpisodeOutcomeInput struct {
 	Outcome   allot.Outcome `json:"outcome"`
 	Reason    string        `json:"reason,omitempty"`
 	At        time.Time     `json:"at"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // RecordEpisodeOutcome keeps the episode's current outcome in the ledger, so
 // outcomes are counted (starter stats, metrics) without asking Temporal.
 func (a *Activities) RecordEpisodeOutcome(ctx context.Context, in EpisodeOutcomeInput) error {
-	if _, _, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID}); err != nil {
+	if _, _, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, LedgerID: in.LedgerID}); err != nil {
 		return err
 	}
 	return classify(a.Ledger.RecordEpisodeOutcome(ctx, in.Pipeline, in.EpisodeID, in.Outcome, in.Reason, in.At.UTC()))

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"unicode"
@@ -69,4 +70,38 @@ func classify(err error) error {
 
 func nonRetryable(errType string, format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, nil)
+}
+
+// checkLedger refuses work that belongs to another ledger: two ledgers on
+// one namespace and task queue would otherwise act on each other's
+// episodes, or leave them allocated forever. "" (a workflow started before
+// ledgers had an identity, or by hand without one) is accepted.
+func (a *Activities) checkLedger(id string) error {
+	if id == "" || id == a.Ledger.ID() {
+		return nil
+	}
+	return nonRetryable(allot.LedgerMismatch, "this work belongs to ledger %s, but this worker's ledger is %s: two ledgers serve one namespace and task queue; give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace, or point this worker at ledger %s",
+		id, a.Ledger.ID(), id)
+}
+
+// ParkDetails ride on the error that parks an episode: the paid task's
+// state in the ledger when the activity failed, so that the Episode shows,
+// and its command table uses, the state the ledger has rather than a guess.
+type ParkDetails struct {
+	TaskState allot.PaidTaskState `json:"task_state"`
+}
+
+// withTaskState gives a non-retryable error of a paid activity the task's
+// state as the ledger has it now (ParkDetails). Other errors pass as they
+// are, and so does one the ledger cannot be read for.
+func (a *Activities) withTaskState(ctx context.Context, ref ledger.PaidTaskRef, err error) error {
+	var appErr *temporal.ApplicationError
+	if err == nil || !errors.As(err, &appErr) || !appErr.NonRetryable() || appErr.HasDetails() {
+		return err
+	}
+	t, rerr := a.Ledger.PaidTask(ctx, ref)
+	if rerr != nil {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), appErr.Unwrap(), ParkDetails{TaskState: t.State})
 }

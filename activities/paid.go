@@ -27,6 +27,9 @@ type PaidTaskInput struct {
 	EpisodeID string `json:"episode_id"`
 	Step      string `json:"step"`
 	Revision  int    `json:"revision"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // PaidTaskResult is the ledger's view of a paid task after the activity.
@@ -71,7 +74,8 @@ func refused(err error) bool {
 }
 
 // recordSubmission writes the vendor's reference and cost; the cost is
-// counted in the metrics only when this write recorded it first.
+// counted in the metrics only by what this write added to the ledger (a
+// retried or repeated write adds nothing).
 func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRef, t paidvendor.Task, kind pipeline.StepKind) (PaidTaskResult, error) {
 	sub := ledger.Submission{PaidTaskRef: ref, RemoteRef: t.ID, Amount: t.Cost.Amount, Currency: t.Cost.Currency}
 	if kind == pipeline.Effect {
@@ -79,11 +83,11 @@ func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRe
 		// a charge.
 		sub.Amount, sub.Currency = 0, ""
 	}
-	task, err := a.Ledger.RecordSubmission(ctx, sub)
+	task, added, err := a.Ledger.RecordSubmissionAdded(ctx, sub)
 	if err != nil {
 		return PaidTaskResult{}, classify(err)
 	}
-	countCost(ctx, ref.Pipeline, sub.Amount, sub.Currency)
+	countCost(ctx, ref.Pipeline, added, sub.Currency)
 	return a.paidResult(ctx, task, kind)
 }
 
@@ -92,6 +96,16 @@ func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRe
 // (temporary file, fsync, rename, directory fsync), checks its sha256 against
 // the vendor's, and records it.
 func (a *Activities) AwaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
+	res, err := a.awaitPaidTask(ctx, in)
+	return res, a.withTaskState(ctx, in.ref(), err)
+}
+
+// ref names the paid task of in.
+func (in PaidTaskInput) ref() ledger.PaidTaskRef {
+	return ledger.PaidTaskRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, Step: in.Step, Revision: in.Revision}
+}
+
+func (a *Activities) awaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
 	p, ep, step, err := a.paidStep(ctx, in)
 	if err != nil {
 		return PaidTaskResult{}, err

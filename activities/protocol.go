@@ -93,6 +93,11 @@ type SendOutcome struct {
 // episode (VendorRejected, or VendorNotConfigured when the key was refused);
 // any other failure leaves the outcome unknown, and the retry starts at 3.
 func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
+	res, err := a.submitPaidTask(ctx, in)
+	return res, a.withTaskState(ctx, in.ref(), err)
+}
+
+func (a *Activities) submitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
 	phase := PaidPhaseInput{PaidTaskInput: in, Owner: attemptToken(ctx)}
 	plan, err := a.PaidPrepare(ctx, phase)
 	if err != nil {
@@ -214,7 +219,8 @@ type PaidAfterLookupInput struct {
 // "cannot tell" parks a task that may have been sent (OutcomeUnknown),
 // unless an operator allowed one send without the answer.
 func (a *Activities) PaidAfterLookup(ctx context.Context, in PaidAfterLookupInput) (PaidPlan, error) {
-	return a.paidAfterLookup(ctx, in.PaidPhaseInput, in.Plan, in.Outcome)
+	plan, err := a.paidAfterLookup(ctx, in.PaidPhaseInput, in.Plan, in.Outcome)
+	return plan, a.withTaskState(ctx, in.ref(), err)
 }
 
 func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, plan PaidPlan, out LookupOutcome) (PaidPlan, error) {
@@ -298,6 +304,11 @@ type PaidAfterSendInput struct {
 // the episode parks; no answer, the send's window closes and the retry asks
 // the vendor first.
 func (a *Activities) PaidAfterSend(ctx context.Context, in PaidAfterSendInput) (PaidTaskResult, error) {
+	res, err := a.paidAfterSend(ctx, in)
+	return res, a.withTaskState(ctx, in.ref(), err)
+}
+
+func (a *Activities) paidAfterSend(ctx context.Context, in PaidAfterSendInput) (PaidTaskResult, error) {
 	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
 	if err != nil {
 		return PaidTaskResult{}, err

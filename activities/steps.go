@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +37,9 @@ type RunLocalStepInput struct {
 	Pipeline  string `json:"pipeline"`
 	EpisodeID string `json:"episode_id"`
 	Step      string `json:"step"`
+	// LedgerID is the ledger the workflow belongs to; "" for workflows
+	// started before ledgers had one. A worker on another ledger refuses.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // BuiltinSteps are allot's own local steps: plan, assemble, publish. Each
@@ -72,6 +77,11 @@ func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (St
 		return StepState{}, nonRetryable(allot.StepNotFound, "step %q runs function %q, which this worker has not registered: register it with app.WorkerConfig.Steps (registered: %v)",
 			sc.step.Name, sc.step.Action, a.registeredSteps())
 	}
+	// Input.Dir is where the step writes its files: it exists when the
+	// step runs, even if no step of the episode has written there yet.
+	if err := artifacts.MkdirAll(sc.input.Dir); err != nil {
+		return StepState{}, fmt.Errorf("create the episode directory: %w", err)
+	}
 	out, err := withHeartbeat(ctx, func(ctx context.Context) (step.Output, error) { return fn(ctx, sc.input) })
 	if err != nil {
 		if step.IsPark(err) {
@@ -102,7 +112,7 @@ func (a *Activities) RunExecStep(ctx context.Context, in RunLocalStepInput) (Ste
 	if err != nil {
 		return StepState{}, fmt.Errorf("encode the input of step %s: %w", sc.step.Name, err)
 	}
-	if err := os.MkdirAll(sc.input.Dir, 0o755); err != nil {
+	if err := artifacts.MkdirAll(sc.input.Dir); err != nil {
 		return StepState{}, fmt.Errorf("create the episode directory: %w", err)
 	}
 	logs := filepath.Join(sc.input.Dir, fmt.Sprintf("%s.r%d", sc.step.Name, sc.input.Revision))
@@ -150,6 +160,11 @@ func (a *Activities) PrepareStep(ctx context.Context, in RunLocalStepInput) (Pre
 	if done != nil {
 		return PrepareStepResult{Done: done}, nil
 	}
+	// The step's worker writes into Dir (on storage this worker shares
+	// with it): it exists before the step runs, as for go and exec steps.
+	if err := artifacts.MkdirAll(sc.input.Dir); err != nil {
+		return PrepareStepResult{}, fmt.Errorf("create the episode directory: %w", err)
+	}
 	return PrepareStepResult{Input: sc.input}, nil
 }
 
@@ -186,7 +201,7 @@ type stepContext struct {
 // builds its input. If the ledger has it completed at its current revision
 // with every output file intact, that record is returned as done.
 func (a *Activities) prepareStep(ctx context.Context, in RunLocalStepInput, kinds ...pipeline.StepKind) (*stepContext, *StepState, error) {
-	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
+	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, LedgerID: in.LedgerID})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -404,7 +419,7 @@ func (a *Activities) execEnv(in step.Input) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "ALLOT_") || secret[name] {
+		if strings.HasPrefix(name, "ALLOT_") || secret[name] || temporalSecret(name) {
 			continue
 		}
 		env = append(env, kv)
@@ -414,6 +429,12 @@ func (a *Activities) execEnv(in step.Input) []string {
 		env = append(env, name+"="+v)
 	}
 	return env
+}
+
+// temporalSecret reports whether an environment variable holds the
+// worker's Temporal credentials (envconfig's API key and TLS material).
+func temporalSecret(name string) bool {
+	return name == "TEMPORAL_API_KEY" || strings.HasPrefix(name, "TEMPORAL_TLS_")
 }
 
 // writePlan is the built-in plan step: plan.json describes the episode.
@@ -454,4 +475,38 @@ func writeJSON(in step.Input, name string, doc any) (step.Output, error) {
 		return step.Output{}, err
 	}
 	return step.Output{Files: []string{name}}, nil
+}
+
+// CheckSteps refuses a worker whose Go steps do not match its pipelines:
+// a go step whose function is not registered (it would only fail when an
+// episode reaches it), and a registered function that shadows a built-in
+// step or is nil.
+func CheckSteps(set *pipeline.Set, steps map[string]step.Func) error {
+	builtin := BuiltinSteps()
+	for name, f := range steps {
+		if _, ok := builtin[name]; ok {
+			return fmt.Errorf("step function %q is one of allot's built-in steps (%s): register yours under another name", name, strings.Join(slices.Sorted(maps.Keys(builtin)), ", "))
+		}
+		if f == nil {
+			return fmt.Errorf("step function %q is nil: register a step.Func", name)
+		}
+	}
+	for _, name := range set.Names() {
+		p, err := set.Get(name)
+		if err != nil {
+			return err
+		}
+		for _, st := range p.Steps {
+			if st.Kind != pipeline.Go {
+				continue
+			}
+			if _, ok := steps[st.Action]; !ok {
+				if _, ok := builtin[st.Action]; !ok {
+					return fmt.Errorf("pipeline %q: step %q runs Go function %q, which this worker does not register: add it to app.WorkerConfig.Steps[%q] (registered: %s)",
+						p.Name, st.Name, st.Action, st.Action, strings.Join(slices.Sorted(maps.Keys(steps)), ", "))
+				}
+			}
+		}
+	}
+	return nil
 }

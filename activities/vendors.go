@@ -3,6 +3,10 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
 
 	"allot"
 	"allot/paidvendor"
@@ -80,3 +84,89 @@ func (a *Activities) client(ctx context.Context, name string) (paidvendor.Client
 
 // String keeps a vendor's credentials out of fmt output.
 func (v Vendor) String() string { return fmt.Sprintf("Vendor{credentials: %T}", v.Credentials) }
+
+// VendorKey is where a [[vendor]]'s API key comes from: the environment
+// variable or the file its api_key_env or api_key_file names. It is read
+// each time a call needs it, so a rotated file is picked up without a
+// restart, and it is only ever handed to the vendor's adapter.
+type VendorKey struct {
+	Vendor string
+	Env    string
+	File   string
+}
+
+// VendorAPIKey implements CredentialsSource.
+func (k VendorKey) VendorAPIKey(context.Context) (string, error) {
+	var key string
+	switch {
+	case k.File != "":
+		data, err := os.ReadFile(k.File)
+		if err != nil {
+			return "", fmt.Errorf("vendor %s: read the API key file its api_key_file names: %w", k.Vendor, err)
+		}
+		key = strings.TrimSpace(string(data))
+	case k.Env != "":
+		key = strings.TrimSpace(os.Getenv(k.Env))
+	default:
+		return "", nil
+	}
+	if key == "" {
+		return "", fmt.Errorf("vendor %s has no API key: set %s", k.Vendor, k.where())
+	}
+	return key, nil
+}
+
+func (k VendorKey) where() string {
+	if k.File != "" {
+		return "the file " + k.File + " (its api_key_file)"
+	}
+	return "the environment variable " + k.Env + " (its api_key_env)"
+}
+
+// VendorKeyOf is the key source the pipeline file names for v.
+func VendorKeyOf(v pipeline.Vendor) VendorKey {
+	return VendorKey{Vendor: v.Name, Env: v.APIKeyEnv, File: v.APIKeyFile}
+}
+
+// NamedVendors builds the [[vendor]]s of set that the worker calls itself:
+// each http vendor on its URL, and each go vendor with the adapter
+// registered under its name in adapters. Activity vendors need nothing
+// here: the Episode calls their worker's activities. A go vendor without
+// an adapter, and an adapter no go vendor names, are refused: either is a
+// worker that would only fail when an episode reaches the step.
+func NamedVendors(set *pipeline.Set, adapters map[string]paidvendor.Factory) (map[string]Vendor, error) {
+	vendors := make(map[string]Vendor)
+	for _, name := range set.VendorNames() {
+		v, _ := set.Vendor(name)
+		switch v.Adapter {
+		case pipeline.AdapterHTTP:
+			newClient := HTTPVendor(v.URL)
+			vendors[name] = Vendor{Credentials: VendorKeyOf(v), New: func(key string) (paidvendor.Submitter, error) { return newClient(key) }}
+		case pipeline.AdapterGo:
+			f, ok := adapters[name]
+			if !ok || f == nil {
+				return nil, fmt.Errorf("vendor %q has adapter = \"go\", but this worker registered no adapter under that name: add it to app.WorkerConfig.Vendors[%q] (registered: %s)",
+					name, name, strings.Join(slices.Sorted(maps.Keys(adapters)), ", "))
+			}
+			vendors[name] = Vendor{Credentials: VendorKeyOf(v), New: f}
+		}
+	}
+	for name := range adapters {
+		if v, ok := set.Vendor(name); !ok || v.Adapter != pipeline.AdapterGo {
+			return nil, fmt.Errorf("this worker registers a Go vendor adapter %q, but the pipelines file has no [[vendor]] name = %q with adapter = \"go\": add one, or remove the registration", name, name)
+		}
+	}
+	return vendors, nil
+}
+
+// VendorKeyEnv lists the environment variables the [[vendor]]s of set take
+// their API keys from: exec steps are run without them (SecretEnv).
+func VendorKeyEnv(set *pipeline.Set) []string {
+	var names []string
+	for _, name := range set.VendorNames() {
+		if v, _ := set.Vendor(name); v.APIKeyEnv != "" {
+			names = append(names, v.APIKeyEnv)
+		}
+	}
+	return names
+}

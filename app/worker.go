@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -13,6 +16,9 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/metrics"
+	"allot/paidvendor"
+	"allot/pipeline"
+	"allot/step"
 	"allot/workflows"
 )
 
@@ -37,6 +43,18 @@ type WorkerConfig struct {
 	MetricsReady func(addr string)
 	// AutoApprove makes every pipeline pass its approval steps (the demo).
 	AutoApprove bool
+
+	// Steps are your Go steps: a pipeline step with kind = "go" and
+	// func = "NAME" runs Steps["NAME"]. allot's built-in steps (plan,
+	// assemble, publish) are always there. Every worker on the task queue
+	// must register the same steps: RunWorker refuses to start when a go
+	// step of the pipelines file has no function here.
+	Steps map[string]step.Func
+	// Vendors are your Go vendor adapters: a [[vendor]] with
+	// adapter = "go" and name = "NAME" is reached through Vendors["NAME"],
+	// built with the API key its api_key_env or api_key_file names. allot
+	// keeps the paid protocol around every call the adapter makes.
+	Vendors map[string]paidvendor.Factory
 }
 
 // RunWorker opens the ledger, connects to Temporal and serves the task queue
@@ -57,18 +75,30 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if cfg.AutoApprove {
 		pipelines = pipelines.WithAutoApprove()
 	}
+	if err := activities.CheckSteps(pipelines, cfg.Steps); err != nil {
+		return err
+	}
+	vendors, err := activities.NamedVendors(pipelines, cfg.Vendors)
+	if err != nil {
+		return err
+	}
 	led, err := ledger.Open(ctx, cfg.Ledger)
 	if err != nil {
 		return err
 	}
 	defer led.Close()
+	// A ledger the worker cannot write would only show when the first
+	// allocation retries forever: refuse to start instead.
+	if err := led.CheckWritable(ctx); err != nil {
+		return fmt.Errorf("the worker needs a writable ledger: %w", err)
+	}
 
 	opts := cfg.Temporal
 	if opts.Logger == nil {
 		opts.Logger = tlog.NewStructuredLogger(logger)
 	}
 	if cfg.MetricsAddr != "" {
-		m := metrics.New(led.EpisodesNeedingAttention, logger)
+		m := metrics.New(LedgerGauges(led, pipelines), logger)
 		defer m.Close()
 		opts.MetricsHandler = m.Handler()
 		mctx, stopMetrics := context.WithCancel(ctx)
@@ -86,9 +116,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	defer c.Close()
 
 	acts := &activities.Activities{
+		Temporal:     c,
 		Ledger:       led,
 		Pipelines:    pipelines,
 		ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
+		Steps:        cfg.Steps,
+		Vendors:      vendors,
+		SecretEnv:    activities.VendorKeyEnv(pipelines),
 	}
 	if cfg.VendorURL != "" {
 		acts.Credentials = cfg.Credentials
@@ -98,8 +132,21 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		acts.NewVendor = activities.HTTPVendor(cfg.VendorURL)
 	}
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),
-		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "temporal", hostPort(opts), "namespace", opts.Namespace)
+		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "vendors", pipelines.VendorNames(), "go_steps", slices.Sorted(maps.Keys(cfg.Steps)), "temporal", hostPort(opts), "namespace", opts.Namespace)
 	return Serve(ctx, c, cfg.TaskQueue, acts)
+}
+
+// LedgerGauges are the metrics gauges read from the ledger for the
+// pipelines of set: episodes needing attention, and episodes stalled past
+// their pipeline's stall_after.
+func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
+	return metrics.Gauges{
+		Pipelines:        set.Names(),
+		NeedingAttention: led.EpisodesNeedingAttention,
+		Stalled: func(ctx context.Context) (map[string]int, error) {
+			return led.CountStalled(ctx, set.StallAfter, time.Now())
+		},
+	}
 }
 
 // Serve runs a worker for the task queue until ctx ends.

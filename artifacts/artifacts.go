@@ -1,14 +1,18 @@
 // Package artifacts writes episode files durably: to a temporary name, fsynced,
 // renamed into place, and the directory fsynced, so a file that exists is a
-// file that is whole (invariant 9 of docs/design.md).
+// file that is whole (invariant 9 of docs/design.md). Directories it creates
+// for a file have their parents fsynced too, so the file's directory itself
+// survives a crash.
 package artifacts
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,8 +49,8 @@ func Write(path string, r io.Reader) (string, error) {
 // then left untouched.
 func WriteVerified(path string, r io.Reader, wantSHA256 string) (sum string, err error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create artifact directory: %w", err)
+	if err := MkdirAll(dir); err != nil {
+		return "", err
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -76,10 +80,49 @@ func WriteVerified(path string, r io.Reader, wantSHA256 string) (sum string, err
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("rename artifact into %s: %w", path, err)
 	}
-	if err = syncDir(dir); err != nil {
+	if err = syncDirFn(dir); err != nil {
 		return "", err
 	}
 	return sum, nil
+}
+
+// MkdirAll creates dir and any missing parents, as os.MkdirAll does, and
+// then fsyncs the parent of every directory it created: os.MkdirAll does
+// not, and a directory entry that was never synced may vanish in a crash,
+// taking a synced file with it.
+func MkdirAll(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; {
+		st, err := os.Stat(d)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("create artifact directory %s: %s is not a directory", dir, d)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("create artifact directory %s: %w", dir, err)
+		}
+		created = append(created, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create artifact directory: %w", err)
+	}
+	// The innermost first: each created directory's entry is in its parent.
+	for _, d := range created {
+		if err := syncDirFn(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SHA256File returns the hex sha256 of the file at path.
@@ -96,7 +139,10 @@ func SHA256File(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// syncDir makes the rename itself durable.
+// syncDirFn fsyncs a directory; tests replace it to see which were synced.
+var syncDirFn = syncDir
+
+// syncDir makes the rename (or a new directory entry) itself durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

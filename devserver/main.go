@@ -4,6 +4,7 @@
 //
 //	go run ./devserver                  # frontend 127.0.0.1:7233, UI http://127.0.0.1:8233
 //	go run ./devserver --headless --port 7300 --data-dir /tmp/allot
+//	go run ./devserver --no-worker      # the server and Web UI only, for your own workers
 //
 // Stop it with Ctrl+C (SIGINT) or SIGTERM.
 package main
@@ -36,6 +37,7 @@ func main() {
 	flag.DurationVar(&cfg.DemoInterval, "demo-interval", 10*time.Second, "demo schedule interval (0: no demo schedule)")
 	flag.BoolVar(&cfg.AutoApprove, "auto-approve", true, "approval steps pass by themselves (demo); --auto-approve=false to approve with starter")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics at HOST:PORT/metrics (off by default)")
+	flag.BoolVar(&cfg.NoWorker, "no-worker", false, "run the server and Web UI only: no simulated vendor, worker, ledger or demo schedule")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if flag.NArg() > 0 {
@@ -61,6 +63,15 @@ func printWhereToLook(cfg devstack.Config, info devstack.Info) {
 	if ui == "" {
 		ui = "disabled (--headless)"
 	}
+	if cfg.NoWorker {
+		fmt.Printf("Temporal is running (--no-worker: no allot worker, vendor, ledger or schedule)\n"+
+			"  Web UI:    %s\n"+
+			"  Temporal:  %s (namespace %s)\n"+
+			"  try:       TEMPORAL_ADDRESS=%s go run ./worker\n"+
+			"Press Ctrl+C to stop; run it again to resume where it left off.\n",
+			ui, info.Frontend, info.Namespace, info.Frontend)
+		return
+	}
 	fmt.Printf("allot is running\n"+
 		"  Web UI:    %s\n"+
 		"  episodes:  %s/namespaces/%s/workflows?query=%s\n"+
@@ -69,8 +80,11 @@ func printWhereToLook(cfg devstack.Config, info devstack.Info) {
 		"  ledger:    %s\n",
 		ui, ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
 		info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
-	if info.Schedule != "" {
+	switch {
+	case info.ScheduleCreated:
 		fmt.Printf("  schedule:  %s, every %s\n", info.Schedule, cfg.DemoInterval)
+	case info.Schedule != "":
+		fmt.Printf("  schedule:  %s, as last left (created once per data directory; see `starter schedule describe`)\n", info.Schedule)
 	}
 	if info.Metrics != "" {
 		fmt.Printf("  metrics:   %s\n", info.Metrics)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -25,6 +26,28 @@ import (
 // NeedingAttention reports episodes needing attention per pipeline.
 type NeedingAttention func(ctx context.Context) (map[string]int, error)
 
+// Counts reads a count per pipeline from the ledger; pipelines with none may
+// be absent.
+type Counts func(ctx context.Context) (map[string]int, error)
+
+// Gauges are the ledger's gauges, read on every scrape.
+type Gauges struct {
+	// Pipelines are the pipelines the worker knows: every gauge exports
+	// each of them, 0 when the ledger has nothing to count, so that a
+	// pipeline with none is told apart from one that is not watched.
+	Pipelines []string
+	// NeedingAttention feeds allot_episodes_needing_attention.
+	NeedingAttention Counts
+	// Stalled feeds allot_episodes_stalled: episodes whose step has been
+	// retrying longer than their pipeline's stall_after.
+	Stalled Counts
+}
+
+// labelValues keeps label values as they are (a pipeline is "weekly-video",
+// not "weekly_video"): Prometheus allows any UTF-8 in a label value, and
+// only names and keys need the SDK's sanitizing.
+var labelValues = tally.ValidCharacters{Ranges: []tally.SanitizeRange{{0, unicode.MaxRune}}}
+
 // Metrics is one Prometheus registry for a worker.
 type Metrics struct {
 	registry *prometheus.Registry
@@ -32,9 +55,9 @@ type Metrics struct {
 	handler  client.MetricsHandler
 }
 
-// New builds the registry. attention, when set, feeds the
-// allot_episodes_needing_attention gauge on every scrape.
-func New(attention NeedingAttention, logger *slog.Logger) *Metrics {
+// New builds the registry with the ledger's gauges (those whose reader is
+// set).
+func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	reporter := tallyprom.NewReporter(tallyprom.Options{
@@ -47,13 +70,18 @@ func New(attention NeedingAttention, logger *slog.Logger) *Metrics {
 			}
 		},
 	})
+	sanitize := sdktally.PrometheusSanitizeOptions
+	sanitize.ValueCharacters = labelValues
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
 		Separator:       "_",
-		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+		SanitizeOptions: &sanitize,
 	}, time.Second)
-	if attention != nil {
-		reg.MustRegister(&attentionCollector{read: attention, logger: logger})
+	if gauges.NeedingAttention != nil {
+		reg.MustRegister(&ledgerGauge{desc: attentionDesc, what: "episodes needing attention", read: gauges.NeedingAttention, pipelines: gauges.Pipelines, logger: logger})
+	}
+	if gauges.Stalled != nil {
+		reg.MustRegister(&ledgerGauge{desc: stalledDesc, what: "stalled episodes", read: gauges.Stalled, pipelines: gauges.Pipelines, logger: logger})
 	}
 	return &Metrics{
 		registry: reg,
@@ -102,31 +130,44 @@ func (m *Metrics) Serve(ctx context.Context, addr string, ready func(addr string
 	}
 }
 
-var attentionDesc = prometheus.NewDesc("allot_episodes_needing_attention",
-	"Episodes parked until an operator decides (unknown outcome, vendor failure, ...), per pipeline.",
-	[]string{"pipeline"}, nil)
+var (
+	attentionDesc = prometheus.NewDesc("allot_episodes_needing_attention",
+		"Episodes parked until an operator decides (unknown outcome, vendor failure, ...), per pipeline.",
+		[]string{"pipeline"}, nil)
+	stalledDesc = prometheus.NewDesc("allot_episodes_stalled",
+		"Episodes whose step has been retrying for longer than the pipeline's stall_after, per pipeline.",
+		[]string{"pipeline"}, nil)
+)
 
-// attentionCollector reads the ledger when scraped, so the gauge is the
-// ledger's truth and survives worker restarts.
-type attentionCollector struct {
-	read   NeedingAttention
-	logger *slog.Logger
+// ledgerGauge reads the ledger when scraped, so the gauge is the ledger's
+// truth and survives worker restarts.
+type ledgerGauge struct {
+	desc      *prometheus.Desc
+	what      string
+	read      Counts
+	pipelines []string
+	logger    *slog.Logger
 }
 
-func (c *attentionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- attentionDesc }
+func (c *ledgerGauge) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *attentionCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *ledgerGauge) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	counts, err := c.read(ctx)
 	if err != nil {
 		if c.logger != nil {
-			c.logger.Warn("read episodes needing attention", "error", err)
+			c.logger.Warn("read "+c.what, "error", err)
 		}
-		ch <- prometheus.NewInvalidMetric(attentionDesc, err)
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}
+	for _, p := range c.pipelines {
+		if _, ok := counts[p]; !ok {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 0, p)
+		}
+	}
 	for pipeline, n := range counts {
-		ch <- prometheus.MustNewConstMetric(attentionDesc, prometheus.GaugeValue, float64(n), pipeline)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), pipeline)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -89,8 +91,13 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 			return CommandResult{}, err
 		}
 	}
-	start := o.Client.NewWithStartWorkflowOperation(EpisodeStartOptions(p.Name, in.EpisodeID, o.TaskQueue),
-		workflows.EpisodeWorkflow, workflows.EpisodeInput{Pipeline: p.Name, EpisodeID: in.EpisodeID})
+	opts, ledgerID := EpisodeStartOptions(p.Name, in.EpisodeID, o.TaskQueue), ""
+	if o.Ledger != nil {
+		ledgerID = o.Ledger.ID()
+		opts.Memo = map[string]any{allot.LedgerMemo: ledgerID}
+	}
+	start := o.Client.NewWithStartWorkflowOperation(opts,
+		workflows.EpisodeWorkflow, workflows.EpisodeInput{Pipeline: p.Name, EpisodeID: in.EpisodeID, LedgerID: ledgerID})
 	handle, err := o.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -159,7 +166,7 @@ func checkStep(p *pipeline.Pipeline, in CommandInput) error {
 // ShowResult is everything the ledger knows about one episode, and what
 // its workflow is doing.
 type ShowResult struct {
-	Episode   ledger.Episode            `json:"episode"`
+	Episode   EpisodeView               `json:"episode"`
 	Steps     []ledger.StepRecord       `json:"steps"`
 	PaidTasks []ledger.PaidTask         `json:"paid_tasks"`
 	Costs     []ledger.CostEntry        `json:"costs"`
@@ -168,12 +175,32 @@ type ShowResult struct {
 	Workflow  *WorkflowStatus           `json:"workflow,omitempty"`
 }
 
-// WorkflowStatus is the Episode workflow's status and, while it runs, its state.
+// WorkflowStatus is the Episode workflow's status and, while it runs, its
+// state and the activities it waits for.
 type WorkflowStatus struct {
 	WorkflowID string                  `json:"workflow_id"`
 	RunID      string                  `json:"run_id"`
 	Status     string                  `json:"status"`
 	State      *workflows.EpisodeState `json:"state,omitempty"`
+	// PendingActivities are what Temporal knows of the activities the
+	// workflow waits for: a step that keeps failing shows its attempt count
+	// and last failure here from its second attempt on, before the
+	// workflow itself reports it as retrying.
+	PendingActivities []PendingActivity `json:"pending_activities,omitempty"`
+}
+
+// PendingActivity is one activity an Episode waits for, as Temporal's
+// DescribeWorkflowExecution reports it.
+type PendingActivity struct {
+	ActivityType string `json:"activity_type"`
+	State        string `json:"state"` // scheduled, started, cancel_requested
+	Attempt      int32  `json:"attempt"`
+	// LastFailure is the last attempt's error ("" before any failed);
+	// LastFailureType its application error type, if any.
+	LastFailure     string    `json:"last_failure,omitempty"`
+	LastFailureType string    `json:"last_failure_type,omitempty"`
+	LastStarted     time.Time `json:"last_started,omitzero"`
+	NextAttempt     time.Time `json:"next_attempt,omitzero"`
 }
 
 // Show reads one episode from the ledger, and its workflow from Temporal
@@ -189,7 +216,7 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 	if err != nil {
 		return ShowResult{}, err
 	}
-	out := ShowResult{Episode: ep, Totals: map[string]int64{}}
+	out := ShowResult{Episode: ViewEpisode(ep), Totals: map[string]int64{}}
 	if out.Steps, err = led.Steps(ctx, pipelineName, episodeID); err != nil {
 		return ShowResult{}, err
 	}
@@ -229,6 +256,24 @@ func episodeWorkflow(ctx context.Context, c client.Client, pipelineName, episode
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	ws := &WorkflowStatus{WorkflowID: id, RunID: info.GetExecution().GetRunId(), Status: info.GetStatus().String()}
+	for _, pa := range desc.GetPendingActivities() {
+		p := PendingActivity{
+			ActivityType: pa.GetActivityType().GetName(),
+			State:        strings.ToLower(strings.TrimPrefix(pa.GetState().String(), "PENDING_ACTIVITY_STATE_")),
+			Attempt:      pa.GetAttempt(),
+		}
+		if f := pa.GetLastFailure(); f != nil {
+			p.LastFailure = f.GetMessage()
+			p.LastFailureType = f.GetApplicationFailureInfo().GetType()
+		}
+		if t := pa.GetLastStartedTime(); t != nil {
+			p.LastStarted = t.AsTime()
+		}
+		if t := pa.GetScheduledTime(); t != nil && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED {
+			p.NextAttempt = t.AsTime()
+		}
+		ws.PendingActivities = append(ws.PendingActivities, p)
+	}
 	if v, err := c.QueryWorkflow(ctx, id, ws.RunID, workflows.StateQuery); err == nil {
 		var st workflows.EpisodeState
 		if v.Get(&st) == nil {
@@ -242,6 +287,9 @@ func episodeWorkflow(ctx context.Context, c client.Client, pipelineName, episode
 type CostsInput struct {
 	Pipeline string
 	Period   string
+	// Pipelines, when set, refuses a pipeline neither it nor the ledger
+	// knows (see KnownPipeline).
+	Pipelines *pipeline.Set
 }
 
 // CostLine is the cost of one step of one episode (all its revisions).
@@ -270,6 +318,9 @@ func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult,
 	if in.Period != "" && !periodPattern.MatchString(in.Period) {
 		return CostsResult{}, fmt.Errorf("period %q is not a period: use an ISO week like 2026-W32 or a day like 2026-08-07", in.Period)
 	}
+	if err := KnownPipeline(ctx, led, in.Pipelines, in.Pipeline); err != nil {
+		return CostsResult{}, err
+	}
 	entries, err := led.Costs(ctx, in.Pipeline, in.Period)
 	if err != nil {
 		return CostsResult{}, err
@@ -289,4 +340,73 @@ func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult,
 		out.Totals[e.Currency] += e.Amount
 	}
 	return out, nil
+}
+
+// How Resume served a request.
+const (
+	ResumeStarted = "started" // the episode's workflow was started; it resumes from the ledger
+	ResumeRunning = "running" // it already runs; nothing was started
+)
+
+// ResumeResult says what Resume did.
+type ResumeResult struct {
+	Action     string `json:"action"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+}
+
+// Resume starts the Episode workflow of an unsettled episode that has none
+// running: its ScheduledRun never started it, it ended abnormally, or its
+// history is gone (check reports these as workflow_missing or
+// workflow_ended). The workflow resumes from the ledger: steps done are not
+// run again, and paid steps go through the protocol. A running workflow
+// is left alone; a settled episode, or a workflow of another ledger under
+// the episode's ID, is refused and nothing is started.
+func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID string) (ResumeResult, error) {
+	p, err := o.Pipelines.Get(pipelineName)
+	if err != nil {
+		return ResumeResult{}, err
+	}
+	if o.Ledger == nil {
+		return ResumeResult{}, errors.New("resume needs the ledger: set ALLOT_LEDGER or pass --ledger")
+	}
+	ep, err := o.Ledger.Episode(ctx, p.Name, episodeID)
+	if errors.Is(err, ledger.ErrEpisodeNotFound) {
+		return ResumeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("pipeline %s has no episode %s: list them with `starter episodes --pipeline %s`", p.Name, episodeID, p.Name),
+			allot.EpisodeNotFound, nil)
+	}
+	if err != nil {
+		return ResumeResult{}, err
+	}
+	id := workflows.EpisodeWorkflowID(p.Name, ep.ID)
+	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil:
+		return ResumeResult{}, fmt.Errorf("describe workflow %s: %w", id, err)
+	default:
+		info := desc.GetWorkflowExecutionInfo()
+		if owner := memoLedger(info.GetMemo().GetFields()); owner != "" && owner != o.Ledger.ID() {
+			return ResumeResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("workflow %s belongs to ledger %s, not to this ledger %s: give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace before resuming", id, owner, o.Ledger.ID()),
+				allot.LedgerMismatch, nil)
+		}
+		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return ResumeResult{Action: ResumeRunning, WorkflowID: id, RunID: info.GetExecution().GetRunId()}, nil
+		}
+	}
+	if settled(ep) {
+		return ResumeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("episode %s of %s is %s: there is nothing to resume; `starter episode rework` or `starter episode reassemble` reopens it", ep.ID, p.Name, outcomeOf(ep)),
+			allot.NotReady, nil)
+	}
+	opts := EpisodeStartOptions(p.Name, ep.ID, o.TaskQueue)
+	opts.Memo = map[string]any{allot.LedgerMemo: o.Ledger.ID()}
+	run, err := o.Client.ExecuteWorkflow(ctx, opts, workflows.EpisodeWorkflow, workflows.EpisodeInput{Pipeline: p.Name, EpisodeID: ep.ID, LedgerID: o.Ledger.ID()})
+	if err != nil {
+		return ResumeResult{}, fmt.Errorf("start workflow %s: %w", id, err)
+	}
+	return ResumeResult{Action: ResumeStarted, WorkflowID: id, RunID: run.GetRunID()}, nil
 }

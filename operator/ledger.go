@@ -16,13 +16,16 @@ var periodPattern = regexp.MustCompile(`^\d{4}-(W\d{2}|\d{2}-\d{2})$`)
 type EpisodesInput struct {
 	Pipeline string
 	Period   string
+	// Pipelines, when set, refuses a pipeline neither it nor the ledger
+	// knows (see KnownPipeline).
+	Pipelines *pipeline.Set
 }
 
 // EpisodesResult lists episodes in period and sequence order.
 type EpisodesResult struct {
-	Pipeline string           `json:"pipeline"`
-	Period   string           `json:"period,omitempty"`
-	Episodes []ledger.Episode `json:"episodes"`
+	Pipeline string        `json:"pipeline"`
+	Period   string        `json:"period,omitempty"`
+	Episodes []EpisodeView `json:"episodes"`
 }
 
 // Episodes lists episodes from the ledger.
@@ -33,44 +36,24 @@ func Episodes(ctx context.Context, led *ledger.Ledger, in EpisodesInput) (Episod
 	if in.Period != "" && !periodPattern.MatchString(in.Period) {
 		return EpisodesResult{}, fmt.Errorf("period %q is not a period: use an ISO week like 2026-W32 or a day like 2026-08-07", in.Period)
 	}
+	if err := KnownPipeline(ctx, led, in.Pipelines, in.Pipeline); err != nil {
+		return EpisodesResult{}, err
+	}
 	eps, err := led.ListEpisodes(ctx, in.Pipeline, in.Period)
 	if err != nil {
 		return EpisodesResult{}, err
 	}
-	if eps == nil {
-		eps = []ledger.Episode{}
-	}
-	return EpisodesResult{Pipeline: in.Pipeline, Period: in.Period, Episodes: eps}, nil
-}
-
-// CheckResult lists invariant violations; OK means there are none.
-type CheckResult struct {
-	Pipeline   string             `json:"pipeline,omitempty"`
-	OK         bool               `json:"ok"`
-	Violations []ledger.Violation `json:"violations"`
-}
-
-// Check verifies invariants 1-4, 7 and 8 of docs/design.md over the ledger.
-func Check(ctx context.Context, led *ledger.Ledger, pipelineName string) (CheckResult, error) {
-	if pipelineName != "" {
-		if err := pipeline.ValidateName(pipelineName); err != nil {
-			return CheckResult{}, err
-		}
-	}
-	vs, err := led.Check(ctx, pipelineName)
-	if err != nil {
-		return CheckResult{}, err
-	}
-	if vs == nil {
-		vs = []ledger.Violation{}
-	}
-	return CheckResult{Pipeline: pipelineName, OK: len(vs) == 0, Violations: vs}, nil
+	return EpisodesResult{Pipeline: in.Pipeline, Period: in.Period, Episodes: episodeViews(eps)}, nil
 }
 
 // StatsInput selects the runs and episodes to count.
 type StatsInput struct {
 	Pipeline string
 	Since    time.Time // zero: all
+	// Pipelines gives each pipeline's stall_after and, when set, refuses a
+	// pipeline neither it nor the ledger knows (see KnownPipeline).
+	Pipelines *pipeline.Set
+	Now       time.Time // zero: time.Now(), for stalled episodes
 }
 
 // StatsResult counts runs by outcome and reason, and episodes by their
@@ -82,11 +65,21 @@ type StatsResult struct {
 	Episodes      []ledger.OutcomeCount `json:"episodes"`
 	RunsTotal     int                   `json:"runs_total"`
 	EpisodesTotal int                   `json:"episodes_total"`
+	// WorthALook are the run outcomes that are not a schedule's normal
+	// course (see NormalRun): failures, keys refused, other skips.
+	WorthALook []ledger.OutcomeCount `json:"worth_a_look"`
+	// Stalled are the episodes retrying a step for longer than the
+	// pipeline's stall_after; Episodes counts them as "stalled".
+	StallAfter string                   `json:"stall_after"`
+	Stalled    []ledger.RetryingEpisode `json:"stalled"`
 }
 
 // Stats counts outcomes from the ledger: every run says why (invariant 10).
 func Stats(ctx context.Context, led *ledger.Ledger, in StatsInput) (StatsResult, error) {
 	if err := pipeline.ValidateName(in.Pipeline); err != nil {
+		return StatsResult{}, err
+	}
+	if err := KnownPipeline(ctx, led, in.Pipelines, in.Pipeline); err != nil {
 		return StatsResult{}, err
 	}
 	runs, err := led.RunOutcomeCounts(ctx, in.Pipeline, in.Since)
@@ -104,7 +97,7 @@ func Stats(ctx context.Context, led *ledger.Ledger, in StatsInput) (StatsResult,
 	for _, c := range eps {
 		out.EpisodesTotal += c.Count
 	}
-	return out, nil
+	return addHealth(ctx, led, in, out)
 }
 
 func nonNil(c []ledger.OutcomeCount) []ledger.OutcomeCount {

@@ -218,11 +218,11 @@ func TestStatsCountsRunsAndEpisodesByOutcome(t *testing.T) {
 		{AllocationKey: "k3", Outcome: allot.OutcomeFailed, Reason: "InjectedFailure", RecordedAt: recent},
 	} {
 		o.Pipeline, o.RunID, o.NominalTime, o.Sequence = "weekly", "run-"+string(rune('a'+i)), mon, -1
-		if err := l.led.RecordRunOutcome(ctx, o); err != nil {
+		if _, err := l.led.RecordRunOutcome(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := l.led.RecordRunOutcome(ctx, ledger.RunOutcome{Pipeline: "other", AllocationKey: "k", RunID: "r", Outcome: allot.OutcomeAllocated, Reason: ledger.ReasonNewEpisode, Sequence: -1}); err != nil {
+	if _, err := l.led.RecordRunOutcome(ctx, ledger.RunOutcome{Pipeline: "other", AllocationKey: "k", RunID: "r", Outcome: allot.OutcomeAllocated, Reason: ledger.ReasonNewEpisode, Sequence: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.led.RecordEpisodeOutcome(ctx, "weekly", first.ID, allot.OutcomeNeedsAttention, allot.OutcomeUnknown, time.Time{}); err != nil {
@@ -347,7 +347,7 @@ func TestShowReadsOneEpisodeFromTheLedger(t *testing.T) {
 	}
 }
 
-func episodeIDs(eps []ledger.Episode) []string {
+func episodeIDs(eps []EpisodeView) []string {
 	ids := []string{}
 	for _, e := range eps {
 		ids = append(ids, e.ID)

@@ -33,6 +33,9 @@ type LookupResult struct {
 	VendorTask      *VendorTask         `json:"vendor_task,omitempty"`
 	// Next is the command to run next: adopt the found task, or retry.
 	Next string `json:"next,omitempty"`
+	// Unreachable says why the vendor was not asked from here: its
+	// adapter lives in a worker (go, activity), not in the starter.
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // VendorTask is a vendor's task as the lookup found it.
@@ -50,13 +53,18 @@ type VendorTask struct {
 // task, what it holds. It reads only: nothing is written to the ledger and
 // nothing is sent to the vendor but the look-up. It is how an operator finds
 // the reference to adopt for an episode parked with an unknown outcome.
-func Lookup(ctx context.Context, led *ledger.Ledger, vendor paidvendor.Client, pipelines *pipeline.Set, in LookupInput) (LookupResult, error) {
+//
+// vendor is nil when the step's vendor cannot be reached from here (a go or
+// activity adapter lives in a worker): the result then gives the key to ask
+// the vendor by, and the commands to run with its answer.
+func Lookup(ctx context.Context, led *ledger.Ledger, vendor paidvendor.Submitter, pipelines *pipeline.Set, in LookupInput) (LookupResult, error) {
 	p, err := pipelines.Get(in.Pipeline)
 	if err != nil {
 		return LookupResult{}, err
 	}
-	if s, ok := p.Step(in.Step); !ok || s.Kind != pipeline.Paid {
-		return LookupResult{}, fmt.Errorf("pipeline %s has no paid step %q: its paid steps are %v", p.Name, in.Step, p.PaidStepNames())
+	st, ok := p.Step(in.Step)
+	if !ok || !st.Kind.Remote() {
+		return LookupResult{}, fmt.Errorf("pipeline %s has no paid or effect step %q: its paid steps are %v", p.Name, in.Step, p.PaidStepNames())
 	}
 	task, err := led.LatestPaidTask(ctx, p.Name, in.EpisodeID, in.Step)
 	if err != nil {
@@ -70,6 +78,13 @@ func Lookup(ctx context.Context, led *ledger.Ledger, vendor paidvendor.Client, p
 	if task.IdempotencyKey == "" {
 		out.Next = "starter episode resolve " + target + " --retry"
 		return out, nil // planned: nothing was ever sent under this revision
+	}
+	if vendor == nil {
+		v, _ := pipelines.Vendor(st.Vendor)
+		out.LookupSupported = false
+		out.Unreachable = fmt.Sprintf("step %s's vendor %s is reached through a %s adapter in the worker, not from here: ask it what it holds under idempotency key %s, then run `starter episode resolve %s --adopt REF` with its reference, or `--retry` if it has nothing",
+			in.Step, st.Vendor, v.Adapter, task.IdempotencyKey, target)
+		return out, nil
 	}
 	vt, err := vendor.LookupByIdempotencyKey(ctx, task.IdempotencyKey)
 	switch {

@@ -29,6 +29,9 @@ type Runs struct {
 	TaskQueue string
 	// Now is the clock for runs without a nominal time; nil means time.Now.
 	Now func() time.Time
+	// LedgerID is the identity of the ledger the runs must be allocated in
+	// (the starter's ledger); "" leaves it to the worker.
+	LedgerID string
 }
 
 // RunInput is one request to run a pipeline.
@@ -151,7 +154,7 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	opts := StartOptions(in.Key, r.TaskQueue, p.Name, nominal)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	run, err := r.Client.ExecuteWorkflow(ctx, opts,
-		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal})
+		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: r.LedgerID})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		// Another start won since our look-up: attach to it, or report it

@@ -8,11 +8,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"allot"
+	"allot/ledger"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -25,6 +30,15 @@ type Schedules struct {
 	Client    client.Client
 	Pipelines *pipeline.Set
 	TaskQueue string
+	// LedgerID is the identity of the ledger the scheduled runs must be
+	// allocated in; "" leaves it to the worker.
+	LedgerID string
+	// Namespace is the client's namespace ("" = default), for the calls
+	// the SDK makes through the raw service (counting a backfill's runs).
+	Namespace string
+	// Ledger, when set, is read (never written) by a dry-run backfill for
+	// the times that already have episodes.
+	Ledger *ledger.Ledger
 }
 
 // ScheduleInput names a pipeline's schedule and overrides its configured
@@ -117,7 +131,7 @@ func (s *Schedules) action(p *pipeline.Pipeline) *client.ScheduleWorkflowAction 
 	return &client.ScheduleWorkflowAction{
 		ID:                    workflows.ScheduleActionID(p.Name),
 		Workflow:              workflows.ScheduledRunWorkflow,
-		Args:                  []any{workflows.ScheduledRunInput{Pipeline: p.Name}},
+		Args:                  []any{workflows.ScheduledRunInput{Pipeline: p.Name, LedgerID: s.LedgerID}},
 		TaskQueue:             s.TaskQueue,
 		StaticSummary:         p.Name + " scheduled run",
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(p.Name)),
@@ -352,22 +366,58 @@ func (s *Schedules) Trigger(ctx context.Context, pipelineName string) (ScheduleR
 type BackfillInput struct {
 	Pipeline string
 	From, To time.Time
-	// Override may carry a max_backfill for this request.
+	// Override may carry a max_backfill or max_backfill_runs for this
+	// request.
 	Override pipeline.Schedule
+	// Yes consents to more runs than the pipeline's max_backfill_runs.
+	Yes bool
+	// DryRun counts the runs and looks their keys up in the ledger
+	// (Schedules.Ledger), sending nothing.
+	DryRun bool
+	// BeforeSend, when set, is called with the result just before the
+	// backfill is sent (to note the keys' runs so far, see WatchBackfill);
+	// an error sends nothing.
+	BeforeSend func(BackfillResult) error
 }
 
-// BackfillResult echoes what was asked of the schedule.
+// BackfillResult says what a backfill starts (or, dry, would start).
 type BackfillResult struct {
 	ScheduleID string    `json:"schedule_id"`
 	From       time.Time `json:"from"`
-	To         time.Time `json:"to"`
+	To         time.Time `json:"to"` // exclusive
+	// Runs is how many runs the backfill starts: the schedule's times in
+	// [From, To) as the server computes them (jitter included).
+	Runs    int       `json:"runs"`
+	First   time.Time `json:"first,omitzero"` // the first and last nominal times
+	Last    time.Time `json:"last,omitzero"`
+	MaxRuns int       `json:"max_backfill_runs"`
+	// Existing is how many of the runs' keys already have an episode (a
+	// dry run with a ledger); those runs get their episode back.
+	Existing *int `json:"existing_episodes,omitempty"`
+	DryRun   bool `json:"dry_run,omitempty"`
+	Sent     bool `json:"sent"`
+	// Keys are the runs' allocation keys, in time order.
+	Keys []string `json:"-"`
+	// Progress is filled by the caller that waits for the runs.
+	Progress *BackfillProgress `json:"progress,omitempty"`
 }
+
+// ErrBackfillNeedsConsent: the backfill would start more runs than the
+// pipeline's max_backfill_runs, and --yes was not given.
+var ErrBackfillNeedsConsent = errors.New("backfill needs consent")
 
 // Backfill runs the schedule's nominal times in [From, To) through the
 // schedule itself, so every run gets the key its scheduled run would have:
 // times that already ran get their episodes back from the ledger; the rest
 // allocate. It is one request carrying the whole range (back-to-back
 // requests can overwrite each other).
+//
+// Before anything is sent it counts the runs the range starts, with the
+// server's own computation (ListScheduleMatchingTimes over the range the
+// backfill request covers), and refuses more than the pipeline's
+// max_backfill_runs unless in.Yes (invariant 15). Temporal's backfill end
+// is inclusive: the request ends 1 ms before To, so a time that falls on
+// To does not run.
 func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillResult, error) {
 	p, err := s.Pipelines.Get(in.Pipeline)
 	if err != nil {
@@ -377,7 +427,12 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 	if p.Schedule != nil {
 		configured = *p.Schedule
 	}
-	maxBackfill, err := configured.Merge(in.Override).MaxBackfillDuration()
+	merged := configured.Merge(in.Override)
+	maxBackfill, err := merged.MaxBackfillDuration()
+	if err != nil {
+		return BackfillResult{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	maxRuns, err := merged.MaxBackfillRunCount()
 	if err != nil {
 		return BackfillResult{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
@@ -393,12 +448,271 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 	if err != nil {
 		return BackfillResult{}, err
 	}
+	from, to := in.From.UTC(), in.To.UTC()
+	// The request's range: Temporal starts the times in [start, end], both
+	// inclusive (it looks from start-1ms on), so end is To-1ms.
+	start, end := from, to.Add(-time.Millisecond)
+	times, err := s.matchingTimes(ctx, h.GetID(), start.Add(-time.Millisecond), end)
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	out := BackfillResult{ScheduleID: h.GetID(), From: from, To: to, Runs: len(times), MaxRuns: maxRuns, DryRun: in.DryRun}
+	if len(times) > 0 {
+		desc, err := h.Describe(ctx)
+		if err != nil {
+			return BackfillResult{}, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
+		}
+		nominal := nominalTimes(desc.Schedule.Spec, times)
+		out.First, out.Last = nominal[0], nominal[len(nominal)-1]
+		for _, t := range nominal {
+			out.Keys = append(out.Keys, workflows.AllocationKey(p.Name, t))
+		}
+		now := time.Now()
+		for _, t := range []time.Time{out.First, out.Last} {
+			if err := p.CheckNominalTime(t, now); err != nil {
+				return BackfillResult{}, fmt.Errorf("backfill refused, nothing sent: %w", err)
+			}
+		}
+	}
+	if in.DryRun {
+		if s.Ledger != nil {
+			n, err := existingEpisodes(ctx, s.Ledger, p.Name, out.Keys)
+			if err != nil {
+				return BackfillResult{}, err
+			}
+			out.Existing = &n
+		}
+		return out, nil
+	}
+	if out.Runs > maxRuns && !in.Yes {
+		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d: check the range with --dry-run, then give --yes, or raise max_backfill_runs; nothing was sent",
+			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), out.Runs,
+			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, maxRuns), allot.ConsentRequired, ErrBackfillNeedsConsent)
+	}
+	if out.Runs == 0 {
+		return out, nil
+	}
+	if in.BeforeSend != nil {
+		if err := in.BeforeSend(out); err != nil {
+			return BackfillResult{}, err
+		}
+	}
 	if err := h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
-		Start: in.From.UTC(), End: in.To.UTC(), Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
+		Start: start, End: end, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
 	}}}); err != nil {
 		return BackfillResult{}, fmt.Errorf("backfill schedule %s: %w", h.GetID(), err)
 	}
-	return BackfillResult{ScheduleID: h.GetID(), From: in.From.UTC(), To: in.To.UTC()}, nil
+	out.Sent = true
+	return out, nil
+}
+
+// matchingTimes asks the server for the schedule's action times after
+// after and up to end (inclusive), the computation its backfill uses. The
+// server answers at most 1000 at a time, so it asks again from the last.
+func (s *Schedules) matchingTimes(ctx context.Context, scheduleID string, after, end time.Time) ([]time.Time, error) {
+	ns := s.Namespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	var out []time.Time
+	for {
+		resp, err := s.Client.WorkflowService().ListScheduleMatchingTimes(ctx, &workflowservice.ListScheduleMatchingTimesRequest{
+			Namespace: ns, ScheduleId: scheduleID, StartTime: timestamppb.New(after), EndTime: timestamppb.New(end),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("count the times of schedule %s: %w", scheduleID, err)
+		}
+		page := resp.GetStartTime()
+		for _, t := range page {
+			out = append(out, t.AsTime().UTC())
+		}
+		if len(page) == 0 || !out[len(out)-1].After(after) {
+			return out, nil
+		}
+		after = out[len(out)-1]
+		if !after.Before(end) {
+			return out, nil
+		}
+	}
+}
+
+// nominalTimes turns the action times the server lists (jittered) back
+// into the nominal times the schedule keys its runs by. Without jitter they
+// are the same. With jitter, each nominal time is the spec's latest time
+// not after its action time: computed here for an interval (epoch-aligned,
+// plus its offset) or a cron-like calendar; any other spec keeps the action
+// times.
+func nominalTimes(spec *client.ScheduleSpec, times []time.Time) []time.Time {
+	if spec == nil || spec.Jitter <= 0 {
+		return times
+	}
+	prev := nominalFunc(spec)
+	if prev == nil {
+		return times
+	}
+	out := make([]time.Time, len(times))
+	for i, t := range times {
+		n := prev(t)
+		if n.IsZero() || n.After(t) || t.Sub(n) > spec.Jitter {
+			n = t
+		}
+		out[i] = n.UTC()
+	}
+	return out
+}
+
+func nominalFunc(spec *client.ScheduleSpec) func(time.Time) time.Time {
+	switch {
+	case len(spec.Intervals) == 1 && len(spec.Calendars) == 0 && len(spec.CronExpressions) == 0:
+		iv := spec.Intervals[0]
+		if iv.Every <= 0 {
+			return nil
+		}
+		return func(t time.Time) time.Time {
+			since := t.Sub(time.Unix(0, 0)) - iv.Offset
+			return time.Unix(0, 0).Add(since - since%iv.Every + iv.Offset)
+		}
+	case len(spec.Intervals) == 0 && len(spec.Calendars)+len(spec.CronExpressions) == 1:
+		expr := ""
+		if len(spec.CronExpressions) == 1 {
+			expr = spec.CronExpressions[0]
+		} else {
+			expr = calendarCron(spec.Calendars[0])
+		}
+		if spec.TimeZoneName != "" {
+			expr = "CRON_TZ=" + spec.TimeZoneName + " " + expr
+		}
+		sched, err := cron.ParseStandard(expr)
+		if err != nil {
+			return nil
+		}
+		jitter := spec.Jitter
+		return func(t time.Time) time.Time { return sched.Next(t.Add(-jitter)) }
+	}
+	return nil
+}
+
+func existingEpisodes(ctx context.Context, led *ledger.Ledger, pipelineName string, keys []string) (int, error) {
+	n := 0
+	for _, k := range keys {
+		_, err := led.EpisodeByKey(ctx, pipelineName, k)
+		switch {
+		case err == nil, errors.Is(err, ledger.ErrKeyAmbiguous):
+			n++
+		case !errors.Is(err, ledger.ErrEpisodeNotFound):
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// BackfillProgress counts how far a backfill has come, from the ledger's run
+// outcomes of its keys: a key is done once a run of it that was not in the
+// ledger when the backfill was sent has recorded its outcome.
+type BackfillProgress struct {
+	Total     int `json:"total"`
+	Done      int `json:"done"`
+	Allocated int `json:"allocated"`
+	Reused    int `json:"reused"`
+	Skipped   int `json:"skipped"`
+	Failed    int `json:"failed"`
+}
+
+// Complete reports whether every run has recorded its outcome.
+func (p BackfillProgress) Complete() bool { return p.Done >= p.Total }
+
+// BackfillWatch follows a backfill's runs in the ledger.
+type BackfillWatch struct {
+	led      *ledger.Ledger
+	pipeline string
+	keys     []string
+	before   map[string]map[string]bool // key -> run IDs recorded before the backfill
+	done     map[string]allot.Outcome
+}
+
+// WatchBackfill notes the runs the keys already have; call it before the
+// backfill is sent.
+func WatchBackfill(ctx context.Context, led *ledger.Ledger, pipelineName string, keys []string) (*BackfillWatch, error) {
+	w := &BackfillWatch{led: led, pipeline: pipelineName, keys: keys, before: map[string]map[string]bool{}, done: map[string]allot.Outcome{}}
+	outs, err := led.RunOutcomesOfKeys(ctx, pipelineName, keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range outs {
+		if w.before[o.AllocationKey] == nil {
+			w.before[o.AllocationKey] = map[string]bool{}
+		}
+		w.before[o.AllocationKey][o.RunID] = true
+	}
+	return w, nil
+}
+
+// Progress reads the runs recorded since the watch began.
+func (w *BackfillWatch) Progress(ctx context.Context) (BackfillProgress, error) {
+	var pending []string
+	for _, k := range w.keys {
+		if _, ok := w.done[k]; !ok {
+			pending = append(pending, k)
+		}
+	}
+	outs, err := w.led.RunOutcomesOfKeys(ctx, w.pipeline, pending)
+	if err != nil {
+		return BackfillProgress{}, err
+	}
+	latest := map[string]ledger.RunOutcome{}
+	for _, o := range outs {
+		if w.before[o.AllocationKey][o.RunID] {
+			continue
+		}
+		if cur, ok := latest[o.AllocationKey]; !ok || o.RecordedAt.After(cur.RecordedAt) {
+			latest[o.AllocationKey] = o
+		}
+	}
+	for k, o := range latest {
+		w.done[k] = o.Outcome
+	}
+	p := BackfillProgress{Total: len(w.keys), Done: len(w.done)}
+	for _, o := range w.done {
+		switch o {
+		case allot.OutcomeAllocated:
+			p.Allocated++
+		case allot.OutcomeReused:
+			p.Reused++
+		case allot.OutcomeSkipped:
+			p.Skipped++
+		default:
+			p.Failed++
+		}
+	}
+	return p, nil
+}
+
+// Wait polls Progress every interval, calling report when it changes,
+// until every run has recorded its outcome or ctx ends.
+func (w *BackfillWatch) Wait(ctx context.Context, interval time.Duration, report func(BackfillProgress)) (BackfillProgress, error) {
+	var last BackfillProgress
+	first := true
+	for {
+		p, err := w.Progress(ctx)
+		if err != nil {
+			return last, err
+		}
+		if first || p != last {
+			first = false
+			if report != nil {
+				report(p)
+			}
+		}
+		last = p
+		if p.Complete() {
+			return p, nil
+		}
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-time.After(interval):
+		}
+	}
 }
 
 // Delete removes the schedule; runs it started are not affected.

@@ -4,7 +4,9 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -157,13 +159,22 @@ type Pipeline struct {
 	// DST changes) or a duration ("-6h"). The allocation key stays the
 	// nominal time.
 	PeriodOffset string `toml:"period_offset" json:"period_offset,omitempty"`
+	// StallAfter is how long a step may keep retrying before `starter
+	// stats` and the allot_episodes_stalled gauge report its episode as
+	// stalled (a duration, default DefaultStallAfter).
+	StallAfter string `toml:"stall_after" json:"stall_after,omitempty"`
 
 	location   *time.Location
 	offsetDays int
 	offset     time.Duration
 	minTime    time.Time
 	maxAhead   time.Duration
+	stallAfter time.Duration
 }
+
+// DefaultStallAfter is how long a step may keep retrying before its episode
+// is reported as stalled.
+const DefaultStallAfter = 15 * time.Minute
 
 // Defaults of the nominal time window.
 const (
@@ -199,6 +210,11 @@ func (p *Pipeline) normalize() error {
 		p.TimeZone = "UTC"
 	}
 	loc, err := time.LoadLocation(p.TimeZone)
+	if err == nil && loc == time.Local {
+		// "Local" is whatever zone the host is set to: workers and
+		// starters on other hosts would count other periods.
+		err = errors.New(`"Local" is the host's zone, not a named one`)
+	}
 	if err != nil {
 		return fmt.Errorf("pipeline %q: time_zone %q is not an IANA zone name (e.g. \"Europe/Berlin\"): %v", p.Name, p.TimeZone, err)
 	}
@@ -208,6 +224,14 @@ func (p *Pipeline) normalize() error {
 	}
 	if err := p.normalizeOffset(); err != nil {
 		return err
+	}
+	p.stallAfter = DefaultStallAfter
+	if p.StallAfter != "" {
+		d, err := time.ParseDuration(p.StallAfter)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("pipeline %q: stall_after %q is not a positive duration (e.g. \"15m\")", p.Name, p.StallAfter)
+		}
+		p.stallAfter = d
 	}
 	if p.MaxPerPeriod < 0 {
 		return fmt.Errorf("pipeline %q: max_episodes_per_period is %d: use 0 for no cap or a positive number", p.Name, p.MaxPerPeriod)
@@ -327,18 +351,26 @@ func (r *Retry) validate() error {
 	if r == nil {
 		return nil
 	}
-	for name, v := range map[string]string{"initial_interval": r.InitialInterval, "maximum_interval": r.MaximumInterval} {
-		if v != "" {
-			if _, err := positive("retry."+name, v); err != nil {
+	// In the file's order, so that the same file gets the same error.
+	for _, f := range []struct{ name, v string }{{"initial_interval", r.InitialInterval}, {"maximum_interval", r.MaximumInterval}} {
+		if f.v != "" {
+			if _, err := positive("retry."+f.name, f.v); err != nil {
 				return err
 			}
 		}
+	}
+	if b := r.BackoffCoefficient; math.IsNaN(b) || math.IsInf(b, 0) {
+		return fmt.Errorf("retry.backoff_coefficient %v is not a number: use one of at least 1, e.g. 2", b)
 	}
 	if r.BackoffCoefficient != 0 && r.BackoffCoefficient < 1 {
 		return fmt.Errorf("retry.backoff_coefficient %v is below 1", r.BackoffCoefficient)
 	}
 	if r.MaximumAttempts < 0 {
 		return fmt.Errorf("retry.maximum_attempts %d is negative: use 0 for unlimited", r.MaximumAttempts)
+	}
+	if r.MaximumAttempts > math.MaxInt32 {
+		// Temporal's retry policy holds an int32: more would wrap around.
+		return fmt.Errorf("retry.maximum_attempts %d is over Temporal's limit of %d: use 0 for unlimited", r.MaximumAttempts, math.MaxInt32)
 	}
 	return nil
 }
@@ -403,6 +435,15 @@ func (p *Pipeline) CheckNominalTime(t, now time.Time) error {
 	return nil
 }
 
+// StallAfterDuration is how long a step may keep retrying before the
+// episode counts as stalled.
+func (p *Pipeline) StallAfterDuration() time.Duration {
+	if p.stallAfter <= 0 {
+		return DefaultStallAfter
+	}
+	return p.stallAfter
+}
+
 // Location is the pipeline's time zone.
 func (p *Pipeline) Location() *time.Location {
 	if p.location == nil {
@@ -416,10 +457,19 @@ func (p *Pipeline) Location() *time.Location {
 func (p *Pipeline) PeriodOf(t time.Time) string {
 	local := t.In(p.Location())
 	if p.offsetDays != 0 {
-		local = local.AddDate(0, 0, p.offsetDays)
+		// Shift the calendar date, not the instant: local.AddDate lands on
+		// a wall-clock time that a DST change at midnight (America/Santiago,
+		// America/Havana) or a skipped day (Pacific/Apia, 2011-12-30) does
+		// not have, and Go moves it into a neighbouring day.
+		y, m, d := local.Date()
+		return PeriodOf(p.Period, time.Date(y, m, d+p.offsetDays, 12, 0, 0, 0, time.UTC))
 	}
 	return PeriodOf(p.Period, local.Add(p.offset))
 }
+
+// maxOffsetDays bounds a period_offset in days as time.Duration bounds
+// one in hours (about 292 years).
+const maxOffsetDays = int(math.MaxInt64 / int64(24*time.Hour))
 
 func (p *Pipeline) normalizeOffset() error {
 	v := strings.TrimSpace(p.PeriodOffset)
@@ -428,7 +478,7 @@ func (p *Pipeline) normalizeOffset() error {
 	}
 	if days, ok := strings.CutSuffix(v, "d"); ok {
 		n, err := strconv.Atoi(days)
-		if err != nil || n == 0 {
+		if err != nil || n == 0 || n > maxOffsetDays || n < -maxOffsetDays {
 			return fmt.Errorf("pipeline %q: period_offset %q: write whole days like \"-1d\", or a duration like \"-6h\"", p.Name, p.PeriodOffset)
 		}
 		p.offsetDays = n
@@ -437,6 +487,11 @@ func (p *Pipeline) normalizeOffset() error {
 	d, err := time.ParseDuration(v)
 	if err != nil || d == 0 {
 		return fmt.Errorf("pipeline %q: period_offset %q: write whole days like \"-1d\", or a duration like \"-6h\"", p.Name, p.PeriodOffset)
+	}
+	if d%time.Second != 0 {
+		// The allocation key carries the nominal time to the second: the
+		// period must be the same for the key's time and the input's.
+		return fmt.Errorf("pipeline %q: period_offset %q has a fraction of a second: use whole seconds, e.g. \"-6h\"", p.Name, p.PeriodOffset)
 	}
 	p.offset = d
 	return nil

@@ -29,6 +29,9 @@ type Schedule struct {
 	Overlap       string `toml:"overlap" json:"overlap,omitempty"`
 	CatchupWindow string `toml:"catchup_window" json:"catchup_window,omitempty"`
 	MaxBackfill   string `toml:"max_backfill" json:"max_backfill,omitempty"`
+	// MaxBackfillRuns is how many runs one backfill may start without
+	// --yes (0: DefaultMaxBackfillRuns).
+	MaxBackfillRuns int `toml:"max_backfill_runs" json:"max_backfill_runs,omitempty"`
 }
 
 // ScheduleSpec is a validated schedule, ready to send.
@@ -39,6 +42,8 @@ type ScheduleSpec struct {
 	Overlap       string        `json:"overlap"`
 	CatchupWindow time.Duration `json:"catchup_window"`
 	MaxBackfill   time.Duration `json:"max_backfill"`
+	// MaxBackfillRuns: a backfill that would start more runs needs --yes.
+	MaxBackfillRuns int `json:"max_backfill_runs"`
 }
 
 // Defaults of a schedule's settings.
@@ -47,13 +52,20 @@ const (
 	DefaultMaxBackfill   = 90 * 24 * time.Hour
 )
 
+// DefaultMaxBackfillRuns is how many runs one backfill may start without
+// the operator's explicit consent (--yes).
+const DefaultMaxBackfillRuns = 100
+
 // Merge lays override's non-empty fields over s. Setting a cron clears the
-// interval and the other way round.
+// interval and the other way round; an override that sets both keeps both,
+// so that Spec refuses it instead of silently dropping one.
 func (s Schedule) Merge(override Schedule) Schedule {
-	if override.Cron != "" {
+	switch {
+	case override.Cron != "" && override.Interval != "":
+		s.Cron, s.Interval = override.Cron, override.Interval
+	case override.Cron != "":
 		s.Cron, s.Interval = override.Cron, ""
-	}
-	if override.Interval != "" {
+	case override.Interval != "":
 		s.Interval, s.Cron = override.Interval, ""
 	}
 	if override.Jitter != "" {
@@ -67,6 +79,9 @@ func (s Schedule) Merge(override Schedule) Schedule {
 	}
 	if override.MaxBackfill != "" {
 		s.MaxBackfill = override.MaxBackfill
+	}
+	if override.MaxBackfillRuns != 0 {
+		s.MaxBackfillRuns = override.MaxBackfillRuns
 	}
 	return s
 }
@@ -107,6 +122,9 @@ func (s Schedule) Spec() (ScheduleSpec, error) {
 	if out.MaxBackfill, err = nonNegative("max_backfill", s.MaxBackfill, DefaultMaxBackfill); err != nil {
 		return out, err
 	}
+	if out.MaxBackfillRuns, err = s.MaxBackfillRunCount(); err != nil {
+		return out, err
+	}
 	out.Overlap = strings.ReplaceAll(strings.ToLower(s.Overlap), "-", "_")
 	if out.Overlap == "" {
 		out.Overlap = DefaultOverlap
@@ -115,6 +133,18 @@ func (s Schedule) Spec() (ScheduleSpec, error) {
 		return out, fmt.Errorf("overlap policy %q is unknown: use one of %s", s.Overlap, strings.Join(OverlapPolicies, ", "))
 	}
 	return out, nil
+}
+
+// MaxBackfillRunCount is how many runs one backfill may start without
+// --yes.
+func (s Schedule) MaxBackfillRunCount() (int, error) {
+	switch {
+	case s.MaxBackfillRuns < 0:
+		return 0, fmt.Errorf("max_backfill_runs %d is negative: give how many runs one backfill may start without --yes (default %d)", s.MaxBackfillRuns, DefaultMaxBackfillRuns)
+	case s.MaxBackfillRuns == 0:
+		return DefaultMaxBackfillRuns, nil
+	}
+	return s.MaxBackfillRuns, nil
 }
 
 // MaxBackfillDuration is the longest range one backfill may cover.

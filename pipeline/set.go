@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -55,6 +56,19 @@ func Parse(data []byte, source string) (*Set, error) {
 			keys[i] = k.String()
 		}
 		return nil, fmt.Errorf("pipeline file %s: unknown keys %s: check the spelling against pipeline/pipelines.toml", source, strings.Join(keys, ", "))
+	}
+	// Settings are spelt exactly: the decoder also takes "Name" for name,
+	// and of two spellings of one setting keeps the one it meets last,
+	// which varies from run to run. Params are the step's own names.
+	for _, k := range md.Keys() {
+		for i, part := range k {
+			if i > 0 && k[i-1] == "params" {
+				break
+			}
+			if part != strings.ToLower(part) {
+				return nil, fmt.Errorf("pipeline file %s: key %s: write the setting %q in lowercase, as in pipeline/pipelines.toml", source, k, strings.ToLower(part))
+			}
+		}
 	}
 	if len(f.Pipelines) == 0 {
 		return nil, fmt.Errorf("pipeline file %s defines no pipelines: add a [[pipeline]] table", source)
@@ -112,6 +126,15 @@ func (s *Set) WithAutoApprove() *Set {
 		out.byName[name] = &cp
 	}
 	return out
+}
+
+// StallAfter is the named pipeline's stall_after, or DefaultStallAfter for
+// a pipeline the set does not define (one that exists only in the ledger).
+func (s *Set) StallAfter(name string) time.Duration {
+	if p, ok := s.byName[name]; ok {
+		return p.StallAfterDuration()
+	}
+	return DefaultStallAfter
 }
 
 // Names lists the pipeline names, sorted.

@@ -63,8 +63,8 @@ func (v Vendor) CallTimeout() time.Duration {
 }
 
 func (v *Vendor) normalize() error {
-	if err := ValidateName(v.Name); err != nil {
-		return fmt.Errorf("vendor: %w", err)
+	if !namePattern.MatchString(v.Name) {
+		return fmt.Errorf("vendor name %q is invalid: use 1-63 lowercase letters, digits and '-', starting with a letter or digit (pattern %s)", v.Name, namePattern)
 	}
 	if v.Name == DefaultVendor {
 		return fmt.Errorf("vendor %q: the name is reserved for the worker's ALLOT_VENDOR_URL: choose another", v.Name)

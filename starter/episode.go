@@ -13,6 +13,8 @@ import (
 	"allot/app"
 	"allot/ledger"
 	"allot/operator"
+	"allot/paidvendor"
+	"allot/pipeline"
 	"allot/workflows"
 )
 
@@ -26,6 +28,7 @@ func episodeCommand(ctx context.Context, c *cli, args []string) error {
 		"rework":     episodeUpdate(workflows.ReworkUpdate),
 		"reassemble": episodeUpdate(workflows.ReassembleUpdate),
 		"resolve":    episodeUpdate(workflows.ResolveUpdate),
+		"resume":     episodeResume,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
 		names := make([]string, 0, len(subs))
@@ -63,52 +66,69 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	c.print(res, func(w io.Writer) {
-		e := res.Episode
-		fmt.Fprintf(w, "episode\t%s/%s (period %s, sequence %d)\n", e.Pipeline, e.ID, e.Period, e.Sequence)
-		fmt.Fprintf(w, "status\t%s\n", e.Status)
-		fmt.Fprintf(w, "key\t%s\n", e.AllocationKey)
-		fmt.Fprintf(w, "nominal time\t%s\n", e.NominalTime.Format(time.RFC3339))
-		if res.Workflow != nil {
-			stage := ""
-			if res.Workflow.State != nil {
-				stage = " / " + string(res.Workflow.State.Stage)
-				if a := res.Workflow.State.Attention; a != nil {
-					stage += fmt.Sprintf(" (%s on %s: %s)", a.ErrorType, a.Step, a.Reason)
-					for _, r := range a.Remedies {
-						stage += "\n\tremedy: " + r
-					}
-				}
-				if r := res.Workflow.State.Retrying; r != nil {
-					stage += fmt.Sprintf(" (%s of %s retrying: %d attempts since %s; last error %s: %s)",
-						r.Activity, r.Step, r.Attempts, r.Since.Format(time.RFC3339), r.ErrorType, r.Error)
-				}
-			}
-			fmt.Fprintf(w, "workflow\t%s %s%s\n", res.Workflow.WorkflowID, res.Workflow.Status, stage)
-		}
-		fmt.Fprintln(w, "\nPAID STEP\tREV\tSTATE\tREMOTE REF\tCOST\tSHA256")
-		costs := map[string]string{}
-		for _, c := range res.Costs {
-			costs[c.RemoteRef] = money(c.Amount, c.Currency)
-		}
-		for _, t := range res.PaidTasks {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", t.Step, t.Revision, t.State, dash(t.RemoteRef), dash(costs[t.RemoteRef]), dash(t.SHA256))
-		}
-		fmt.Fprintln(w, "\nSTEP\tSTATUS\tSHA256")
-		for _, s := range res.Steps {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", s.Step, s.Status, dash(s.SHA256))
-		}
-		if len(res.Decisions) > 0 {
-			fmt.Fprintln(w, "\nDECISION\tSTEP\tREV\tREF\tREASON\tAT")
-			for _, d := range res.Decisions {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Action, dash(d.Step), d.Revision, dash(d.RemoteRef), dash(d.Reason), d.At.Format(time.RFC3339))
-			}
-		}
-		for cur, amount := range res.Totals {
-			fmt.Fprintf(w, "\ntotal\t%s\n", money(amount, cur))
-		}
-	})
+	c.print(res, func(w io.Writer) { printShow(w, res) })
 	return nil
+}
+
+// printShow writes `episode show` for people.
+func printShow(w io.Writer, res operator.ShowResult) {
+	e := res.Episode
+	fmt.Fprintf(w, "episode\t%s/%s (period %s, sequence %d)\n", e.Pipeline, e.ID, e.Period, e.Sequence)
+	fmt.Fprintf(w, "status\t%s\n", e.Status)
+	fmt.Fprintf(w, "key\t%s\n", e.AllocationKey)
+	fmt.Fprintf(w, "nominal time\t%s\n", e.NominalTime.Format(time.RFC3339))
+	if res.Workflow != nil {
+		stage := ""
+		if res.Workflow.State != nil {
+			stage = " / " + string(res.Workflow.State.Stage)
+			if a := res.Workflow.State.Attention; a != nil {
+				stage += fmt.Sprintf(" (%s on %s: %s)", a.ErrorType, a.Step, a.Reason)
+				for _, r := range a.Remedies {
+					stage += "\n\tremedy: " + r
+				}
+			}
+			if r := res.Workflow.State.Retrying; r != nil {
+				stage += fmt.Sprintf(" (%s of %s retrying: %d attempts since %s; last error %s: %s)",
+					r.Activity, r.Step, r.Attempts, r.Since.Format(time.RFC3339), r.ErrorType, r.Error)
+			}
+		}
+		fmt.Fprintf(w, "workflow\t%s %s%s\n", res.Workflow.WorkflowID, res.Workflow.Status, stage)
+		for _, a := range res.Workflow.PendingActivities {
+			line := fmt.Sprintf("%s %s, attempt %d", a.ActivityType, a.State, a.Attempt)
+			if a.LastFailure != "" {
+				failure := a.LastFailure
+				if a.LastFailureType != "" {
+					failure = a.LastFailureType + ": " + failure
+				}
+				line += "; last failure: " + failure
+			}
+			if !a.NextAttempt.IsZero() && a.Attempt > 1 {
+				line += "; next attempt " + a.NextAttempt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(w, "pending\t%s\n", line)
+		}
+	}
+	fmt.Fprintln(w, "\nPAID STEP\tREV\tSTATE\tREMOTE REF\tCOST\tSHA256")
+	costs := map[string]string{}
+	for _, c := range res.Costs {
+		costs[c.RemoteRef] = money(c.Amount, c.Currency)
+	}
+	for _, t := range res.PaidTasks {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", t.Step, t.Revision, t.State, dash(t.RemoteRef), dash(costs[t.RemoteRef]), dash(t.SHA256))
+	}
+	fmt.Fprintln(w, "\nSTEP\tSTATUS\tSHA256")
+	for _, s := range res.Steps {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", s.Step, s.Status, dash(s.SHA256))
+	}
+	if len(res.Decisions) > 0 {
+		fmt.Fprintln(w, "\nDECISION\tSTEP\tREV\tREF\tREASON\tAT")
+		for _, d := range res.Decisions {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Action, dash(d.Step), d.Revision, dash(d.RemoteRef), dash(d.Reason), d.At.Format(time.RFC3339))
+		}
+	}
+	for cur, amount := range res.Totals {
+		fmt.Fprintf(w, "\ntotal\t%s\n", money(amount, cur))
+	}
 }
 
 func episodeUpdate(update string) func(context.Context, *cli, []string) error {
@@ -197,6 +217,79 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 	}
 }
 
+// stepVendor is the adapter of a paid or effect step's vendor, as far as
+// the starter can reach it: the default vendor (ALLOT_VENDOR_URL) or a
+// named http vendor with the key its api_key_env or api_key_file names. A
+// go or activity adapter lives in a worker: nil, and the lookup says so.
+func (c *cli) stepVendor(ctx context.Context, pipelines *pipeline.Set, pipelineName, stepName string) (paidvendor.Submitter, error) {
+	p, err := pipelines.Get(pipelineName)
+	if err != nil {
+		return nil, err
+	}
+	st, ok := p.Step(stepName)
+	if !ok || !st.Kind.Remote() {
+		return nil, fmt.Errorf("pipeline %s has no paid or effect step %q: its paid steps are %v", p.Name, stepName, p.PaidStepNames())
+	}
+	if st.Vendor == "" || st.Vendor == pipeline.DefaultVendor {
+		if c.cfg.VendorURL == "" {
+			return nil, usageError{fmt.Errorf("no vendor to ask: set %s or pass --vendor-url, and the key in %s or %s", app.EnvVendorURL, activities.EnvVendorAPIKey, activities.EnvVendorAPIKeyFile)}
+		}
+		key, err := activities.EnvCredentials{}.VendorAPIKey(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return activities.HTTPVendor(c.cfg.VendorURL)(key)
+	}
+	v, _ := pipelines.Vendor(st.Vendor)
+	if v.Adapter != pipeline.AdapterHTTP {
+		return nil, nil
+	}
+	key, err := activities.VendorKeyOf(v).VendorAPIKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return activities.HTTPVendor(v.URL)(key)
+}
+
+// episodeResume starts the workflow of an unsettled episode that has none
+// running (check's workflow_missing and workflow_ended).
+func episodeResume(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("episode resume", true)
+	var pipelineName, episodeID string
+	fs.StringVar(&pipelineName, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&episodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required; resume never allocates)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if pipelineName == "" || episodeID == "" {
+		return usageError{errors.New("--pipeline and --episode are required: resume acts on an existing episode")}
+	}
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cmds := &operator.EpisodeCommands{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, Ledger: led}
+	res, err := cmds.Resume(ctx, pipelineName, episodeID)
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		fmt.Fprintf(w, "%s\t%s\n", res.Action, res.WorkflowID)
+		fmt.Fprintf(w, "run id\t%s\n", res.RunID)
+	})
+	return nil
+}
+
 func costsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("costs", false)
 	var in operator.CostsInput
@@ -207,6 +300,10 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
+	}
+	var err error
+	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
+		return err
 	}
 	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.CostsResult, error) {
 		return operator.Costs(ctx, led, in)
@@ -261,6 +358,10 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		in.Since = t
 	}
+	var err error
+	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
+		return err
+	}
 	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.StatsResult, error) {
 		return operator.Stats(ctx, led, in)
 	})
@@ -272,9 +373,25 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 		for _, r := range res.Runs {
 			fmt.Fprintf(w, "%s\t%s\t%d\n", r.Outcome, dash(r.Reason), r.Count)
 		}
+		if len(res.WorthALook) > 0 {
+			n := 0
+			for _, r := range res.WorthALook {
+				n += r.Count
+			}
+			fmt.Fprintf(w, "\nWORTH A LOOK (%d)\tREASON\tCOUNT\n", n)
+			for _, r := range res.WorthALook {
+				fmt.Fprintf(w, "%s\t%s\t%d\n", r.Outcome, dash(r.Reason), r.Count)
+			}
+		}
 		fmt.Fprintf(w, "\nEPISODES (%d)\tREASON\tCOUNT\n", res.EpisodesTotal)
 		for _, e := range res.Episodes {
 			fmt.Fprintf(w, "%s\t%s\t%d\n", e.Outcome, dash(e.Reason), e.Count)
+		}
+		if len(res.Stalled) > 0 {
+			fmt.Fprintf(w, "\nSTALLED (%d): retrying for more than %s\tREASON\tSINCE\n", len(res.Stalled), res.StallAfter)
+			for _, e := range res.Stalled {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", e.EpisodeID, dash(e.Reason), e.Since.Format(time.RFC3339))
+			}
 		}
 	})
 	return nil
@@ -316,18 +433,11 @@ func episodeLookup(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" || in.EpisodeID == "" || in.Step == "" {
 		return usageError{errors.New("--pipeline, --episode and --step are required")}
 	}
-	if c.cfg.VendorURL == "" {
-		return usageError{fmt.Errorf("no vendor to ask: set %s or pass --vendor-url, and the key in %s or %s", app.EnvVendorURL, activities.EnvVendorAPIKey, activities.EnvVendorAPIKeyFile)}
-	}
 	pipelines, err := c.cfg.LoadPipelines()
 	if err != nil {
 		return err
 	}
-	key, err := activities.EnvCredentials{}.VendorAPIKey(ctx)
-	if err != nil {
-		return err
-	}
-	vendor, err := activities.HTTPVendor(c.cfg.VendorURL)(key)
+	vendor, err := c.stepVendor(ctx, pipelines, in.Pipeline, in.Step)
 	if err != nil {
 		return err
 	}
@@ -343,6 +453,8 @@ func episodeLookup(ctx context.Context, c *cli, args []string) error {
 		switch {
 		case res.IdempotencyKey == "":
 			fmt.Fprintln(w, "vendor\tnothing was sent under this revision yet")
+		case res.Unreachable != "":
+			fmt.Fprintf(w, "vendor\t%s\n", res.Unreachable)
 		case !res.LookupSupported:
 			fmt.Fprintln(w, "vendor\tcannot look tasks up by idempotency key: find the key in the vendor's console")
 		case res.Found:

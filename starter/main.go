@@ -20,9 +20,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"allot/activities"
 	"allot/app"
 	"allot/ledger"
 	"allot/operator"
+	"allot/workflows"
 )
 
 // Exit codes.
@@ -41,12 +43,14 @@ type command struct {
 var commands = map[string]command{
 	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
 	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
-	"check":    {"verify the ledger's invariants (docs/design.md invariants 1-4, 7, 8); exits 3 on violations", checkCommand},
+	"check":    {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations", checkCommand},
+	"import":   {"import an old system's runs as completed episodes, paying nothing (JSON Lines or one folder per old ID)", importCommand},
 	"episode":  {"show or command one episode: show|approve|reject|rework|reassemble|resolve", episodeCommand},
 	"costs":    {"costs per episode and step, from the ledger", costsCommand},
 	"stats":    {"count runs and episodes by outcome and reason, from the ledger", statsCommand},
 	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
 	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|delete", scheduleCommand},
+	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility", runsCommand},
 }
 
 // cli carries what every command shares: config, output mode and streams.
@@ -67,6 +71,10 @@ type usageError struct{ error }
 // violationsError means check found violations: exit 3.
 var errViolations = errors.New("ledger invariants violated")
 
+// errReported is an error the command has printed already (as part of its
+// JSON result): exit 1 without printing it again.
+var errReported = errors.New("reported")
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -86,6 +94,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		fmt.Fprintf(stderr, "starter: unknown command %q\n\n", args[0])
 		printUsage(stderr)
+		if wantsJSON(args[1:]) {
+			printJSONError(stdout, fmt.Sprintf("unknown command %q", args[0]), errTypeUsage)
+		}
 		return exitUsage
 	}
 	env := &cli{cfg: app.ConfigFromEnv(), stdout: stdout, stderr: stderr}
@@ -98,9 +109,14 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case errors.As(err, &uerr):
 		fmt.Fprintf(stderr, "starter %s: %v\n", args[0], uerr.error)
+		if env.json || wantsJSON(args[1:]) {
+			printJSONError(stdout, uerr.Error(), errTypeUsage)
+		}
 		return exitUsage
 	case errors.Is(err, errViolations):
 		return exitViolations
+	case errors.Is(err, errReported):
+		return exitError
 	default:
 		env.printError(args[0], err)
 		return exitError
@@ -217,19 +233,20 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("run", true)
 	var (
 		pipelineName, nominal, key string
-		wait                       bool
+		wait, follow               bool
 	)
 	fs.StringVar(&pipelineName, "pipeline", "", "pipeline to run (required)")
 	fs.StringVar(&nominal, "nominal-time", "", "planned time, RFC3339 (default: now); picks the period and the key")
 	fs.StringVar(&key, "key", "", "allocation key (default: the key the pipeline's Schedule forms for the nominal time)")
 	fs.BoolVar(&wait, "wait", false, "wait for the run and print its result")
+	fs.BoolVar(&follow, "follow", false, "wait for the run, then for its episode to finish or to wait for an operator (approval, parked step), and print where it stands")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if pipelineName == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	in := operator.RunInput{Pipeline: pipelineName, Key: key, Wait: wait}
+	in := operator.RunInput{Pipeline: pipelineName, Key: key, Wait: wait || follow}
 	if nominal != "" {
 		t, err := time.Parse(time.RFC3339, nominal)
 		if err != nil {
@@ -249,12 +266,20 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue}
+	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: c.ledgerID(ctx)}
 	res, err := runs.Run(ctx, in)
 	if err != nil {
 		return err
 	}
-	c.print(res, func(w io.Writer) {
+	out := followedRun{RunResult: res}
+	if follow && res.Result != nil && res.Result.EpisodeID != "" {
+		st, err := operator.FollowEpisode(ctx, cl, pipelineName, res.Result.EpisodeID, 0)
+		if err != nil {
+			return err
+		}
+		out.Episode = &st
+	}
+	c.print(out, func(w io.Writer) {
 		fmt.Fprintf(w, "%s\t%s\n", res.Action, res.WorkflowID)
 		fmt.Fprintf(w, "run id\t%s\n", res.RunID)
 		if r := res.Result; r != nil {
@@ -264,8 +289,24 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 			}
 			fmt.Fprintf(w, "nominal time\t%s (from %s)\n", r.NominalTime.Format(time.RFC3339), r.NominalTimeSource)
 		}
+		if st := out.Episode; st != nil {
+			fmt.Fprintf(w, "episode stage\t%s\n", st.Stage)
+			if a := st.Attention; a != nil {
+				fmt.Fprintf(w, "attention\t%s: %s\n", a.ErrorType, a.Reason)
+				for _, r := range a.Remedies {
+					fmt.Fprintf(w, "remedy\t%s\n", r)
+				}
+			}
+		}
 	})
 	return nil
+}
+
+// followedRun is a run's result and, with --follow, where its episode
+// stands.
+type followedRun struct {
+	operator.RunResult
+	Episode *workflows.EpisodeState `json:"episode,omitempty"`
 }
 
 func episodesCommand(ctx context.Context, c *cli, args []string) error {
@@ -278,6 +319,10 @@ func episodesCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
+	}
+	var err error
+	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
+		return err
 	}
 	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.EpisodesResult, error) {
 		return operator.Episodes(ctx, led, in)
@@ -296,24 +341,71 @@ func episodesCommand(ctx context.Context, c *cli, args []string) error {
 
 func checkCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("check", false)
-	var pipelineName string
-	fs.StringVar(&pipelineName, "pipeline", "", "only this pipeline (default: all)")
+	var (
+		in          operator.CheckInput
+		vendor, wfs bool
+	)
+	fs.StringVar(&in.Pipeline, "pipeline", "", "only this pipeline (default: all)")
+	fs.DurationVar(&in.StaleIntent, "stale-intent", ledger.DefaultStaleAfter, "an intent without a reference older than this is an unknown outcome (also the grace for an episode's first outcome and run)")
+	fs.BoolVar(&vendor, "vendor", false, "also reconcile the ledger's costs with each HTTP vendor's charge list (the pipeline file's and the default one)")
+	fs.StringVar(&c.cfg.VendorURL, "vendor-url", c.cfg.VendorURL, "the default vendor's API, for --vendor (env "+app.EnvVendorURL+"); its key comes from "+activities.EnvVendorAPIKey+" or "+activities.EnvVendorAPIKeyFile)
+	fs.BoolVar(&wfs, "workflows", false, "also ask Temporal whether every unsettled episode has its Episode workflow, of this ledger (read-only)")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
+	if in.StaleIntent <= 0 {
+		return usageError{fmt.Errorf("--stale-intent %s: give a positive duration, e.g. 1h", in.StaleIntent)}
+	}
+	var skipped []string
+	if vendor {
+		pipelines, err := c.cfg.LoadPipelines()
+		if err != nil {
+			return err
+		}
+		in.Pipelines = pipelines
+		if in.Vendors, skipped, err = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
+			return activities.EnvCredentials{}.VendorAPIKey(ctx)
+		}); err != nil {
+			return err
+		}
+	}
+	if wfs {
+		cl, err := c.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		in.Workflows = &operator.WorkflowCheckInput{Client: cl}
+	}
 	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.CheckResult, error) {
-		return operator.Check(ctx, led, pipelineName)
+		if err := c.knownPipeline(ctx, led, in.Pipeline); err != nil {
+			return operator.CheckResult{}, err
+		}
+		if in.Workflows != nil {
+			in.Workflows.LedgerID = led.ID()
+		}
+		return operator.Audit(ctx, led, in)
 	})
 	if err != nil {
 		return err
 	}
+	res.NotReconciled = skipped
 	c.print(res, func(w io.Writer) {
+		for _, v := range res.Vendors {
+			fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled\n", v.Name, v.Charges, v.Costs)
+		}
+		for _, s := range skipped {
+			fmt.Fprintf(w, "vendor %s (not reconciled)\n", s)
+		}
 		if res.OK {
-			fmt.Fprintln(w, "ok: the ledger's invariants hold")
+			fmt.Fprintf(w, "ok: the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
 			return
 		}
 		for _, v := range res.Violations {
-			fmt.Fprintf(w, "invariant %d\t%s\t%s\n", v.Invariant, v.Pipeline, v.Detail)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Kind, v.Pipeline, dash(v.Episode), v.Detail)
+			if v.Fix != "" {
+				fmt.Fprintf(w, "\tfix:\t%s\n", v.Fix)
+			}
 		}
 		fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
 	})

@@ -47,7 +47,7 @@ func (c *cli) schedules(ctx context.Context) (*operator.Schedules, func(), error
 	if err != nil {
 		return nil, nil, err
 	}
-	return &operator.Schedules{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue}, cl.Close, nil
+	return &operator.Schedules{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: c.ledgerID(ctx), Namespace: c.resolvedNamespace}, cl.Close, nil
 }
 
 func bindScheduleFlags(c *cli, name string, in *operator.ScheduleInput) *flag.FlagSet {
@@ -74,6 +74,9 @@ func scheduleChange(name string) func(context.Context, *cli, []string) error {
 		}
 		if in.Pipeline == "" {
 			return usageError{errors.New("--pipeline is required")}
+		}
+		if in.Override.Cron != "" && in.Override.Interval != "" {
+			return usageError{fmt.Errorf("--cron %q and --interval %q conflict: a schedule has one timing, give one of them", in.Override.Cron, in.Override.Interval)}
 		}
 		s, done, err := c.schedules(ctx)
 		if err != nil {
@@ -167,17 +170,26 @@ func scheduleList(ctx context.Context, c *cli, args []string) error {
 func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("schedule backfill", true)
 	var (
-		in       operator.BackfillInput
-		from, to string
+		in            operator.BackfillInput
+		from, to      string
+		noWait        bool
+		progressEvery time.Duration
 	)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
-	fs.StringVar(&from, "from", "", "first nominal time, RFC3339 (required)")
-	fs.StringVar(&to, "to", "", "end of the range, RFC3339, exclusive (required)")
+	fs.StringVar(&from, "from", "", "first nominal time, RFC3339, inclusive (required)")
+	fs.StringVar(&to, "to", "", "end of the range, RFC3339, exclusive: a time on --to does not run (required)")
+	fs.BoolVar(&in.Yes, "yes", false, "consent to more runs than the pipeline's max_backfill_runs")
+	fs.BoolVar(&in.DryRun, "dry-run", false, "count the runs (first, last, how many already have episodes) and send nothing")
+	fs.BoolVar(&noWait, "no-wait", false, "return once the backfill is sent, without following its runs")
+	fs.DurationVar(&progressEvery, "progress-interval", time.Second, "how often to read the runs' progress from the ledger")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if in.Pipeline == "" || from == "" || to == "" {
 		return usageError{errors.New("--pipeline, --from and --to are required")}
+	}
+	if progressEvery <= 0 {
+		return usageError{fmt.Errorf("--progress-interval %s: give a positive duration", progressEvery)}
 	}
 	var err error
 	if in.From, err = time.Parse(time.RFC3339, from); err != nil {
@@ -191,13 +203,80 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer done()
+	// The ledger, read-only, answers the dry run's look-ups and the
+	// progress. A dry run without it still counts; a watched backfill
+	// without it is refused before anything is sent.
+	var ledgerErr error
+	if in.DryRun || !noWait {
+		led, err := c.openLedgerReadOnly(ctx)
+		if err == nil {
+			defer led.Close()
+			s.Ledger = led
+		} else if ledgerErr = err; !in.DryRun {
+			return fmt.Errorf("the backfill's progress is read from the ledger, which cannot be opened: %w (give --no-wait to send it without following it)", err)
+		}
+	}
+	var watch *operator.BackfillWatch
+	if !in.DryRun && !noWait {
+		in.BeforeSend = func(res operator.BackfillResult) error {
+			w, err := operator.WatchBackfill(ctx, s.Ledger, in.Pipeline, res.Keys)
+			watch = w
+			return err
+		}
+	}
 	res, err := s.Backfill(ctx, in)
 	if err != nil {
 		return err
 	}
+	if watch != nil && res.Sent {
+		report := func(p operator.BackfillProgress) {
+			if !c.json {
+				fmt.Fprintf(c.stdout, "%d/%d done: %d allocated, %d reused, %d skipped, %d failed\n", p.Done, p.Total, p.Allocated, p.Reused, p.Skipped, p.Failed)
+			}
+		}
+		if !c.json {
+			fmt.Fprintf(c.stdout, "backfilling %s: %d runs from %s to %s (Ctrl-C stops watching; the backfill goes on)\n",
+				res.ScheduleID, res.Runs, res.First.Format(time.RFC3339), res.Last.Format(time.RFC3339))
+		}
+		p, err := watch.Wait(ctx, progressEvery, report)
+		res.Progress = &p
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
 	c.print(res, func(w io.Writer) {
-		fmt.Fprintf(w, "backfilling %s from %s to %s\n", res.ScheduleID, res.From.Format(time.RFC3339), res.To.Format(time.RFC3339))
-		fmt.Fprintf(w, "times that already ran get their episodes back; see `starter stats --pipeline %s`\n", in.Pipeline)
+		switch {
+		case res.DryRun:
+			fmt.Fprintf(w, "dry run\tnothing sent\n")
+		case res.Runs == 0:
+			fmt.Fprintf(w, "nothing to backfill\tthe schedule has no time in [%s, %s)\n", res.From.Format(time.RFC3339), res.To.Format(time.RFC3339))
+			return
+		default:
+			fmt.Fprintf(w, "sent\tbackfill of %s\n", res.ScheduleID)
+		}
+		fmt.Fprintf(w, "range\t[%s, %s)\n", res.From.Format(time.RFC3339), res.To.Format(time.RFC3339))
+		fmt.Fprintf(w, "runs\t%d (max_backfill_runs %d)\n", res.Runs, res.MaxRuns)
+		if res.Runs > 0 {
+			fmt.Fprintf(w, "first\t%s\nlast\t%s\n", res.First.Format(time.RFC3339), res.Last.Format(time.RFC3339))
+		}
+		switch {
+		case res.Existing != nil:
+			fmt.Fprintf(w, "already have episodes\t%d (they get them back; the other %d allocate)\n", *res.Existing, res.Runs-*res.Existing)
+		case res.DryRun:
+			fmt.Fprintf(w, "already have episodes\tunknown: %v\n", ledgerErr)
+		}
+		if res.DryRun && res.Runs > res.MaxRuns {
+			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with --yes\n")
+		}
+		if p := res.Progress; p != nil {
+			state := "processed"
+			if !p.Complete() {
+				state = "still running (stopped watching)"
+			}
+			fmt.Fprintf(w, "progress\t%d/%d done, %s: %d allocated, %d reused, %d skipped, %d failed\n", p.Done, p.Total, state, p.Allocated, p.Reused, p.Skipped, p.Failed)
+		} else if res.Sent {
+			fmt.Fprintf(w, "progress\tnot followed (--no-wait): see `starter stats --pipeline %s`\n", in.Pipeline)
+		}
 	})
 	return nil
 }
@@ -219,4 +298,17 @@ func (c *cli) printSchedule(res operator.ScheduleResult) {
 			fmt.Fprintf(w, "ran\t%s\t%s\n", a.NominalTime.Format(time.RFC3339), a.WorkflowID)
 		}
 	})
+}
+
+// ledgerID is the identity of the configured ledger, which the runs this
+// command starts carry so that a worker of another ledger refuses them; ""
+// when the ledger cannot be read (it may not exist yet: the first worker
+// creates it).
+func (c *cli) ledgerID(ctx context.Context) string {
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return ""
+	}
+	defer led.Close()
+	return led.ID()
 }

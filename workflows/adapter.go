@@ -21,7 +21,7 @@ import (
 func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 	st := e.state.Steps[i]
 	v := st.Run.Vendor
-	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: st.Name, Revision: st.Revision}
+	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: st.Name, Revision: st.Revision}
 	res, err := e.remoteSubmit(ctx, in, v)
 	if err == nil {
 		e.applyPaid(i, res)

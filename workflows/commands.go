@@ -157,7 +157,7 @@ func (e *episode) awaitTurn(ctx workflow.Context, update string, req DecisionReq
 func (e *episode) decide(ctx workflow.Context, in activities.DecisionInput) (EpisodeState, error) {
 	var a *activities.Activities
 	in.RequestID = workflow.GetCurrentUpdateInfo(ctx).ID
-	in.Pipeline, in.EpisodeID = e.input.Pipeline, e.input.EpisodeID
+	in.Pipeline, in.EpisodeID, in.LedgerID = e.input.Pipeline, e.input.EpisodeID, e.input.LedgerID
 	if in.Action == allot.ActionAdopt {
 		if st, ok := e.step(in.Step); ok && st.Run != nil && st.Run.Vendor != nil {
 			// An activity adapter's vendor is asked by its own activity.

@@ -18,6 +18,10 @@ import (
 type EpisodeInput struct {
 	Pipeline  string `json:"pipeline"`
 	EpisodeID string `json:"episode_id"`
+	// LedgerID is the identity of the ledger the episode is in; every
+	// activity checks it, so that a worker of another ledger refuses the
+	// work. "" for episodes started before ledgers had one.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // Update names of the Episode workflow: the operator's commands.
@@ -151,7 +155,7 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 
 	var loaded activities.LoadEpisodeResult
 	if err := workflow.ExecuteActivity(e.ledgerCtx(ctx), a.LoadEpisode, activities.EpisodeRef{
-		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID,
+		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID,
 	}).Get(ctx, &loaded); err != nil {
 		e.loadErr = err
 		res, err := e.fail(ctx, err)
@@ -234,7 +238,7 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 	e.state.CurrentStep = step.Name
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running step **%s** (%s), %d of %d.", step.Name, step.Kind, i+1, len(e.state.Steps)))
 	defer func() { e.state.CurrentStep = "" }()
-	ref := activities.RunLocalStepInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name}
+	ref := activities.RunLocalStepInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: step.Name}
 	switch step.Kind {
 	case string(pipeline.Local), string(pipeline.Go), string(pipeline.Exec):
 		fn, name := a.RunLocalStep, "RunLocalStep"
@@ -271,7 +275,7 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 func (e *episode) runPaid(ctx workflow.Context, i int) error {
 	var a *activities.Activities
 	step := e.state.Steps[i]
-	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Step: step.Name, Revision: step.Revision}
+	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: step.Name, Revision: step.Revision}
 	var res activities.PaidTaskResult
 	err := e.call(workflow.WithActivityOptions(ctx, vendorActivityOptions()), step.Name, "SubmitPaidTask", a.SubmitPaidTask, in, &res)
 	if err == nil {
@@ -337,7 +341,15 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 	if errors.As(cause, &appErr) {
 		msg = appErr.Message()
 	}
-	step.TaskState = parkedTaskState(errType, step.TaskState)
+	// The ledger's state of the task, as the failed activity read it; a
+	// worker that does not send it leaves the state to be inferred.
+	var details activities.ParkDetails
+	if errors.As(cause, &appErr) && appErr.HasDetails() && appErr.Details(&details) == nil && details.TaskState != "" {
+		step.TaskState = details.TaskState
+		step.Status = activities.PaidTaskResult{State: details.TaskState, Kind: pipeline.StepKind(step.Kind)}.StepStatus()
+	} else {
+		step.TaskState = parkedTaskState(errType, step.TaskState)
+	}
 	switch errType {
 	case allot.OutcomeUnknown:
 		step.Status = allot.StepIntent
@@ -375,7 +387,7 @@ func (e *episode) awaitApproval(ctx workflow.Context, i int) error {
 		var res activities.DecisionResult
 		if err := e.call(e.ledgerCtx(ctx), step.Name, "ApplyDecision", a.ApplyDecision, activities.DecisionInput{
 			RequestID: "auto-approve/" + e.input.EpisodeID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID,
-			Pipeline:  e.input.Pipeline, EpisodeID: e.input.EpisodeID, Action: allot.ActionApprove,
+			Pipeline:  e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Action: allot.ActionApprove,
 			Reason: "pipeline approves automatically (auto_approve = true)",
 		}, &res); err != nil {
 			return err
@@ -411,7 +423,7 @@ func (e *episode) finish(ctx workflow.Context) (EpisodeResult, error) {
 	}
 	if e.state.CompletedAt.IsZero() {
 		if err := e.call(e.ledgerCtx(ctx), "", "CompleteEpisode", a.CompleteEpisode, activities.CompleteEpisodeInput{
-			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, CompletedAt: workflow.Now(ctx),
+			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, CompletedAt: workflow.Now(ctx),
 		}, &e.state.CompletedAt); err != nil {
 			return e.fail(ctx, err)
 		}
@@ -431,7 +443,11 @@ func (e *episode) setStage(ctx workflow.Context, stage allot.Stage, reason ...st
 	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(stage.Outcome()))); err != nil {
 		return err
 	}
-	return e.recordOutcome(ctx, stage.Outcome(), strings.Join(reason, ""))
+	why := strings.Join(reason, "")
+	if why == "" {
+		why = stage.Reason()
+	}
+	return e.recordOutcome(ctx, stage.Outcome(), why)
 }
 
 // Versions of the Episode workflow, for workflow.GetVersion.
@@ -447,7 +463,7 @@ func (e *episode) recordOutcome(ctx workflow.Context, outcome allot.Outcome, rea
 	}
 	var a *activities.Activities
 	return workflow.ExecuteActivity(e.ledgerCtx(ctx), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
-		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Outcome: outcome, Reason: reason, At: workflow.Now(ctx),
+		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Outcome: outcome, Reason: reason, At: workflow.Now(ctx),
 	}).Get(ctx, nil)
 }
 

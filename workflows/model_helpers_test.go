@@ -12,13 +12,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"allot"
+	"allot/activities"
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
 )
@@ -100,7 +103,7 @@ func (v *faultyVendor) setRevoked(revoked bool) {
 }
 
 // endpoint names the vendor call a request makes.
-func endpoint(r *http.Request) string {
+func vendorEndpoint(r *http.Request) string {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == vendorapi.TasksPath:
 		return "submit"
@@ -114,7 +117,7 @@ func endpoint(r *http.Request) string {
 	return "other"
 }
 
-func vendorError(w http.ResponseWriter, status int, code, msg string) {
+func modelVendorError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(vendorapi.ErrorBody{Error: vendorapi.ErrorDetail{Code: code, Message: msg}})
@@ -122,20 +125,20 @@ func vendorError(w http.ResponseWriter, status int, code, msg string) {
 
 func (v *faultyVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := v.get()
-	ep := endpoint(r)
+	ep := vendorEndpoint(r)
 	if f.Revoked {
-		vendorError(w, http.StatusUnauthorized, vendorapi.CodeUnauthorized, "the API key was revoked (model fault)")
+		modelVendorError(w, http.StatusUnauthorized, vendorapi.CodeUnauthorized, "the API key was revoked (model fault)")
 		return
 	}
 	switch ep {
 	case "submit":
 		if f.Reject {
-			vendorError(w, http.StatusUnprocessableEntity, "quota_exceeded", "submission refused (model fault); nothing was charged")
+			modelVendorError(w, http.StatusUnprocessableEntity, "quota_exceeded", "submission refused (model fault); nothing was charged")
 			return
 		}
 	case "poll":
 		if f.LoseTasks {
-			vendorError(w, http.StatusNotFound, vendorapi.CodeNotFound, "no such task (model fault)")
+			modelVendorError(w, http.StatusNotFound, vendorapi.CodeNotFound, "no such task (model fault)")
 			return
 		}
 		if f.FailTasks {
@@ -143,7 +146,7 @@ func (v *faultyVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			v.sim.ServeHTTP(rec, r)
 			var t vendorapi.Task
 			if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &t) != nil {
-				copyRecorded(w, rec)
+				modelCopyRecorded(w, rec)
 				return
 			}
 			t.Status, t.SHA256, t.Error = "failed", "", "the render farm caught fire (model fault)"
@@ -161,14 +164,14 @@ func (v *faultyVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				body[len(body)-1] ^= 0x20 // one bit: the sha256 no longer matches
 			}
 			rec.Body = bytes.NewBuffer(body)
-			copyRecorded(w, rec)
+			modelCopyRecorded(w, rec)
 			return
 		}
 	}
 	v.sim.ServeHTTP(w, r)
 }
 
-func copyRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+func modelCopyRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	for k, vs := range rec.Header() {
 		w.Header()[k] = vs
 	}
@@ -176,7 +179,7 @@ func copyRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	_, _ = w.Write(rec.Body.Bytes())
 }
 
-// workerRestart is the error an activity wrapper returns when it plays a
+// workerRestart is the error a wrapped activity returns when it plays a
 // worker that died: before the activity ran, or after its side effect, so
 // that its result is lost. Temporal retries it.
 func workerRestart(activity, when string) error {
@@ -184,35 +187,64 @@ func workerRestart(activity, when string) error {
 }
 
 // maxInjectedRestarts: restarts are injected into the first attempts of an
-// activity only.
+// activity only. The test environment gives an activity up after 10
+// attempts where Temporal retries without limit.
 const maxInjectedRestarts = 6
 
-// restartable wraps a real activity: with the probabilities the model draws,
-// the attempt fails before calling it, or calls it and then fails as if the
-// worker died before reporting the result.
-func restartable[I, O any](m *modelRun, name string, real func(context.Context, I) (O, error)) func(context.Context, I) (O, error) {
-	return func(ctx context.Context, in I) (O, error) {
-		var zero O
-		before, after := m.drawRestart()
-		if activity.GetInfo(ctx).Attempt > maxInjectedRestarts {
-			// The test environment gives up an activity after 10 attempts
-			// where Temporal retries without limit: let it through.
-			before, after = false, false
+var (
+	modelContextType = reflect.TypeFor[context.Context]()
+	modelErrorType   = reflect.TypeFor[error]()
+)
+
+// registerRestartable registers every activity of acts again, under its
+// own name, through a worker that may die: with the probabilities the
+// model draws, an attempt fails before the activity runs, or runs it and
+// then fails as if the worker died before reporting the result (the side
+// effect happened, its result is lost). Temporal retries both. Every
+// activity is wrapped, whatever the workflow calls, by reflection.
+func registerRestartable(env *testsuite.TestWorkflowEnvironment, m *modelRun, acts *activities.Activities) {
+	v := reflect.ValueOf(acts)
+	for i := range v.NumMethod() {
+		name, fn := v.Type().Method(i).Name, v.Method(i)
+		ft := fn.Type()
+		if ft.NumIn() < 1 || ft.In(0) != modelContextType || ft.NumOut() < 1 || ft.Out(ft.NumOut()-1) != modelErrorType {
+			continue
 		}
-		if before {
-			m.logf("    worker dies before %s", name)
-			return zero, workerRestart(name, "before")
-		}
-		out, err := real(ctx, in)
-		if after {
-			res := "ok"
-			if err != nil {
-				res = "error: " + errorType(err)
+		fail := func(when string) []reflect.Value {
+			outs := make([]reflect.Value, ft.NumOut())
+			for j := range outs {
+				outs[j] = reflect.New(ft.Out(j)).Elem()
 			}
-			m.logf("    worker dies after %s (%s); the result is lost", name, res)
-			return zero, workerRestart(name, "after")
+			outs[len(outs)-1].Set(reflect.ValueOf(workerRestart(name, when)))
+			return outs
 		}
-		return out, err
+		wrapped := reflect.MakeFunc(ft, func(args []reflect.Value) []reflect.Value {
+			ctx := args[0].Interface().(context.Context)
+			if name == "LoadEpisode" {
+				if g := m.loadGate; g != nil {
+					<-g // a reopening command arrives with the start, before the load (Update-With-Start)
+				}
+			}
+			before, after := m.drawRestart()
+			if activity.GetInfo(ctx).Attempt > maxInjectedRestarts {
+				before, after = false, false
+			}
+			if before {
+				m.logf("    worker dies before %s", name)
+				return fail("before")
+			}
+			outs := fn.Call(args)
+			if after {
+				res := "ok"
+				if err, _ := outs[len(outs)-1].Interface().(error); err != nil {
+					res = "error: " + errorType(err)
+				}
+				m.logf("    worker dies after %s (%s); the result is lost", name, res)
+				return fail("after")
+			}
+			return outs
+		})
+		env.RegisterActivityWithOptions(wrapped.Interface(), activity.RegisterOptions{Name: name, DisableAlreadyRegisteredCheck: true})
 	}
 }
 
@@ -237,7 +269,7 @@ func (c remedyCmd) update() string {
 // parseRemedy reads a `starter episode ...` command line as a shell would
 // and checks that it is complete: every flag known, every value given.
 func parseRemedy(line string) (remedyCmd, error) {
-	words, err := shellWords(line)
+	words, err := modelShellWords(line)
 	if err != nil {
 		return remedyCmd{}, err
 	}
@@ -309,7 +341,7 @@ func parseRemedy(line string) (remedyCmd, error) {
 
 // shellWords splits a POSIX shell command line with single quotes (the only
 // quoting Remedies uses) and backslash escapes outside quotes.
-func shellWords(s string) ([]string, error) {
+func modelShellWords(s string) ([]string, error) {
 	var (
 		words []string
 		cur   strings.Builder
@@ -354,7 +386,7 @@ func shellWords(s string) ([]string, error) {
 
 // stateView is the part of the state query a refused command must leave
 // as it was.
-func stateView(st EpisodeState) string {
+func modelStateView(st EpisodeState) string {
 	b, err := json.Marshal(struct {
 		Stage     allot.Stage
 		Steps     any
@@ -367,7 +399,7 @@ func stateView(st EpisodeState) string {
 }
 
 // summary shows a state on one line for the step log.
-func summary(st EpisodeState) string {
+func modelSummary(st EpisodeState) string {
 	var b strings.Builder
 	b.WriteString(string(st.Stage))
 	if a := st.Attention; a != nil {

@@ -130,7 +130,7 @@ func (e *episode) showRetrying(ctx workflow.Context) {
 	opts.ScheduleToCloseTimeout = 30 * time.Second
 	opts.RetryPolicy.MaximumAttempts = 2
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
-		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, Outcome: allot.OutcomeRetrying, Reason: r.ErrorType, At: r.Since,
+		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Outcome: allot.OutcomeRetrying, Reason: r.ErrorType, At: r.Since,
 	}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("recording the retrying outcome failed", "error", err)
 	}

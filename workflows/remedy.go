@@ -34,6 +34,13 @@ func Remedies(pipelineName, episodeID, step string, state allot.PaidTaskState, a
 	return out
 }
 
+// ResumeCommand starts an unsettled episode's workflow again when it has
+// none (it never started, ended abnormally, or its history was deleted);
+// the workflow resumes from the ledger.
+func ResumeCommand(pipelineName, episodeID string) string {
+	return fmt.Sprintf("starter episode resume --pipeline %s --episode %s", pipelineName, episodeID)
+}
+
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

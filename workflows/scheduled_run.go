@@ -21,6 +21,10 @@ type ScheduledRunInput struct {
 	// NominalTime is when the run was planned. Leave it out for scheduled
 	// runs: the Schedule's TemporalScheduledStartTime is used.
 	NominalTime time.Time `json:"nominal_time,omitzero"`
+	// LedgerID, when set (starter and the pipeline's Schedule set it), is
+	// the ledger the run must be allocated in: a worker of another ledger
+	// refuses it (LedgerMismatch).
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // ScheduledRunResult says which episode the run owns and why.
@@ -57,6 +61,8 @@ type scheduledRun struct {
 	// refused: the start itself is wrong (a key of another pipeline, no
 	// nominal time); the run allocates nothing and fails with it.
 	refused error
+	// ledgerID is the ledger that allocated the run.
+	ledgerID string
 }
 
 // ScheduledRun is the zero-cost allocation phase: it decides which episode
@@ -72,6 +78,9 @@ func ScheduledRun(ctx workflow.Context, in ScheduledRunInput) (ScheduledRunResul
 func (r *scheduledRun) setup(ctx workflow.Context) error {
 	info := workflow.GetInfo(ctx)
 	r.runID = info.WorkflowExecution.RunID
+	// A run stamped with a ledger records only in that ledger: until the
+	// allocation names the ledger, the stamp is the one to check against.
+	r.ledgerID = r.input.LedgerID
 	r.result = ScheduledRunResult{
 		WorkflowID: info.WorkflowExecution.ID,
 		Pipeline:   r.input.Pipeline,
@@ -144,10 +153,12 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 		Pipeline:    r.input.Pipeline,
 		Key:         r.result.WorkflowID,
 		NominalTime: r.result.NominalTime,
+		LedgerID:    r.input.LedgerID,
 	}).Get(ctx, &alloc)
 	if err != nil {
 		return r.fail(ctx, actx, err)
 	}
+	r.ledgerID = alloc.LedgerID
 	r.result.Outcome, r.result.Reason = alloc.Decision, alloc.Reason
 	r.result.EpisodeID, r.result.Period, r.result.Sequence = alloc.EpisodeID, alloc.Period, alloc.Sequence
 
@@ -188,19 +199,33 @@ func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 			SequenceAttr.ValueSet(int64(r.result.Sequence)),
 			OutcomeAttr.ValueSet(string(allot.OutcomeRunning)),
 		),
+		Memo: map[string]any{allot.LedgerMemo: r.ledgerID},
 	})
 	var exec workflow.Execution
 	err := workflow.ExecuteChildWorkflow(cctx, Episode, EpisodeInput{
 		Pipeline:  r.result.Pipeline,
 		EpisodeID: r.result.EpisodeID,
+		LedgerID:  r.ledgerID,
 	}).GetChildWorkflowExecution().Get(ctx, &exec)
 	var already *temporal.ChildWorkflowExecutionAlreadyStartedError
-	if errors.As(err, &already) {
-		workflow.GetLogger(ctx).Info("episode workflow already exists", "episode", r.result.EpisodeID)
+	if !errors.As(err, &already) {
+		return err
+	}
+	workflow.GetLogger(ctx).Info("episode workflow already exists", "episode", r.result.EpisodeID)
+	if workflow.GetVersion(ctx, verifyEpisodeLedgerChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
-	return err
+	// It is this run's episode only if this ledger started it: another
+	// ledger on the namespace may have an episode of the same ID.
+	var a *activities.Activities
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, allocationActivityOptions()), a.VerifyEpisodeLedger, activities.VerifyEpisodeLedgerInput{
+		WorkflowID: EpisodeWorkflowID(r.result.Pipeline, r.result.EpisodeID), LedgerID: r.ledgerID,
+	}).Get(ctx, nil)
 }
+
+// verifyEpisodeLedgerChange: an Episode that already exists is checked to
+// belong to this run's ledger.
+const verifyEpisodeLedgerChange = "verify-episode-ledger"
 
 func (r *scheduledRun) record(ctx, actx workflow.Context) error {
 	var a *activities.Activities
@@ -216,6 +241,7 @@ func (r *scheduledRun) record(ctx, actx workflow.Context) error {
 		Period:            r.result.Period,
 		Sequence:          r.result.Sequence,
 		RecordedAt:        workflow.Now(ctx),
+		LedgerID:          r.ledgerID,
 	}).Get(ctx, nil); err != nil {
 		return err
 	}

@@ -76,7 +76,11 @@ func NewClusterWithPipelines(t *testing.T, pipelinesTOML []byte) *Cluster {
 	}
 	t.Cleanup(func() { led.Close() })
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	m := metrics.New(led.EpisodesNeedingAttention, logger)
+	set, err := pipeline.Parse(pipelinesTOML, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(app.LedgerGauges(led, set), logger)
 	t.Cleanup(func() { m.Close() })
 	metricsServer := httptest.NewServer(m.HTTPHandler())
 	t.Cleanup(metricsServer.Close)
@@ -85,20 +89,16 @@ func NewClusterWithPipelines(t *testing.T, pipelinesTOML []byte) *Cluster {
 	if _, err := workflows.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()); err != nil {
 		t.Fatal(err)
 	}
-	set, err := pipeline.Parse(pipelinesTOML, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
 	vendor := NewVendor(t, paidvendortest.SimConfig{Seed: 7, TaskDuration: 200 * time.Millisecond})
 	cl := &Cluster{
 		t: t, Server: ts, Client: c, Namespace: ts.GetDefaultNamespace(), Dir: dir,
 		Ledger: led, LedgerURL: url, Pipelines: set, Vendor: vendor, Logs: logs, MetricsURL: metricsServer.URL,
 		Activities: &activities.Activities{
-			Ledger: led, Pipelines: set, ArtifactsDir: filepath.Join(dir, "artifacts"),
+			Ledger: led, Pipelines: set, ArtifactsDir: filepath.Join(dir, "artifacts"), Temporal: c,
 			Credentials: vendor.Credentials, NewVendor: vendor.NewClient, PollInterval: 20 * time.Millisecond,
 		},
 	}
-	cl.Runs = &operator.Runs{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue}
+	cl.Runs = &operator.Runs{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, LedgerID: led.ID()}
 	cl.Commands = &operator.EpisodeCommands{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, Ledger: led}
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -212,7 +212,7 @@ func (c *Cluster) Send(pipelineName, episodeID, update string, req workflows.Dec
 
 // Schedules manages the pipelines' schedules on the cluster.
 func (c *Cluster) Schedules() *operator.Schedules {
-	return &operator.Schedules{Client: c.Client, Pipelines: c.Pipelines, TaskQueue: workflows.TaskQueue}
+	return &operator.Schedules{Client: c.Client, Pipelines: c.Pipelines, TaskQueue: workflows.TaskQueue, Namespace: c.Namespace, Ledger: c.Ledger}
 }
 
 // WorkflowIDs lists the IDs of the workflows a visibility query finds.

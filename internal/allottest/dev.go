@@ -36,14 +36,20 @@ type Dev struct {
 // not called before.
 func StartDev(t *testing.T, dir string) *Dev {
 	t.Helper()
+	return StartDevWith(t, devstack.Config{DataDir: dir})
+}
+
+// StartDevWith is StartDev with more of the dev stack's settings (a demo
+// schedule, --no-worker); the ports are always free ones.
+func StartDevWith(t *testing.T, cfg devstack.Config) *Dev {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Dev{t: t, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan devstack.Info, 1)
+	cfg.Port, cfg.UIPort, cfg.VendorPort = -1, -1, -1
+	cfg.Ready = func(info devstack.Info) { ready <- info }
 	go func() {
-		d.done <- devstack.Run(ctx, devstack.Config{
-			DataDir: dir, Port: -1, UIPort: -1, VendorPort: -1,
-			Ready: func(info devstack.Info) { ready <- info },
-		})
+		d.done <- devstack.Run(ctx, cfg)
 	}()
 	select {
 	case d.Info = <-ready:

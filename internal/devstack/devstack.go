@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 
 	"allot/activities"
 	"allot/app"
+	"allot/artifacts"
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
@@ -51,7 +54,10 @@ type Config struct {
 	DemoInterval time.Duration
 	AutoApprove  bool
 	MetricsAddr  string // Prometheus /metrics of the worker; "" = off
-	Logger       *slog.Logger
+	// NoWorker runs the server and its Web UI only: no simulated vendor,
+	// no worker, no ledger, no demo schedule, for workers of one's own.
+	NoWorker bool
+	Logger   *slog.Logger
 	// Ready is called once everything runs, with where to look.
 	Ready func(Info)
 }
@@ -61,11 +67,13 @@ type Info struct {
 	Frontend  string `json:"frontend"`
 	Namespace string `json:"namespace"`
 	WebUI     string `json:"web_ui,omitempty"`
-	VendorURL string `json:"vendor_url"`
-	Ledger    string `json:"ledger"`
+	VendorURL string `json:"vendor_url,omitempty"` // "" with NoWorker
+	Ledger    string `json:"ledger,omitempty"`     // "" with NoWorker
 	DataDir   string `json:"data_dir"`
-	// Schedule is the demo schedule's ID, if one runs.
-	Schedule string `json:"schedule,omitempty"`
+	// Schedule is the demo schedule's ID, if one runs; ScheduleCreated
+	// says this start created it (else it is as the operator left it).
+	Schedule        string `json:"schedule,omitempty"`
+	ScheduleCreated bool   `json:"schedule_created,omitempty"`
 	// Metrics is the worker's /metrics URL, if served.
 	Metrics string `json:"metrics,omitempty"`
 }
@@ -99,6 +107,15 @@ func Run(ctx context.Context, cfg Config) error {
 			logger.Error("stopping the Temporal server", "error", err)
 		}
 	}()
+	if cfg.NoWorker {
+		// The server and the Web UI only: a hidden worker of ours would
+		// compete with the user's own for the task queue's tasks.
+		if cfg.Ready != nil {
+			cfg.Ready(Info{Frontend: srv.FrontendAddress(), Namespace: srv.Namespace(), WebUI: srv.UIAddress(), DataDir: cfg.DataDir})
+		}
+		<-ctx.Done()
+		return nil
+	}
 
 	vendorURL, stopVendor, err := startVendor(cfg, logger)
 	if err != nil {
@@ -137,7 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if cfg.DemoInterval > 0 {
-		if info.Schedule, err = ensureDemoSchedule(ctx, cfg, wcfg.Config, info); err != nil {
+		if info.Schedule, info.ScheduleCreated, err = ensureDemoSchedule(ctx, cfg, wcfg.Config, info); err != nil {
 			stopWorker()
 			<-workerDone
 			return err
@@ -155,36 +172,59 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// ensureDemoSchedule puts the demo pipeline on a fast schedule, creating or
-// updating it, so a fresh machine shows runs within seconds. The short
-// catch-up window keeps a restart from replaying every missed tick.
-func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info Info) (string, error) {
+// ensureDemoSchedule puts the demo pipeline on a fast schedule the first
+// time the dev setup runs on its data directory, so a fresh machine shows
+// runs within seconds; the short catch-up window keeps a restart from
+// replaying every missed tick. A marker file in the data directory records
+// that it was created: later starts leave the schedule as the operator
+// left it (updated, paused or deleted) and only report it if it exists.
+func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info Info) (id string, created bool, err error) {
 	pipelines, err := wcfg.LoadPipelines()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	name := cfg.DemoPipeline
 	if name == "" {
 		name = DemoPipeline
 	}
 	if _, err := pipelines.Get(name); err != nil {
-		return "", fmt.Errorf("demo schedule: %w (choose one with --demo-pipeline, or --demo-interval 0 for none)", err)
+		return "", false, fmt.Errorf("demo schedule: %w (choose one with --demo-pipeline, or --demo-interval 0 for none)", err)
 	}
 	c, err := client.DialContext(ctx, client.Options{HostPort: info.Frontend, Namespace: info.Namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer c.Close()
-	s := &operator.Schedules{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue}
+	s := &operator.Schedules{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue, Namespace: info.Namespace}
+	marker := filepath.Join(cfg.DataDir, DemoScheduleMarker(name))
+	if _, err := os.Stat(marker); err == nil {
+		res, err := s.Describe(ctx, name)
+		if err != nil {
+			return "", false, nil // deleted by the operator: it stays deleted
+		}
+		return res.ScheduleID, false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("demo schedule: %w", err)
+	}
 	res, err := s.Ensure(ctx, operator.ScheduleInput{
 		Pipeline: name,
 		Override: pipeline.Schedule{Interval: cfg.DemoInterval.String(), CatchupWindow: pipeline.MinCatchupWindow.String()},
 		Note:     "demo schedule of the dev setup",
 	})
 	if err != nil {
-		return "", fmt.Errorf("demo schedule: %w", err)
+		return "", false, fmt.Errorf("demo schedule: %w", err)
 	}
-	return res.ScheduleID, nil
+	note := fmt.Sprintf("the dev setup created the schedule %s on %s; it is not created again in this data directory\n", res.ScheduleID, time.Now().UTC().Format(time.RFC3339))
+	if _, err := artifacts.WriteFile(marker, []byte(note)); err != nil {
+		return "", false, fmt.Errorf("demo schedule: record its creation: %w", err)
+	}
+	return res.ScheduleID, true, nil
+}
+
+// DemoScheduleMarker is the file in the data directory that records that
+// the dev setup created the demo pipeline's schedule there.
+func DemoScheduleMarker(pipelineName string) string {
+	return ".demo-schedule-" + pipelineName + "-created"
 }
 
 // DemoPipeline is the embedded demo pipeline the dev setup schedules.

@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	return string(body)
+}
+
+// Every known pipeline is exported, 0 when it has nothing to count, and a
+// pipeline only the ledger knows still shows; the names are the real ones.
+func TestLedgerGaugesExportEveryPipelineByItsRealName(t *testing.T) {
+	m := New(Gauges{
+		Pipelines: []string{"daily-report", "weekly-video"},
+		NeedingAttention: func(context.Context) (map[string]int, error) {
+			return map[string]int{"weekly-video": 2, "retired-pipeline": 1}, nil
+		},
+		Stalled: func(context.Context) (map[string]int, error) { return map[string]int{"daily-report": 3}, nil },
+	}, nil)
+	defer m.Close()
+	body := scrape(t, m)
+	for _, want := range []string{
+		`allot_episodes_needing_attention{pipeline="weekly-video"} 2`,
+		`allot_episodes_needing_attention{pipeline="daily-report"} 0`,
+		`allot_episodes_needing_attention{pipeline="retired-pipeline"} 1`,
+		`allot_episodes_stalled{pipeline="daily-report"} 3`,
+		`allot_episodes_stalled{pipeline="weekly-video"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, grep(body, "allot_"))
+		}
+	}
+}
+
+func TestLedgerGaugeReadErrorFailsTheScrapeNotTheWorker(t *testing.T) {
+	m := New(Gauges{Pipelines: []string{"weekly-video"}, Stalled: func(context.Context) (map[string]int, error) {
+		return nil, errors.New("ledger is down")
+	}}, nil)
+	defer m.Close()
+	rec := httptest.NewRecorder()
+	m.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 500 || !strings.Contains(rec.Body.String(), "ledger is down") {
+		t.Fatalf("scrape with a failing gauge: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// Counters emitted through the Temporal handler keep their label values:
+// the SDK's Prometheus sanitizer used to turn "weekly-video" into
+// "weekly_video".
+func TestCounterLabelValuesAreTheRealNames(t *testing.T) {
+	m := New(Gauges{}, nil)
+	defer m.Close()
+	m.Handler().WithTags(map[string]string{"pipeline": "weekly-video", "reason": "cap_reached"}).Counter("allot_runs").Inc(1)
+	want := `allot_runs_total{pipeline="weekly-video",reason="cap_reached"} 1`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		body := scrape(t, m)
+		if strings.Contains(body, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %q:\n%s", want, grep(body, "allot_"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func grep(body, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,348 @@
+package operator
+
+// starter check: the ledger's audit (ledger.Audit), the files it names, and
+// optionally the vendors' bills. Everything here reads: the ledger in one
+// read-only transaction, the files by hashing them, the vendors by listing
+// their charges.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"allot"
+	"allot/activities"
+	"allot/artifacts"
+	"allot/ledger"
+	"allot/paidvendor"
+	"allot/pipeline"
+)
+
+// CheckInput selects what a check covers.
+type CheckInput struct {
+	Pipeline string // "" = every pipeline
+	// StaleIntent: an intent without a reference older than this is an
+	// unknown outcome (also the grace an episode has to report its first
+	// outcome and its run); zero means ledger.DefaultStaleAfter.
+	StaleIntent time.Duration
+	Now         time.Time // zero: now
+	// Vendors are the vendors whose charges to reconcile with the ledger
+	// (check --vendor); none when empty.
+	Vendors []VendorCharges
+	// Pipelines names the vendor of a cost whose episode has no pinned
+	// plan (the step's vendor as configured now); may be nil.
+	Pipelines *pipeline.Set
+	// Workflows, when set, also asks Temporal about the workflow of every
+	// unsettled episode (CheckWorkflows); its Grace defaults to
+	// StaleIntent.
+	Workflows *WorkflowCheckInput
+}
+
+// ChargeLister lists a vendor's charges (paidvendor.HTTPClient.Charges).
+type ChargeLister interface {
+	Charges(ctx context.Context) ([]paidvendor.Charge, error)
+}
+
+// VendorCharges is one vendor to reconcile: its name as steps give it
+// (pipeline.DefaultVendor for the default one) and its charge list.
+type VendorCharges struct {
+	Name    string
+	Charges ChargeLister
+}
+
+// CheckResult lists the violations found; OK means there are none.
+type CheckResult struct {
+	Pipeline   string             `json:"pipeline,omitempty"`
+	OK         bool               `json:"ok"`
+	Violations []ledger.Violation `json:"violations"`
+	// Artifacts is how many files were hashed.
+	Artifacts int `json:"artifacts_checked"`
+	// WorkflowsChecked says whether Temporal was asked about the
+	// episodes' workflows.
+	WorkflowsChecked bool `json:"workflows_checked"`
+	// Vendors says what was reconciled with --vendor, and NotReconciled
+	// which vendors could not be (and why).
+	Vendors       []VendorCheck `json:"vendors,omitempty"`
+	NotReconciled []string      `json:"vendors_not_reconciled,omitempty"`
+}
+
+// VendorCheck is one vendor's reconciliation: how many charges it listed
+// and how many ledger costs are booked to it.
+type VendorCheck struct {
+	Name    string `json:"name"`
+	Charges int    `json:"charges"`
+	Costs   int    `json:"costs"`
+}
+
+// Check audits the ledger of one pipeline ("" = all) and the files it
+// names, with the default threshold and no vendor (starter check).
+func Check(ctx context.Context, led *ledger.Ledger, pipelineName string) (CheckResult, error) {
+	return Audit(ctx, led, CheckInput{Pipeline: pipelineName})
+}
+
+// Audit runs every check of starter check: the ledger's (ledger.Audit),
+// every file the ledger names (it exists and has its sha256), and, for
+// each of in.Vendors, its charges against the ledger's costs: charges the
+// ledger does not know (money spent without a record), ledger costs the
+// vendor did not charge, and amounts that differ. It writes nothing.
+func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult, error) {
+	if in.Pipeline != "" {
+		if err := pipeline.ValidateName(in.Pipeline); err != nil {
+			return CheckResult{}, err
+		}
+	}
+	if in.StaleIntent < 0 {
+		return CheckResult{}, fmt.Errorf("the stale-intent threshold %s is negative: give a duration like 1h", in.StaleIntent)
+	}
+	a, err := led.Audit(ctx, ledger.AuditOptions{Pipeline: in.Pipeline, StaleAfter: in.StaleIntent, Now: in.Now, WithRefs: len(in.Vendors) > 0})
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs := a.Violations
+	fileVs, hashed := checkArtifacts(a.Artifacts)
+	vs = append(vs, fileVs...)
+	res := CheckResult{Pipeline: in.Pipeline, Artifacts: hashed}
+	if w := in.Workflows; w != nil {
+		wi := *w
+		if wi.Grace == 0 {
+			wi.Grace = in.StaleIntent
+			if wi.Grace == 0 {
+				wi.Grace = ledger.DefaultStaleAfter
+			}
+		}
+		if wi.Now.IsZero() {
+			wi.Now = in.Now
+		}
+		names := []string{in.Pipeline}
+		if in.Pipeline == "" {
+			if names, err = led.PipelineNames(ctx); err != nil {
+				return CheckResult{}, err
+			}
+		}
+		found, err := CheckWorkflows(ctx, led, names, wi)
+		if err != nil {
+			return CheckResult{}, err
+		}
+		vs = append(vs, found...)
+		res.WorkflowsChecked = true
+	}
+	for _, v := range in.Vendors {
+		found, check, err := reconcile(ctx, in, a, v)
+		if err != nil {
+			return CheckResult{}, err
+		}
+		vs = append(vs, found...)
+		res.Vendors = append(res.Vendors, check)
+	}
+	ledger.SortViolations(vs)
+	if vs == nil {
+		vs = []ledger.Violation{}
+	}
+	res.Violations, res.OK = vs, len(vs) == 0
+	return res, nil
+}
+
+// checkArtifacts hashes every file the ledger names, each path once.
+// Relative paths are read from the current folder, as the worker wrote
+// them.
+func checkArtifacts(files []ledger.AuditArtifact) ([]ledger.Violation, int) {
+	type result struct {
+		sum string
+		err error
+	}
+	hashed := map[string]result{}
+	var out []ledger.Violation
+	for _, f := range files {
+		r, ok := hashed[f.Path]
+		if !ok {
+			r.sum, r.err = artifacts.SHA256File(f.Path)
+			hashed[f.Path] = r
+		}
+		what := fmt.Sprintf("step %s's output", f.Step)
+		look := "restore it from a backup, or rerun the step (a reassembly reruns the assembly and the steps after it)"
+		if f.Paid {
+			what = fmt.Sprintf("the result of paid step %s revision %d", f.Step, f.Revision)
+			look = "restore it from a backup; the vendor may still hold the result (rework downloads a new one, for one more charge)"
+		}
+		switch {
+		case r.err != nil:
+			detail := fmt.Sprintf("%s, %s, cannot be read: %v: %s", what, f.Path, r.err, look)
+			if errors.Is(r.err, os.ErrNotExist) {
+				detail = fmt.Sprintf("%s, %s, is missing: %s", what, f.Path, look)
+			}
+			out = append(out, ledger.Violation{Kind: ledger.KindArtifactMissing, Pipeline: f.Pipeline, Episode: f.EpisodeID, Detail: detail})
+		case !strings.EqualFold(r.sum, f.SHA256):
+			out = append(out, ledger.Violation{Kind: ledger.KindArtifactMismatch, Pipeline: f.Pipeline, Episode: f.EpisodeID,
+				Detail: fmt.Sprintf("%s, %s, has sha256 %s but the ledger recorded %s: the file was changed after it was verified; %s", what, f.Path, r.sum, f.SHA256, look)})
+		}
+	}
+	return out, len(hashed)
+}
+
+// vendorOf names the vendor a cost is booked to, pipeline.DefaultVendor
+// for the default one; "" when unknown.
+func vendorOf(in CheckInput, c ledger.AuditCost) string {
+	name, known := c.Vendor, c.StepKind != ""
+	if !known && in.Pipelines != nil {
+		if p, err := in.Pipelines.Get(c.Pipeline); err == nil {
+			if s, ok := p.Step(c.Step); ok {
+				name, known = s.Vendor, true
+			}
+		}
+	}
+	if !known {
+		return ""
+	}
+	if name == "" {
+		return pipeline.DefaultVendor
+	}
+	return name
+}
+
+// reconcile compares one vendor's charges with the ledger.
+func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges) ([]ledger.Violation, VendorCheck, error) {
+	check := VendorCheck{Name: v.Name}
+	charges, err := v.Charges.Charges(ctx)
+	if err != nil {
+		return nil, check, fmt.Errorf("list the charges of vendor %s: %w (check its URL and API key, or leave --vendor out)", v.Name, err)
+	}
+	check.Charges = len(charges)
+	byRef, byKey := map[string]ledger.PaidTask{}, map[string]ledger.PaidTask{}
+	for _, t := range a.Tasks {
+		if t.RemoteRef != "" {
+			byRef[t.RemoteRef] = t
+		}
+		if t.IdempotencyKey != "" {
+			byKey[t.IdempotencyKey] = t
+		}
+	}
+	costs := map[string]ledger.AuditCost{}
+	for _, c := range a.Costs {
+		if vendorOf(in, c) == v.Name {
+			costs[c.RemoteRef] = c
+			check.Costs++
+		}
+	}
+	inScope := func(p string) bool { return in.Pipeline == "" || p == in.Pipeline }
+
+	// The vendor's charges, summed per task.
+	type charged struct {
+		amount     int64
+		currencies []string
+		key        string
+	}
+	var order []string
+	perTask := map[string]*charged{}
+	for _, ch := range charges {
+		c, ok := perTask[ch.TaskID]
+		if !ok {
+			c = &charged{key: ch.IdempotencyKey}
+			perTask[ch.TaskID] = c
+			order = append(order, ch.TaskID)
+		}
+		c.amount += ch.Amount
+		if !slices.Contains(c.currencies, ch.Currency) {
+			c.currencies = append(c.currencies, ch.Currency)
+		}
+	}
+
+	var out []ledger.Violation
+	for _, ref := range order {
+		c := perTask[ref]
+		money := fmt.Sprintf("%d %s", c.amount, strings.Join(c.currencies, "+"))
+		t, known := byRef[ref]
+		if !known {
+			found := ledger.Violation{Kind: ledger.KindChargeUnrecorded,
+				Detail: fmt.Sprintf("vendor %s charged %s for task %s (idempotency key %q), which no paid task of the ledger holds: money spent without a record; find out who submitted it", v.Name, money, ref, c.key)}
+			if owner, ok := byKey[c.key]; ok && c.key != "" {
+				if !inScope(owner.Pipeline) {
+					continue
+				}
+				found.Pipeline, found.Episode = owner.Pipeline, owner.EpisodeID
+				found.Detail = fmt.Sprintf("vendor %s charged %s for task %s under idempotency key %q, which is %s's key, but the ledger holds that task as %s without this reference: the vendor accepted a submission whose answer was lost",
+					v.Name, money, ref, c.key, describeTask(owner), owner.State)
+				if owner.State == allot.PaidIntent {
+					found.Fix = ledger.LookupCommand(owner.Pipeline, owner.EpisodeID, owner.Step)
+				}
+			}
+			out = append(out, found)
+			continue
+		}
+		if !inScope(t.Pipeline) {
+			continue
+		}
+		cost, booked := costs[ref]
+		switch {
+		case !booked:
+			out = append(out, ledger.Violation{Kind: ledger.KindChargeUnrecorded, Pipeline: t.Pipeline, Episode: t.EpisodeID,
+				Detail: fmt.Sprintf("vendor %s charged %s for task %s, which is %s's reference, but the ledger books no cost for it with this vendor: correct the ledger's cost entry to what was charged", v.Name, money, ref, describeTask(t))})
+		case len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amount != cost.Amount:
+			out = append(out, ledger.Violation{Kind: ledger.KindAmountDiffers, Pipeline: t.Pipeline, Episode: t.EpisodeID,
+				Detail: fmt.Sprintf("vendor %s charged %s for task %s (%s), the ledger books %d %s: ask the vendor which is right, then correct the ledger or dispute the charge", v.Name, money, ref, describeTask(t), cost.Amount, cost.Currency)})
+		}
+	}
+	for _, c := range sortedCosts(costs) {
+		if _, ok := perTask[c.RemoteRef]; ok || !inScope(c.Pipeline) {
+			continue
+		}
+		out = append(out, ledger.Violation{Kind: ledger.KindCostUncharged, Pipeline: c.Pipeline, Episode: c.EpisodeID,
+			Detail: fmt.Sprintf("the ledger books %d %s for task %s (step %s revision %d) but vendor %s has not charged for it: ask the vendor, then correct the ledger or expect the charge", c.Amount, c.Currency, c.RemoteRef, c.Step, c.Revision, v.Name)})
+	}
+	return out, check, nil
+}
+
+func sortedCosts(m map[string]ledger.AuditCost) []ledger.AuditCost {
+	out := make([]ledger.AuditCost, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b ledger.AuditCost) int { return strings.Compare(a.RemoteRef, b.RemoteRef) })
+	return out
+}
+
+func describeTask(t ledger.PaidTask) string {
+	return fmt.Sprintf("%s/%s step %s revision %d", t.Pipeline, t.EpisodeID, t.Step, t.Revision)
+}
+
+// HTTPVendors builds the charge lists of every vendor starter check
+// --vendor reconciles: each HTTP vendor of the pipeline file, with its key
+// from api_key_env or api_key_file, and the default vendor at defaultURL
+// with defaultKey (ALLOT_VENDOR_URL, ALLOT_VENDOR_API_KEY(_FILE)) when
+// defaultURL is set. skipped says which defined vendors have no charge
+// list to read (other adapters) or are not configured.
+func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string, error)) (vendors []VendorCharges, skipped []string, err error) {
+	if defaultURL != "" {
+		key, err := defaultKey()
+		if err != nil {
+			return nil, nil, fmt.Errorf("default vendor %s: %w", defaultURL, err)
+		}
+		c, err := paidvendor.NewHTTPClient(defaultURL, key, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("default vendor: %w", err)
+		}
+		vendors = append(vendors, VendorCharges{Name: pipeline.DefaultVendor, Charges: c})
+	} else {
+		skipped = append(skipped, pipeline.DefaultVendor+": no URL (set ALLOT_VENDOR_URL or --vendor-url)")
+	}
+	for _, name := range set.VendorNames() {
+		v, _ := set.Vendor(name)
+		if v.Adapter != pipeline.AdapterHTTP {
+			skipped = append(skipped, fmt.Sprintf("%s: adapter %s has no charge list to read", name, v.Adapter))
+			continue
+		}
+		key, err := activities.VendorKeyOf(v).VendorAPIKey(context.Background())
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := paidvendor.NewHTTPClient(v.URL, key, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("vendor %s: %w", name, err)
+		}
+		vendors = append(vendors, VendorCharges{Name: name, Charges: c})
+	}
+	return vendors, skipped, nil
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"allot/app"
+	"allot/ledger"
+	"allot/operator"
+)
+
+// importCommand: starter import --pipeline P --from PATH [--dry-run]
+// [--in-place]. It never contacts a vendor.
+func importCommand(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("import", false)
+	var in operator.ImportInput
+	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline the old runs become episodes of (required)")
+	fs.StringVar(&in.From, "from", "", "a JSON Lines file of old runs, or a folder with one folder per old ID holding a state.json (required)")
+	fs.BoolVar(&in.DryRun, "dry-run", false, "check everything and say what would be imported; write nothing")
+	fs.BoolVar(&in.InPlace, "in-place", false, "record the artifact files where they are instead of copying them into the data folder")
+	fs.StringVar(&c.cfg.DataDir, "data-dir", c.cfg.DataDir, "artifacts are copied to DATA_DIR/artifacts/<pipeline>/<episode>/ (env "+app.EnvDataDir+", default data)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if in.Pipeline == "" || in.From == "" {
+		return usageError{errors.New("--pipeline and --from are required")}
+	}
+	in.DataDir = c.cfg.DataDir
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	if _, err := pipelines.Get(in.Pipeline); err != nil {
+		return err
+	}
+	// A dry run writes nothing, not even a migration.
+	open := ledger.Open
+	if in.DryRun {
+		open = ledger.OpenReadOnly
+	}
+	led, err := open(ctx, c.cfg.Ledger)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	res, err := operator.Import(ctx, led, pipelines, in)
+	var conflicts *ledger.ImportConflictError
+	if err != nil && !errors.As(err, &conflicts) {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		if conflicts != nil {
+			fmt.Fprintf(w, "refused: %d conflict(s); nothing was written\n", len(res.Conflicts))
+			for _, cf := range res.Conflicts {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", cf.Kind, dash(cf.OldID), cf.Detail)
+			}
+			return
+		}
+		verb := "imported"
+		if res.DryRun {
+			verb = "would import"
+		}
+		fmt.Fprintf(w, "%s %d old run(s) from %s into %s; %d already imported, skipped\n", verb, len(res.Imported), res.Source, res.Pipeline, len(res.Skipped))
+		if len(res.Imported) > 0 {
+			fmt.Fprintln(w, "OLD ID\tEPISODE\tNOMINAL TIME\tOUTCOME\tREFS\tFILES")
+			for _, e := range res.Imported {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", e.OldID, e.EpisodeID, e.NominalTime.Format(time.RFC3339), e.Outcome, e.References, e.Artifacts)
+				for _, n := range e.Notes {
+					fmt.Fprintf(w, "\tnote:\t%s\n", n)
+				}
+			}
+		}
+		var costs []string
+		for _, cur := range slices.Sorted(maps.Keys(res.Costs)) {
+			costs = append(costs, money(res.Costs[cur], cur))
+		}
+		fmt.Fprintf(w, "references\t%d\nartifact files\t%d\ncosts\t%s\n", res.References, res.Artifacts, dash(strings.Join(costs, ", ")))
+	})
+	if conflicts != nil {
+		if !c.json {
+			fmt.Fprintf(c.stderr, "starter import: refused, nothing was written: fix the source (or the ledger) and run it again\n")
+		}
+		return errReported
+	}
+	return nil
+}

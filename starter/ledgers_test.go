@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testLedger is an empty ledger database for one test, on one driver, with
+// a raw connection that reads it around allot.
+type testLedger struct {
+	driver string
+	url    string // the --ledger value
+	raw    *sql.DB
+}
+
+// testLedgers returns a fresh ledger on SQLite and, when
+// ALLOT_TEST_POSTGRES_DSN is set, one on PostgreSQL (its own schema).
+func testLedgers(t *testing.T) []testLedger {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger", "allot.db")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	out := []testLedger{{driver: "sqlite", url: "sqlite:" + path, raw: raw}}
+	dsn := os.Getenv("ALLOT_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Log("ALLOT_TEST_POSTGRES_DSN is not set: SQLite only")
+		return out
+	}
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "allot_test_" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	pg, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pg.Close()
+		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+		admin.Close()
+	})
+	return append(out, testLedger{driver: "postgres", url: u.String(), raw: pg})
+}
+
+// dump reads every row of every table of the ledger, each row as text,
+// sorted per table.
+func (l testLedger) dump(t *testing.T) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	query := `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+	if l.driver == "postgres" {
+		query = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
+	}
+	rows, err := l.raw.QueryContext(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	rows.Close()
+	if len(tables) < 8 {
+		t.Fatalf("the ledger has tables %v: not migrated?", tables)
+	}
+	out := map[string][]string{}
+	for _, table := range tables {
+		rows, err := l.raw.QueryContext(ctx, `SELECT * FROM `+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			for i := range vals {
+				vals[i] = new(any)
+			}
+			if err := rows.Scan(vals...); err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for i, v := range vals {
+				v := *(v.(*any))
+				if bs, ok := v.([]byte); ok {
+					v = string(bs)
+				}
+				fmt.Fprintf(&b, "%s=%v ", cols[i], v)
+			}
+			out[table] = append(out[table], b.String())
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		slices.Sort(out[table])
+	}
+	return out
+}
+
+// exec runs raw SQL around allot, with '?' placeholders on both drivers.
+func (l testLedger) exec(t *testing.T, query string, args ...any) {
+	t.Helper()
+	if l.driver == "postgres" {
+		n := 0
+		query = placeholder.ReplaceAllStringFunc(query, func(string) string { n++; return fmt.Sprintf("$%d", n) })
+	}
+	if _, err := l.raw.ExecContext(context.Background(), query, args...); err != nil {
+		t.Fatalf("raw %q: %v", query, err)
+	}
+}
+
+var placeholder = regexp.MustCompile(`\?`)
