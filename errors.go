@@ -47,6 +47,13 @@ const (
 	// than the pipeline allows without asking (a backfill beyond
 	// max_backfill_runs) was given without --yes. Nothing was sent.
 	ConsentRequired = "ConsentRequired"
+
+	// Inputs (starter input). InputConflict: the reference was added with
+	// other data; InputNotFound: no input of that reference; InputClaimed:
+	// an episode claimed it, so it can no longer be withdrawn.
+	InputConflict = "InputConflict"
+	InputNotFound = "InputNotFound"
+	InputClaimed  = "InputClaimed"
 )
 
 // NonRetryableErrorTypes lists every error type above; retry policies name
@@ -56,4 +63,5 @@ var NonRetryableErrorTypes = []string{
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
 	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, StepFailure,
 	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired,
+	InputConflict, InputNotFound, InputClaimed,
 }

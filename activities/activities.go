@@ -59,6 +59,10 @@ type AllocateInput struct {
 	// LedgerID is the ledger the workflow belongs to; "" for workflows
 	// started before ledgers had one. A worker on another ledger refuses.
 	LedgerID string `json:"ledger_id,omitempty"`
+	// RunID is the asking ScheduledRun's run ID: the run that allocates an
+	// episode gets its own answer again if the first reply was lost (a
+	// retry of the activity is the same run); "" asks anonymously.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // AllocateResult is the ledger's decision for a key.
@@ -71,6 +75,9 @@ type AllocateResult struct {
 	// LedgerID is the identity of the ledger that decided: the workflows
 	// started for the episode carry it.
 	LedgerID string `json:"ledger_id,omitempty"`
+	// Input is the reference of the input the episode claimed, for
+	// pipelines that consume inputs.
+	Input string `json:"input,omitempty"`
 }
 
 // Allocate binds the key to an episode (or finds the one it is bound to) in
@@ -99,6 +106,8 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 		Period:       period,
 		NominalTime:  in.NominalTime.UTC(),
 		MaxPerPeriod: p.MaxPerPeriod,
+		RunID:        in.RunID,
+		ClaimInput:   p.ClaimsInputs(),
 	})
 	if err != nil {
 		return AllocateResult{}, classify(err)
@@ -114,6 +123,9 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 	if res.Decision != ledger.DecisionSkipped {
 		out.Period = res.Episode.Period
 		out.Sequence = res.Episode.Sequence
+	}
+	if res.Input != nil {
+		out.Input = res.Input.Ref
 	}
 	count(ctx, MetricAllocations, 1, map[string]string{"pipeline": p.Name, "decision": string(out.Decision)})
 	activity.GetLogger(ctx).Info("allocation decided",

@@ -64,6 +64,12 @@ func classify(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), allot.RemoteRefConflict, nil)
 	case errors.As(err, &unknown):
 		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PipelineNotFound, nil)
+	case errors.Is(err, ledger.ErrInputConflict):
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InputConflict, nil)
+	case errors.Is(err, ledger.ErrInputNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InputNotFound, nil)
+	case errors.Is(err, ledger.ErrInputClaimed):
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InputClaimed, nil)
 	}
 	return err
 }

@@ -283,6 +283,14 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
 	until := time.Now().Add(sendWindow)
 	if _, err := a.Ledger.MarkSending(ctx, ref, in.Owner, until); err != nil {
+		if errors.Is(err, ledger.ErrPaidTaskState) {
+			// Another attempt took the intent over and settled it after
+			// this one prepared (this one stalled and was retried
+			// elsewhere): nothing was sent. Retryable, as when the other
+			// still owns the intent (ErrIntentOwned): the retry finds what
+			// it did.
+			return SendRequest{}, fmt.Errorf("paid task %s/%s step %s revision %d moved on while this attempt prepared its send; nothing was sent: %w", p.Name, ep.ID, st.Name, in.Revision, err)
+		}
 		return SendRequest{}, classify(err)
 	}
 	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": st.Name, "revision": strconv.Itoa(in.Revision)}

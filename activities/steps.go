@@ -252,6 +252,13 @@ func (a *Activities) stepInput(ctx context.Context, p *pipeline.Pipeline, ep led
 		Params: st.Params, IdempotencyKey: paidvendor.IdempotencyKey(p.Name, ep.ID, st.Name, revision),
 		Dir: artifacts.EpisodeDir(a.ArtifactsDir, p.Name, ep.ID), Artifacts: []step.Artifact{},
 	}
+	claimed, err := a.Ledger.EpisodeInput(ctx, p.Name, ep.ID)
+	if err != nil {
+		return step.Input{}, classify(err)
+	}
+	if claimed != nil {
+		in.Claimed = &step.Claimed{Ref: claimed.Ref, ReadyAt: claimed.ReadyAt, Payload: claimed.Payload}
+	}
 	byStep := map[string]ledger.StepRecord{}
 	for _, r := range records {
 		byStep[r.Step] = r

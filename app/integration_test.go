@@ -101,6 +101,9 @@ func TestConcurrentDuplicateStartsShareOneEpisode(t *testing.T) {
 	c.MustCheck()
 }
 
+// Issue 8: a run whose Allocate committed but whose reply was lost gets its
+// own answer back on the retry (allocated/new_episode, not reused), so
+// every episode has exactly one run recorded as its allocation.
 func TestAllocationRetriedAfterCommitReturnsSameEpisode(t *testing.T) {
 	c := allottest.NewCluster(t)
 	var attempts atomic.Int32
@@ -117,11 +120,15 @@ func TestAllocationRetriedAfterCommitReturnsSameEpisode(t *testing.T) {
 	if attempts.Load() != 2 {
 		t.Fatalf("allocation ran %d times, want 2 (one failed after commit, one retry)", attempts.Load())
 	}
-	if first.Result.EpisodeID != "2026-W32-0" || first.Result.Outcome != allot.OutcomeReused {
-		t.Fatalf("retry result = %+v, want episode 2026-W32-0 reused", first.Result)
+	if first.Result.EpisodeID != "2026-W32-0" || first.Result.Outcome != allot.OutcomeAllocated || first.Result.Reason != allot.ReasonNewEpisode {
+		t.Fatalf("retry result = %+v, want episode 2026-W32-0 allocated/new_episode: the allocating run's own answer", first.Result)
 	}
 	if eps := c.Episodes("weekly-video"); len(eps) != 1 {
 		t.Fatalf("ledger has %d episodes after a retried allocation, want 1", len(eps))
+	}
+	outcomes, err := c.Ledger.RunOutcomes(c.Ctx(), "weekly-video", time.Time{})
+	if err != nil || len(outcomes) != 1 || outcomes[0].Outcome != allot.OutcomeAllocated {
+		t.Fatalf("run outcomes %+v, %v; want the one run recorded as allocated", outcomes, err)
 	}
 	c.MustCheck()
 }

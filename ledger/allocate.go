@@ -6,23 +6,27 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"allot"
 )
 
 // Decision is what Allocate did for a key.
 type Decision string
 
-// Allocation decisions; each comes with one reason.
+// Allocation decisions, the run outcomes of the vocabulary; each comes with
+// one reason.
 const (
-	DecisionAllocated Decision = "allocated" // reason "new_episode"
-	DecisionReused    Decision = "reused"    // reason "key_bound"
-	DecisionSkipped   Decision = "skipped"   // reason "cap_reached"
+	DecisionAllocated = Decision(allot.OutcomeAllocated) // reason new_episode
+	DecisionReused    = Decision(allot.OutcomeReused)    // reason key_bound
+	DecisionSkipped   = Decision(allot.OutcomeSkipped)   // reason cap_reached or no_ready_input
 )
 
 // Allocation reasons.
 const (
-	ReasonNewEpisode = "new_episode"
-	ReasonKeyBound   = "key_bound"
-	ReasonCapReached = "cap_reached"
+	ReasonNewEpisode   = allot.ReasonNewEpisode
+	ReasonKeyBound     = allot.ReasonKeyBound
+	ReasonCapReached   = allot.ReasonCapReached
+	ReasonNoReadyInput = allot.ReasonNoReadyInput
 )
 
 // AllocateInput asks for the episode owned by one logical run.
@@ -32,6 +36,14 @@ type AllocateInput struct {
 	Period       string // computed by the caller from the nominal time
 	NominalTime  time.Time
 	MaxPerPeriod int // 0 = unlimited
+	// RunID is the run asking (the ScheduledRun's run ID). The run that
+	// allocates an episode gets allocated/new_episode again if it asks
+	// again (its first answer was lost); any other run gets reused.
+	RunID string
+	// ClaimInput: the pipeline consumes inputs; a new episode claims the
+	// oldest input ready by NominalTime, or the run is skipped with
+	// no_ready_input.
+	ClaimInput bool
 }
 
 // AllocateResult is the ledger's decision for a key.
@@ -39,10 +51,12 @@ type AllocateResult struct {
 	Decision Decision
 	Reason   string
 	Episode  Episode // zero value when skipped
+	// Input is the input the episode claimed (ClaimInput), nil otherwise.
+	Input *Input
 }
 
 const episodeCols = `pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, completed_at,
-	outcome, outcome_reason`
+	outcome, outcome_reason, allocated_by_run`
 
 // Allocate's statements, prepared once per writer connection (see
 // stmtCache). Each is served by the unique indexes named below, so its cost
@@ -64,8 +78,8 @@ const (
 	allocProbeCapped = allocProbe + `,
 		(SELECT COUNT(*) FROM episodes WHERE pipeline = ? AND period = ?)`
 	allocInsert = `INSERT INTO episodes
-		(pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+		(pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, allocated_by_run)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// allocBound reads the episodes bound to a key. LIMIT 2: one row more
 	// than a sound ledger has is enough to refuse.
 	allocBound = `SELECT ` + episodeCols + ` FROM episodes WHERE pipeline = ? AND allocation_key = ? LIMIT 2`
@@ -164,6 +178,15 @@ func (l *Ledger) Allocate(ctx context.Context, in AllocateInput) (AllocateResult
 				return ambiguous(in.Pipeline, in.Key, eps)
 			case len(eps) == 1 && eps[0].Period == in.Period:
 				res = AllocateResult{Decision: DecisionReused, Reason: ReasonKeyBound, Episode: eps[0]}
+				if in.RunID != "" && eps[0].AllocatedByRun == in.RunID {
+					// The allocating run again: its first answer was lost.
+					res.Decision, res.Reason = DecisionAllocated, ReasonNewEpisode
+				}
+				if in.ClaimInput {
+					if res.Input, err = l.episodeInput(ctx, tx, in.Pipeline, eps[0].ID); err != nil {
+						return err
+					}
+				}
 				return nil
 			case len(eps) == 1:
 				return fmt.Errorf("%w: key %q of pipeline %q is bound to episode %s in period %s but was asked for period %s: a key belongs to one period forever; check the run's nominal time, or start the run under a new key",
@@ -179,28 +202,45 @@ func (l *Ledger) Allocate(ctx context.Context, in AllocateInput) (AllocateResult
 			return nil
 		}
 
+		var claim *Input
+		if in.ClaimInput {
+			if claim, err = l.oldestReady(ctx, tx, in.Pipeline, in.NominalTime); err != nil {
+				return err
+			}
+			if claim == nil {
+				res = AllocateResult{Decision: DecisionSkipped, Reason: ReasonNoReadyInput}
+				return nil
+			}
+		}
+
 		seq := 0
 		if last.Valid {
 			seq = int(last.Int64) + 1
 		}
 		ep := Episode{
-			Pipeline:      in.Pipeline,
-			ID:            EpisodeID(in.Period, seq),
-			Period:        in.Period,
-			Sequence:      seq,
-			AllocationKey: in.Key,
-			NominalTime:   normTime(in.NominalTime),
-			CreatedAt:     now(),
-			Status:        EpisodeAllocated,
+			Pipeline:       in.Pipeline,
+			ID:             EpisodeID(in.Period, seq),
+			Period:         in.Period,
+			Sequence:       seq,
+			AllocationKey:  in.Key,
+			NominalTime:    normTime(in.NominalTime),
+			CreatedAt:      now(),
+			Status:         EpisodeAllocated,
+			AllocatedByRun: in.RunID,
 		}
 		if _, err := tx.StmtContext(ctx, insert).ExecContext(ctx,
 			ep.Pipeline, ep.ID, ep.Period, ep.Sequence, ep.AllocationKey,
-			l.d.timeArg(ep.NominalTime), l.d.timeArg(ep.CreatedAt), string(ep.Status)); err != nil {
+			l.d.timeArg(ep.NominalTime), l.d.timeArg(ep.CreatedAt), string(ep.Status), ep.AllocatedByRun); err != nil {
 			// Under the lock this means a writer bypassed it; the unique
 			// indexes kept the data sound and a retry will see its row.
 			return fmt.Errorf("ledger %s: insert episode %s for key %q of pipeline %q: %w", l.where, ep.ID, in.Key, in.Pipeline, err)
 		}
-		res = AllocateResult{Decision: DecisionAllocated, Reason: ReasonNewEpisode, Episode: ep}
+		if claim != nil {
+			if err := l.claimInput(ctx, tx, claim, ep.ID); err != nil {
+				return err
+			}
+		}
+		res = AllocateResult{Decision: DecisionAllocated, Reason: ReasonNewEpisode, Episode: ep, Input: claim}
 		return nil
 	})
 	if err != nil {
@@ -242,7 +282,7 @@ func (l *Ledger) scanEpisodes(rows *sql.Rows) ([]Episode, error) {
 		)
 		if err := rows.Scan(&e.Pipeline, &e.ID, &e.Period, &e.Sequence, &e.AllocationKey,
 			dbTime{&e.NominalTime}, dbTime{&e.CreatedAt}, &status, dbTime{&e.CompletedAt},
-			&e.Outcome, &e.OutcomeReason); err != nil {
+			&e.Outcome, &e.OutcomeReason, &e.AllocatedByRun); err != nil {
 			return nil, fmt.Errorf("ledger %s: read episode: %w", l.where, err)
 		}
 		e.Status = EpisodeStatus(status)

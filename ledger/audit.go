@@ -95,7 +95,7 @@ func showCommand(pipeline, episodeID string) string {
 //     step's has none (kinds from the pinned plan), and an intent without
 //     a reference older than StaleAfter is an unknown outcome;
 //   - episodes: each has an outcome (once older than StaleAfter), a parked
-//     or failed one its reason, and a completed one every step of its
+//     every outcome its reason, and a completed one every step of its
 //     pinned plan done (completed, approved, abandoned; paid tasks
 //     succeeded or abandoned; effects submitted too);
 //   - runs: each run outcome has a reason and names an existing episode;
@@ -374,7 +374,7 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 			add(KindNoOutcome, id, "",
 				"episode %s (created %s) has no outcome: its Episode workflow never reported one; look at workflow %s/episode/%s (%s)",
 				id, e.created.Format(time.RFC3339), pipeline, id, showCommand(pipeline, id))
-		case (e.outcome == string(allot.OutcomeNeedsAttention) || e.outcome == string(allot.OutcomeFailed)) && e.reason == "":
+		case e.outcome != "" && e.reason == "":
 			add(KindNoReason, id, "",
 				"episode %s is %s without a reason: look at workflow %s/episode/%s (%s)", id, e.outcome, pipeline, id, showCommand(pipeline, id))
 		}

@@ -154,14 +154,14 @@ func testAuditPlanted(t *testing.T, l *Ledger) {
 	}{
 		{"key_ambiguous", func(r realLedger) {
 			q(`DROP INDEX IF EXISTS episodes_pipeline_key_uniq`)
-			q(`INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, outcome)
-				VALUES (?, '2026-W32-2', '2026-W32', 2, ?, ?, ?, 'allocated', 'running')`, r.p, r.a.AllocationKey, l.d.timeArg(t0), l.d.timeArg(t0))
+			q(`INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, outcome, outcome_reason)
+				VALUES (?, '2026-W32-2', '2026-W32', 2, ?, ?, ?, 'allocated', 'running', 'in_progress')`, r.p, r.a.AllocationKey, l.d.timeArg(t0), l.d.timeArg(t0))
 			recordRun(t, l, r.p, r.a.AllocationKey, "run-dup", allot.OutcomeAllocated, ReasonNewEpisode, "2026-W32-2")
 		}, func(r realLedger) []string { return []string{"key_ambiguous "} }},
 		{"key_crosses_period", func(r realLedger) {
 			q(`DROP INDEX IF EXISTS episodes_pipeline_key_uniq`)
-			q(`INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, outcome)
-				VALUES (?, '2026-W40-0', '2026-W40', 0, ?, ?, ?, 'allocated', 'running')`, r.p, r.a.AllocationKey, l.d.timeArg(t0), l.d.timeArg(t0))
+			q(`INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, outcome, outcome_reason)
+				VALUES (?, '2026-W40-0', '2026-W40', 0, ?, ?, ?, 'allocated', 'running', 'in_progress')`, r.p, r.a.AllocationKey, l.d.timeArg(t0), l.d.timeArg(t0))
 			recordRun(t, l, r.p, r.a.AllocationKey, "run-dup", allot.OutcomeAllocated, ReasonNewEpisode, "2026-W40-0")
 		}, func(r realLedger) []string { return []string{"key_ambiguous ", "key_crosses_period "} }},
 		{"sequence_duplicate", func(r realLedger) {

@@ -28,7 +28,7 @@ const (
 	KindCostOnEffect      = "cost_on_effect"      // an effect step's reference with a cost entry
 	KindUnknownOutcome    = "unknown_outcome"     // an intent older than the threshold without a reference
 	KindNoOutcome         = "no_outcome"          // an episode without an outcome
-	KindNoReason          = "no_reason"           // an episode parked or failed without its reason
+	KindNoReason          = "no_reason"           // an episode outcome without its reason
 	KindStepIncomplete    = "step_incomplete"     // a completed episode with a step of its plan not done
 	KindPlanInvalid       = "plan_invalid"        // a pinned plan that is not a list of steps
 	KindRunLost           = "run_lost"            // an episode whose key has no recorded run outcome

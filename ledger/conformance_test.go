@@ -93,6 +93,11 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		// The audit behind starter check (audit_conformance_test.go).
 		{"AuditClean", testAuditClean},
 		{"AuditPlanted", testAuditPlanted},
+		// The allocating run's answer, and inputs (inputs_conformance_test.go).
+		{"AllocatingRunGetsItsAnswer", testAllocatingRunGetsItsAnswer},
+		{"InputsAddWithdraw", testInputsAddWithdraw},
+		{"InputsClaim", testInputsClaim},
+		{"InputsConcurrentClaims", testInputsConcurrentClaims},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -106,6 +111,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"MigrateV1ToV2", testMigrateV1ToV2},
 		{"MigrateV2ToV3", testMigrateV2ToV3},
 		{"MigrateV3ToV4", testMigrateV3ToV4},
+		{"MigrateV8ToV9", testMigrateV8ToV9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -475,13 +475,17 @@ func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch
 			outcomeAt = b.At
 		}
 	}
+	reason := r.Reason
+	if reason == "" {
+		reason = allot.Stage(r.Outcome).Reason()
+	}
 	where := fmt.Sprintf("ledger %s: import old ID %s as episode %s of %s", l.where, r.OldID, ep.EpisodeID, b.Pipeline)
 	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO episodes
 		(pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, completed_at,
 		 outcome, outcome_reason, outcome_at, plan)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		b.Pipeline, ep.EpisodeID, ep.Period, ep.Sequence, ep.AllocationKey, l.d.timeArg(ep.NominalTime), l.d.timeArg(b.At),
-		string(status), l.d.timeArg(completedAt), string(r.Outcome), r.Reason, l.d.timeArg(outcomeAt), b.Plan); err != nil {
+		string(status), l.d.timeArg(completedAt), string(r.Outcome), reason, l.d.timeArg(outcomeAt), b.Plan); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO imports (pipeline, old_id, episode_id, source, digest, imported_at)

@@ -71,6 +71,9 @@ type Episode struct {
 	// "needs_attention" / "OutcomeUnknown"; "" until one is reported.
 	Outcome       string `json:"outcome,omitempty"`
 	OutcomeReason string `json:"outcome_reason,omitempty"`
+	// AllocatedByRun is the run ID of the ScheduledRun that allocated the
+	// episode ("" before ledger v9, and for imported episodes).
+	AllocatedByRun string `json:"allocated_by_run,omitempty"`
 }
 
 // EpisodeID formats "<period>-<sequence>".

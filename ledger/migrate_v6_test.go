@@ -95,7 +95,7 @@ func testMigrateV5ToV6(t *testing.T, url string) {
 	}
 	got, err := l.EpisodeOutcomeCounts(ctx, "weekly", time.Time{})
 	wantCounts(t, "weekly episode outcomes after migration", got, err,
-		oc("allocated", "", v6Episodes-2), oc("completed", "", 1), oc("needs_attention", "OutcomeUnknown", 1))
+		oc("allocated", "", v6Episodes-2), oc("completed", "steps_completed", 1), oc("needs_attention", "OutcomeUnknown", 1))
 	got, err = l.EpisodeOutcomeCounts(ctx, "weekly", t0.Add(time.Hour))
 	wantCounts(t, "weekly episode outcomes since after migration", got, err, oc("allocated", "", 1))
 	if r := alloc(t, l, "weekly", "k-new", "2026-W32", 0); r.Decision != DecisionAllocated || r.Episode.ID != fmt.Sprintf("2026-W32-%d", v6Episodes) {

@@ -46,6 +46,14 @@ func (l *Ledger) RecordEpisodeOutcome(ctx context.Context, pipeline, episodeID s
 		return invalid("outcome report for episode %s of %s has no outcome (reason %q): name how the episode stands, e.g. completed or needs_attention",
 			episodeID, pipeline, reason)
 	}
+	if reason == "" {
+		// Every outcome has a reason; workers from before reasons were
+		// reported for every stage send none for these.
+		reason = allot.Stage(outcome).Reason()
+	}
+	if reason == "" {
+		return invalid("outcome %s of episode %s of %s has no reason: name why, e.g. the error type", outcome, episodeID, pipeline)
+	}
 	if at.IsZero() {
 		at = now()
 	}
@@ -112,7 +120,7 @@ func (l *Ledger) runOutcomeCountsQuery(pipeline string, since time.Time) (string
 // pipelines) created at or after since (zero = ever) by their current
 // outcome and reason, ordered by outcome, then reason. An episode without a
 // reported outcome counts as "allocated", or as "completed" if its status is
-// completed, with reason "".
+// completed (reason steps_completed), with reason "".
 func (l *Ledger) EpisodeOutcomeCounts(ctx context.Context, pipeline string, since time.Time) ([]OutcomeCount, error) {
 	query, args := l.episodeOutcomeCountsQuery(pipeline, since)
 	rows, err := l.r.QueryContext(ctx, query, args...)
@@ -136,7 +144,7 @@ func (l *Ledger) EpisodeOutcomeCounts(ctx context.Context, pipeline string, sinc
 		if g.outcome == "" {
 			g.outcome, g.reason = string(EpisodeAllocated), ""
 			if EpisodeStatus(status) == EpisodeCompleted {
-				g.outcome = string(EpisodeCompleted)
+				g.outcome, g.reason = string(EpisodeCompleted), allot.ReasonStepsCompleted
 			}
 		}
 		counts[g] += n

@@ -124,9 +124,10 @@ func testEpisodeOutcomes(t *testing.T, l *Ledger) {
 		t.Fatalf("a stale report overwrote the outcome: %+v", got)
 	}
 
-	// A new outcome with an empty reason replaces both.
+	// A new outcome without a reason replaces both, with the stage's
+	// reason: every outcome has one.
 	mustEpisodeOutcome(t, l, "weekly", ep.ID, "waiting_approval", "", at.Add(3*time.Hour))
-	if got := mustEpisode(t, l, "weekly", ep.ID); got.Outcome != "waiting_approval" || got.OutcomeReason != "" {
+	if got := mustEpisode(t, l, "weekly", ep.ID); got.Outcome != "waiting_approval" || got.OutcomeReason != allot.ReasonAwaitingApproval {
 		t.Fatalf("after waiting_approval: %+v", got)
 	}
 	mustEpisodeOutcome(t, l, "weekly", ep.ID, "completed", "", at.Add(4*time.Hour))
@@ -134,7 +135,7 @@ func testEpisodeOutcomes(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done.Outcome != "completed" || done.OutcomeReason != "" || done.Status != EpisodeCompleted {
+	if done.Outcome != "completed" || done.OutcomeReason != allot.ReasonStepsCompleted || done.Status != EpisodeCompleted {
 		t.Fatalf("CompleteEpisode = %+v, want it to carry the outcome", done)
 	}
 	if got := outcomeAt(t, l, "weekly", ep.ID); !got.Equal(at.Add(4 * time.Hour)) {
@@ -277,22 +278,22 @@ func testEpisodeOutcomeCounts(t *testing.T, l *Ledger) {
 
 	got, err := count("alpha", time.Time{})
 	wantCounts(t, "alpha, ever", got, err,
-		oc("allocated", "", 1), oc("completed", "", 2), oc("failed", "VendorRejected", 1), oc("needs_attention", "OutcomeUnknown", 1))
+		oc("allocated", "", 1), oc("completed", "steps_completed", 2), oc("failed", "VendorRejected", 1), oc("needs_attention", "OutcomeUnknown", 1))
 	// since filters on created_at, inclusive.
 	got, err = count("alpha", base.Add(day))
 	wantCounts(t, "alpha since day 1", got, err,
-		oc("completed", "", 1), oc("failed", "VendorRejected", 1), oc("needs_attention", "OutcomeUnknown", 1))
+		oc("completed", "steps_completed", 1), oc("failed", "VendorRejected", 1), oc("needs_attention", "OutcomeUnknown", 1))
 	got, err = count("beta", time.Time{})
 	wantCounts(t, "beta, ever", got, err,
-		oc("allocated", "", 1), oc("needs_attention", "OutcomeUnknown", 1), oc("rejected", "", 1))
+		oc("allocated", "", 1), oc("needs_attention", "OutcomeUnknown", 1), oc("rejected", "approval_rejected", 1))
 	got, err = count("", time.Time{})
 	wantCounts(t, "all, ever", got, err,
-		oc("allocated", "", 2), oc("completed", "", 2), oc("failed", "VendorRejected", 1),
-		oc("needs_attention", "OutcomeUnknown", 2), oc("rejected", "", 1))
+		oc("allocated", "", 2), oc("completed", "steps_completed", 2), oc("failed", "VendorRejected", 1),
+		oc("needs_attention", "OutcomeUnknown", 2), oc("rejected", "approval_rejected", 1))
 	got, err = count("", base.Add(day))
 	wantCounts(t, "all since day 1", got, err,
-		oc("allocated", "", 1), oc("completed", "", 1), oc("failed", "VendorRejected", 1),
-		oc("needs_attention", "OutcomeUnknown", 1), oc("rejected", "", 1))
+		oc("allocated", "", 1), oc("completed", "steps_completed", 1), oc("failed", "VendorRejected", 1),
+		oc("needs_attention", "OutcomeUnknown", 1), oc("rejected", "approval_rejected", 1))
 	if got, err := count("", base.Add(day+time.Microsecond)); err != nil || len(got) != 0 {
 		t.Fatalf("EpisodeOutcomeCounts(after every creation) = %v, %v", got, err)
 	}
@@ -503,7 +504,7 @@ func testMigrateV2ToV3(t *testing.T, url string) {
 	wantCounts(t, "run outcome counts after migration", got, err,
 		oc("allocated", ReasonNewEpisode, 1), oc("reused", ReasonKeyBound, 1), oc("skipped", ReasonCapReached, 1))
 	got, err = l.EpisodeOutcomeCounts(ctx, "", time.Time{})
-	wantCounts(t, "episode outcome counts after migration", got, err, oc("allocated", "", 2), oc("completed", "", 1))
+	wantCounts(t, "episode outcome counts after migration", got, err, oc("allocated", "", 2), oc("completed", "steps_completed", 1))
 	if m, err := l.EpisodesNeedingAttention(ctx); err != nil || len(m) != 0 {
 		t.Fatalf("EpisodesNeedingAttention after migration = %v, %v", m, err)
 	}

@@ -277,6 +277,8 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 		}
 		cost, booked := costs[ref]
 		switch {
+		case !booked && c.amount == 0 && effectTask(in.Pipelines, t):
+			// Effect steps book no cost; a zero charge is no money.
 		case !booked:
 			out = append(out, ledger.Violation{Kind: ledger.KindChargeUnrecorded, Pipeline: t.Pipeline, Episode: t.EpisodeID,
 				Detail: fmt.Sprintf("vendor %s charged %s for task %s, which is %s's reference, but the ledger books no cost for it with this vendor: correct the ledger's cost entry to what was charged", v.Name, money, ref, describeTask(t))})
@@ -293,6 +295,42 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 			Detail: fmt.Sprintf("the ledger books %d %s for task %s (step %s revision %d) but vendor %s has not charged for it: ask the vendor, then correct the ledger or expect the charge", c.Amount, c.Currency, c.RemoteRef, c.Step, c.Revision, v.Name)})
 	}
 	return out, check, nil
+}
+
+// effectTask reports whether t is an effect step's task, by the
+// pipelines as configured now.
+func effectTask(set *pipeline.Set, t ledger.PaidTask) bool {
+	if set == nil {
+		return false
+	}
+	p, err := set.Get(t.Pipeline)
+	if err != nil {
+		return false
+	}
+	st, ok := p.Step(t.Step)
+	return ok && st.Kind == pipeline.Effect
+}
+
+// paidVendors are the vendors some paid step uses ("" and
+// pipeline.DefaultVendor both count as the default vendor).
+func paidVendors(set *pipeline.Set) map[string]bool {
+	used := map[string]bool{}
+	for _, name := range set.Names() {
+		p, err := set.Get(name)
+		if err != nil {
+			continue
+		}
+		for _, st := range p.Steps {
+			if st.Kind == pipeline.Paid {
+				v := st.Vendor
+				if v == "" {
+					v = pipeline.DefaultVendor
+				}
+				used[v] = true
+			}
+		}
+	}
+	return used
 }
 
 func sortedCosts(m map[string]ledger.AuditCost) []ledger.AuditCost {
@@ -328,10 +366,15 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 	} else {
 		skipped = append(skipped, pipeline.DefaultVendor+": no URL (set ALLOT_VENDOR_URL or --vendor-url)")
 	}
+	paid := paidVendors(set)
 	for _, name := range set.VendorNames() {
 		v, _ := set.Vendor(name)
 		if v.Adapter != pipeline.AdapterHTTP {
 			skipped = append(skipped, fmt.Sprintf("%s: adapter %s has no charge list to read", name, v.Adapter))
+			continue
+		}
+		if !paid[name] {
+			skipped = append(skipped, fmt.Sprintf("%s: serves only effect steps, which cost nothing: no bill to reconcile", name))
 			continue
 		}
 		key, err := activities.VendorKeyOf(v).VendorAPIKey(context.Background())

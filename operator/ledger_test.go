@@ -244,7 +244,7 @@ func TestStatsCountsRunsAndEpisodesByOutcome(t *testing.T) {
 	}
 	wantEpisodes := []ledger.OutcomeCount{
 		{Outcome: allot.OutcomeAllocated, Count: 1},
-		{Outcome: allot.OutcomeCompleted, Count: 1},
+		{Outcome: allot.OutcomeCompleted, Reason: allot.ReasonStepsCompleted, Count: 1},
 		{Outcome: allot.OutcomeNeedsAttention, Reason: allot.OutcomeUnknown, Count: 1},
 	}
 	if !reflect.DeepEqual(all.Runs, wantRuns) || all.RunsTotal != 5 {

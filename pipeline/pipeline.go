@@ -163,6 +163,10 @@ type Pipeline struct {
 	// stats` and the allot_episodes_stalled gauge report its episode as
 	// stalled (a duration, default DefaultStallAfter).
 	StallAfter string `toml:"stall_after" json:"stall_after,omitempty"`
+	// Inputs, when set, makes the pipeline consume inputs (`starter input
+	// add`): each new episode claims one in its allocation, and a run with
+	// none ready is skipped (no_ready_input).
+	Inputs *Inputs `toml:"inputs" json:"inputs,omitempty"`
 
 	location   *time.Location
 	offsetDays int
@@ -196,9 +200,32 @@ func ValidateName(name string) error {
 }
 
 // normalize fills defaults and validates; it is applied by Load and Parse.
+// Inputs is how a pipeline consumes inputs.
+type Inputs struct {
+	// Claim is the policy: ClaimOldestReady (the default and, for now,
+	// the only one).
+	Claim string `toml:"claim" json:"claim"`
+}
+
+// ClaimOldestReady: a new episode claims the input with the earliest ready
+// time (then the smallest reference) that is ready by the run's nominal
+// time.
+const ClaimOldestReady = "oldest_ready"
+
+// ClaimsInputs reports whether the pipeline's episodes claim inputs.
+func (p *Pipeline) ClaimsInputs() bool { return p.Inputs != nil }
+
 func (p *Pipeline) normalize() error {
 	if err := ValidateName(p.Name); err != nil {
 		return err
+	}
+	if p.Inputs != nil {
+		if p.Inputs.Claim == "" {
+			p.Inputs.Claim = ClaimOldestReady
+		}
+		if p.Inputs.Claim != ClaimOldestReady {
+			return fmt.Errorf("pipeline %q: inputs.claim %q is unknown: use %q", p.Name, p.Inputs.Claim, ClaimOldestReady)
+		}
 	}
 	if p.Period == "" {
 		p.Period = ISOWeek

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -45,7 +46,8 @@ var commands = map[string]command{
 	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
 	"check":    {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations", checkCommand},
 	"import":   {"import an old system's runs as completed episodes, paying nothing (JSON Lines or one folder per old ID)", importCommand},
-	"episode":  {"show or command one episode: show|approve|reject|rework|reassemble|resolve", episodeCommand},
+	"input":    {"the inputs a pipeline consumes, one per new episode: add|list|withdraw", inputCommand},
+	"episode":  {"show or command one episode: show|lookup|approve|reject|rework|reassemble|resolve|resume", episodeCommand},
 	"costs":    {"costs per episode and step, from the ledger", costsCommand},
 	"stats":    {"count runs and episodes by outcome and reason, from the ledger", statsCommand},
 	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
@@ -163,9 +165,25 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 	}
 	c.cfg = c.cfg.WithDefaults()
 	if err := c.cfg.Validate(); err != nil {
-		return usageError{err}
+		return usageError{settingFlags(fs, err)}
 	}
 	return nil
+}
+
+// settingFlags adds to a settings error the flags that set what it names:
+// Validate names the environment variables, and the value may as well have
+// come from a flag.
+func settingFlags(fs *flag.FlagSet, err error) error {
+	var named []string
+	for _, s := range []struct{ env, flag string }{{app.EnvLedger, "ledger"}, {app.EnvTaskQueue, "task-queue"}, {app.EnvVendorURL, "vendor-url"}} {
+		if strings.Contains(err.Error(), s.env) && fs.Lookup(s.flag) != nil {
+			named = append(named, "--"+s.flag)
+		}
+	}
+	if len(named) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (from %s or the environment)", err, strings.Join(named, " and "))
 }
 
 func (c *cli) dial(ctx context.Context) (client.Client, error) {
@@ -286,6 +304,9 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 			fmt.Fprintf(w, "outcome\t%s (%s)\n", r.Outcome, r.Reason)
 			if r.EpisodeID != "" {
 				fmt.Fprintf(w, "episode\t%s (period %s, sequence %d)\n", r.EpisodeID, r.Period, r.Sequence)
+			}
+			if r.Input != "" {
+				fmt.Fprintf(w, "input\t%s\n", r.Input)
 			}
 			fmt.Fprintf(w, "nominal time\t%s (from %s)\n", r.NominalTime.Format(time.RFC3339), r.NominalTimeSource)
 		}

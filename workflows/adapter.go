@@ -40,7 +40,15 @@ func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 	return err
 }
 
-// adapterBackoff paces the attempts of a send whose outcome stayed unknown.
+// adapterLookupAgainChange: a look-up the vendor did not answer is asked
+// again, instead of PaidAfterLookup being retried with the non-answer.
+const (
+	adapterLookupAgainChange  = "adapter-lookup-again"
+	adapterLookupAgainVersion = 1
+)
+
+// adapterBackoff paces the attempts of a send whose outcome stayed unknown,
+// and of a look-up the vendor did not answer.
 func adapterBackoff(attempt int) time.Duration {
 	d := time.Second << min(attempt, 6)
 	return min(d, time.Minute)
@@ -59,8 +67,18 @@ func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput
 		if err := e.call(lctx, in.Step, "PaidPrepare", a.PaidPrepare, phase, &plan); err != nil {
 			return activities.PaidTaskResult{}, err
 		}
-		for plan.Next == activities.PaidNextLookup {
+		for asked := 0; plan.Next == activities.PaidNextLookup; asked++ {
 			out := e.adapterLookup(ctx, v, plan.IdempotencyKey)
+			if out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized &&
+				workflow.GetVersion(ctx, adapterLookupAgainChange, workflow.DefaultVersion, adapterLookupAgainVersion) == adapterLookupAgainVersion {
+				// The vendor did not answer (the look-up's own retries are
+				// spent): ask it again after a pause. Retrying
+				// PaidAfterLookup would only repeat this non-answer.
+				if err := workflow.Sleep(ctx, adapterBackoff(asked)); err != nil {
+					return activities.PaidTaskResult{}, err
+				}
+				continue
+			}
 			if err := e.call(lctx, in.Step, "PaidAfterLookup", a.PaidAfterLookup, activities.PaidAfterLookupInput{
 				PaidPhaseInput: phase, Plan: plan, Outcome: out,
 			}, &plan); err != nil {
@@ -95,7 +113,14 @@ func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput
 			IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
 		}).Get(ctx, &reported), reported)
 		var res activities.PaidTaskResult
-		err := workflow.ExecuteActivity(lctx, a.PaidAfterSend, activities.PaidAfterSendInput{PaidPhaseInput: phase, Plan: plan, Outcome: out}).Get(ctx, &res)
+		// A send without an answer fails PaidAfterSend with a retryable
+		// error that ends this attempt: the next one asks the vendor. Its
+		// attempts are bounded so that Temporal hands that error back here
+		// instead of repeating the same answer forever (a ledger failure
+		// gets retryBatch tries; after them the next attempt asks too).
+		aopts := ledgerActivityOptions()
+		aopts.RetryPolicy.MaximumAttempts = retryBatch
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, aopts), a.PaidAfterSend, activities.PaidAfterSendInput{PaidPhaseInput: phase, Plan: plan, Outcome: out}).Get(ctx, &res)
 		if err == nil || !retryable(err) {
 			return res, err
 		}
@@ -172,11 +197,11 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 	for poll := 0; ; poll++ {
 		var t paidvendor.ActivityTask
 		err := e.call(e.adapterCtx(ctx, v), in.Step, v.Status, v.Status, paidvendor.ActivityTaskRequest{ID: remoteRef}, &t)
-		switch errorType(err) {
-		case "":
-		case paidvendor.ActivityErrNotFound:
+		switch {
+		case err == nil: // errorType(nil) is "error", not ""
+		case errorType(err) == paidvendor.ActivityErrNotFound:
 			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s has no task %q for step %s: %v", v.Name, remoteRef, in.Step, err), allot.InvalidRemoteRef, nil)
-		case paidvendor.ActivityErrUnauthorized:
+		case errorType(err) == paidvendor.ActivityErrUnauthorized:
 			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s refused the credentials while polling task %s of step %s: %v", v.Name, remoteRef, in.Step, err), allot.VendorNotConfigured, nil)
 		default:
 			return activities.PaidTaskResult{}, err

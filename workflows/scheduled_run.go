@@ -38,6 +38,9 @@ type ScheduledRunResult struct {
 	Reason            string                  `json:"reason"`
 	NominalTime       time.Time               `json:"nominal_time"`
 	NominalTimeSource allot.NominalTimeSource `json:"nominal_time_source"`
+	// Input is the input the episode claimed, for pipelines that consume
+	// inputs.
+	Input string `json:"input,omitempty"`
 }
 
 // allocationActivityOptions retries transient failures with backoff and stops
@@ -154,6 +157,7 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 		Key:         r.result.WorkflowID,
 		NominalTime: r.result.NominalTime,
 		LedgerID:    r.input.LedgerID,
+		RunID:       r.runID,
 	}).Get(ctx, &alloc)
 	if err != nil {
 		return r.fail(ctx, actx, err)
@@ -161,6 +165,7 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 	r.ledgerID = alloc.LedgerID
 	r.result.Outcome, r.result.Reason = alloc.Decision, alloc.Reason
 	r.result.EpisodeID, r.result.Period, r.result.Sequence = alloc.EpisodeID, alloc.Period, alloc.Sequence
+	r.result.Input = alloc.Input
 
 	if alloc.EpisodeID != "" {
 		if err := workflow.UpsertTypedSearchAttributes(ctx,

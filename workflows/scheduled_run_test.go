@@ -47,8 +47,10 @@ func TestScheduledRunAllocatesAndStartsEpisode(t *testing.T) {
 	env := newEnv(t)
 	key := AllocationKey("weekly-video", nominal())
 	env.SetStartWorkflowOptions(startOptions(key))
+	// The run asks with its own run ID, so a lost reply's retry gets its
+	// own answer back.
 	env.OnActivity(a.Allocate, mock.Anything, activities.AllocateInput{
-		Pipeline: "weekly-video", Key: key, NominalTime: nominal(),
+		Pipeline: "weekly-video", Key: key, NominalTime: nominal(), RunID: "default-test-run-id",
 	}).Return(activities.AllocateResult{Decision: "allocated", Reason: "new_episode", EpisodeID: "2026-W32-0", Period: "2026-W32", Sequence: 0}, nil).Once()
 	var episodeStarted EpisodeInput
 	env.OnWorkflow(Episode, mock.Anything, mock.Anything).Return(
