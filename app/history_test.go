@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,10 +10,16 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"allot"
+	"allot/activities"
 	"allot/internal/allottest"
+	"allot/internal/protocoltest"
+	"allot/step"
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
 	"allot/workflows"
@@ -77,4 +84,139 @@ func TestSaveHistories(t *testing.T) {
 	}
 	c.WaitEpisode("weekly-paid", ep)
 	save("paid_episode.json", workflows.EpisodeWorkflowID("weekly-paid", ep))
+}
+
+const customStepsTOML = `
+[[vendor]]
+name        = "notes"
+adapter     = "go"
+api_key_env = "ALLOT_HISTORY_NOTES_KEY"
+
+[[vendor]]
+name       = "covers"
+adapter    = "activity"
+task_queue = "covers-vendor"
+  [vendor.activities]
+  submit = "CoversSubmit"
+  lookup = "CoversLookup"
+  status = "CoversStatus"
+  fetch  = "CoversFetch"
+
+[[pipeline]]
+name = "custom"
+  [[pipeline.step]]
+  name = "count"
+  kind = "go"
+  func = "count"
+  [[pipeline.step]]
+  name    = "settle"
+  kind    = "exec"
+  command = ["sh", "-c", "echo 42 > total.txt"]
+  outputs = ["total.txt"]
+  [[pipeline.step]]
+  name       = "score"
+  kind       = "activity"
+  activity   = "Score"
+  task_queue = "scoring"
+  [[pipeline.step]]
+  name   = "cover"
+  kind   = "paid"
+  vendor = "covers"
+  [[pipeline.step]]
+  name   = "announce"
+  kind   = "effect"
+  vendor = "notes"
+  [[pipeline.step]]
+  name = "approve"
+  kind = "approval"
+`
+
+// TestSaveHistoriesCustomSteps saves, with TestSaveHistories, the
+// histories of the paths issue 9 added: go, exec and activity steps, a paid
+// step through an activity adapter and an effect step through a Go
+// adapter; and a ScheduledRun that finds its episode's workflow already
+// running (the ledger check of the existing Episode).
+func TestSaveHistoriesCustomSteps(t *testing.T) {
+	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	if dir == "" {
+		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+	}
+	t.Setenv("ALLOT_HISTORY_NOTES_KEY", allottest.VendorKey)
+	c := allottest.NewClusterWithPipelines(t, []byte(customStepsTOML))
+	notes := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: allottest.VendorKey, Seed: 3})
+	covers := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: allottest.VendorKey, Seed: 4})
+	c.Activities.Steps = map[string]step.Func{"count": func(ctx context.Context, in step.Input) (step.Output, error) {
+		return step.Output{Result: json.RawMessage(`{"count":3}`)}, nil
+	}}
+	c.Activities.Vendors = map[string]activities.Vendor{"notes": {Credentials: activities.VendorKey{Vendor: "notes", Env: "ALLOT_HISTORY_NOTES_KEY"}, New: protocoltest.Factory(notes)}}
+	// The other teams' workers: a scoring activity, and the covers
+	// vendor's adapter activities.
+	for queue, register := range map[string]func(worker.Worker){
+		"scoring": func(w worker.Worker) {
+			w.RegisterActivityWithOptions(func(ctx context.Context, in step.Input) (step.Output, error) {
+				return step.Output{Result: json.RawMessage(`{"score":0.9}`)}, nil
+			}, activity.RegisterOptions{Name: "Score"})
+		},
+		"covers-vendor": func(w worker.Worker) {
+			a := &protocoltest.Adapter{Client: protocoltest.NewInProcessClient(covers, allottest.VendorKey)}
+			a.Register(w, protocoltest.Names{Submit: "CoversSubmit", Lookup: "CoversLookup", Status: "CoversStatus", Fetch: "CoversFetch"})
+		},
+	} {
+		w := worker.New(c.Client, queue, worker.Options{})
+		register(w)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+
+	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC)
+	res, err := c.Runs.Run(c.Ctx(), operator.RunInput{Pipeline: "custom", NominalTime: nominal, Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := res.Result.EpisodeID
+	c.WaitStage("custom", ep, allot.StageWaitingApproval)
+	// The same key started again while the Episode waits: the run finds
+	// the Episode running and checks it is this ledger's.
+	again, err := c.Client.ExecuteWorkflow(c.Ctx(), client.StartWorkflowOptions{ID: res.WorkflowID, TaskQueue: workflows.TaskQueue},
+		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: "custom", NominalTime: nominal, LedgerID: c.Ledger.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rerun workflows.ScheduledRunResult
+	if err := again.Get(c.Ctx(), &rerun); err != nil || rerun.Outcome != allot.OutcomeReused || rerun.EpisodeID != ep {
+		t.Fatalf("the same key again: %+v, %v", rerun, err)
+	}
+	if _, err := c.Send("custom", ep, workflows.ApproveUpdate, workflows.DecisionRequest{Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.WaitEpisode("custom", ep); st.Stage != allot.StageCompleted {
+		t.Fatalf("custom episode ended %s", st.Stage)
+	}
+	saveHistory(t, c, dir, "custom_steps_episode.json", workflows.EpisodeWorkflowID("custom", ep), "")
+	saveHistory(t, c, dir, "scheduled_run_episode_running.json", res.WorkflowID, again.GetRunID())
+}
+
+func saveHistory(t *testing.T, c *allottest.Cluster, dir, name, id, runID string) {
+	t.Helper()
+	var events []*historypb.HistoryEvent
+	iter := c.Client.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
