@@ -19,9 +19,9 @@ import (
 	"allot/activities"
 	"allot/internal/allottest"
 	"allot/internal/protocoltest"
-	"allot/step"
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
+	"allot/step"
 	"allot/workflows"
 )
 
