@@ -332,8 +332,17 @@ func encodable(t time.Time) bool {
 // folder with a state.json, is the same record with the same digest.
 func FuzzImportJSONLines(f *testing.F) {
 	pipelines := fuzzPipelines(f)
+	// One folder for every input (t.TempDir would make and remove one per
+	// input): the fuzz function runs one input at a time per process.
+	work := filepath.Join(f.TempDir(), "work")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
+		dir := filepath.Join(work, "source")
+		if err := os.RemoveAll(work); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		path := filepath.Join(dir, "fuzz.jsonl")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
@@ -390,7 +399,7 @@ func FuzzImportJSONLines(f *testing.F) {
 
 		// The folder form: <old id>/state.json, old_id left out.
 		first := recs[0]
-		folders := filepath.Join(t.TempDir(), "state")
+		folders := filepath.Join(work, "state")
 		folder := filepath.Join(folders, first.rec.OldID)
 		if err := os.MkdirAll(folder, 0o755); err != nil {
 			t.Fatal(err)

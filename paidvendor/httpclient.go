@@ -54,6 +54,37 @@ func (secret) MarshalText() ([]byte, error)  { return []byte(redacted), nil }
 func (s secret) redact(text string) string   { return redactSecret(text, s()) }
 func (s secret) authorizationHeader() string { return "Bearer " + s() }
 
+// redactTask and redactCharge take the key out of what a vendor sent
+// before it is checked, quoted in an error (cut to a length that could
+// leave part of the key) or kept (a task's error text goes to history).
+func (s secret) redactTask(w vendorapi.Task) vendorapi.Task {
+	for _, f := range []*string{&w.ID, &w.IdempotencyKey, &w.Kind, &w.Status, &w.SHA256, &w.Error} {
+		*f = s.redact(*f)
+	}
+	if w.Cost != nil {
+		cost := *w.Cost
+		cost.Currency = s.redact(cost.Currency)
+		w.Cost = &cost
+	}
+	return w
+}
+
+func (s secret) redactCharge(w vendorapi.Charge) vendorapi.Charge {
+	w.TaskID, w.IdempotencyKey, w.Currency = s.redact(w.TaskID), s.redact(w.IdempotencyKey), s.redact(w.Currency)
+	return w
+}
+
+// trimSecretPrefix drops the end of a cut text that is the beginning of
+// the secret.
+func trimSecretPrefix(text, secret string) string {
+	for n := min(len(secret)-1, len(text)); n > 0; n-- {
+		if strings.HasSuffix(text, secret[:n]) {
+			return text[:len(text)-n]
+		}
+	}
+	return text
+}
+
 func redactSecret(text, secret string) string {
 	if secret == "" {
 		return text
@@ -176,7 +207,7 @@ func (c *HTTPClient) Submit(ctx context.Context, req SubmitRequest) (Task, error
 	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
 		return Task{}, err
 	}
-	t, err := taskFromWire(wt)
+	t, err := taskFromWire(c.key.redactTask(wt))
 	if err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
@@ -208,7 +239,7 @@ func (c *HTTPClient) Task(ctx context.Context, id string) (Task, error) {
 	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
 		return Task{}, err
 	}
-	t, err := taskFromWire(wt)
+	t, err := taskFromWire(c.key.redactTask(wt))
 	if err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
@@ -239,7 +270,7 @@ func (c *HTTPClient) LookupByIdempotencyKey(ctx context.Context, key string) (Ta
 	if err := c.decode(op, resp, maxTaskBody, &wt); err != nil {
 		return Task{}, err
 	}
-	t, err := taskFromWire(wt)
+	t, err := taskFromWire(c.key.redactTask(wt))
 	if err != nil {
 		return Task{}, fmt.Errorf("paidvendor: %s: %w", op, err)
 	}
@@ -292,7 +323,7 @@ func (c *HTTPClient) Charges(ctx context.Context) ([]Charge, error) {
 	}
 	out := make([]Charge, 0, len(wcs))
 	for _, wc := range wcs {
-		ch, err := chargeFromWire(wc)
+		ch, err := chargeFromWire(c.key.redactCharge(wc))
 		if err != nil {
 			return nil, fmt.Errorf("paidvendor: %s: %w", op, err)
 		}
@@ -365,7 +396,9 @@ func (c *HTTPClient) decode(op string, resp *http.Response, limit int64, v any) 
 		return fmt.Errorf("paidvendor: %s: %w: response body over %d bytes", op, ErrBadResponse, limit)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("paidvendor: %s: %w: %v", op, ErrBadResponse, err)
+		// The decoder quotes values it cannot parse (a time, say), and a
+		// vendor may echo the key in any of them.
+		return fmt.Errorf("paidvendor: %s: %w: %s", op, ErrBadResponse, c.key.redact(err.Error()))
 	}
 	return nil
 }
@@ -373,8 +406,14 @@ func (c *HTTPClient) decode(op string, resp *http.Response, limit int64, v any) 
 // httpError builds the *HTTPError for a non-2xx answer; 401 and 403 always
 // map to ErrUnauthorized, other statuses through byStatus.
 func (c *HTTPClient) httpError(op string, resp *http.Response, byStatus map[int]error) error {
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	e := &HTTPError{Op: op, StatusCode: resp.StatusCode, Body: c.key.redact(strings.ToValidUTF8(string(data), "?"))}
+	data, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	body := c.key.redact(strings.ToValidUTF8(string(data), "?"))
+	if readErr != nil || len(data) == maxErrorBody {
+		// The body was cut (at the limit, or by a broken connection): a
+		// key it echoes there must not leave its beginning behind.
+		body = trimSecretPrefix(body, c.key())
+	}
+	e := &HTTPError{Op: op, StatusCode: resp.StatusCode, Body: body}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		e.sentinel = ErrUnauthorized

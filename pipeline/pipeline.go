@@ -505,8 +505,11 @@ func (p *Pipeline) normalizeOffset() error {
 	}
 	if days, ok := strings.CutSuffix(v, "d"); ok {
 		n, err := strconv.Atoi(days)
-		if err != nil || n == 0 || n > maxOffsetDays || n < -maxOffsetDays {
+		if err != nil || n == 0 {
 			return fmt.Errorf("pipeline %q: period_offset %q: write whole days like \"-1d\", or a duration like \"-6h\"", p.Name, p.PeriodOffset)
+		}
+		if n > maxOffsetDays || n < -maxOffsetDays {
+			return fmt.Errorf("pipeline %q: period_offset %q is more than %d days", p.Name, p.PeriodOffset, maxOffsetDays)
 		}
 		p.offsetDays = n
 		return nil

@@ -368,9 +368,9 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Needs attention** (%s) on step **%s** revision %d: %s\n\nTo continue, run one of:\n", errType, step.Name, step.Revision, msg)
+	b.WriteString(fmt.Sprintf("**Needs attention** (%s) on step **%s** revision %d: %s\n\nTo continue, run one of:\n", errType, step.Name, step.Revision, msg))
 	for _, r := range remedies {
-		fmt.Fprintf(&b, "\n- `%s`", r)
+		b.WriteString(fmt.Sprintf("\n- `%s`", r))
 	}
 	workflow.SetCurrentDetails(ctx, b.String())
 	workflow.GetLogger(ctx).Warn("episode needs attention", "step", step.Name, "type", errType)
@@ -496,7 +496,7 @@ func stepTable(steps []activities.StepState) string {
 				cost = fmt.Sprintf("%d.%02d %s", s.CostAmount/100, s.CostAmount%100, s.CostCurrency)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Name, s.Kind, s.Status, rev, ref, cost)
+		b.WriteString(fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n", s.Name, s.Kind, s.Status, rev, ref, cost))
 	}
 	return b.String()
 }
