@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,8 +53,8 @@ func TestRunAllocatesAndCompletesEpisode(t *testing.T) {
 		t.Fatalf("second run = %+v", res2.Result)
 	}
 	// Search attributes make a pipeline's episodes findable.
-	c.WaitVisible(fmt.Sprintf(`AllotPipeline = "weekly-video" AND AllotEpisode = "2026-W32-0" AND WorkflowType = "Episode" AND AllotOutcome = "completed"`), 1)
-	c.WaitVisible(fmt.Sprintf(`AllotPipeline = "weekly-video" AND WorkflowType = "ScheduledRun" AND AllotOutcome = "allocated" AND AllotSequence = 1`), 1)
+	c.WaitVisible(`AllotPipeline = "weekly-video" AND AllotEpisode = "2026-W32-0" AND WorkflowType = "Episode" AND AllotOutcome = "completed"`, 1)
+	c.WaitVisible(`AllotPipeline = "weekly-video" AND WorkflowType = "ScheduledRun" AND AllotOutcome = "allocated" AND AllotSequence = 1`, 1)
 	c.MustCheck()
 }
 

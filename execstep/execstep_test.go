@@ -63,9 +63,9 @@ func TestExitCodesAreSorted(t *testing.T) {
 // alive reports whether a process exists.
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
-// childPID starts a command that leaves a grandchild sleeping, and returns
+// grandchild starts a command that leaves a grandchild sleeping, and returns
 // the grandchild's PID once it is written.
-func grandchild(t *testing.T, s Spec, run func(Spec) error) (error, int) {
+func grandchild(t *testing.T, s Spec, run func(Spec) error) (int, error) {
 	t.Helper()
 	pidFile := filepath.Join(s.Dir, "child.pid")
 	s.Command = []string{"/bin/sh", "-c", `sleep 60 & echo $! > child.pid; wait`}
@@ -75,7 +75,7 @@ func grandchild(t *testing.T, s Spec, run func(Spec) error) (error, int) {
 	for {
 		if data, err := os.ReadFile(pidFile); err == nil && len(data) > 0 && data[len(data)-1] == '\n' {
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-			return <-errc, pid
+			return pid, <-errc
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the command did not start its child")
@@ -87,7 +87,7 @@ func grandchild(t *testing.T, s Spec, run func(Spec) error) (error, int) {
 func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	s := spec(t, "")
 	s.Timeout = 300 * time.Millisecond
-	err, pid := grandchild(t, s, func(s Spec) error { return Run(context.Background(), s, 0, nil) })
+	pid, err := grandchild(t, s, func(s Spec) error { return Run(context.Background(), s, 0, nil) })
 	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("timeout: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestCancelKillsTheProcessGroup(t *testing.T) {
 	s := spec(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
-	err, pid := grandchild(t, s, func(s Spec) error { return Run(ctx, s, 0, nil) })
+	pid, err := grandchild(t, s, func(s Spec) error { return Run(ctx, s, 0, nil) })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancel: %v, want context.Canceled", err)
 	}

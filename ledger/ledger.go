@@ -149,7 +149,7 @@ func connect(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		l, err = openPostgres(ctx, url, readOnly)
 	default:
-		return nil, fmt.Errorf("ledger URL %q is not supported: use sqlite:PATH (e.g. sqlite:data/ledger.db), postgres://USER@HOST:PORT/DB or postgresql://...", redactURL(url))
+		return nil, fmt.Errorf("ledger URL %q is not supported: use sqlite:PATH (e.g. sqlite:data/ledger.db), postgres://USER@HOST:PORT/DB or postgresql://USER@HOST:PORT/DB", redactURL(url))
 	}
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/uber-go/tally/v4"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
@@ -59,7 +60,7 @@ type Metrics struct {
 // set).
 func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reporter := tallyprom.NewReporter(tallyprom.Options{
 		Registerer: reg,
 		Gatherer:   reg,

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -134,17 +133,3 @@ func (l testLedger) dump(t *testing.T) map[string][]string {
 	}
 	return out
 }
-
-// exec runs raw SQL around allot, with '?' placeholders on both drivers.
-func (l testLedger) exec(t *testing.T, query string, args ...any) {
-	t.Helper()
-	if l.driver == "postgres" {
-		n := 0
-		query = placeholder.ReplaceAllStringFunc(query, func(string) string { n++; return fmt.Sprintf("$%d", n) })
-	}
-	if _, err := l.raw.ExecContext(context.Background(), query, args...); err != nil {
-		t.Fatalf("raw %q: %v", query, err)
-	}
-}
-
-var placeholder = regexp.MustCompile(`\?`)

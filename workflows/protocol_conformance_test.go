@@ -103,7 +103,7 @@ var confAdapters = []confAdapter{
 type confKill int
 
 const (
-	killNone confKill = iota
+	_ confKill = iota // no kill
 	// killAfterIntent: the worker dies after the intent is written, before
 	// the send is marked (http/go: while it builds the vendor's adapter;
 	// activity: PaidPrepare's result is lost).
@@ -121,7 +121,7 @@ const (
 type confConc int
 
 const (
-	concNone confConc = iota
+	_ confConc = iota // one attempt
 	// concWhileSending: the second attempt comes while the first one's
 	// request is in flight.
 	concWhileSending
@@ -379,7 +379,7 @@ func newConfRun(t *testing.T, ad confAdapter, kind pipeline.StepKind, c confCase
 				if n == 1 {
 					r.kills.Add(1)
 					if c.kill == killSendingReached {
-						_, _ = client.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: req.IdempotencyKey, Kind: req.Kind, Params: req.Params})
+						_, _ = client.Submit(ctx, paidvendor.SubmitRequest(req))
 					}
 					panic(confDied)
 				}

@@ -58,7 +58,7 @@ func (a *Adapter) Submit(ctx context.Context, req paidvendor.ActivitySubmitReque
 			return paidvendor.ActivityTask{}, err
 		}
 	}
-	t, err := a.Client.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: req.IdempotencyKey, Kind: req.Kind, Params: req.Params})
+	t, err := a.Client.Submit(ctx, paidvendor.SubmitRequest(req))
 	if err != nil {
 		return paidvendor.ActivityTask{}, activityError("submit", err)
 	}
