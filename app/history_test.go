@@ -41,27 +41,7 @@ func TestSaveHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitEpisode("weekly-video", res.Result.EpisodeID)
-	save := func(name, id string) {
-		var events []*historypb.HistoryEvent
-		iter := c.Client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			events = append(events, ev)
-		}
-		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	save := func(name, id string) { saveHistory(t, c, dir, name, id, "") }
 	save("scheduled_run.json", res.WorkflowID)
 	save("episode.json", workflows.EpisodeWorkflowID("weekly-video", res.Result.EpisodeID))
 

@@ -187,21 +187,11 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 				in.Request.Resolve = allot.ActionAbandon
 			}
 		}
-		pipelines, err := c.cfg.LoadPipelines()
+		cmds, done, err := c.episodeCommands(ctx)
 		if err != nil {
 			return err
 		}
-		led, err := c.openLedgerReadOnly(ctx)
-		if err != nil {
-			return err
-		}
-		defer led.Close()
-		cl, err := c.dial(ctx)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		cmds := &operator.EpisodeCommands{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, Ledger: led}
+		defer done()
 		res, err := cmds.Send(ctx, in)
 		if err != nil {
 			return err
@@ -215,6 +205,30 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		})
 		return nil
 	}
+}
+
+// episodeCommands connects what the commands on one episode need: the
+// pipelines, the ledger (read-only: the Episode writes) and Temporal. done
+// closes them.
+func (c *cli) episodeCommands(ctx context.Context) (cmds *operator.EpisodeCommands, done func(), err error) {
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return nil, nil, err
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		led.Close()
+		return nil, nil, err
+	}
+	done = func() {
+		cl.Close()
+		led.Close()
+	}
+	return &operator.EpisodeCommands{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, Ledger: led}, done, nil
 }
 
 // stepVendor is the adapter of a paid or effect step's vendor, as far as
@@ -264,21 +278,11 @@ func episodeResume(ctx context.Context, c *cli, args []string) error {
 	if pipelineName == "" || episodeID == "" {
 		return usageError{errors.New("--pipeline and --episode are required: resume acts on an existing episode")}
 	}
-	pipelines, err := c.cfg.LoadPipelines()
+	cmds, done, err := c.episodeCommands(ctx)
 	if err != nil {
 		return err
 	}
-	led, err := c.openLedgerReadOnly(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	cl, err := c.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	cmds := &operator.EpisodeCommands{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, Ledger: led}
+	defer done()
 	res, err := cmds.Resume(ctx, pipelineName, episodeID)
 	if err != nil {
 		return err

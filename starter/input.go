@@ -12,6 +12,7 @@ import (
 
 	"allot/ledger"
 	"allot/operator"
+	"allot/pipeline"
 )
 
 // inputCommand dispatches `starter input <subcommand>`: the inputs a
@@ -73,11 +74,7 @@ func inputAdd(ctx context.Context, c *cli, args []string) error {
 	if len(in.Payload) > 0 && !json.Valid(in.Payload) {
 		return usageError{errors.New("the payload is not JSON: give a JSON value, e.g. --payload '{\"title\": \"Launch notes\"}'")}
 	}
-	pipelines, err := c.cfg.LoadPipelines()
-	if err != nil {
-		return err
-	}
-	led, err := ledger.Open(ctx, c.cfg.Ledger)
+	pipelines, led, err := c.inputLedger(ctx)
 	if err != nil {
 		return err
 	}
@@ -136,11 +133,7 @@ func inputWithdraw(ctx context.Context, c *cli, args []string) error {
 	if pipelineName == "" || ref == "" {
 		return usageError{errors.New("--pipeline and --ref are required")}
 	}
-	pipelines, err := c.cfg.LoadPipelines()
-	if err != nil {
-		return err
-	}
-	led, err := ledger.Open(ctx, c.cfg.Ledger)
+	pipelines, led, err := c.inputLedger(ctx)
 	if err != nil {
 		return err
 	}
@@ -153,4 +146,18 @@ func inputWithdraw(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(w, "withdrawn\t%s/%s\n", in.Pipeline, in.Ref)
 	})
 	return nil
+}
+
+// inputLedger opens what adding and withdrawing inputs need: the pipelines
+// and the ledger, read-write.
+func (c *cli) inputLedger(ctx context.Context) (*pipeline.Set, *ledger.Ledger, error) {
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return nil, nil, err
+	}
+	led, err := ledger.Open(ctx, c.cfg.Ledger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pipelines, led, nil
 }
