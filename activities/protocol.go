@@ -280,6 +280,12 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 	if err != nil {
 		return SendRequest{}, err
 	}
+	// The input the episode claimed (pipelines that consume inputs) is
+	// read before the send is marked, so that a failed read sends nothing.
+	claimed, err := a.Ledger.EpisodeInput(ctx, p.Name, ep.ID)
+	if err != nil {
+		return SendRequest{}, classify(err)
+	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
 	until := time.Now().Add(sendWindow)
 	if _, err := a.Ledger.MarkSending(ctx, ref, in.Owner, until); err != nil {
@@ -294,6 +300,12 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 		return SendRequest{}, classify(err)
 	}
 	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": st.Name, "revision": strconv.Itoa(in.Revision)}
+	if claimed != nil {
+		// The vendor is told which input this is (a publish names its
+		// draft), as an exec step is by {input} and ALLOT_INPUT. The
+		// same on every attempt: an episode claims one input, forever.
+		params["input"] = claimed.Ref
+	}
 	for k, v := range st.Params {
 		params[k] = v
 	}
