@@ -258,6 +258,11 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(w, "runs\t%d (max_backfill_runs %d)\n", res.Runs, res.MaxRuns)
 		if res.Runs > 0 {
 			fmt.Fprintf(w, "first\t%s\nlast\t%s\n", res.First.Format(time.RFC3339), res.Last.Format(time.RFC3339))
+			if res.DryRun {
+				// Temporal's scheduler starts at most 10 backfilled
+				// runs per second (BackfillsPerIteration in v1.32).
+				fmt.Fprintf(w, "duration\tat least %s: Temporal's scheduler starts about 10 backfilled runs a second\n", (time.Duration(res.Runs) * time.Second / 10).Round(time.Second))
+			}
 		}
 		switch {
 		case res.Existing != nil:
