@@ -65,3 +65,9 @@ var NonRetryableErrorTypes = []string{
 	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired,
 	InputConflict, InputNotFound, InputClaimed,
 }
+
+// SendInFlight is the one retryable error type: an earlier attempt's send
+// of a paid task may still reach the vendor, so no attempt may ask or send
+// until its deadline has passed. The error carries the delay to that
+// deadline as its next retry delay.
+const SendInFlight = "SendInFlight"

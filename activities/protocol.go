@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
@@ -109,8 +110,15 @@ func (a *Activities) submitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 		case PaidNextDone:
 			return *plan.Result, nil
 		case PaidNextWait:
-			return PaidTaskResult{}, fmt.Errorf("an earlier attempt's send of %s step %s may reach the vendor until %s; asking then",
-				in.EpisodeID, in.Step, plan.WaitUntil.Format(time.RFC3339))
+			// The next attempt comes right after the deadline, as the
+			// activity adapters' workflow sleeps until it: with the
+			// retry policy's backoff (1 s, 2 s, ...) the step's batch of
+			// attempts ran out long before a 30 s send window did, and
+			// the step then paused a minute more (retryPause).
+			return PaidTaskResult{}, temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("an earlier attempt's send of %s step %s may reach the vendor until %s; asking then",
+					in.EpisodeID, in.Step, plan.WaitUntil.Format(time.RFC3339)),
+				allot.SendInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: max(time.Until(plan.WaitUntil), 0) + time.Second})
 		}
 		if vendor == nil {
 			if vendor, err = a.submitter(ctx, in); err != nil {

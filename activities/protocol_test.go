@@ -215,6 +215,12 @@ func TestNoLookupParksOnlyWhatMayHaveBeenSent(t *testing.T) {
 	if err == nil || errors.As(err, &appErr) && appErr.NonRetryable() {
 		t.Fatalf("a send still in flight: got %v, want a retryable error", err)
 	}
+	// The next attempt is due when the send's deadline has passed, not
+	// after the retry policy's backoff (which would use up the step's
+	// batch of attempts within seconds).
+	if !errors.As(err, &appErr) || appErr.Type() != allot.SendInFlight || appErr.NextRetryDelay() < 59*time.Minute || appErr.NextRetryDelay() > 61*time.Minute {
+		t.Fatalf("a send still in flight for an hour: got %v, want the next attempt in an hour", err)
+	}
 	if _, err := f.led.MarkSending(f.ctx, ref, "dying-attempt", time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
