@@ -111,6 +111,10 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while still connecting: a clean stop, not a failure.
+			return nil
+		}
 		return fmt.Errorf("connect to Temporal at %s: %w (start the dev server with `go run ./devserver`, or set TEMPORAL_ADDRESS)", hostPort(opts), err)
 	}
 	defer c.Close()
