@@ -1,0 +1,295 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"allot"
+	"allot/ledger"
+	"allot/operator"
+	"allot/paidvendor"
+	"allot/pipeline"
+	"allot/workflows"
+)
+
+// check asserts allot's promises on what the run left, and fills in the
+// summary's figures. Every broken promise is a violation.
+func (r *run) check(ctx context.Context, sum *Summary) error {
+	bad := func(format string, args ...any) { r.violation(sum, format, args...) }
+
+	// The vendors' bills.
+	type vendorBill struct {
+		name    string
+		charges []paidvendor.Charge
+	}
+	var bills []vendorBill
+	for _, v := range []struct {
+		name string
+		vp   *vendorProc
+	}{{pipeline.DefaultVendor, r.vendor}, {"strict", r.strict}} {
+		c, err := paidvendor.NewHTTPClient(v.vp.url, v.vp.key, nil)
+		if err != nil {
+			return err
+		}
+		var charges []paidvendor.Charge
+		if err := r.retry(ctx, time.Now().Add(30*time.Second), func(ctx context.Context) error {
+			var err error
+			charges, err = c.Charges(ctx)
+			return err
+		}); err != nil {
+			return fmt.Errorf("vendor %s charges: %w", v.name, err)
+		}
+		bills = append(bills, vendorBill{v.name, charges})
+	}
+	chargesByKey := map[string][]paidvendor.Charge{}
+	chargesByRef := map[string]paidvendor.Charge{}
+	var chargedTotal int64
+	for _, b := range bills {
+		for _, ch := range b.charges {
+			sum.Charges++
+			chargedTotal += ch.Amount
+			chargesByKey[ch.IdempotencyKey] = append(chargesByKey[ch.IdempotencyKey], ch)
+			chargesByRef[ch.TaskID] = ch
+		}
+	}
+	// One charge per idempotency key: the promise that nobody is paid twice.
+	for key, chs := range chargesByKey {
+		if len(chs) > 1 {
+			var refs []string
+			for _, c := range chs {
+				refs = append(refs, c.TaskID)
+			}
+			bad("vendor charged idempotency key %s %d times (%s)", key, len(chs), strings.Join(refs, ", "))
+		}
+	}
+
+	ledgerKeys := map[string]bool{}
+	costByRef := map[string]ledger.CostEntry{}
+	var costTotal int64
+	for _, name := range r.pipelines.Names() {
+		eps, err := r.led.ListEpisodes(ctx, name, "")
+		if err != nil {
+			return err
+		}
+		sum.Episodes += len(eps)
+		byKey := map[string][]ledger.Episode{}
+		byID := map[string]ledger.Episode{}
+		periods := map[string][]int{}
+		for _, ep := range eps {
+			byKey[ep.AllocationKey] = append(byKey[ep.AllocationKey], ep)
+			byID[ep.ID] = ep
+			periods[ep.Period] = append(periods[ep.Period], ep.Sequence)
+			o := allot.Outcome(ep.Outcome)
+			if ep.Status != ledger.EpisodeCompleted && o != allot.OutcomeCompleted && o != allot.OutcomeRejected {
+				bad("%s/%s did not complete: status %s, outcome %q (%s)", name, ep.ID, ep.Status, ep.Outcome, ep.OutcomeReason)
+			}
+		}
+		// Invariant 1: one key, one episode.
+		for key, list := range byKey {
+			if len(list) > 1 {
+				var ids []string
+				for _, ep := range list {
+					ids = append(ids, ep.ID)
+				}
+				bad("%s: key %s has %d episodes (%s)", name, key, len(list), strings.Join(ids, ", "))
+			}
+		}
+		// Invariant 2: dense sequences per period.
+		for period, seqs := range periods {
+			sort.Ints(seqs)
+			for i, s := range seqs {
+				if s != i {
+					bad("%s: period %s has sequences %v, not 0..%d", name, period, seqs, len(seqs)-1)
+					break
+				}
+			}
+		}
+		if p, err := r.pipelines.Get(name); err == nil && p.MaxPerPeriod > 0 {
+			for period, seqs := range periods {
+				if len(seqs) > p.MaxPerPeriod {
+					bad("%s: period %s has %d episodes, over its cap of %d", name, period, len(seqs), p.MaxPerPeriod)
+				}
+			}
+		}
+		// Invariant 10: every key has a run outcome with a reason, and
+		// every run of a key names the key's one episode.
+		outcomes, err := r.led.RunOutcomes(ctx, name, time.Time{})
+		if err != nil {
+			return err
+		}
+		keysRun := map[string]bool{}
+		for _, o := range outcomes {
+			keysRun[o.AllocationKey] = true
+			if o.Reason == "" {
+				bad("%s: run %s of key %s has outcome %q without a reason", name, o.RunID, o.AllocationKey, o.Outcome)
+			}
+			switch o.Outcome {
+			case allot.OutcomeSkipped:
+				sum.Skipped++
+			case allot.OutcomeFailed:
+				r.logf("note: run %s of %s failed: %s", o.RunID, o.AllocationKey, o.Reason)
+			}
+			if o.EpisodeID != "" {
+				ep, ok := byID[o.EpisodeID]
+				switch {
+				case !ok:
+					bad("%s: run %s of key %s names episode %s, which the ledger does not have", name, o.RunID, o.AllocationKey, o.EpisodeID)
+				case ep.AllocationKey != o.AllocationKey:
+					bad("%s: run %s of key %s got episode %s, which is key %s's", name, o.RunID, o.AllocationKey, o.EpisodeID, ep.AllocationKey)
+				}
+			}
+		}
+		sum.Keys += len(keysRun)
+		r.mu.Lock()
+		for key := range r.expected[name] {
+			if !keysRun[key] {
+				bad("%s: key %s was started but has no run outcome", name, key)
+			}
+		}
+		r.mu.Unlock()
+		for key := range byKey {
+			if !keysRun[key] {
+				bad("%s: episode key %s has no run outcome", name, key)
+			}
+		}
+		// Paid tasks against the vendors' bills.
+		for _, ep := range eps {
+			tasks, err := r.led.PaidTasks(ctx, name, ep.ID)
+			if err != nil {
+				return err
+			}
+			sum.PaidTasks += len(tasks)
+			for _, t := range tasks {
+				if t.IdempotencyKey != "" {
+					ledgerKeys[t.IdempotencyKey] = true
+				}
+				chs := chargesByKey[t.IdempotencyKey]
+				switch t.State {
+				case allot.PaidSubmitted, allot.PaidSucceeded, allot.PaidFailed:
+					if len(chs) != 1 {
+						bad("%s/%s step %s r%d (%s, %s): %d vendor charges under its key, want 1", name, ep.ID, t.Step, t.Revision, t.State, t.RemoteRef, len(chs))
+					} else if chs[0].TaskID != t.RemoteRef {
+						bad("%s/%s step %s r%d: the ledger's reference %s is not the charged task %s", name, ep.ID, t.Step, t.Revision, t.RemoteRef, chs[0].TaskID)
+					}
+				default:
+					if len(chs) > 0 {
+						bad("%s/%s step %s r%d is %s, yet the vendor charged its key %d times", name, ep.ID, t.Step, t.Revision, t.State, len(chs))
+					}
+				}
+			}
+		}
+		costs, err := r.led.Costs(ctx, name, "")
+		if err != nil {
+			return err
+		}
+		for _, c := range costs {
+			costByRef[c.RemoteRef] = c
+			costTotal += c.Amount
+		}
+	}
+	// Every charge is the ledger's, and the ledger's costs are the bills.
+	for key, chs := range chargesByKey {
+		if !ledgerKeys[key] {
+			bad("vendor charged key %s (task %s), which no paid task of the ledger has", key, chs[0].TaskID)
+		}
+	}
+	for ref, ch := range chargesByRef {
+		c, ok := costByRef[ref]
+		switch {
+		case !ok:
+			bad("vendor charge %s (%d %s) has no cost in the ledger", ref, ch.Amount, ch.Currency)
+		case c.Amount != ch.Amount || c.Currency != ch.Currency:
+			bad("cost of %s is %d %s in the ledger, %d %s at the vendor", ref, c.Amount, c.Currency, ch.Amount, ch.Currency)
+		}
+	}
+	for ref, c := range costByRef {
+		if _, ok := chargesByRef[ref]; !ok {
+			bad("ledger cost %s (%s/%s step %s, %d %s) was never charged", ref, c.Pipeline, c.EpisodeID, c.Step, c.Amount, c.Currency)
+		}
+	}
+	if costTotal != chargedTotal {
+		bad("ledger costs total %d, vendor charges total %d", costTotal, chargedTotal)
+	}
+
+	// operator.Audit: what `starter check --vendor` runs, and Temporal's
+	// side (every unsettled episode has its workflow). The vendors are
+	// given their keys here, not through this process's environment.
+	var vendors []operator.VendorCharges
+	for _, v := range []struct {
+		name string
+		vp   *vendorProc
+	}{{pipeline.DefaultVendor, r.vendor}, {"strict", r.strict}} {
+		c, err := paidvendor.NewHTTPClient(v.vp.url, v.vp.key, nil)
+		if err != nil {
+			return err
+		}
+		vendors = append(vendors, operator.VendorCharges{Name: v.name, Charges: c})
+	}
+	audit, err := operator.Audit(ctx, r.led, operator.CheckInput{
+		StaleIntent: time.Nanosecond, Vendors: vendors, Pipelines: r.pipelines,
+		Workflows: &operator.WorkflowCheckInput{Client: r.st.client, LedgerID: r.led.ID()},
+	})
+	if err != nil {
+		return err
+	}
+	for _, v := range audit.Violations {
+		bad("audit: %s", v)
+	}
+	// And the real `starter check --vendor`, as an operator runs it.
+	out, err := r.starter(ctx, "check", "--vendor", "--json")
+	var res operator.CheckResult
+	if derr := decodeJSON(out, &res); derr != nil {
+		bad("starter check --vendor: %v (%v)", err, derr)
+	} else if err != nil || !res.OK {
+		kinds := map[string]int{}
+		for _, v := range res.Violations {
+			kinds[v.Kind]++
+		}
+		bad("starter check --vendor: ok=%v (%v), %d violations %v", res.OK, err, len(res.Violations), kinds)
+	}
+
+	// Temporal: every Episode workflow is a ledger episode's, all closed.
+	runs, err := listWorkflows(ctx, r.st.client, `WorkflowType = "ScheduledRun"`)
+	if err != nil {
+		return err
+	}
+	sum.Runs = len(runs)
+	episodes, err := listWorkflows(ctx, r.st.client, `WorkflowType = "Episode"`)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, name := range r.pipelines.Names() {
+		eps, err := r.led.ListEpisodes(ctx, name, "")
+		if err != nil {
+			return err
+		}
+		for _, ep := range eps {
+			known[workflows.EpisodeWorkflowID(name, ep.ID)] = true
+		}
+	}
+	for _, e := range episodes {
+		if !known[e.ID] {
+			bad("Episode workflow %s (run %s) has no episode in the ledger", e.ID, e.RunID)
+		}
+		if e.Close.IsZero() {
+			bad("Episode workflow %s (run %s) still runs after the drain", e.ID, e.RunID)
+		}
+	}
+	times := episodeTimes(episodes)
+	sum.EpisodeP50, sum.EpisodeP95 = percentile(times, 0.5), percentile(times, 0.95)
+	// The same without the episodes that waited for a person.
+	var unattended []*workflowExecution
+	r.mu.Lock()
+	for _, e := range episodes {
+		if !r.humans[e.ID] {
+			unattended = append(unattended, e)
+		}
+	}
+	r.mu.Unlock()
+	sum.EpisodeP95NoHuman = percentile(episodeTimes(unattended), 0.95)
+	return nil
+}

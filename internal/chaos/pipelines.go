@@ -1,0 +1,214 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The chaos run's pipelines. Each exercises something else:
+//
+//   - chaos-video: ISO weeks in UTC, two paid steps on the default vendor,
+//     an approval that passes by itself, no cap;
+//   - chaos-review: ISO weeks in America/New_York, one paid step, an
+//     approval the driver gives (as an operator would), at most 3 per week;
+//   - chaos-daily: days in Pacific/Auckland (13 hours ahead of UTC at the
+//     new year, so UTC's 31 December is already 2027 there), one paid step,
+//     at most 2 per day;
+//   - chaos-strict: one paid step on a second vendor that cannot be asked by
+//     idempotency key (vendorsim --no-lookup) and loses responses: an
+//     unknown outcome parks the episode until a person runs its remedy.
+const (
+	PipelineVideo  = "chaos-video"
+	PipelineReview = "chaos-review"
+	PipelineDaily  = "chaos-daily"
+	PipelineStrict = "chaos-strict"
+)
+
+// StrictVendorKeyEnv names the variable the workers and the starter read
+// the strict vendor's key from.
+const StrictVendorKeyEnv = "CHAOS_STRICT_VENDOR_KEY"
+
+// cronSpec is a schedule that fires on some weekdays at one local time; the
+// same value gives the cron line and the times it fires at.
+type cronSpec struct {
+	Days         []time.Weekday // empty: every day
+	Hour, Minute int
+	Zone         string
+}
+
+func (c cronSpec) cron() string {
+	days := "*"
+	if len(c.Days) > 0 {
+		var names []string
+		for _, d := range c.Days {
+			names = append(names, strings.ToUpper(d.String()[:3]))
+		}
+		days = strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%d %d * * %s", c.Minute, c.Hour, days)
+}
+
+// times lists when the schedule fires in [from, to), in UTC.
+func (c cronSpec) times(from, to time.Time) []time.Time {
+	loc, err := time.LoadLocation(c.Zone)
+	if err != nil {
+		panic(err)
+	}
+	var out []time.Time
+	start := from.In(loc)
+	for d := time.Date(start.Year(), start.Month(), start.Day()-1, 0, 0, 0, 0, loc); d.Before(to); d = d.AddDate(0, 0, 1) {
+		if len(c.Days) > 0 && !containsDay(c.Days, d.Weekday()) {
+			continue
+		}
+		t := time.Date(d.Year(), d.Month(), d.Day(), c.Hour, c.Minute, 0, 0, loc)
+		if !t.Before(from) && t.Before(to) {
+			out = append(out, t.UTC())
+		}
+	}
+	return out
+}
+
+func containsDay(days []time.Weekday, d time.Weekday) bool {
+	for _, x := range days {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+// schedules are the scheduled pipelines' specs for a scale.
+func schedules(sc Scale) map[string]cronSpec {
+	return map[string]cronSpec{
+		PipelineVideo:  {Days: sc.VideoDays, Hour: 2, Minute: 0, Zone: "UTC"},
+		PipelineReview: {Days: []time.Weekday{time.Tuesday, time.Friday}, Hour: 9, Minute: 30, Zone: "America/New_York"},
+		PipelineDaily:  {Days: sc.DailyDays, Hour: 6, Minute: 0, Zone: "Pacific/Auckland"},
+	}
+}
+
+// pipelinesTOML is the pipelines file of a chaos run.
+func pipelinesTOML(sc Scale, strictURL string) string {
+	s := schedules(sc)
+	return fmt.Sprintf(`# Written by the chaos run (internal/chaos); see chaos/README.md.
+
+[[vendor]]
+name        = "strict"
+adapter     = "http"
+url         = %q
+api_key_env = %q
+
+[[pipeline]]
+name         = %q
+period       = "iso-week"
+time_zone    = "UTC"
+auto_approve = true
+  [pipeline.schedule]
+  cron              = %q
+  overlap           = "allow_all"
+  catchup_window    = "24h"
+  max_backfill      = "2160h"
+  max_backfill_runs = 1000
+  [[pipeline.step]]
+  name   = "video"
+  kind   = "paid"
+  params = { resolution = "1080p" }
+  [[pipeline.step]]
+  name = "cover"
+  kind = "paid"
+  [[pipeline.step]]
+  name = "assemble"
+  kind = "local"
+  [[pipeline.step]]
+  name = "approve"
+  kind = "approval"
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+
+[[pipeline]]
+name                    = %q
+period                  = "iso-week"
+time_zone               = "America/New_York"
+max_episodes_per_period = 3
+  [pipeline.schedule]
+  cron              = %q
+  overlap           = "allow_all"
+  catchup_window    = "24h"
+  max_backfill      = "2160h"
+  max_backfill_runs = 1000
+  [[pipeline.step]]
+  name = "draft"
+  kind = "paid"
+  [[pipeline.step]]
+  name = "approve"
+  kind = "approval"
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+
+[[pipeline]]
+name                    = %q
+period                  = "day"
+time_zone               = "Pacific/Auckland"
+max_episodes_per_period = 2
+  [pipeline.schedule]
+  cron              = %q
+  overlap           = "allow_all"
+  catchup_window    = "24h"
+  max_backfill      = "2160h"
+  max_backfill_runs = 1000
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+  [[pipeline.step]]
+  name   = "settle"
+  kind   = "paid"
+  params = { ledger = "nz" }
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+
+[[pipeline]]
+name      = %q
+period    = "iso-week"
+time_zone = "Europe/Berlin"
+  [[pipeline.step]]
+  name   = "render"
+  kind   = "paid"
+  vendor = "strict"
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+`, strictURL, StrictVendorKeyEnv,
+		PipelineVideo, s[PipelineVideo].cron(),
+		PipelineReview, s[PipelineReview].cron(),
+		PipelineDaily, s[PipelineDaily].cron(),
+		PipelineStrict)
+}
+
+// measurePipelinesTOML is the one pipeline the kill measurement runs: only
+// what allot understood at commit 63ca1f9 already, so old and new workers
+// run the same steps.
+const measurePipeline = "measure-paid"
+
+const measurePipelinesTOML = `# Written by the chaos run's kill measurement (internal/chaos).
+[[pipeline]]
+name         = "measure-paid"
+auto_approve = true
+  [[pipeline.step]]
+  name = "video"
+  kind = "paid"
+  [[pipeline.step]]
+  name = "cover"
+  kind = "paid"
+  [[pipeline.step]]
+  name = "assemble"
+  kind = "local"
+  [[pipeline.step]]
+  name = "approve"
+  kind = "approval"
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+`
