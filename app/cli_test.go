@@ -57,39 +57,6 @@ func readmeCommands(t *testing.T) map[string]map[string][]string {
 	return out
 }
 
-// shellWords splits a command line the way a POSIX shell would for the
-// quoting the README uses.
-func shellWords(t *testing.T, s string) []string {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch == '\'' || ch == '"':
-			j := strings.IndexByte(s[i+1:], ch)
-			if j < 0 {
-				t.Fatalf("unbalanced quote in %q", s)
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			inWord = true
-		case ch == ' ' || ch == '\t':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(ch)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words
-}
-
 func one(t *testing.T, flags map[string][]string, name string) string {
 	t.Helper()
 	if len(flags[name]) != 1 {
@@ -320,4 +287,14 @@ func describeSchedule(t *testing.T, c *allottest.Cluster, pipelineName string) s
 		Jitter: d.Schedule.Spec.Jitter, ActionID: a.ID, Workflow: a.Workflow, TaskQueue: a.TaskQueue,
 		Overlap: d.Schedule.Policy.Overlap, CatchupWindow: d.Schedule.Policy.CatchupWindow, Args: strings.Join(args, ","),
 	}
+}
+
+// shellWords splits a command line as a shell would (workflows.SplitCommand).
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	words, err := workflows.SplitCommand(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return words
 }

@@ -29,7 +29,7 @@ func TestSmallScale(t *testing.T) {
 		}
 		seed = n
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	progress := &logWriter{t: t}
 	sum, err := chaos.Run(ctx, chaos.Config{
@@ -65,7 +65,7 @@ func TestBrokenVendorIsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: builds and runs the Temporal server, vendors and workers as processes for about two minutes")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	progress := &logWriter{t: t}
 	sum, err := chaos.Run(ctx, chaos.Config{

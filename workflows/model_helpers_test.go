@@ -269,7 +269,7 @@ func (c remedyCmd) update() string {
 // parseRemedy reads a `starter episode ...` command line as a shell would
 // and checks that it is complete: every flag known, every value given.
 func parseRemedy(line string) (remedyCmd, error) {
-	words, err := modelShellWords(line)
+	words, err := SplitCommand(line)
 	if err != nil {
 		return remedyCmd{}, err
 	}
@@ -337,51 +337,6 @@ func parseRemedy(line string) (remedyCmd, error) {
 		return remedyCmd{}, fmt.Errorf("unknown command %q", c.verb)
 	}
 	return c, nil
-}
-
-// shellWords splits a POSIX shell command line with single quotes (the only
-// quoting Remedies uses) and backslash escapes outside quotes.
-func modelShellWords(s string) ([]string, error) {
-	var (
-		words []string
-		cur   strings.Builder
-		in    bool // inside a word
-	)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, fmt.Errorf("unterminated quote")
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			in = true
-		case c == '\\':
-			if i+1 >= len(s) {
-				return nil, fmt.Errorf("trailing backslash")
-			}
-			i++
-			cur.WriteByte(s[i])
-			in = true
-		case c == ' ' || c == '\t':
-			if in {
-				words = append(words, cur.String())
-				cur.Reset()
-				in = false
-			}
-		case strings.IndexByte("\"$`;&|<>()*?[]#~\n", c) >= 0:
-			return nil, fmt.Errorf("unquoted shell metacharacter %q", c)
-		default:
-			cur.WriteByte(c)
-			in = true
-		}
-	}
-	if in {
-		words = append(words, cur.String())
-	}
-	return words, nil
 }
 
 // stateView is the part of the state query a refused command must leave

@@ -45,3 +45,49 @@ func ResumeCommand(pipelineName, episodeID string) string {
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// SplitCommand splits a command line into its words the way a POSIX shell
+// does for the commands allot prints and documents: words separated by
+// blanks, single quotes (shellQuote's, a quote inside one closed, escaped
+// and opened again), double quotes without expansions, and backslash
+// escapes outside quotes. The tests and the chaos run use it to run every
+// printed remedy exactly as printed.
+func SplitCommand(line string) ([]string, error) {
+	var (
+		words  []string
+		cur    strings.Builder
+		inWord bool
+	)
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; c {
+		case ' ', '\t', '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case '\'', '"':
+			j := strings.IndexByte(line[i+1:], c)
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated %c quote in %q", c, line)
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case '\\':
+			if i+1 == len(line) {
+				return nil, fmt.Errorf("trailing backslash in %q", line)
+			}
+			i++
+			cur.WriteByte(line[i])
+			inWord = true
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}

@@ -980,40 +980,12 @@ func readmeCommands(t *testing.T) {
 	}
 }
 
-// shellWords splits a command line as a POSIX shell does for the README's
-// lines: on blanks, keeping single- and double-quoted words whole.
+// shellWords splits a command line as a shell would (workflows.SplitCommand).
 func shellWords(t *testing.T, line string) []string {
 	t.Helper()
-	var (
-		words  []string
-		word   strings.Builder
-		inWord bool
-		quote  rune
-	)
-	for _, c := range line {
-		switch {
-		case quote != 0 && c == quote:
-			quote = 0
-		case quote != 0:
-			word.WriteRune(c)
-		case c == '\'' || c == '"':
-			quote, inWord = c, true
-		case c == ' ' || c == '\t':
-			if inWord {
-				words = append(words, word.String())
-				word.Reset()
-				inWord = false
-			}
-		default:
-			word.WriteRune(c)
-			inWord = true
-		}
-	}
-	if quote != 0 {
-		t.Fatalf("unbalanced quotes in %q", line)
-	}
-	if inWord {
-		words = append(words, word.String())
+	words, err := workflows.SplitCommand(line)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return words
 }

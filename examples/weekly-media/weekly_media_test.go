@@ -296,23 +296,6 @@ func readmeCommands(t *testing.T) {
 	}
 }
 
-// shellWords splits a command line on spaces, keeping double-quoted words.
-func shellWords(t *testing.T, line string) []string {
-	t.Helper()
-	var words []string
-	for i, part := range strings.Split(line, `"`) {
-		if i%2 == 1 {
-			words = append(words, part)
-			continue
-		}
-		words = append(words, strings.Fields(part)...)
-	}
-	if strings.Count(line, `"`)%2 != 0 {
-		t.Fatalf("unbalanced quotes in %q", line)
-	}
-	return words
-}
-
 // vendor is one simulated vendor on its own HTTP server, recording the
 // submissions it receives.
 type vendor struct {
@@ -459,4 +442,14 @@ func fileSHA256(t *testing.T, path string) string {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
+}
+
+// shellWords splits a command line as a shell would (workflows.SplitCommand).
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	words, err := workflows.SplitCommand(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return words
 }

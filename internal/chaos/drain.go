@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -190,7 +189,7 @@ func remedyWith(remedies []string, part string) string {
 
 // runRemedy runs a printed `starter ...` command with the starter binary.
 func (r *run) runRemedy(ctx context.Context, command string, extra ...string) (string, error) {
-	args, err := shellWords(command)
+	args, err := workflows.SplitCommand(command)
 	if err != nil || len(args) == 0 || args[0] != "starter" {
 		return "", fmt.Errorf("remedy %q is not a starter command line (%v)", command, err)
 	}
@@ -234,51 +233,4 @@ func (r *run) resumeOrphans(ctx context.Context) {
 		}
 		r.resume(ctx, ep, v.Kind+": "+v.Detail)
 	}
-}
-
-// shellWords splits a command line the way a POSIX shell splits the
-// remedies allot prints: words separated by spaces, single quotes (a quote inside
-// one is closed, escaped and opened again), double quotes and backslashes.
-func shellWords(s string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, errors.New("unterminated single quote")
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			inWord = true
-		case c == '"':
-			j := strings.IndexByte(s[i+1:], '"')
-			if j < 0 {
-				return nil, errors.New("unterminated double quote")
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			inWord = true
-		case c == '\\' && i+1 < len(s):
-			cur.WriteByte(s[i+1])
-			i++
-			inWord = true
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
 }

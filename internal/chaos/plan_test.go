@@ -71,20 +71,6 @@ func TestScheduledTimesAreTheCronsAcrossTheNewYear(t *testing.T) {
 	}
 }
 
-func TestShellWordsReadsRemedies(t *testing.T) {
-	got, err := shellWords(`starter episode resolve --pipeline p --episode 2026-W01-0 --step render --abandon --reason 'abandoned after it'\''s gone'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"starter", "episode", "resolve", "--pipeline", "p", "--episode", "2026-W01-0", "--step", "render", "--abandon", "--reason", "abandoned after it's gone"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %q", got)
-	}
-	if _, err := shellWords("starter 'open"); err == nil {
-		t.Fatal("an unterminated quote was accepted")
-	}
-}
-
 func TestEpisodeTimesSpanEveryRunOfAnID(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	execs := []*workflowExecution{
