@@ -262,6 +262,28 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// queryStrings runs a query of one text column and returns its values; what
+// names the query in errors.
+func (l *Ledger) queryStrings(ctx context.Context, db querier, what, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, l.d.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %s: %w", l.where, what, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("ledger %s: %s: %w", l.where, what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: %s: %w", l.where, what, err)
+	}
+	return out, nil
+}
+
 // queryEpisodes runs a shared query selecting episodeCols.
 func (l *Ledger) queryEpisodes(ctx context.Context, db querier, query string, args ...any) ([]Episode, error) {
 	rows, err := db.QueryContext(ctx, l.d.q(query), args...)

@@ -148,24 +148,8 @@ func (l *Ledger) Audit(ctx context.Context, opts AuditOptions) (Audit, error) {
 }
 
 func (l *Ledger) auditPipelines(ctx context.Context, tx *sql.Tx) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT pipeline FROM episodes UNION SELECT pipeline FROM run_outcomes
+	return l.queryStrings(ctx, tx, "list pipelines", `SELECT pipeline FROM episodes UNION SELECT pipeline FROM run_outcomes
 		UNION SELECT pipeline FROM imports UNION SELECT pipeline FROM cost_entries ORDER BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("ledger %s: list pipelines: %w", l.where, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, fmt.Errorf("ledger %s: list pipelines: %w", l.where, err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger %s: list pipelines: %w", l.where, err)
-	}
-	return out, nil
 }
 
 // auditEpisode is an episode as the audit reads it.

@@ -402,22 +402,6 @@ func (l *Ledger) checkPaid(ctx context.Context, tx *sql.Tx, pipeline string) ([]
 // sharedValues lists the non-empty values of a paid_tasks column held by
 // more than one task. col is one of the package's own column names.
 func (l *Ledger) sharedValues(ctx context.Context, tx *sql.Tx, col string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+col+` FROM paid_tasks WHERE `+col+` <> ''
+	return l.queryStrings(ctx, tx, "check shared "+col, `SELECT `+col+` FROM paid_tasks WHERE `+col+` <> ''
 		GROUP BY `+col+` HAVING COUNT(*) > 1 ORDER BY `+col)
-	if err != nil {
-		return nil, fmt.Errorf("ledger %s: check shared %s: %w", l.where, col, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("ledger %s: check shared %s: %w", l.where, col, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger %s: check shared %s: %w", l.where, col, err)
-	}
-	return out, nil
 }

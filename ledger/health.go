@@ -171,24 +171,12 @@ func (l *Ledger) HasPipeline(ctx context.Context, pipeline string) (bool, error)
 // PipelineNames lists, sorted, the pipelines the ledger holds episodes or
 // runs of.
 func (l *Ledger) PipelineNames(ctx context.Context) ([]string, error) {
-	rows, err := l.r.QueryContext(ctx, `SELECT pipeline FROM episodes UNION SELECT pipeline FROM run_outcomes`)
+	names, err := l.queryStrings(ctx, l.r, "list pipelines", `SELECT pipeline FROM episodes UNION SELECT pipeline FROM run_outcomes`)
 	if err != nil {
-		return nil, fmt.Errorf("ledger %s: list pipelines: %w", l.where, err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, fmt.Errorf("ledger %s: read pipeline name: %w", l.where, err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger %s: list pipelines: %w", l.where, err)
-	}
-	slices.Sort(out)
-	return out, nil
+	slices.Sort(names) // byte order, whatever the database's collation
+	return names, nil
 }
 
 // keysPerQuery bounds the keys one IN list carries (SQLite allows 32766
