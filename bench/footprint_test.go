@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"allot"
+	"allot/internal/allottest"
 	"allot/workflows"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkWorkerFootprint(b *testing.B) {
 		"ALLOT_DATA_DIR="+dir,
 		"ALLOT_TASK_QUEUE="+workflows.TaskQueue,
 	)
-	var out syncBuffer
+	var out allottest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -189,22 +190,4 @@ func procStatusMiB(tb testing.TB, pid int, field string) float64 {
 		tb.Fatal(err)
 	}
 	return float64(kb) / 1024
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's output and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
