@@ -73,6 +73,7 @@ func TestConcurrentDuplicateStartsShareOneEpisode(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	started := 0
 	for i := range starters {
 		if errs[i] != nil {
 			t.Fatalf("starter %d: %v", i, errs[i])
@@ -80,6 +81,18 @@ func TestConcurrentDuplicateStartsShareOneEpisode(t *testing.T) {
 		if results[i].Result.EpisodeID != "2026-W32-0" || results[i].RunID != results[0].RunID {
 			t.Fatalf("starter %d got %+v, starter 0 got %+v", i, results[i], results[0])
 		}
+		// Issue 8: one start started the run; every other one says it
+		// attached to it (or found it finished), never "started".
+		switch results[i].Action {
+		case operator.RunStarted:
+			started++
+		case operator.RunAttached, operator.RunExisting:
+		default:
+			t.Fatalf("starter %d reported %q", i, results[i].Action)
+		}
+	}
+	if started != 1 {
+		t.Fatalf("%d of %d concurrent starts reported %q, want exactly 1", started, starters, operator.RunStarted)
 	}
 	// Raw duplicate starts through the client with the same options attach too.
 	for range 3 {

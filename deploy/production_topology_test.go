@@ -1247,12 +1247,10 @@ func (s *topology) scheduleScenario(t *testing.T) int {
 func (s *topology) backfillScenario(t *testing.T) {
 	const p, period = "topo-backfill", "2025-W02"
 	from := time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC) // Monday of 2025-W02, a nominal time of the 6 h schedule
-	// Not on the schedule's 6 h grid on purpose: `starter schedule backfill`
-	// documents --to as exclusive ([from, to)), but it hands the range to
-	// Temporal, whose backfill end is inclusive, so a --to that is itself a
-	// nominal time runs too (seen here with --to 2025-01-07T06:00:00Z: six
-	// episodes, not five). Off the grid both readings give the same five.
-	to := from.Add(27 * time.Hour)
+	// On the schedule's 6 h grid on purpose: --to is exclusive ([from, to)),
+	// so the nominal time at --to itself must not run (Temporal's backfill
+	// end is inclusive; the starter ends the range just before --to).
+	to := from.Add(30 * time.Hour)
 	var wantKeys []string
 	for tm := from; tm.Before(to); tm = tm.Add(6 * time.Hour) {
 		wantKeys = append(wantKeys, p+"/scheduled-"+tm.Format(time.RFC3339))

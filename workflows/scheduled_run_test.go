@@ -202,6 +202,25 @@ func TestScheduledRunRetriesTransientAllocationFailure(t *testing.T) {
 	}
 }
 
+// Issue 8: a run cancelled while it allocates still records its outcome,
+// failed with reason "canceled", on a disconnected context: on its own
+// cancelled context the RecordRunOutcome activity would never be scheduled,
+// and the key would have no outcome.
+func TestCancelledScheduledRunRecordsItsOutcome(t *testing.T) {
+	env := newEnv(t)
+	env.SetStartWorkflowOptions(startOptions("weekly-video/k-cancel"))
+	env.OnActivity(a.Allocate, mock.Anything, mock.Anything).Return(activities.AllocateResult{}, errors.New("database is locked"))
+	outcomes := recordedOutcomes(env)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+	env.ExecuteWorkflow(ScheduledRun, ScheduledRunInput{Pipeline: "weekly-video", NominalTime: nominal()})
+	if err := env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+		t.Fatalf("workflow error = %v, want cancelled", err)
+	}
+	if len(*outcomes) != 1 || (*outcomes)[0].Outcome != allot.OutcomeFailed || (*outcomes)[0].Reason != reasonCanceled {
+		t.Fatalf("a cancelled run recorded %+v, want one failed outcome with reason %q", *outcomes, reasonCanceled)
+	}
+}
+
 func TestAllocationKeyMatchesScheduleForm(t *testing.T) {
 	// A Schedule names its runs "<action id>-<nominal time, UTC, seconds>".
 	in := time.Date(2026, 8, 3, 4, 0, 0, 999, time.FixedZone("CEST", 2*3600))
