@@ -112,6 +112,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"MigrateV2ToV3", testMigrateV2ToV3},
 		{"MigrateV3ToV4", testMigrateV3ToV4},
 		{"MigrateV8ToV9", testMigrateV8ToV9},
+		{"IdentityCreatedOnceAndKept", testIdentityCreatedOnceAndKept},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -824,5 +825,52 @@ func testSteps(t *testing.T, l *Ledger) {
 	}
 	if err := l.RecordStep(ctxT(t), StepRecord{Pipeline: "weekly", EpisodeID: ep.ID, Status: "completed"}); !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("RecordStep without a step name: %v", err)
+	}
+}
+
+// testIdentityCreatedOnceAndKept: the ledger's identity is created by the
+// first read-write open, concurrent first opens agree on it, and every
+// later open (read-write or read-only) reads the same one; a read-only open
+// of a ledger that never had one creates none.
+func testIdentityCreatedOnceAndKept(t *testing.T, url string) {
+	ro, err := OpenReadOnly(ctxT(t), url)
+	if err == nil {
+		if id := ro.ID(); id != "" {
+			t.Fatalf("a read-only open of a new ledger has identity %q", id)
+		}
+		ro.Close()
+	}
+	ids := make([]string, 4)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := Open(ctxT(t), url)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = l.ID()
+			l.Close()
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, id := range ids {
+		if id == "" || id != ids[0] {
+			t.Fatalf("concurrent first opens got identities %q, want one", ids)
+		}
+	}
+	again := openURLT(t, url)
+	ro2, err := OpenReadOnly(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro2.Close()
+	if again.ID() != ids[0] || ro2.ID() != ids[0] {
+		t.Fatalf("after reopening: %q (read-write), %q (read-only), want %q", again.ID(), ro2.ID(), ids[0])
 	}
 }
