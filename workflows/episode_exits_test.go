@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,6 +239,12 @@ func TestRetryingStepIsVisible(t *testing.T) {
 			recorded = append(recorded, in)
 			return nil
 		})
+	var outcomeAttrs []string // every AllotOutcome the workflow set, in order
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(OutcomeAttr); ok {
+			outcomeAttrs = append(outcomeAttrs, v)
+		}
+	}).Return(nil)
 	var during EpisodeState
 	env.RegisterDelayedCallback(func() { during = queryState(t, env) }, 90*time.Second)
 	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
@@ -259,5 +266,10 @@ func TestRetryingStepIsVisible(t *testing.T) {
 	}
 	if !sawRetrying {
 		t.Fatalf("outcomes recorded %+v, want retrying among them", recorded)
+	}
+	// Visibility too: AllotOutcome = "retrying" while it retries, then
+	// "completed".
+	if !slices.Contains(outcomeAttrs, string(allot.OutcomeRetrying)) || outcomeAttrs[len(outcomeAttrs)-1] != string(allot.OutcomeCompleted) {
+		t.Fatalf("AllotOutcome was set to %q, want %q while retrying and %q last", outcomeAttrs, allot.OutcomeRetrying, allot.OutcomeCompleted)
 	}
 }
