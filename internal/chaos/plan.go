@@ -50,7 +50,7 @@ var Scales = map[string]Scale{
 		ManualPerWeek: 2, StrictPerWeek: 1, DupScheduled: 2, MaxDup: 3,
 		TaskDuration: time.Second,
 	},
-	// full is for long runs: 16 ISO weeks (2026-W45..2027-W08), about 330
+	// full is for long runs: 16 ISO weeks (2026-W45..2027-W08), about 310
 	// episodes over 30 minutes of faults.
 	"full": {
 		Name: "full",
