@@ -25,7 +25,9 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 		name    string
 		charges []paidvendor.Charge
 	}
-	var bills []vendorBill
+	// The vendors as the pipelines name them, with their keys given here,
+	// not through this process's environment.
+	var vendors []operator.VendorCharges
 	for _, v := range []struct {
 		name string
 		vp   *vendorProc
@@ -34,15 +36,19 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 		if err != nil {
 			return err
 		}
+		vendors = append(vendors, operator.VendorCharges{Name: v.name, Charges: c})
+	}
+	var bills []vendorBill
+	for _, v := range vendors {
 		var charges []paidvendor.Charge
 		if err := r.retry(ctx, time.Now().Add(30*time.Second), func(ctx context.Context) error {
 			var err error
-			charges, err = c.Charges(ctx)
+			charges, err = v.Charges.Charges(ctx)
 			return err
 		}); err != nil {
-			return fmt.Errorf("vendor %s charges: %w", v.name, err)
+			return fmt.Errorf("vendor %s charges: %w", v.Name, err)
 		}
-		bills = append(bills, vendorBill{v.name, charges})
+		bills = append(bills, vendorBill{v.Name, charges})
 	}
 	chargesByKey := map[string][]paidvendor.Charge{}
 	chargesByRef := map[string]paidvendor.Charge{}
@@ -215,19 +221,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	}
 
 	// operator.Audit: what `starter check --vendor` runs, and Temporal's
-	// side (every unsettled episode has its workflow). The vendors are
-	// given their keys here, not through this process's environment.
-	var vendors []operator.VendorCharges
-	for _, v := range []struct {
-		name string
-		vp   *vendorProc
-	}{{pipeline.DefaultVendor, r.vendor}, {"strict", r.strict}} {
-		c, err := paidvendor.NewHTTPClient(v.vp.url, v.vp.key, nil)
-		if err != nil {
-			return err
-		}
-		vendors = append(vendors, operator.VendorCharges{Name: v.name, Charges: c})
-	}
+	// side (every unsettled episode has its workflow).
 	audit, err := operator.Audit(ctx, r.led, operator.CheckInput{
 		StaleIntent: time.Nanosecond, Vendors: vendors, Pipelines: r.pipelines,
 		Workflows: &operator.WorkflowCheckInput{Client: r.st.client, LedgerID: r.led.ID()},
