@@ -200,6 +200,38 @@ func TestTemporalImagesMatch(t *testing.T) {
 	}
 }
 
+// The images are the versions the code is built and tested with: the
+// server and admin-tools tags are go.mod's go.temporal.io/server (whose
+// schema and config template TestProductionTopology runs), the UI's is
+// go.mod's ui-server (the devserver's Web UI).
+func TestImagesAreTheTestedVersions(t *testing.T) {
+	data, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modVersion := func(path string) string {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == path {
+				return strings.TrimPrefix(f[1], "v")
+			}
+		}
+		t.Fatalf("go.mod does not require %s", path)
+		return ""
+	}
+	server, ui := modVersion("go.temporal.io/server"), modVersion("github.com/temporalio/ui-server/v2")
+	c := loadCompose(t)
+	for name, want := range map[string]string{
+		svcServer: "temporalio/server:" + server,
+		svcSchema: "temporalio/admin-tools:" + server,
+		svcSetup:  "temporalio/admin-tools:" + server,
+		svcUI:     "temporalio/ui:" + ui,
+	} {
+		if got := c.service(t, name).Image; got != want {
+			t.Errorf("%s: image %s, want %s, the version go.mod tests", name, got, want)
+		}
+	}
+}
+
 type publishedPort struct{ ip, host, container string }
 
 func parsePort(spec string) (publishedPort, error) {
