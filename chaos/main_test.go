@@ -29,7 +29,7 @@ func TestSmallScale(t *testing.T) {
 		}
 		seed = n
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	progress := &logWriter{t: t}
 	sum, err := chaos.Run(ctx, chaos.Config{
@@ -37,6 +37,7 @@ func TestSmallScale(t *testing.T) {
 		Seed:     seed,
 		Postgres: os.Getenv("ALLOT_TEST_POSTGRES_DSN"),
 		Progress: progress,
+		Bins:     testBinaries(t),
 	})
 	progress.flush()
 	if err != nil {
@@ -65,7 +66,7 @@ func TestBrokenVendorIsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: builds and runs the Temporal server, vendors and workers as processes for about two minutes")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	progress := &logWriter{t: t}
 	sum, err := chaos.Run(ctx, chaos.Config{
@@ -73,6 +74,7 @@ func TestBrokenVendorIsCaught(t *testing.T) {
 		Seed:         3,
 		Progress:     progress,
 		BrokenVendor: true,
+		Bins:         testBinaries(t),
 	})
 	progress.flush()
 	if err != nil {
@@ -87,6 +89,40 @@ func TestBrokenVendorIsCaught(t *testing.T) {
 	if sum.Parked == 0 || !charged || !unrecorded || sum.Charges <= sum.PaidTasks {
 		t.Fatalf("a vendor that ignores idempotency keys went unnoticed: %s; violations %q", sum.Line(), sum.Violations)
 	}
+}
+
+// The binaries are built once for the package's chaos runs (a cold build
+// links the Temporal server into devserver: minutes on a busy machine,
+// hence the runs' generous timeouts).
+var (
+	binsOnce sync.Once
+	bins     chaos.Binaries
+	binsDir  string
+	binsErr  error
+)
+
+func testBinaries(t *testing.T) chaos.Binaries {
+	t.Helper()
+	binsOnce.Do(func() {
+		if binsDir, binsErr = os.MkdirTemp("", "allot-chaos-test-bin-"); binsErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		bins, binsErr = chaos.BuildBinaries(ctx, binsDir)
+	})
+	if binsErr != nil {
+		t.Fatalf("building the chaos run's binaries: %v", binsErr)
+	}
+	return bins
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binsDir != "" {
+		os.RemoveAll(binsDir)
+	}
+	os.Exit(code)
 }
 
 func TestBadCommandLines(t *testing.T) {
