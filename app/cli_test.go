@@ -36,7 +36,7 @@ func readmeCommands(t *testing.T) map[string]map[string][]string {
 		if !strings.HasPrefix(line, "temporal ") {
 			continue
 		}
-		words := shellWords(t, line)
+		words := allottest.SplitCommand(t, line)
 		var sub []string
 		i := 1
 		for ; i < len(words) && !strings.HasPrefix(words[i], "--"); i++ {
@@ -287,14 +287,4 @@ func describeSchedule(t *testing.T, c *allottest.Cluster, pipelineName string) s
 		Jitter: d.Schedule.Spec.Jitter, ActionID: a.ID, Workflow: a.Workflow, TaskQueue: a.TaskQueue,
 		Overlap: d.Schedule.Policy.Overlap, CatchupWindow: d.Schedule.Policy.CatchupWindow, Args: strings.Join(args, ","),
 	}
-}
-
-// shellWords splits a command line as a shell would (workflows.SplitCommand).
-func shellWords(t *testing.T, line string) []string {
-	t.Helper()
-	words, err := workflows.SplitCommand(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return words
 }

@@ -38,7 +38,7 @@ func newStarterEnv(t *testing.T, c *allottest.Cluster) *starterEnv {
 // run runs one remedy exactly as printed (a `starter ...` command line).
 func (s *starterEnv) run(remedy string) string {
 	s.t.Helper()
-	args := shellWords(s.t, remedy)
+	args := allottest.SplitCommand(s.t, remedy)
 	if len(args) == 0 || args[0] != "starter" {
 		s.t.Fatalf("remedy %q is not a starter command", remedy)
 	}

@@ -966,7 +966,7 @@ func readmeCommands(t *testing.T) {
 	var got [][]string
 	for _, line := range strings.Split(block, "\n") {
 		if rest, ok := strings.CutPrefix(line, "go run ./starter "); ok {
-			got = append(got, shellWords(t, rest))
+			got = append(got, allottest.SplitCommand(t, rest))
 		}
 	}
 	if want := readmeStarterLines(); !slices.EqualFunc(got, want, slices.Equal) {
@@ -978,14 +978,4 @@ func readmeCommands(t *testing.T) {
 			t.Fatalf("the README's commands lack %q, which the test relies on", s)
 		}
 	}
-}
-
-// shellWords splits a command line as a shell would (workflows.SplitCommand).
-func shellWords(t *testing.T, line string) []string {
-	t.Helper()
-	words, err := workflows.SplitCommand(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return words
 }

@@ -282,7 +282,7 @@ func readmeCommands(t *testing.T) {
 	var got [][]string
 	for _, line := range strings.Split(block, "\n") {
 		if rest, ok := strings.CutPrefix(line, "go run ./starter "); ok {
-			got = append(got, shellWords(t, rest))
+			got = append(got, allottest.SplitCommand(t, rest))
 		}
 	}
 	want := [][]string{runCommand, approveCommand, runCommand, costsCommand, checkCommand, showCommand}
@@ -442,14 +442,4 @@ func fileSHA256(t *testing.T, path string) string {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
-}
-
-// shellWords splits a command line as a shell would (workflows.SplitCommand).
-func shellWords(t *testing.T, line string) []string {
-	t.Helper()
-	words, err := workflows.SplitCommand(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return words
 }
