@@ -698,25 +698,12 @@ func (e *env) state() string {
 // out runs the real starter binary, as an operator at a shell would.
 func (e *env) out(args ...string) []byte {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.starter, args...)
-	cmd.Env, cmd.Dir = e.vars, e.dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		e.t.Fatalf("starter %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
-	}
-	return out
+	return allottest.Starter{Bin: e.starter, Dir: e.dir, Env: e.vars}.Out(e.t, args...)
 }
 
 func (e *env) json(v any, args ...string) {
 	e.t.Helper()
-	out := e.out(append(slices.Clone(args), "--json")...)
-	if err := json.Unmarshal(out, v); err != nil {
-		e.t.Fatalf("starter %s --json: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	allottest.Starter{Bin: e.starter, Dir: e.dir, Env: e.vars}.JSON(e.t, v, args...)
 }
 
 type followedRun struct {

@@ -914,34 +914,19 @@ func (e *env) state() string {
 // starter runs the real starter binary, as an operator at a shell would,
 // and returns its stdout; safe from any goroutine.
 func (e *env) starter(args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.bin, args...)
-	cmd.Env, cmd.Dir = e.vars, e.dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("starter %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return out, nil
+	return e.cli().Run(args...)
 }
+
+func (e *env) cli() allottest.Starter { return allottest.Starter{Bin: e.bin, Dir: e.dir, Env: e.vars} }
 
 func (e *env) out(args ...string) []byte {
 	e.t.Helper()
-	out, err := e.starter(args...)
-	if err != nil {
-		e.t.Fatalf("%v\n%s", err, out)
-	}
-	return out
+	return e.cli().Out(e.t, args...)
 }
 
 func (e *env) json(v any, args ...string) {
 	e.t.Helper()
-	out := e.out(append(slices.Clone(args), "--json")...)
-	if err := json.Unmarshal(out, v); err != nil {
-		e.t.Fatalf("starter %s --json: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	e.cli().JSON(e.t, v, args...)
 }
 
 func mustTime(s string) time.Time {

@@ -2,7 +2,6 @@ package weeklymedia_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -384,25 +383,12 @@ type starter struct {
 
 func (s *starter) out(args ...string) []byte {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, s.bin, args...)
-	cmd.Env, cmd.Dir = s.env, s.dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		s.t.Fatalf("starter %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
-	}
-	return out
+	return allottest.Starter{Bin: s.bin, Dir: s.dir, Env: s.env}.Out(s.t, args...)
 }
 
 func (s *starter) json(v any, args ...string) {
 	s.t.Helper()
-	out := s.out(append(args, "--json")...)
-	if err := json.Unmarshal(out, v); err != nil {
-		s.t.Fatalf("starter %s --json: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	allottest.Starter{Bin: s.bin, Dir: s.dir, Env: s.env}.JSON(s.t, v, args...)
 }
 
 type followedRun struct {
