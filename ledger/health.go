@@ -16,10 +16,11 @@ import (
 	"allot"
 )
 
-// writtenTables are the tables the worker writes. On PostgreSQL
+// writtenTables are the tables the worker writes (inputs: an allocation
+// claims one). On PostgreSQL
 // CheckWritable asks for the privileges to insert into and update each of
 // them, so that a role that may read but not write them is found at start.
-var writtenTables = []string{"episodes", "step_records", "run_outcomes", "paid_tasks", "cost_entries", "operator_decisions"}
+var writtenTables = []string{"episodes", "step_records", "run_outcomes", "paid_tasks", "cost_entries", "operator_decisions", "inputs"}
 
 // CheckWritable runs a write transaction that changes nothing: it rewrites
 // one row of schema_migrations with its own values (on PostgreSQL it also

@@ -295,6 +295,25 @@ func TestPostgresCheckWritableRefusesReadOnlyRole(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot be written") || !strings.Contains(err.Error(), "grant the worker's role") {
 		t.Fatalf("CheckWritable as a read-only role = %v, want the refusal with its fix", err)
 	}
+	// Every table but inputs writable: an allocation that claims an input
+	// would fail forever, so the check names inputs.
+	for _, stmt := range []string{
+		`GRANT INSERT, UPDATE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+		`REVOKE INSERT, UPDATE ON ` + schema + `.inputs FROM ` + role,
+	} {
+		if _, err := admin.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := ro.CheckWritable(ctx); err == nil || !strings.Contains(err.Error(), "inputs") {
+		t.Fatalf("CheckWritable without the right to update inputs = %v, want a refusal naming inputs", err)
+	}
+	if _, err := admin.ExecContext(ctx, `GRANT INSERT, UPDATE ON `+schema+`.inputs TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	if err := ro.CheckWritable(ctx); err != nil {
+		t.Fatalf("CheckWritable with every right: %v", err)
+	}
 }
 
 // The stalled gauge reads the retrying episodes on every scrape: a seek in
