@@ -201,10 +201,8 @@ func (l *Ledger) Import(ctx context.Context, b ImportBatch) (ImportResult, error
 		return res, err
 	}
 	err := l.writeTx(ctx, func(tx *sql.Tx) error {
-		if l.d.lockPipeline != "" {
-			if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockPipeline), lockKey(b.Pipeline)); err != nil {
-				return fmt.Errorf("ledger %s: lock pipeline %q: %w", l.where, b.Pipeline, err)
-			}
+		if err := l.lockPipelineTx(ctx, tx, b.Pipeline); err != nil {
+			return err
 		}
 		var (
 			fresh []int

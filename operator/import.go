@@ -211,6 +211,11 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 		if errors.Is(err, ledger.ErrImportMoved) && attempt < importAttempts {
 			continue
 		}
+		// Another writer bound a key or a reference since the plan: the
+		// result lists what conflicts now, as a dry run would.
+		if errors.As(err, &ce) {
+			res.Conflicts, res.Error = ce.Conflicts, err.Error()
+		}
 		return res, err
 	}
 }

@@ -251,6 +251,23 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 			t.Fatalf("a failed import wrote: %v", after["imports"])
 		}
 	})
+
+	// A run binds an old run's key between the plan and the commit: the
+	// refusal lists that conflict, as a dry run would have.
+	t.Run("conflict at commit", func(t *testing.T) {
+		led, data := openLedger(t, newDriverURL(t, "sqlite")), t.TempDir()
+		w29 := time.Date(2026, 7, 13, 2, 0, 0, 0, time.UTC)
+		beforeImportCommit = func() { allocateIn(led, w29, ledger.LegacyKey("weekly-video", "2026-W29")) }
+		t.Cleanup(func() { beforeImportCommit = nil })
+		res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: exampleLines, DataDir: data})
+		var ce *ledger.ImportConflictError
+		if !errors.As(err, &ce) || len(res.Conflicts) == 0 || res.Error == "" || !slices.Equal(res.Conflicts, ce.Conflicts) {
+			t.Fatalf("import refused at commit: %+v, %v; want the conflicts in the result", res, err)
+		}
+		if files := hashTree(t, data); len(files) != 0 {
+			t.Fatalf("a refused import left %v", files)
+		}
+	})
 }
 
 // TestImportIsTheSameRecordInBothForms: a record read from a folder and

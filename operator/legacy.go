@@ -25,7 +25,6 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // LegacyRecord is one old run.
@@ -452,7 +451,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 	// "legacy/<old id>" under the pipeline's prefix, as workflows.PlaceKey
 	// places an operator's key (always prefixed, even in a pipeline named
 	// "legacy", whose keys PlaceKey would leave as they are).
-	key := workflows.KeyPrefix(p.Name) + "legacy/" + rec.OldID
+	key := ledger.LegacyKey(p.Name, rec.OldID)
 	pr := plannedRecord{src: src}
 	pr.rec = ledger.ImportRecord{
 		OldID: rec.OldID, Source: src.source, Key: key, Period: p.PeriodOf(rec.NominalTime),
