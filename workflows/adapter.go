@@ -47,6 +47,14 @@ const (
 	adapterLookupAgainVersion = 1
 )
 
+// adapterAwaitFetchChange: the await polls the adapter's status until the
+// task ends and then fetches its result, instead of ending at the first
+// answered status call.
+const (
+	adapterAwaitFetchChange  = "adapter-await-fetch"
+	adapterAwaitFetchVersion = 1
+)
+
 // adapterBackoff paces the attempts of a send whose outcome stayed unknown,
 // and of a look-up the vendor did not answer.
 func adapterBackoff(attempt int) time.Duration {
@@ -198,7 +206,13 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 		var t paidvendor.ActivityTask
 		err := e.call(e.adapterCtx(ctx, v), in.Step, v.Status, v.Status, paidvendor.ActivityTaskRequest{ID: remoteRef}, &t)
 		switch {
-		case err == nil: // errorType(nil) is "error", not ""
+		case err == nil:
+			if workflow.GetVersion(ctx, adapterAwaitFetchChange, workflow.DefaultVersion, adapterAwaitFetchVersion) == workflow.DefaultVersion {
+				// Before the change the first answered status call ended
+				// the wait with an empty result (errorType(nil) is
+				// "error", not ""): kept so that those histories replay.
+				return activities.PaidTaskResult{}, nil
+			}
 		case errorType(err) == paidvendor.ActivityErrNotFound:
 			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s has no task %q for step %s: %v", v.Name, remoteRef, in.Step, err), allot.InvalidRemoteRef, nil)
 		case errorType(err) == paidvendor.ActivityErrUnauthorized:
