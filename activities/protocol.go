@@ -379,7 +379,7 @@ func (a *Activities) paidAfterSend(ctx context.Context, in PaidAfterSendInput) (
 // episode check comes first: a missing episode stops before credentials or
 // a client.
 func (a *Activities) paidStep(ctx context.Context, in PaidTaskInput) (*pipeline.Pipeline, ledger.Episode, pipeline.Step, error) {
-	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID})
+	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, LedgerID: in.LedgerID})
 	if err != nil {
 		return nil, ledger.Episode{}, pipeline.Step{}, err
 	}

@@ -471,3 +471,34 @@ func rawSQL(t *testing.T, f *fixture, query string, args ...any) {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
+
+// Invariant 16: a paid activity of a workflow that belongs to another
+// ledger (two ledgers on one namespace and task queue) is refused with
+// LedgerMismatch before the vendor is asked or anything is written; the
+// workflow's own ledger goes through.
+func TestPaidActivitiesRefuseAnotherLedgersWork(t *testing.T) {
+	f := newFixture(t, nil)
+	sim, creds, _ := withVendor(t, f)
+	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
+	foreign := videoTask
+	foreign.LedgerID = "another-ledger"
+	for name, call := range map[string]func() error{
+		"SubmitPaidTask": func() error { _, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, foreign); return err },
+		"AwaitPaidTask":  func() error { _, err := execute[PaidTaskResult](t, f, f.acts.AwaitPaidTask, foreign); return err },
+		"PaidPrepare": func() error {
+			_, err := execute[PaidPlan](t, f, f.acts.PaidPrepare, PaidPhaseInput{PaidTaskInput: foreign})
+			return err
+		},
+	} {
+		wantAppError(t, call(), allot.LedgerMismatch)
+		tasks, err := f.led.PaidTasks(f.ctx, "tokyo", tokyoEpisode)
+		if err != nil || len(tasks) != 0 || len(sim.Charges()) != 0 || creds.reads.Load() != 0 {
+			t.Fatalf("%s of another ledger's workflow: tasks %+v (%v), %d charges, %d key reads; want nothing", name, tasks, err, len(sim.Charges()), creds.reads.Load())
+		}
+	}
+	own := videoTask
+	own.LedgerID = f.led.ID()
+	if _, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, own); err != nil {
+		t.Fatalf("the ledger's own workflow: %v", err)
+	}
+}
