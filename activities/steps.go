@@ -438,10 +438,12 @@ func (a *Activities) execEnv(in step.Input) []string {
 	return env
 }
 
-// temporalSecret reports whether an environment variable holds the
-// worker's Temporal credentials (envconfig's API key and TLS material).
+// temporalSecret reports whether an environment variable is the worker's
+// Temporal connection: every TEMPORAL_ variable, since envconfig reads
+// credentials from more than the API key and TLS material (gRPC metadata
+// such as an Authorization header, codec auth, a config file or profile).
 func temporalSecret(name string) bool {
-	return name == "TEMPORAL_API_KEY" || strings.HasPrefix(name, "TEMPORAL_TLS_")
+	return strings.HasPrefix(name, "TEMPORAL_")
 }
 
 // writePlan is the built-in plan step: plan.json describes the episode.

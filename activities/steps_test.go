@@ -420,10 +420,12 @@ func envFile(t *testing.T, path string) map[string]string {
 // not run again once completed.
 func TestExecStepRunsWithInputAndWithoutSecrets(t *testing.T) {
 	secrets := map[string]string{
-		"ALLOT_VENDOR_API_KEY":         "sk-default-vendor-4b1d",
-		"VIDEOGEN_KEY":                 "sk-videogen-9f3e",
-		"TEMPORAL_API_KEY":             "tmprl-api-key-77aa",
-		"TEMPORAL_TLS_CLIENT_KEY_DATA": "-----BEGIN PRIVATE KEY-----c0ffee",
+		"ALLOT_VENDOR_API_KEY":             "sk-default-vendor-4b1d",
+		"VIDEOGEN_KEY":                     "sk-videogen-9f3e",
+		"TEMPORAL_API_KEY":                 "tmprl-api-key-77aa",
+		"TEMPORAL_TLS_CLIENT_KEY_DATA":     "-----BEGIN PRIVATE KEY-----c0ffee",
+		"TEMPORAL_GRPC_META_AUTHORIZATION": "Bearer tmprl-meta-5eed",
+		"TEMPORAL_CODEC_AUTH":              "codec-auth-d00d",
 	}
 	for name, value := range secrets {
 		t.Setenv(name, value)
