@@ -320,7 +320,7 @@ func checkSQLiteFile(abs, path string, readOnly bool) error {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if readOnly {
-			return fmt.Errorf("ledger %s does not exist: check the path, or create the ledger first by opening it read-write (e.g. by starting the worker)", path)
+			return notCreatedError{fmt.Errorf("ledger %s does not exist: check the path, or create the ledger first by opening it read-write (e.g. by starting the worker)", path)}
 		}
 		return nil
 	case err != nil:

@@ -44,6 +44,9 @@ var (
 	// vendor; a look-up proves nothing until its deadline has passed.
 	ErrSendInFlight = errors.New("an earlier send of the paid task may still be under way")
 	ErrCostNotFound = errors.New("cost entry not found")
+	// ErrNotCreated: OpenReadOnly found no ledger there yet (no SQLite
+	// file, no allot schema); the first read-write open creates it.
+	ErrNotCreated = errors.New("ledger not created yet")
 )
 
 // EpisodeStatus is where an episode is in its life.
@@ -216,3 +219,9 @@ func notFound(pipeline, episodeID string) error {
 	return fmt.Errorf("%w: pipeline %q has no episode %q: check the pipeline and the episode ID (<period>-<sequence>, e.g. 2026-W32-0) against the ledger's episode list",
 		ErrEpisodeNotFound, pipeline, episodeID)
 }
+
+// notCreatedError is an error that says how a ledger is missing, and is
+// ErrNotCreated.
+type notCreatedError struct{ error }
+
+func (e notCreatedError) Is(target error) bool { return target == ErrNotCreated }

@@ -113,7 +113,7 @@ func (l *Ledger) checkSchema(ctx context.Context) error {
 	}
 	current, err := schemaVersion(ctx, l.r, l.d)
 	if err != nil {
-		return fmt.Errorf("ledger %s has no allot schema (%v): check the URL, or create the ledger by opening it read-write once (e.g. by starting the worker)", l.where, err)
+		return notCreatedError{fmt.Errorf("ledger %s has no allot schema (%v): check the URL, or create the ledger by opening it read-write once (e.g. by starting the worker)", l.where, err)}
 	}
 	switch {
 	case current < len(ms):

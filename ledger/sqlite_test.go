@@ -86,8 +86,8 @@ func TestSQLiteNotADatabase(t *testing.T) {
 func TestSQLiteOpenReadOnlyMissing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing", "ledger.db")
 	_, err := OpenReadOnly(ctxT(t), "sqlite:"+path)
-	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), path) {
-		t.Fatalf("OpenReadOnly(missing) = %v, want an error naming the path", err)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), path) || !errors.Is(err, ErrNotCreated) {
+		t.Fatalf("OpenReadOnly(missing) = %v, want ErrNotCreated naming the path", err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("OpenReadOnly created %s: %v", path, err)

@@ -279,12 +279,16 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	if _, err := pipelines.Get(pipelineName); err != nil {
 		return err
 	}
+	ledgerID, err := c.ledgerID(ctx)
+	if err != nil {
+		return err
+	}
 	cl, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: c.ledgerID(ctx)}
+	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID}
 	res, err := runs.Run(ctx, in)
 	if err != nil {
 		return err

@@ -94,6 +94,33 @@ func TestLedgerThatIsNotADatabase(t *testing.T) {
 	}
 }
 
+// Invariant 16: the runs and schedules the starter makes carry the
+// ledger's identity. A ledger that exists but cannot be read is an error
+// before Temporal is contacted (a run without the identity would be taken
+// by a worker of any ledger); a ledger not created yet is not.
+func TestRunAndScheduleRefuseALedgerTheyCannotRead(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notes, []byte("these are my notes, not a ledger\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{
+		{"run", "--pipeline", "weekly-video", "--nominal-time", "2026-08-03T02:00:00Z"},
+		{"schedule", "create", "--pipeline", "weekly-video"},
+	} {
+		t.Setenv("ALLOT_LEDGER", "sqlite:"+notes)
+		code, _, stderr := run(t, cmd...)
+		if code != exitError || !strings.Contains(stderr, "not a SQLite database") || strings.Contains(stderr, "connect to Temporal") {
+			t.Errorf("%v on an unreadable ledger: exit %d, stderr %q; want the ledger's error before dialing", cmd, code, stderr)
+		}
+		t.Setenv("ALLOT_LEDGER", "sqlite:"+filepath.Join(dir, "not-yet.db"))
+		if code, _, stderr := run(t, cmd...); code != exitError || !strings.Contains(stderr, "connect to Temporal") {
+			t.Errorf("%v on a ledger not created yet: exit %d, stderr %q; want it to go on and dial", cmd, code, stderr)
+		}
+	}
+}
+
 func TestCheckAndEpisodesOnMissingLedger(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing.db")
 	code, _, stderr := run(t, "check", "--ledger", "sqlite:"+path)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
 )
@@ -43,11 +44,15 @@ func (c *cli) schedules(ctx context.Context) (*operator.Schedules, func(), error
 	if err != nil {
 		return nil, nil, err
 	}
+	ledgerID, err := c.ledgerID(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	cl, err := c.dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &operator.Schedules{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: c.ledgerID(ctx), Namespace: c.resolvedNamespace}, cl.Close, nil
+	return &operator.Schedules{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID, Namespace: c.resolvedNamespace}, cl.Close, nil
 }
 
 func bindScheduleFlags(c *cli, name string, in *operator.ScheduleInput) *flag.FlagSet {
@@ -307,13 +312,17 @@ func (c *cli) printSchedule(res operator.ScheduleResult) {
 
 // ledgerID is the identity of the configured ledger, which the runs this
 // command starts carry so that a worker of another ledger refuses them; ""
-// when the ledger cannot be read (it may not exist yet: the first worker
-// creates it).
-func (c *cli) ledgerID(ctx context.Context) string {
+// when the ledger does not exist yet (the first worker creates it). Any
+// other failure to read it is an error: runs started without the identity
+// would be taken by a worker of any ledger.
+func (c *cli) ledgerID(ctx context.Context) (string, error) {
 	led, err := c.openLedgerReadOnly(ctx)
+	if errors.Is(err, ledger.ErrNotCreated) {
+		return "", nil
+	}
 	if err != nil {
-		return ""
+		return "", err
 	}
 	defer led.Close()
-	return led.ID()
+	return led.ID(), nil
 }
