@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,13 @@ func TestBackfillIsCountedBeforeItIsSentAndEndsBeforeTo(t *testing.T) {
 	if code != 1 || json.Unmarshal([]byte(firstLine(out)), &refusal) != nil || !strings.Contains(refusal["error"], "starts 2 runs") {
 		t.Fatalf("starter backfill over max_backfill_runs: exit %d\n%s", code, out)
 	}
-	code, out = starterCmd(t, bin, c, lowMax, "schedule", "backfill", "--pipeline", "weekly-video", "--from", to.Format(time.RFC3339), "--to", next, "--yes", "--progress-interval", "200ms")
+	// The refusal prints the command that sends it with consent: run it as
+	// printed.
+	printed := regexp.MustCompile("`(starter schedule backfill [^`]* --yes)`").FindStringSubmatch(refusal["error"])
+	if printed == nil {
+		t.Fatalf("the refusal prints no command to send it with --yes: %s", refusal["error"])
+	}
+	code, out = starterCmd(t, bin, c, lowMax, append(allottest.SplitCommand(t, printed[1])[1:], "--progress-interval", "200ms")...)
 	if code != 0 || !strings.Contains(out, "0/2 done") && !strings.Contains(out, "1/2 done") || !strings.Contains(out, "2/2 done, processed: 2 allocated, 0 reused") {
 		t.Fatalf("starter backfill --yes: exit %d\n%s", code, out)
 	}

@@ -2,8 +2,10 @@ package app_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +171,25 @@ func TestRefusedCommandsOnASettledEpisodeStartNoRun(t *testing.T) {
 	}
 	if after := c.CountRuns(id); after != before {
 		t.Fatalf("refused commands started runs: %d -> %d", before, after)
+	}
+	// The refusal names the commands that reopen the episode, complete:
+	// the reassemble it prints runs as printed and the episode completes
+	// again.
+	_, err := c.Send("auto-paid", ep, workflows.ApproveUpdate, workflows.DecisionRequest{})
+	printed := regexp.MustCompile("`(starter episode [^`]*)`").FindAllStringSubmatch(fmt.Sprint(err), -1)
+	want := []string{"starter episode reassemble --pipeline auto-paid --episode " + ep, "starter episode rework --pipeline auto-paid --episode " + ep + " --step video"}
+	var got []string
+	for _, m := range printed {
+		got = append(got, m[1])
+	}
+	if len(got) < 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("the refusal prints %q, want the reopen commands %q first", got, want)
+	}
+	bin := allottest.BuildBinary(t, "allot/starter")
+	if code, out := starterCmd(t, bin, c, allottest.WritePipelines(t, t.TempDir()), allottest.SplitCommand(t, got[0])[1:]...); code != 0 {
+		t.Fatalf("%s: exit %d\n%s", got[0], code, out)
+	}
+	if final := c.WaitEpisode("auto-paid", ep); final.Stage != allot.StageCompleted {
+		t.Fatalf("after the printed reassemble: %+v", final)
 	}
 }

@@ -144,7 +144,7 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; `starter episode rework` or `starter episode reassemble` reopens it", ep.ID, pipelineName, outcome, update),
+		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, outcome, update, o.reopenCommands(pipelineName, ep.ID)),
 		allot.NotReady, nil)
 }
 
@@ -399,7 +399,7 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 	}
 	if settled(ep) {
 		return ResumeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("episode %s of %s is %s: there is nothing to resume; `starter episode rework` or `starter episode reassemble` reopens it", ep.ID, p.Name, outcomeOf(ep)),
+			fmt.Sprintf("episode %s of %s is %s: there is nothing to resume; reopen it with one of: %s", ep.ID, p.Name, outcomeOf(ep), o.reopenCommands(p.Name, ep.ID)),
 			allot.NotReady, nil)
 	}
 	opts := EpisodeStartOptions(p.Name, ep.ID, o.TaskQueue)
@@ -409,4 +409,18 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 		return ResumeResult{}, fmt.Errorf("start workflow %s: %w", id, err)
 	}
 	return ResumeResult{Action: ResumeStarted, WorkflowID: id, RunID: run.GetRunID()}, nil
+}
+
+// reopenCommands lists, quoted for the message, the commands that reopen a
+// settled episode of the pipeline.
+func (o *EpisodeCommands) reopenCommands(pipelineName, episodeID string) string {
+	var steps []string
+	if p, err := o.Pipelines.Get(pipelineName); err == nil {
+		steps = p.PaidStepNames()
+	}
+	cmds := workflows.ReopenCommands(pipelineName, episodeID, steps)
+	for i, c := range cmds {
+		cmds[i] = "`" + c + "`"
+	}
+	return strings.Join(cmds, ", ")
 }

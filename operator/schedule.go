@@ -485,9 +485,10 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		return out, nil
 	}
 	if out.Runs > maxRuns && !in.Yes {
-		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d: check the range with --dry-run, then give --yes, or raise max_backfill_runs; nothing was sent",
+		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d; nothing was sent. Check the range with `%s`, then send it with `%s` (or raise max_backfill_runs)",
 			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), out.Runs,
-			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, maxRuns), allot.ConsentRequired, ErrBackfillNeedsConsent)
+			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, maxRuns,
+			workflows.BackfillCommand(p.Name, from, to, "--dry-run"), workflows.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
 	}
 	if out.Runs == 0 {
 		return out, nil

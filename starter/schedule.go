@@ -12,6 +12,7 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
+	"allot/workflows"
 )
 
 // scheduleCommand dispatches `starter schedule <subcommand>`.
@@ -218,7 +219,8 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 			defer led.Close()
 			s.Ledger = led
 		} else if ledgerErr = err; !in.DryRun {
-			return fmt.Errorf("the backfill's progress is read from the ledger, which cannot be opened: %w (give --no-wait to send it without following it)", err)
+			return fmt.Errorf("the backfill's progress is read from the ledger, which cannot be opened: %w (to send it without following it: %s)", err,
+				workflows.BackfillCommand(in.Pipeline, in.From, in.To, backfillFlags(in, "--no-wait")...))
 		}
 	}
 	var watch *operator.BackfillWatch
@@ -276,7 +278,7 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 			fmt.Fprintf(w, "already have episodes\tunknown: %v\n", ledgerErr)
 		}
 		if res.DryRun && res.Runs > res.MaxRuns {
-			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with --yes\n")
+			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", workflows.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
 		}
 		if p := res.Progress; p != nil {
 			state := "processed"
@@ -325,4 +327,12 @@ func (c *cli) ledgerID(ctx context.Context) (string, error) {
 	}
 	defer led.Close()
 	return led.ID(), nil
+}
+
+// backfillFlags are the flags of a backfill command line beside extra.
+func backfillFlags(in operator.BackfillInput, extra ...string) []string {
+	if in.Yes {
+		extra = append([]string{"--yes"}, extra...)
+	}
+	return extra
 }

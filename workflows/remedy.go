@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"allot"
 )
@@ -39,6 +40,26 @@ func Remedies(pipelineName, episodeID, step string, state allot.PaidTaskState, a
 // the workflow resumes from the ledger.
 func ResumeCommand(pipelineName, episodeID string) string {
 	return fmt.Sprintf("starter episode resume --pipeline %s --episode %s", pipelineName, episodeID)
+}
+
+// ReopenCommands reopen a settled episode: reassemble it, or rework one of
+// its paid steps (steps, in order), as complete starter commands.
+func ReopenCommands(pipelineName, episodeID string, steps []string) []string {
+	out := []string{fmt.Sprintf("starter episode reassemble --pipeline %s --episode %s", pipelineName, episodeID)}
+	for _, st := range steps {
+		out = append(out, fmt.Sprintf("starter episode rework --pipeline %s --episode %s --step %s", pipelineName, episodeID, st))
+	}
+	return out
+}
+
+// BackfillCommand backfills pipeline's schedule over [from, to), with the
+// given extra flags (--dry-run, --yes, --no-wait).
+func BackfillCommand(pipelineName string, from, to time.Time, flags ...string) string {
+	cmd := fmt.Sprintf("starter schedule backfill --pipeline %s --from %s --to %s", pipelineName, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	for _, f := range flags {
+		cmd += " " + f
+	}
+	return cmd
 }
 
 // shellQuote quotes s for a POSIX shell.
