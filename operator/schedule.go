@@ -396,8 +396,14 @@ type BackfillResult struct {
 	Existing *int `json:"existing_episodes,omitempty"`
 	DryRun   bool `json:"dry_run,omitempty"`
 	Sent     bool `json:"sent"`
-	// Keys are the runs' allocation keys, in time order.
+	// Keys are the runs' allocation keys, in time order; nil when
+	// NominalUnknown.
 	Keys []string `json:"-"`
+	// NominalUnknown: the schedule has jitter and a spec whose nominal
+	// times cannot be worked back from the server's jittered action times
+	// (First and Last are then action times), so the runs' keys are not
+	// known here and their progress cannot be followed.
+	NominalUnknown bool `json:"nominal_unknown,omitempty"`
 	// Progress is filled by the caller that waits for the runs.
 	Progress *BackfillProgress `json:"progress,omitempty"`
 }
@@ -462,10 +468,12 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		if err != nil {
 			return BackfillResult{}, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
 		}
-		nominal := nominalTimes(desc.Schedule.Spec, times)
-		out.First, out.Last = nominal[0], nominal[len(nominal)-1]
+		nominal, ok := nominalTimes(desc.Schedule.Spec, times)
+		out.First, out.Last, out.NominalUnknown = nominal[0], nominal[len(nominal)-1], !ok
 		for _, t := range nominal {
-			out.Keys = append(out.Keys, workflows.AllocationKey(p.Name, t))
+			if ok {
+				out.Keys = append(out.Keys, workflows.AllocationKey(p.Name, t))
+			}
 		}
 		now := time.Now()
 		for _, t := range []time.Time{out.First, out.Last} {
@@ -475,7 +483,7 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		}
 	}
 	if in.DryRun {
-		if s.Ledger != nil {
+		if s.Ledger != nil && !out.NominalUnknown {
 			n, err := existingEpisodes(ctx, s.Ledger, p.Name, out.Keys)
 			if err != nil {
 				return BackfillResult{}, err
@@ -541,25 +549,26 @@ func (s *Schedules) matchingTimes(ctx context.Context, scheduleID string, after,
 // into the nominal times the schedule keys its runs by. Without jitter they
 // are the same. With jitter, each nominal time is the spec's latest time
 // not after its action time: computed here for an interval (epoch-aligned,
-// plus its offset) or a cron-like calendar; any other spec keeps the action
-// times.
-func nominalTimes(spec *client.ScheduleSpec, times []time.Time) []time.Time {
+// plus its offset) or a cron-like calendar. For any other spec, or a time
+// that maps back to no nominal time, ok is false and the action times are
+// returned as they are.
+func nominalTimes(spec *client.ScheduleSpec, times []time.Time) (nominal []time.Time, ok bool) {
 	if spec == nil || spec.Jitter <= 0 {
-		return times
+		return times, true
 	}
 	prev := nominalFunc(spec)
 	if prev == nil {
-		return times
+		return times, false
 	}
 	out := make([]time.Time, len(times))
 	for i, t := range times {
 		n := prev(t)
 		if n.IsZero() || n.After(t) || t.Sub(n) > spec.Jitter {
-			n = t
+			return times, false
 		}
 		out[i] = n.UTC()
 	}
-	return out
+	return out, true
 }
 
 func nominalFunc(spec *client.ScheduleSpec) func(time.Time) time.Time {

@@ -226,6 +226,9 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 	var watch *operator.BackfillWatch
 	if !in.DryRun && !noWait {
 		in.BeforeSend = func(res operator.BackfillResult) error {
+			if res.NominalUnknown {
+				return nil // no keys to follow; said below
+			}
 			w, err := operator.WatchBackfill(ctx, s.Ledger, in.Pipeline, res.Keys)
 			watch = w
 			return err
@@ -274,6 +277,8 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 		switch {
 		case res.Existing != nil:
 			fmt.Fprintf(w, "already have episodes\t%d (they get them back; the other %d allocate)\n", *res.Existing, res.Runs-*res.Existing)
+		case res.NominalUnknown:
+			fmt.Fprintf(w, "nominal times\tunknown: the schedule's jitter hides them for this spec (first and last are jittered action times); the runs' keys cannot be looked up or followed\n")
 		case res.DryRun:
 			fmt.Fprintf(w, "already have episodes\tunknown: %v\n", ledgerErr)
 		}
@@ -287,7 +292,11 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 			}
 			fmt.Fprintf(w, "progress\t%d/%d done, %s: %d allocated, %d reused, %d skipped, %d failed\n", p.Done, p.Total, state, p.Allocated, p.Reused, p.Skipped, p.Failed)
 		} else if res.Sent {
-			fmt.Fprintf(w, "progress\tnot followed (--no-wait): see `starter stats --pipeline %s`\n", in.Pipeline)
+			why := "--no-wait"
+			if res.NominalUnknown {
+				why = "the nominal times are unknown"
+			}
+			fmt.Fprintf(w, "progress\tnot followed (%s): see `starter stats --pipeline %s`\n", why, in.Pipeline)
 		}
 	})
 	return nil
