@@ -66,7 +66,14 @@ var NonRetryableErrorTypes = []string{
 	InputConflict, InputNotFound, InputClaimed,
 }
 
-// SendInFlight is the one retryable error type: an earlier attempt's send
+// SendUnanswered is retryable: a send of a paid task got no answer (lost
+// response, timeout, 5xx), so the next attempt asks the vendor by
+// idempotency key before anything else. The activity adapters' workflow
+// code asks at once instead of retrying the bookkeeping activity that
+// reported it.
+const SendUnanswered = "SendUnanswered"
+
+// SendInFlight is retryable too: an earlier attempt's send
 // of a paid task may still reach the vendor, so no attempt may ask or send
 // until its deadline has passed. The error carries the delay to that
 // deadline as its next retry delay.

@@ -372,7 +372,7 @@ func (a *Activities) paidAfterSend(ctx context.Context, in PaidAfterSendInput) (
 	if _, err := a.Ledger.EndSend(context.WithoutCancel(ctx), ref, in.Owner, time.Now()); err != nil {
 		activity.GetLogger(ctx).Warn("recording the end of a send failed; the retry waits for its deadline", "error", err)
 	}
-	return PaidTaskResult{}, fmt.Errorf("submit paid task (the retry will look it up by idempotency key): %s", out.Error)
+	return PaidTaskResult{}, temporal.NewApplicationError(fmt.Sprintf("submit paid task (the retry will look it up by idempotency key): %s", out.Error), allot.SendUnanswered)
 }
 
 // paidStep resolves a paid or effect step of an existing episode. The

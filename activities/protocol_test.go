@@ -502,3 +502,19 @@ func TestPaidActivitiesRefuseAnotherLedgersWork(t *testing.T) {
 		t.Fatalf("the ledger's own workflow: %v", err)
 	}
 }
+
+// A send without an answer is reported as SendUnanswered, retryable and
+// named, so that the activity adapters' workflow asks the vendor at once
+// instead of retrying the bookkeeping that reported it.
+func TestUnansweredSendIsNamedAndRetryable(t *testing.T) {
+	f := newFixture(t, nil)
+	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
+	_, err := execute[PaidTaskResult](t, f, f.acts.PaidAfterSend, PaidAfterSendInput{
+		PaidPhaseInput: PaidPhaseInput{PaidTaskInput: videoTask, Owner: "attempt-1"},
+		Outcome:        SendOutcome{Error: "read tcp: i/o timeout"},
+	})
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != allot.SendUnanswered || appErr.NonRetryable() {
+		t.Fatalf("an unanswered send: %v, want a retryable %s", err, allot.SendUnanswered)
+	}
+}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -121,15 +122,17 @@ func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput
 			IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
 		}).Get(ctx, &reported), reported)
 		var res activities.PaidTaskResult
-		// A send without an answer fails PaidAfterSend with a retryable
-		// error that ends this attempt: the next one asks the vendor. Its
-		// attempts are bounded so that Temporal hands that error back here
-		// instead of repeating the same answer forever (a ledger failure
-		// gets retryBatch tries; after them the next attempt asks too).
+		// A send without an answer fails PaidAfterSend with
+		// SendUnanswered, once (retrying it would only record the same
+		// non-answer again): this attempt ends and the next one asks the
+		// vendor. Other failures are bounded the same way (a ledger
+		// failure gets retryBatch tries; after them the next attempt asks
+		// too).
 		aopts := ledgerActivityOptions()
 		aopts.RetryPolicy.MaximumAttempts = retryBatch
+		aopts.RetryPolicy.NonRetryableErrorTypes = append(slices.Clone(aopts.RetryPolicy.NonRetryableErrorTypes), allot.SendUnanswered)
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, aopts), a.PaidAfterSend, activities.PaidAfterSendInput{PaidPhaseInput: phase, Plan: plan, Outcome: out}).Get(ctx, &res)
-		if err == nil || !retryable(err) {
+		if err == nil || errorType(err) != allot.SendUnanswered && !retryable(err) {
 			return res, err
 		}
 		// No answer: the next attempt asks the vendor first.
