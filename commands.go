@@ -125,3 +125,9 @@ func PaidCommandTableMarkdown() string {
 	}
 	return b.String()
 }
+
+// ShellQuote quotes s as one word for a POSIX shell, for the commands allot
+// prints (workflows.SplitCommand reads it back).
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -331,13 +331,13 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 		runsByKey[r.key] = append(runsByKey[r.key], r)
 		if r.reason == "" {
 			add(KindRunNoReason, r.episode, "",
-				"run %s of key %q ended %s without a reason: every run says why; look at workflow %s (temporal workflow show --workflow-id %s)",
-				r.runID, r.key, r.outcome, r.key, r.key)
+				"run %s of key %q ended %s without a reason: every run says why; look at its workflow: temporal workflow show --workflow-id %s --run-id %s",
+				r.runID, r.key, r.outcome, allot.ShellQuote(r.key), r.runID)
 		}
 		if r.episode != "" && eps[r.episode] == nil {
 			add(KindRunEpisodeMissing, r.episode, "",
-				"run %s of key %q ended %s with episode %s, which the ledger does not have: look at workflow %s",
-				r.runID, r.key, r.outcome, r.episode, r.key)
+				"run %s of key %q ended %s with episode %s, which the ledger does not have: look at its workflow: temporal workflow show --workflow-id %s --run-id %s",
+				r.runID, r.key, r.outcome, r.episode, allot.ShellQuote(r.key), r.runID)
 		}
 		switch allot.Outcome(r.outcome) {
 		case allot.OutcomeAllocated:
@@ -372,19 +372,19 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 		if len(runsByKey[e.key]) == 0 {
 			if strings.HasPrefix(e.key, LegacyKey(pipeline, "")) {
 				add(KindImportMetadata, id, "",
-					"episode %s has the legacy key %q but neither import metadata nor a recorded run: it was imported by hand; import the old run with starter import, or look at how it was written",
-					id, e.key)
+					"episode %s has the legacy key %q but neither import metadata nor a recorded run: it was written outside starter import (which refuses a key already bound), so nothing says where it came from; look at it (%s) and at how it was written",
+					id, e.key, showCommand(pipeline, id))
 				continue
 			}
 			add(KindRunLost, id, "",
-				"episode %s (key %q) has no recorded run outcome: the run that allocated it ended without saying how; look at workflow %s (temporal workflow show --workflow-id %s)",
-				id, e.key, e.key, e.key)
+				"episode %s (key %q) has no recorded run outcome: the run that allocated it ended without saying how; look at its workflow: temporal workflow show --workflow-id %s",
+				id, e.key, allot.ShellQuote(e.key))
 			continue
 		}
 		if n := allocatedBy[id]; n > 1 || n == 0 && !failedAfter[id] {
 			add(KindAllocatedRuns, id, "",
-				"episode %s is recorded as allocated by %d runs, want exactly 1: look at the runs of key %q (starter stats, temporal workflow list --query 'WorkflowId = \"%s\"')",
-				id, n, e.key, e.key)
+				"episode %s is recorded as allocated by %d runs, want exactly 1: look at the runs of key %q: temporal workflow list --query %s",
+				id, n, e.key, allot.ShellQuote(fmt.Sprintf("WorkflowId = %q", e.key)))
 		}
 	}
 	return nil

@@ -27,7 +27,7 @@ func Remedies(pipelineName, episodeID, step string, state allot.PaidTaskState, a
 		case allot.ActionResubmit:
 			out = append(out, "starter episode resolve "+target+" --resubmit")
 		case allot.ActionAbandon:
-			out = append(out, "starter episode resolve "+target+" --abandon --reason "+shellQuote("abandoned after "+attention))
+			out = append(out, "starter episode resolve "+target+" --abandon --reason "+allot.ShellQuote("abandoned after "+attention))
 		case allot.ActionRework:
 			out = append(out, "starter episode rework "+target)
 		}
@@ -62,14 +62,9 @@ func BackfillCommand(pipelineName string, from, to time.Time, flags ...string) s
 	return cmd
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // SplitCommand splits a command line into its words the way a POSIX shell
 // does for the commands allot prints and documents: words separated by
-// blanks, single quotes (shellQuote's, a quote inside one closed, escaped
+// blanks, single quotes (allot.ShellQuote's, a quote inside one closed, escaped
 // and opened again), double quotes without expansions, and backslash
 // escapes outside quotes. The tests and the chaos run use it to run every
 // printed remedy exactly as printed.

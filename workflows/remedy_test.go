@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"allot"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func FuzzRemedyQuoting(f *testing.F) {
 		words := strings.Split(joined, "\x00")
 		quoted := make([]string, len(words))
 		for i, w := range words {
-			quoted[i] = shellQuote(w)
+			quoted[i] = allot.ShellQuote(w)
 		}
 		got, err := SplitCommand(strings.Join(quoted, " "))
 		if err != nil || !reflect.DeepEqual(got, words) {
