@@ -24,9 +24,6 @@ import (
 	sdktally "go.temporal.io/sdk/contrib/tally"
 )
 
-// NeedingAttention reports episodes needing attention per pipeline.
-type NeedingAttention func(ctx context.Context) (map[string]int, error)
-
 // Counts reads a count per pipeline from the ledger; pipelines with none may
 // be absent.
 type Counts func(ctx context.Context) (map[string]int, error)

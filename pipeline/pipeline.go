@@ -199,7 +199,6 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// normalize fills defaults and validates; it is applied by Load and Parse.
 // Inputs is how a pipeline consumes inputs.
 type Inputs struct {
 	// Claim is the policy: ClaimOldestReady (the default and, for now,
@@ -215,6 +214,7 @@ const ClaimOldestReady = "oldest_ready"
 // ClaimsInputs reports whether the pipeline's episodes claim inputs.
 func (p *Pipeline) ClaimsInputs() bool { return p.Inputs != nil }
 
+// normalize fills defaults and validates; it is applied by Load and Parse.
 func (p *Pipeline) normalize() error {
 	if err := ValidateName(p.Name); err != nil {
 		return err
