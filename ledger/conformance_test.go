@@ -62,6 +62,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"CheckPaidTampered", testCheckPaidTampered},
 		{"PaidOwnership", testPaidOwnership},
 		{"PaidMaybeSent", testPaidMaybeSent},
+		{"PaidReleaseEndsTheSend", testPaidReleaseEndsTheSend},
 		{"PaidResubmitPermission", testPaidResubmitPermission},
 		{"PaidTakeIntentRace", testPaidTakeIntentRace},
 		{"PaidTakeOverNeedsFreshView", testPaidTakeOverNeedsFreshView},

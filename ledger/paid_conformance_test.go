@@ -1674,3 +1674,23 @@ func testMigrateV1ToV2(t *testing.T, url string) {
 	// Opening again applies nothing more.
 	mustBeAtLatestVersion(t, openURLT(t, url))
 }
+
+// testPaidReleaseEndsTheSend: a send the vendor refused is over, whatever
+// deadline MarkSending gave it, so the next attempt may ask the vendor at
+// once instead of waiting out the window (invariant 7 still holds: the
+// refusal was an answer, nothing of this send can still arrive).
+func testPaidReleaseEndsTheSend(t *testing.T, l *Ledger) {
+	ep := alloc(t, l, "weekly", "k", "2026-W32", 0).Episode
+	r := paidRef(ep, "render", 0)
+	mustIntentBy(t, l, r, "a1")
+	if _, err := l.MarkSending(ctxT(t), r, "a1", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := l.ReleaseIntent(ctxT(t), r, "a1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.SendingUntil.After(time.Now()) || !rel.MaybeSent {
+		t.Fatalf("after a refused send the task is %+v: want its send window closed (now) and MaybeSent kept", rel)
+	}
+}

@@ -491,7 +491,7 @@ func (l *Ledger) ReleaseIntent(ctx context.Context, ref PaidTaskRef, owner strin
 		}
 		t.State, t.Owner, t.MaybeSent = allot.PaidPlanned, "", maybeSent
 		// The vendor answered this send: it is over, whatever its deadline.
-		if at := normTime(time.Now()); at.Before(t.SendingUntil) {
+		if at := now(); at.Before(t.SendingUntil) {
 			t.SendingUntil = at
 		}
 		return nil
