@@ -205,6 +205,15 @@ func noteOf(st *client.ScheduleState) string {
 }
 
 // handle finds the pipeline's schedule, or says how to create it.
+// ErrNoSchedule: the pipeline has no Schedule (never created, or deleted).
+var ErrNoSchedule = errors.New("the pipeline has no schedule")
+
+// noScheduleError says which pipeline has no schedule and how to create
+// it, and is ErrNoSchedule.
+type noScheduleError struct{ error }
+
+func (e noScheduleError) Is(target error) bool { return target == ErrNoSchedule }
+
 func (s *Schedules) handle(ctx context.Context, pipelineName string) (client.ScheduleHandle, error) {
 	if _, err := s.Pipelines.Get(pipelineName); err != nil {
 		return nil, err
@@ -213,7 +222,7 @@ func (s *Schedules) handle(ctx context.Context, pipelineName string) (client.Sch
 	if _, err := h.Describe(ctx); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			return nil, fmt.Errorf("pipeline %s has no schedule (%s): create it with `starter schedule create --pipeline %s`", pipelineName, h.GetID(), pipelineName)
+			return nil, noScheduleError{fmt.Errorf("pipeline %s has no schedule (%s): create it with `starter schedule create --pipeline %s`", pipelineName, h.GetID(), pipelineName)}
 		}
 		return nil, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
 	}

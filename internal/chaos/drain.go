@@ -227,10 +227,12 @@ func (r *run) resumeOrphans(ctx context.Context) {
 		if v.Kind != operator.KindWorkflowMissing && v.Kind != operator.KindWorkflowEnded {
 			continue
 		}
-		ep, err := r.led.Episode(ctx, v.Pipeline, v.Episode)
-		if err != nil {
-			continue
-		}
-		r.resume(ctx, ep, v.Kind+": "+v.Detail)
+		// The fix check prints is `starter episode resume ...`: run it as
+		// printed.
+		r.mu.Lock()
+		r.humans[workflows.EpisodeWorkflowID(v.Pipeline, v.Episode)] = true
+		r.mu.Unlock()
+		r.logf("human: %s/%s: %s: %s", v.Pipeline, v.Episode, v.Kind, v.Detail)
+		_, _ = r.runRemedy(ctx, v.Fix)
 	}
 }

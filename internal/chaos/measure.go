@@ -16,6 +16,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"allot/workflows"
 )
 
 // MeasureConfig is a kill measurement: the same load and the same worker
@@ -210,7 +212,7 @@ func Measure(ctx context.Context, cfg MeasureConfig) (res MeasureResult, err err
 				return
 			}
 			nominal := week.Add(time.Duration(e.Start) * time.Hour)
-			id := measurePipeline + "/scheduled-" + nominal.Format(time.RFC3339)
+			id := workflows.AllocationKey(measurePipeline, nominal)
 			// A plain start, as the Schedule sends it: the input every
 			// version of ScheduledRun reads.
 			_, err := st.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "allot"}, "ScheduledRun",

@@ -199,8 +199,11 @@ func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info I
 	marker := filepath.Join(cfg.DataDir, DemoScheduleMarker(name))
 	if _, err := os.Stat(marker); err == nil {
 		res, err := s.Describe(ctx, name)
-		if err != nil {
+		switch {
+		case errors.Is(err, operator.ErrNoSchedule):
 			return "", false, nil // deleted by the operator: it stays deleted
+		case err != nil:
+			return "", false, fmt.Errorf("demo schedule: %w", err)
 		}
 		return res.ScheduleID, false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
