@@ -40,6 +40,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"allot/artifacts"
 )
 
 // Exit codes.
@@ -180,7 +182,7 @@ func dispatch(ctx context.Context, cmd string, args []string, getenv func(string
 		}
 		return nil
 	}
-	total, err := settle(ctx, db, date, time.Now())
+	total, err := settle(ctx, db, *dbPath, date, time.Now())
 	if err != nil {
 		return err
 	}
@@ -203,7 +205,7 @@ func open(path string, busy time.Duration, create bool) (*sql.DB, error) {
 			return nil, err
 		}
 	} else if _, err := os.Stat(abs); err != nil {
-		return nil, fmt.Errorf("database %s: %w (create it with `settle init`)", path, err)
+		return nil, fmt.Errorf("database %s: %w (create it with `settle init --db %s`)", path, err, abs)
 	}
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
 	q := "_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_txlock=immediate"
@@ -218,7 +220,7 @@ func open(path string, busy time.Duration, create bool) (*sql.DB, error) {
 // settle recomputes the date's total in one write transaction: the whole
 // day is read and the row keyed by the date is replaced, so the result
 // depends only on the payments, never on what ran before.
-func settle(ctx context.Context, db *sql.DB, date string, now time.Time) (Total, error) {
+func settle(ctx context.Context, db *sql.DB, dbPath, date string, now time.Time) (Total, error) {
 	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock first
 	if err != nil {
 		return Total{}, classify(fmt.Errorf("begin: %w", err))
@@ -230,7 +232,8 @@ func settle(ctx context.Context, db *sql.DB, date string, now time.Time) (Total,
 			return Total{}, classify(err)
 		}
 		if n == 0 {
-			return Total{}, fmt.Errorf("the database has no table %s: create the tables with `settle init`", table)
+			abs, _ := filepath.Abs(dbPath)
+			return Total{}, fmt.Errorf("the database has no table %s: create the tables with `settle init --db %s`", table, abs)
 		}
 	}
 	t := Total{BusinessDate: date, ComputedAt: now.UTC().Format(time.RFC3339)}
@@ -260,34 +263,15 @@ func classify(err error) error {
 	return err
 }
 
-// writeTotal writes the total to path whole: to a temporary file, synced,
-// then renamed over it.
+// writeTotal writes the total to path whole (artifacts.WriteFile: a
+// temporary file, synced, renamed over it, the directory synced).
 func writeTotal(path string, t Total) error {
 	data, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".total-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	_, err = artifacts.WriteFile(path, append(data, '\n'))
+	return err
 }
 
 func money(cents int64) string {

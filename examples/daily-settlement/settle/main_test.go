@@ -156,7 +156,7 @@ func TestSettleExits75WhileTheDatabaseIsBusy(t *testing.T) {
 func TestSettleRefusesWhatARetryCannotFix(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "nope.db")
-	if code, out := settleCmd(t, dir, env{envDB: missing}, "--date", "2026-03-29"); code != exitError || !strings.Contains(out, "settle init") {
+	if code, out := settleCmd(t, dir, env{envDB: missing}, "--date", "2026-03-29"); code != exitError || !strings.Contains(out, "settle init --db "+missing) {
 		t.Fatalf("settle without a database: %d %s", code, out)
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {

@@ -70,7 +70,10 @@ func Render(in step.Input) (string, error) {
 		return "", fmt.Errorf("draft %s: the payload %s is not {\"title\": ..., \"body\": ...}: %v", in.Claimed.Ref, in.Claimed.Payload, err)
 	}
 	if strings.TrimSpace(d.Title) == "" || strings.TrimSpace(d.Body) == "" {
-		return "", fmt.Errorf("draft %s has no title or no body (payload %s): add it again under a new reference with both", in.Claimed.Ref, in.Claimed.Payload)
+		return "", fmt.Errorf("draft %s has no title or no body (payload %s): this episode claimed it, so a retry fails the same way; "+
+			"give the episode up with the abandon remedy `starter episode show --pipeline %s --episode %s` prints, "+
+			"then add the draft again under a new reference with both: starter input add --pipeline %s --ref NEW-REF --payload-file DRAFT.json",
+			in.Claimed.Ref, in.Claimed.Payload, in.Pipeline, in.EpisodeID, in.Pipeline)
 	}
 	return fmt.Sprintf("# %s\n\n%s\n\n<!-- draft %s, episode %s -->\n", strings.TrimSpace(d.Title), strings.TrimSpace(d.Body), in.Claimed.Ref, in.EpisodeID), nil
 }
