@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -215,14 +216,24 @@ func (a *Activities) VerifyEpisodeLedger(ctx context.Context, in VerifyEpisodeLe
 	if err != nil {
 		return fmt.Errorf("describe workflow %s: %w", in.WorkflowID, err)
 	}
-	field, ok := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[allot.LedgerMemo]
-	if !ok {
-		return nil
-	}
-	var owner string
-	if err := converter.GetDefaultDataConverter().FromPayload(field, &owner); err != nil || owner == "" || owner == in.LedgerID {
+	owner := LedgerOfMemo(desc.GetWorkflowExecutionInfo().GetMemo().GetFields())
+	if owner == "" || owner == in.LedgerID {
 		return nil
 	}
 	return nonRetryable(allot.LedgerMismatch, "episode workflow %s belongs to ledger %s, not to this run's ledger %s: two ledgers serve one namespace and task queue, and the episode this ledger allocated will never run; give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace",
 		in.WorkflowID, owner, in.LedgerID)
+}
+
+// LedgerOfMemo is the ledger a workflow's memo names (allot.LedgerMemo);
+// "" for a workflow started before ledgers had one, or an unreadable memo.
+func LedgerOfMemo(fields map[string]*commonpb.Payload) string {
+	f, ok := fields[allot.LedgerMemo]
+	if !ok {
+		return ""
+	}
+	var owner string
+	if err := converter.GetDefaultDataConverter().FromPayload(f, &owner); err != nil {
+		return ""
+	}
+	return owner
 }

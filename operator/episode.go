@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
+	"allot/activities"
 	"allot/ledger"
 	"allot/pipeline"
 	"allot/workflows"
@@ -388,7 +389,7 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 		return ResumeResult{}, fmt.Errorf("describe workflow %s: %w", id, err)
 	default:
 		info := desc.GetWorkflowExecutionInfo()
-		if owner := memoLedger(info.GetMemo().GetFields()); owner != "" && owner != o.Ledger.ID() {
+		if owner := activities.LedgerOfMemo(info.GetMemo().GetFields()); owner != "" && owner != o.Ledger.ID() {
 			return ResumeResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("workflow %s belongs to ledger %s, not to this ledger %s: give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace before resuming", id, owner, o.Ledger.ID()),
 				allot.LedgerMismatch, nil)

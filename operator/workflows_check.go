@@ -12,13 +12,12 @@ import (
 	"fmt"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"allot"
+	"allot/activities"
 	"allot/ledger"
 	"allot/workflows"
 )
@@ -93,7 +92,7 @@ func checkEpisodeWorkflow(ctx context.Context, in WorkflowCheckInput, p string, 
 		return nil, fmt.Errorf("describe workflow %s: %w", id, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if owner := memoLedger(info.GetMemo().GetFields()); owner != "" && in.LedgerID != "" && owner != in.LedgerID {
+	if owner := activities.LedgerOfMemo(info.GetMemo().GetFields()); owner != "" && in.LedgerID != "" && owner != in.LedgerID {
 		return &ledger.Violation{Kind: KindWorkflowForeign, Pipeline: p, Episode: ep.ID,
 			Detail: fmt.Sprintf("workflow %s belongs to ledger %s, not to this ledger %s: two ledgers share the namespace and task queue, and this episode cannot run", id, owner, in.LedgerID),
 			Fix:    "give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace; then " + resume}, nil
@@ -111,16 +110,4 @@ func outcomeOf(ep ledger.Episode) string {
 		return string(ep.Status)
 	}
 	return ep.Outcome
-}
-
-func memoLedger(fields map[string]*commonpb.Payload) string {
-	f, ok := fields[allot.LedgerMemo]
-	if !ok {
-		return ""
-	}
-	var owner string
-	if err := converter.GetDefaultDataConverter().FromPayload(f, &owner); err != nil {
-		return ""
-	}
-	return owner
 }
