@@ -3,8 +3,10 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/protocoltest"
 	"allot/operator"
+	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/step"
 	"allot/workflows"
@@ -199,4 +202,76 @@ func saveHistory(t *testing.T, c *allottest.Cluster, dir, name, id, runID string
 	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+const adapterFaultsTOML = `
+[[vendor]]
+name       = "covers"
+adapter    = "activity"
+task_queue = "covers-vendor"
+  [vendor.activities]
+  submit = "CoversSubmit"
+  lookup = "CoversLookup"
+  status = "CoversStatus"
+  fetch  = "CoversFetch"
+
+[[pipeline]]
+name = "adapter-faults"
+  [[pipeline.step]]
+  name   = "cover"
+  kind   = "paid"
+  vendor = "covers"
+`
+
+// TestSaveHistoriesAdapterFaults saves, with TestSaveHistories, the
+// history of a paid step through an activity adapter that meets the faults
+// the protocol loop exists for: the first send's answer is lost after the
+// vendor accepted it (the next attempt asks by key), and the look-up does
+// not answer for a whole batch of attempts (it is asked again after a
+// pause). The replay test keeps the one protocol loop (activities.DrivePaidTask)
+// faithful to the workflow driver it replaced.
+func TestSaveHistoriesAdapterFaults(t *testing.T) {
+	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	if dir == "" {
+		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+	}
+	c := allottest.NewClusterWithPipelines(t, []byte(adapterFaultsTOML))
+	covers := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: allottest.VendorKey, Seed: 5})
+	a := &protocoltest.Adapter{Client: protocoltest.NewInProcessClient(covers, allottest.VendorKey)}
+	a.BeforeSubmit = func(ctx context.Context, n int, req paidvendor.ActivitySubmitRequest) error {
+		if n > 1 {
+			return nil
+		}
+		// The vendor accepts the first send, and its answer is lost.
+		if _, err := a.Client.Submit(ctx, paidvendor.SubmitRequest(req)); err != nil {
+			return err
+		}
+		return errors.New("connection reset after the vendor accepted")
+	}
+	var lookups atomic.Int32
+	w := worker.New(c.Client, "covers-vendor", worker.Options{})
+	a.Register(w, protocoltest.Names{Submit: "CoversSubmit", Status: "CoversStatus", Fetch: "CoversFetch"})
+	w.RegisterActivityWithOptions(func(ctx context.Context, req paidvendor.ActivityLookupRequest) (paidvendor.ActivityTask, error) {
+		// A whole batch of look-up attempts gets no answer.
+		if lookups.Add(1) <= 4 {
+			return paidvendor.ActivityTask{}, errors.New("vendor unreachable")
+		}
+		return a.Lookup(ctx, req)
+	}, activity.RegisterOptions{Name: "CoversLookup"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	ep := c.Allocate("adapter-faults", monday())
+	if st := c.WaitEpisode("adapter-faults", ep); st.Stage != allot.StageCompleted {
+		t.Fatalf("adapter-faults episode ended %s", st.Stage)
+	}
+	if n := len(covers.Charges()); n != 1 {
+		t.Fatalf("the vendor charged %d times, want 1", n)
+	}
+	if n := lookups.Load(); n < 5 {
+		t.Fatalf("the look-up was called %d times, want at least 5 (a batch without answer, then one)", n)
+	}
+	saveHistory(t, c, dir, "adapter_faults_episode.json", workflows.EpisodeWorkflowID("adapter-faults", ep), "")
 }
