@@ -23,13 +23,104 @@ import (
 	"allot/pipeline"
 )
 
-// What the protocol does next for a paid task.
+// PaidPhase is what the protocol does next for a paid task. Its values are
+// in workflow histories (PaidPlan.Next), so they never change.
+type PaidPhase string
+
+// The phases. Only the ledger decides which comes next (nextPhase, and
+// paidAfterLookup after a look-up); only DrivePaidTask acts on them.
 const (
-	PaidNextDone   = "done"   // the ledger has the vendor's answer: Result
-	PaidNextLookup = "lookup" // ask the vendor by IdempotencyKey, then PaidAfterLookup
-	PaidNextSend   = "send"   // PaidBeginSend, send, then PaidAfterSend
-	PaidNextWait   = "wait"   // an earlier send may still arrive: prepare again after WaitUntil
+	PaidNextDone   PaidPhase = "done"   // the ledger has the vendor's answer: Result
+	PaidNextLookup PaidPhase = "lookup" // ask the vendor by IdempotencyKey, then PaidAfterLookup
+	PaidNextSend   PaidPhase = "send"   // PaidBeginSend, send, then PaidAfterSend
+	PaidNextWait   PaidPhase = "wait"   // an earlier send may still arrive: prepare again after WaitUntil
 )
+
+// nextPhase decides what attempt owner does with task, as WriteIntent left
+// it, at now: a task past its intent is done; the owner's own intent that
+// nothing sent yet is sent; while an earlier send may still arrive, wait
+// for its deadline (before it, the vendor's "nothing" proves nothing);
+// else (another attempt's intent, or a send that may have reached the
+// vendor) ask the vendor before anything is sent.
+func nextPhase(task ledger.PaidTask, owner string, now time.Time) PaidPhase {
+	switch {
+	case task.State != allot.PaidIntent:
+		return PaidNextDone
+	case task.Owner == owner && !task.MaybeSent:
+		return PaidNextSend
+	case task.MaybeSent && now.Before(task.SendingUntil):
+		return PaidNextWait
+	}
+	return PaidNextLookup
+}
+
+// PaidDriver makes the calls of the paid protocol for DrivePaidTask, in one
+// of two shapes: inside one activity (http and go adapters, SubmitPaidTask)
+// or as activities of the Episode workflow with the vendor's own
+// activities in between (activity adapters). A driver only makes calls; it
+// never decides a phase.
+type PaidDriver interface {
+	// Prepare runs PaidPrepare as the drive's attempt-th attempt, which
+	// owns the intents it writes.
+	Prepare(attempt int) (PaidPlan, error)
+	// Lookup asks the vendor by the plan's idempotency key.
+	Lookup(plan PaidPlan) (LookupOutcome, error)
+	// AfterLookup runs PaidAfterLookup on the vendor's answer.
+	AfterLookup(plan PaidPlan, out LookupOutcome) (PaidPlan, error)
+	// Wait waits out an earlier send's deadline (plan.WaitUntil): nil
+	// prepares again as the next attempt; an error ends the drive.
+	Wait(plan PaidPlan) error
+	// Send runs PaidBeginSend, the vendor's submit, and PaidAfterSend.
+	Send(plan PaidPlan) (PaidTaskResult, error)
+	// Again says, after a send that ended with err, whether the drive
+	// makes another attempt (which asks the vendor first).
+	Again(attempt int, err error) (bool, error)
+}
+
+// DrivePaidTask is the one loop of the paid protocol (invariant 7 of
+// docs/design.md), for every driver: prepare (the ledger decides the
+// phase), ask the vendor while the phase says so, then finish, wait or
+// send; a send without an answer, or a wait, starts another attempt if the
+// driver makes one.
+func DrivePaidTask(d PaidDriver) (PaidTaskResult, error) {
+	for attempt := 0; ; attempt++ {
+		plan, err := d.Prepare(attempt)
+		if err != nil {
+			return PaidTaskResult{}, err
+		}
+		for plan.Next == PaidNextLookup {
+			out, err := d.Lookup(plan)
+			if err != nil {
+				return PaidTaskResult{}, err
+			}
+			if plan, err = d.AfterLookup(plan, out); err != nil {
+				return PaidTaskResult{}, err
+			}
+		}
+		switch plan.Next {
+		case PaidNextDone:
+			if plan.Result == nil {
+				return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid protocol: the phase is done without a result")
+			}
+			return *plan.Result, nil
+		case PaidNextWait:
+			if err := d.Wait(plan); err != nil {
+				return PaidTaskResult{}, err
+			}
+		case PaidNextSend:
+			res, err := d.Send(plan)
+			again, aerr := d.Again(attempt, err)
+			if aerr != nil {
+				return PaidTaskResult{}, aerr
+			}
+			if !again {
+				return res, err
+			}
+		default:
+			return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid protocol: unknown next phase %q", plan.Next)
+		}
+	}
+}
 
 // PaidPhaseInput names a paid task and the attempt (owner) working on it.
 type PaidPhaseInput struct {
@@ -40,7 +131,7 @@ type PaidPhaseInput struct {
 // PaidPlan is where the protocol stands for one attempt, and what it does
 // next.
 type PaidPlan struct {
-	Next           string          `json:"next"`
+	Next           PaidPhase       `json:"next"`
 	Result         *PaidTaskResult `json:"result,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	WaitUntil      time.Time       `json:"wait_until,omitzero"`
@@ -99,56 +190,80 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 }
 
 func (a *Activities) submitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
-	phase := PaidPhaseInput{PaidTaskInput: in, Owner: attemptToken(ctx)}
-	plan, err := a.PaidPrepare(ctx, phase)
+	return DrivePaidTask(&activityDriver{a: a, ctx: ctx, in: in, phase: PaidPhaseInput{PaidTaskInput: in, Owner: attemptToken(ctx)}})
+}
+
+// activityDriver drives a paid task inside one activity attempt (http and
+// go adapters): the ledger phases are direct calls, and the attempt makes
+// one try only; Temporal's retry of the activity is the next attempt.
+type activityDriver struct {
+	a     *Activities
+	ctx   context.Context
+	in    PaidTaskInput
+	phase PaidPhaseInput
+	// vendor is built at the first call to it, after the episode check
+	// (invariant 6): a task that is done or must wait reads no credential.
+	vendor paidvendor.Submitter
+}
+
+func (d *activityDriver) Prepare(int) (PaidPlan, error) { return d.a.PaidPrepare(d.ctx, d.phase) }
+
+func (d *activityDriver) submitter() (paidvendor.Submitter, error) {
+	if d.vendor == nil {
+		v, err := d.a.submitter(d.ctx, d.in)
+		if err != nil {
+			return nil, err
+		}
+		d.vendor = v
+	}
+	return d.vendor, nil
+}
+
+func (d *activityDriver) Lookup(plan PaidPlan) (LookupOutcome, error) {
+	vendor, err := d.submitter()
+	if err != nil {
+		return LookupOutcome{}, err
+	}
+	found, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Task, error) {
+		return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
+	})
+	return lookupOutcome(found, err), nil
+}
+
+func (d *activityDriver) AfterLookup(plan PaidPlan, out LookupOutcome) (PaidPlan, error) {
+	return d.a.paidAfterLookup(d.ctx, d.phase, plan, out)
+}
+
+// Wait ends the attempt: the next one comes right after the deadline, as
+// the activity adapters' workflow sleeps until it (with the retry policy's
+// backoff, 1 s, 2 s, ..., the step's batch of attempts ran out long before
+// a 30 s send window did, and the step then paused a minute more).
+func (d *activityDriver) Wait(plan PaidPlan) error {
+	return temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("an earlier attempt's send of %s step %s may reach the vendor until %s; asking then",
+			d.in.EpisodeID, d.in.Step, plan.WaitUntil.Format(time.RFC3339)),
+		allot.SendInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: max(time.Until(plan.WaitUntil), 0) + time.Second})
+}
+
+func (d *activityDriver) Send(plan PaidPlan) (PaidTaskResult, error) {
+	vendor, err := d.submitter()
 	if err != nil {
 		return PaidTaskResult{}, err
 	}
-	var vendor paidvendor.Submitter
-	for {
-		switch plan.Next {
-		case PaidNextDone:
-			return *plan.Result, nil
-		case PaidNextWait:
-			// The next attempt comes right after the deadline, as the
-			// activity adapters' workflow sleeps until it: with the
-			// retry policy's backoff (1 s, 2 s, ...) the step's batch of
-			// attempts ran out long before a 30 s send window did, and
-			// the step then paused a minute more (retryPause).
-			return PaidTaskResult{}, temporal.NewApplicationErrorWithOptions(
-				fmt.Sprintf("an earlier attempt's send of %s step %s may reach the vendor until %s; asking then",
-					in.EpisodeID, in.Step, plan.WaitUntil.Format(time.RFC3339)),
-				allot.SendInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: max(time.Until(plan.WaitUntil), 0) + time.Second})
-		}
-		if vendor == nil {
-			if vendor, err = a.submitter(ctx, in); err != nil {
-				return PaidTaskResult{}, err
-			}
-		}
-		switch plan.Next {
-		case PaidNextLookup:
-			found, err := withHeartbeat(ctx, func(ctx context.Context) (paidvendor.Task, error) {
-				return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
-			})
-			if plan, err = a.paidAfterLookup(ctx, phase, plan, lookupOutcome(found, err)); err != nil {
-				return PaidTaskResult{}, err
-			}
-		case PaidNextSend:
-			send, err := a.PaidBeginSend(ctx, PaidSendInput{PaidPhaseInput: phase, Plan: plan})
-			if err != nil {
-				return PaidTaskResult{}, err
-			}
-			sendCtx, cancel := context.WithDeadline(ctx, send.Until)
-			accepted, err := withHeartbeat(sendCtx, func(ctx context.Context) (paidvendor.Task, error) {
-				return vendor.Submit(ctx, send.Request)
-			})
-			cancel()
-			return a.PaidAfterSend(ctx, PaidAfterSendInput{PaidPhaseInput: phase, Plan: plan, Outcome: sendOutcome(accepted, err)})
-		default:
-			return PaidTaskResult{}, fmt.Errorf("paid protocol: unknown next phase %q", plan.Next)
-		}
+	send, err := d.a.PaidBeginSend(d.ctx, PaidSendInput{PaidPhaseInput: d.phase, Plan: plan})
+	if err != nil {
+		return PaidTaskResult{}, err
 	}
+	sendCtx, cancel := context.WithDeadline(d.ctx, send.Until)
+	accepted, err := withHeartbeat(sendCtx, func(ctx context.Context) (paidvendor.Task, error) {
+		return vendor.Submit(ctx, send.Request)
+	})
+	cancel()
+	return d.a.PaidAfterSend(d.ctx, PaidAfterSendInput{PaidPhaseInput: d.phase, Plan: plan, Outcome: sendOutcome(accepted, err)})
 }
+
+// Again: never within the activity; its retry is the next attempt.
+func (d *activityDriver) Again(int, error) (bool, error) { return false, nil }
 
 func lookupOutcome(t paidvendor.Task, err error) LookupOutcome {
 	switch {
@@ -193,24 +308,16 @@ func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPl
 	if err != nil {
 		return PaidPlan{}, classify(err)
 	}
-	plan := PaidPlan{IdempotencyKey: key, Seen: task}
-	switch {
-	case task.State != allot.PaidIntent:
+	plan := PaidPlan{Next: nextPhase(task, in.Owner, time.Now()), IdempotencyKey: key, Seen: task}
+	switch plan.Next {
+	case PaidNextDone:
 		res, err := a.paidResult(ctx, task, st.Kind)
 		if err != nil {
 			return PaidPlan{}, err
 		}
-		plan.Next, plan.Result = PaidNextDone, &res
-	case task.Owner == in.Owner && !task.MaybeSent:
-		plan.Next = PaidNextSend
-	case task.MaybeSent && time.Now().Before(task.SendingUntil):
-		// While an earlier send may still arrive, the vendor's answer
-		// proves nothing: ask after its deadline.
-		plan.Next, plan.WaitUntil = PaidNextWait, task.SendingUntil
-	default:
-		// Another attempt wrote the intent, or a send may have reached the
-		// vendor: ask before anything is sent.
-		plan.Next = PaidNextLookup
+		plan.Result = &res
+	case PaidNextWait:
+		plan.WaitUntil = task.SendingUntil
 	}
 	return plan, nil
 }

@@ -41,21 +41,6 @@ func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 	return err
 }
 
-// adapterLookupAgainChange: a look-up the vendor did not answer is asked
-// again, instead of PaidAfterLookup being retried with the non-answer.
-const (
-	adapterLookupAgainChange  = "adapter-lookup-again"
-	adapterLookupAgainVersion = 1
-)
-
-// adapterAwaitFetchChange: the await polls the adapter's status until the
-// task ends and then fetches its result, instead of ending at the first
-// answered status call.
-const (
-	adapterAwaitFetchChange  = "adapter-await-fetch"
-	adapterAwaitFetchVersion = 1
-)
-
 // adapterBackoff paces the attempts of a send whose outcome stayed unknown,
 // and of a look-up the vendor did not answer.
 func adapterBackoff(attempt int) time.Duration {
@@ -63,83 +48,105 @@ func adapterBackoff(attempt int) time.Duration {
 	return min(d, time.Minute)
 }
 
-// remoteSubmit is SubmitPaidTask for an activity adapter.
+// remoteSubmit is SubmitPaidTask for an activity adapter: the one protocol
+// loop (activities.DrivePaidTask) with the workflow as its driver.
 func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities) (activities.PaidTaskResult, error) {
+	return activities.DrivePaidTask(&workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v})
+}
+
+// workflowDriver drives a paid task from the Episode workflow: each ledger
+// phase is one of allot's activities, the vendor's calls are the adapter's
+// activities on its task queue, and the workflow makes the next attempt
+// itself (after a pause), since a retried send would be a second send.
+type workflowDriver struct {
+	e         *episode
+	ctx, lctx workflow.Context
+	in        activities.PaidTaskInput
+	v         *activities.VendorActivities
+	phase     activities.PaidPhaseInput // the current attempt's
+}
+
+func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
 	var a *activities.Activities
-	lctx := e.ledgerCtx(ctx)
-	for attempt := 0; ; attempt++ {
-		// Each attempt owns its intent under a name of its own; a retry is
-		// another owner, which asks the vendor before it sends.
-		phase := activities.PaidPhaseInput{PaidTaskInput: in, Owner: fmt.Sprintf("%s/%s/%s/r%d/%d",
-			workflow.GetInfo(ctx).WorkflowExecution.ID, workflow.GetInfo(ctx).WorkflowExecution.RunID, in.Step, in.Revision, attempt)}
-		var plan activities.PaidPlan
-		if err := e.call(lctx, in.Step, "PaidPrepare", a.PaidPrepare, phase, &plan); err != nil {
-			return activities.PaidTaskResult{}, err
-		}
-		for asked := 0; plan.Next == activities.PaidNextLookup; asked++ {
-			out := e.adapterLookup(ctx, v, plan.IdempotencyKey)
-			if out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized &&
-				workflow.GetVersion(ctx, adapterLookupAgainChange, workflow.DefaultVersion, adapterLookupAgainVersion) == adapterLookupAgainVersion {
-				// The vendor did not answer (the look-up's own retries are
-				// spent): ask it again after a pause. Retrying
-				// PaidAfterLookup would only repeat this non-answer.
-				if err := workflow.Sleep(ctx, adapterBackoff(asked)); err != nil {
-					return activities.PaidTaskResult{}, err
-				}
-				continue
-			}
-			if err := e.call(lctx, in.Step, "PaidAfterLookup", a.PaidAfterLookup, activities.PaidAfterLookupInput{
-				PaidPhaseInput: phase, Plan: plan, Outcome: out,
-			}, &plan); err != nil {
-				return activities.PaidTaskResult{}, err
-			}
-		}
-		switch plan.Next {
-		case activities.PaidNextDone:
-			return *plan.Result, nil
-		case activities.PaidNextWait:
-			if err := workflow.Sleep(ctx, plan.WaitUntil.Sub(workflow.Now(ctx))+time.Second); err != nil {
-				return activities.PaidTaskResult{}, err
+	// Each attempt owns its intent under a name of its own; a retry is
+	// another owner, which asks the vendor before it sends.
+	info := workflow.GetInfo(d.ctx).WorkflowExecution
+	d.phase = activities.PaidPhaseInput{PaidTaskInput: d.in, Owner: fmt.Sprintf("%s/%s/%s/r%d/%d", info.ID, info.RunID, d.in.Step, d.in.Revision, attempt)}
+	var plan activities.PaidPlan
+	err := d.e.call(d.lctx, d.in.Step, "PaidPrepare", a.PaidPrepare, d.phase, &plan)
+	return plan, err
+}
+
+func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutcome, error) {
+	for asked := 0; ; asked++ {
+		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey)
+		if out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized &&
+			workflow.GetVersion(d.ctx, adapterLookupAgainChange, workflow.DefaultVersion, adapterLookupAgainVersion) == adapterLookupAgainVersion {
+			// The vendor did not answer (the look-up's own retries are
+			// spent): ask it again after a pause. Retrying
+			// PaidAfterLookup would only repeat this non-answer.
+			if err := workflow.Sleep(d.ctx, adapterBackoff(asked)); err != nil {
+				return activities.LookupOutcome{}, err
 			}
 			continue
-		case activities.PaidNextSend:
-		default:
-			return activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("paid protocol: unknown next phase %q", plan.Next), allot.InvalidInput, nil)
 		}
-		var send activities.SendRequest
-		if err := e.call(lctx, in.Step, "PaidBeginSend", a.PaidBeginSend, activities.PaidSendInput{PaidPhaseInput: phase, Plan: plan}, &send); err != nil {
-			return activities.PaidTaskResult{}, err
-		}
-		// One attempt only, bounded by the send's deadline: a second
-		// attempt would be a second send.
-		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              v.TaskQueue,
-			ScheduleToCloseTimeout: max(send.Until.Sub(workflow.Now(ctx)), time.Second),
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
-		var reported paidvendor.ActivityTask
-		out := sendOutcomeOf(workflow.ExecuteActivity(sctx, v.Submit, paidvendor.ActivitySubmitRequest{
-			IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
-		}).Get(ctx, &reported), reported)
-		var res activities.PaidTaskResult
-		// A send without an answer fails PaidAfterSend with
-		// SendUnanswered, once (retrying it would only record the same
-		// non-answer again): this attempt ends and the next one asks the
-		// vendor. Other failures are bounded the same way (a ledger
-		// failure gets retryBatch tries; after them the next attempt asks
-		// too).
-		aopts := ledgerActivityOptions()
-		aopts.RetryPolicy.MaximumAttempts = retryBatch
-		aopts.RetryPolicy.NonRetryableErrorTypes = append(slices.Clone(aopts.RetryPolicy.NonRetryableErrorTypes), allot.SendUnanswered)
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, aopts), a.PaidAfterSend, activities.PaidAfterSendInput{PaidPhaseInput: phase, Plan: plan, Outcome: out}).Get(ctx, &res)
-		if err == nil || errorType(err) != allot.SendUnanswered && !retryable(err) {
-			return res, err
-		}
-		// No answer: the next attempt asks the vendor first.
-		if err := workflow.Sleep(ctx, adapterBackoff(attempt)); err != nil {
-			return activities.PaidTaskResult{}, err
-		}
+		return out, nil
 	}
+}
+
+func (d *workflowDriver) AfterLookup(plan activities.PaidPlan, out activities.LookupOutcome) (activities.PaidPlan, error) {
+	var a *activities.Activities
+	var next activities.PaidPlan
+	err := d.e.call(d.lctx, d.in.Step, "PaidAfterLookup", a.PaidAfterLookup, activities.PaidAfterLookupInput{
+		PaidPhaseInput: d.phase, Plan: plan, Outcome: out,
+	}, &next)
+	return next, err
+}
+
+func (d *workflowDriver) Wait(plan activities.PaidPlan) error {
+	return workflow.Sleep(d.ctx, plan.WaitUntil.Sub(workflow.Now(d.ctx))+time.Second)
+}
+
+func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResult, error) {
+	var a *activities.Activities
+	var send activities.SendRequest
+	if err := d.e.call(d.lctx, d.in.Step, "PaidBeginSend", a.PaidBeginSend, activities.PaidSendInput{PaidPhaseInput: d.phase, Plan: plan}, &send); err != nil {
+		return activities.PaidTaskResult{}, err
+	}
+	// One attempt only, bounded by the send's deadline: a second
+	// attempt would be a second send.
+	sctx := workflow.WithActivityOptions(d.ctx, workflow.ActivityOptions{
+		TaskQueue:              d.v.TaskQueue,
+		ScheduleToCloseTimeout: max(send.Until.Sub(workflow.Now(d.ctx)), time.Second),
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var reported paidvendor.ActivityTask
+	out := sendOutcomeOf(workflow.ExecuteActivity(sctx, d.v.Submit, paidvendor.ActivitySubmitRequest{
+		IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
+	}).Get(d.ctx, &reported), reported)
+	// A send without an answer fails PaidAfterSend with SendUnanswered,
+	// once (retrying it would only record the same non-answer again):
+	// this attempt ends and the next one asks the vendor. Other failures
+	// are bounded the same way (a ledger failure gets retryBatch tries;
+	// after them the next attempt asks too).
+	aopts := ledgerActivityOptions()
+	aopts.RetryPolicy.MaximumAttempts = retryBatch
+	aopts.RetryPolicy.NonRetryableErrorTypes = append(slices.Clone(aopts.RetryPolicy.NonRetryableErrorTypes), allot.SendUnanswered)
+	var res activities.PaidTaskResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, aopts), a.PaidAfterSend, activities.PaidAfterSendInput{PaidPhaseInput: d.phase, Plan: plan, Outcome: out}).Get(d.ctx, &res)
+	return res, err
+}
+
+// Again: a send without an answer (or a bookkeeping failure a retry may
+// fix) is followed, after a pause, by another attempt that asks first.
+func (d *workflowDriver) Again(attempt int, err error) (bool, error) {
+	if err == nil || errorType(err) != allot.SendUnanswered && !retryable(err) {
+		return false, nil
+	}
+	if err := workflow.Sleep(d.ctx, adapterBackoff(attempt)); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // adapterLookup asks the adapter's lookup activity by key; an adapter

@@ -12,14 +12,6 @@ import (
 	"allot/pipeline"
 )
 
-// commandTableChange: update handlers check the command table again when
-// their turn comes (the state may have moved since the validator ran), and
-// refuse with NotReady before any activity runs.
-const (
-	commandTableChange  = "command-table"
-	commandTableVersion = 1
-)
-
 // validator refuses, before anything enters history, a command that is
 // malformed or that the episode's current state does not allow (see
 // allot.PaidCommandTable): the caller gets the error at once and nothing

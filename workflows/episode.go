@@ -450,13 +450,6 @@ func (e *episode) setStage(ctx workflow.Context, stage allot.Stage, reason ...st
 	return e.recordOutcome(ctx, stage.Outcome(), why)
 }
 
-// Versions of the Episode workflow, for workflow.GetVersion.
-const (
-	// recordOutcomeChange: the Episode records each outcome in the ledger.
-	recordOutcomeChange  = "record-episode-outcome"
-	recordOutcomeVersion = 1
-)
-
 func (e *episode) recordOutcome(ctx workflow.Context, outcome allot.Outcome, reason string) error {
 	if !e.recordsOutcomes {
 		return nil

@@ -217,7 +217,7 @@ func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 		return err
 	}
 	workflow.GetLogger(ctx).Info("episode workflow already exists", "episode", r.result.EpisodeID)
-	if workflow.GetVersion(ctx, verifyEpisodeLedgerChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if workflow.GetVersion(ctx, verifyEpisodeLedgerChange, workflow.DefaultVersion, verifyEpisodeLedgerVersion) == workflow.DefaultVersion {
 		return nil
 	}
 	// It is this run's episode only if this ledger started it: another
@@ -227,10 +227,6 @@ func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 		WorkflowID: EpisodeWorkflowID(r.result.Pipeline, r.result.EpisodeID), LedgerID: r.ledgerID,
 	}).Get(ctx, nil)
 }
-
-// verifyEpisodeLedgerChange: an Episode that already exists is checked to
-// belong to this run's ledger.
-const verifyEpisodeLedgerChange = "verify-episode-ledger"
 
 func (r *scheduledRun) record(ctx, actx workflow.Context) error {
 	var a *activities.Activities

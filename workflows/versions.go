@@ -1,0 +1,43 @@
+package workflows
+
+// Every workflow.GetVersion marker of allot's workflows, with what it
+// guards. A change that would make a running workflow's history replay
+// differently goes behind a new marker here, with a saved history of the
+// old shape in testdata/ (TestReplaySavedHistories), and the old branch is
+// kept until no history can still hold it. TestEveryGetVersionIsListed
+// keeps this file the only place that names them.
+const (
+	// recordOutcomeChange (Episode): the episode records each outcome
+	// (stage and reason) in the ledger; before it, only the search
+	// attribute showed it. Histories: testdata/v1.
+	recordOutcomeChange  = "record-episode-outcome"
+	recordOutcomeVersion = 1
+
+	// commandTableChange (Episode): update handlers check the command table
+	// again when their turn comes (the state may have moved since the
+	// validator ran) and refuse with NotReady before any activity runs.
+	// Histories: testdata/v2.
+	commandTableChange  = "command-table"
+	commandTableVersion = 1
+
+	// adapterLookupAgainChange (Episode, activity adapters): a look-up the
+	// vendor did not answer is asked again after a pause, instead of
+	// PaidAfterLookup being retried with the non-answer.
+	// Histories: testdata/v3/custom_steps_episode.json (before),
+	// testdata/v4/adapter_faults_episode.json (after).
+	adapterLookupAgainChange  = "adapter-lookup-again"
+	adapterLookupAgainVersion = 1
+
+	// adapterAwaitFetchChange (Episode, activity adapters): the await polls
+	// the adapter's status until the task ends and then fetches its result,
+	// instead of ending at the first answered status call.
+	// Histories: testdata/v3/custom_steps_episode.json.
+	adapterAwaitFetchChange  = "adapter-await-fetch"
+	adapterAwaitFetchVersion = 1
+
+	// verifyEpisodeLedgerChange (ScheduledRun): an Episode workflow that
+	// already exists is checked to belong to this run's ledger.
+	// Histories: testdata/v3/scheduled_run_episode_running.json.
+	verifyEpisodeLedgerChange  = "verify-episode-ledger"
+	verifyEpisodeLedgerVersion = 1
+)
