@@ -25,6 +25,9 @@ type PaidCommandRule struct {
 var PaidCommandTable = []PaidCommandRule{
 	{PaidPlanned, VendorRejected, []Action{ActionRetry, ActionAbandon}},
 	{PaidPlanned, VendorNotConfigured, []Action{ActionRetry, ActionAbandon}},
+	// Refused by a budget: nothing was sent. Raising the budget resumes the
+	// episode by itself; retry asks the budget again at once.
+	{PaidPlanned, BudgetExhausted, []Action{ActionRetry, ActionAbandon}},
 	{PaidIntent, OutcomeUnknown, []Action{ActionAdopt, ActionResubmit, ActionRetry, ActionAbandon}},
 	{PaidIntent, VendorNotConfigured, []Action{ActionAdopt, ActionRetry, ActionAbandon}},
 	{PaidSubmitted, VendorNotConfigured, []Action{ActionRetry, ActionAbandon}},

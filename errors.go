@@ -23,6 +23,13 @@ const (
 	InvalidRemoteRef    = "InvalidRemoteRef"    // a reference that is not the vendor's, or not this task's
 	VendorNotConfigured = "VendorNotConfigured" // no vendor client or credentials on this worker
 
+	// BudgetExhausted: a paid task whose reservation does not fit in a
+	// budget that covers it (settled + reserved + asked > limit for the
+	// budget's period), or that has no price to reserve. Nothing was sent;
+	// the task is planned and the episode parks until the budget is raised
+	// (it then resumes by itself) or an operator retries or abandons it.
+	BudgetExhausted = "BudgetExhausted"
+
 	// StepFailure: a step that is not paid (go, exec, activity) failed in
 	// a way retrying will not fix (a command's exit code, a Go step's
 	// step.Park, an activity step's last attempt). It parks the episode.
@@ -61,7 +68,7 @@ const (
 var NonRetryableErrorTypes = []string{
 	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
-	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, StepFailure,
+	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, StepFailure,
 	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired,
 	InputConflict, InputNotFound, InputClaimed,
 }
