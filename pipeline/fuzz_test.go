@@ -178,6 +178,12 @@ func FuzzParse(f *testing.F) {
 			p, _ := set.Get(n)
 			fl.Pipelines = append(fl.Pipelines, *p)
 		}
+		fl.Budgets = set.Budgets()
+		for _, b := range fl.Budgets {
+			if b.Location() == time.Local || b.Limit.Amount <= 0 || b.Limit.Amount > MaxAmount || CheckCurrency(b.Limit.Currency) != nil {
+				t.Fatalf("accepted budget is not usable: %+v", b)
+			}
+		}
 		if err := toml.NewEncoder(&out).Encode(fl); err != nil {
 			t.Fatalf("an accepted set does not encode: %v", err)
 		}
@@ -368,6 +374,13 @@ func describeSet(t *testing.T, s *Set) string {
 	for _, n := range s.Names() {
 		p, _ := s.Get(n)
 		fmt.Fprintf(&b, "pipeline %s\n", describePipeline(t, p))
+	}
+	for _, bu := range s.Budgets() {
+		data, err := json.Marshal(bu)
+		if err != nil {
+			t.Fatalf("encode budget %q: %v", bu.Name, err)
+		}
+		fmt.Fprintf(&b, "budget %s %s\n", data, bu.Location())
 	}
 	return b.String()
 }

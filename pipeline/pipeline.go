@@ -104,6 +104,10 @@ type Step struct {
 	TaskQueue string `toml:"task_queue" json:"task_queue,omitempty"`
 	Heartbeat string `toml:"heartbeat" json:"heartbeat,omitempty"`
 	Retry     *Retry `toml:"retry" json:"retry,omitempty"`
+	// MaxCost is the most one task of a paid (or effect) step may cost:
+	// what a budget reserves for it when its vendor gives no quote. It is
+	// pinned with the plan, so a later change applies to new episodes only.
+	MaxCost *Money `toml:"max_cost" json:"max_cost,omitempty"`
 }
 
 // Retry is an activity step's retry policy. Unset fields take Temporal's
@@ -296,14 +300,15 @@ func (s *Step) normalize() error {
 		"vendor": s.Vendor != "", "command": len(s.Command) > 0, "outputs": len(s.Outputs) > 0,
 		"retry_exit_codes": len(s.RetryExitCodes) > 0, "timeout": s.Timeout != "", "activity": s.Activity != "",
 		"task_queue": s.TaskQueue != "", "heartbeat": s.Heartbeat != "", "retry": s.Retry != nil,
+		"max_cost": s.MaxCost != nil,
 	}
 	allowed := map[StepKind][]string{
 		Local:    {"action", "params"},
 		Go:       {"func", "params"},
 		Exec:     {"command", "outputs", "retry_exit_codes", "timeout", "params"},
 		Activity: {"activity", "task_queue", "timeout", "heartbeat", "retry", "params"},
-		Paid:     {"action", "params", "vendor"},
-		Effect:   {"action", "params", "vendor"},
+		Paid:     {"action", "params", "vendor", "max_cost"},
+		Effect:   {"action", "params", "vendor", "max_cost"},
 		Approval: {},
 	}
 	fields, ok := allowed[s.Kind]
@@ -314,7 +319,7 @@ func (s *Step) normalize() error {
 		}
 		return fmt.Errorf("kind %q is unknown: use one of %s", s.Kind, strings.Join(kinds, ", "))
 	}
-	for _, name := range []string{"action", "func", "params", "vendor", "command", "outputs", "retry_exit_codes", "timeout", "activity", "task_queue", "heartbeat", "retry"} {
+	for _, name := range []string{"action", "func", "params", "vendor", "command", "outputs", "retry_exit_codes", "timeout", "activity", "task_queue", "heartbeat", "retry", "max_cost"} {
 		if used[name] && !contains(fields, name) {
 			return fmt.Errorf("a %s step takes no %s: remove it (a %s step takes %s)", s.Kind, name, s.Kind, orNothing(fields))
 		}
@@ -364,6 +369,11 @@ func (s *Step) normalize() error {
 		// The action is the vendor's task kind.
 		if s.Action == "" {
 			s.Action = s.Name
+		}
+		if s.MaxCost != nil {
+			if err := s.MaxCost.check("max_cost"); err != nil {
+				return err
+			}
 		}
 	}
 	if s.Timeout != "" {
@@ -562,6 +572,8 @@ func PeriodOf(k PeriodKind, t time.Time) string {
 	switch k {
 	case Day:
 		return t.Format("2006-01-02")
+	case Month:
+		return t.Format("2006-01")
 	default:
 		year, week := t.ISOWeek()
 		return fmt.Sprintf("%04d-W%02d", year, week)

@@ -23,11 +23,13 @@ type Set struct {
 	byName  map[string]*Pipeline
 	names   []string
 	vendors map[string]Vendor
+	budgets []Budget
 }
 
 type file struct {
 	Vendors   []Vendor   `toml:"vendor"`
 	Pipelines []Pipeline `toml:"pipeline"`
+	Budgets   []Budget   `toml:"budget"`
 }
 
 // Load reads a pipeline file; an empty path means the embedded default.
@@ -99,6 +101,16 @@ func Parse(data []byte, source string) (*Set, error) {
 	if err := s.checkVendors(); err != nil {
 		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
+	for i := range f.Budgets {
+		b := f.Budgets[i]
+		if err := b.normalize(); err != nil {
+			return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+		}
+		s.budgets = append(s.budgets, b)
+	}
+	if err := s.checkBudgets(); err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+	}
 	return s, nil
 }
 
@@ -119,7 +131,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // WithAutoApprove is a copy of the set in which every pipeline passes its
 // approval steps by itself: for demos, never for real work.
 func (s *Set) WithAutoApprove() *Set {
-	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors}
+	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets}
 	for name, p := range s.byName {
 		cp := *p
 		cp.AutoApprove = true

@@ -49,6 +49,10 @@ type VendorActivities struct {
 	Lookup string `toml:"lookup" json:"lookup,omitempty"`
 	Status string `toml:"status" json:"status,omitempty"`
 	Fetch  string `toml:"fetch" json:"fetch,omitempty"`
+	// Quote is optional: the price of a task before it is sent
+	// (ActivitySubmitRequest -> paidvendor.Cost), which a budget reserves
+	// instead of the step's max_cost.
+	Quote string `toml:"quote" json:"quote,omitempty"`
 }
 
 // DefaultVendorTimeout bounds one call to a vendor that names no timeout.

@@ -1,0 +1,304 @@
+package pipeline
+
+// Budgets: money caps per period over a pipeline, a vendor, or a pipeline
+// at one vendor (invariant 20 of docs/design.md). A paid task reserves its
+// price in every budget that covers it, in the ledger transaction that
+// writes its intent, and is sent only if every one of them has room.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Month buckets by calendar month, e.g. 2026-08. Budgets only: a
+// pipeline's episodes count in days or ISO weeks.
+const Month PeriodKind = "month"
+
+// MaxAmount bounds every amount of money in the pipeline file (a budget's
+// limit, a step's max_cost) and every raise: 10^15 minor units, ten
+// trillion dollars. Nine thousand of them still add up inside an int64, and
+// every sum is checked all the same (AddAmounts).
+const MaxAmount int64 = 1_000_000_000_000_000
+
+// ErrAmountOverflow: a sum of amounts left the int64 range.
+var ErrAmountOverflow = errors.New("amount overflows int64 minor units")
+
+// AddAmounts adds amounts of one currency, refusing an overflow instead of
+// wrapping around.
+func AddAmounts(xs ...int64) (int64, error) {
+	var sum int64
+	for _, x := range xs {
+		if x > 0 && sum > math.MaxInt64-x || x < 0 && sum < math.MinInt64-x {
+			return 0, fmt.Errorf("%w: %d + %d", ErrAmountOverflow, sum, x)
+		}
+		sum += x
+	}
+	return sum, nil
+}
+
+// Money is an amount in minor units (cents for USD) and its ISO 4217
+// currency code. Amounts are exact integers; there are no floats and no
+// conversion between currencies.
+type Money struct {
+	Amount   int64  `toml:"amount" json:"amount"`
+	Currency string `toml:"currency" json:"currency"`
+}
+
+var currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// CheckCurrency refuses what is not an ISO 4217 code's form (three
+// uppercase letters).
+func CheckCurrency(code string) error {
+	if !currencyPattern.MatchString(code) {
+		return fmt.Errorf("currency %q is not an ISO 4217 code: write three uppercase letters, e.g. \"USD\"", code)
+	}
+	return nil
+}
+
+// check refuses an amount that is not positive or above MaxAmount, and a
+// currency that is not an ISO 4217 code.
+func (m Money) check(what string) error {
+	if err := CheckCurrency(m.Currency); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if m.Amount <= 0 || m.Amount > MaxAmount {
+		return fmt.Errorf("%s: amount %d is not between 1 and %d minor units (amounts are integers in the currency's smallest unit: 250 = %s)",
+			what, m.Amount, MaxAmount, Money{Amount: 250, Currency: m.Currency})
+	}
+	return nil
+}
+
+// minorDigits are the currencies whose minor unit is not a hundredth
+// (ISO 4217's exponent); every other has two digits.
+var minorDigits = map[string]int{
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
+	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3, "CLF": 4, "UYW": 4,
+}
+
+// String prints the amount in major units with its currency: "750.00 USD".
+func (m Money) String() string {
+	digits, ok := minorDigits[m.Currency]
+	if !ok {
+		digits = 2
+	}
+	sign, a := "", m.Amount
+	if a < 0 {
+		sign = "-"
+	}
+	u := uint64(a)
+	if a < 0 {
+		u = uint64(-(a + 1)) + 1 // math.MinInt64 has no positive int64
+	}
+	if digits == 0 {
+		return fmt.Sprintf("%s%d %s", sign, u, m.Currency)
+	}
+	scale := uint64(math.Pow10(digits))
+	return fmt.Sprintf("%s%d.%0*d %s", sign, u/scale, digits, u%scale, m.Currency)
+}
+
+// Budget is a [[budget]] of the pipeline file: a money limit per period
+// over the paid tasks of one pipeline, of one vendor, or of a pipeline at
+// one vendor.
+type Budget struct {
+	Name string `toml:"name" json:"name"`
+	// Pipeline and Vendor are its scope; at least one is set. A step with
+	// no vendor is the default vendor's ("default").
+	Pipeline string     `toml:"pipeline" json:"pipeline,omitempty"`
+	Vendor   string     `toml:"vendor" json:"vendor,omitempty"`
+	Period   PeriodKind `toml:"period" json:"period"`
+	TimeZone string     `toml:"time_zone" json:"time_zone"`
+	Limit    Money      `toml:"limit" json:"limit"`
+	// Alerts are soft thresholds, fractions of the limit in (0, 1) in
+	// ascending order: settled spend crossing one is logged and counted,
+	// once per threshold and period.
+	Alerts []float64 `toml:"alerts" json:"alerts,omitempty"`
+
+	location *time.Location
+}
+
+// Location is the budget's time zone.
+func (b Budget) Location() *time.Location {
+	if b.location == nil {
+		return time.UTC
+	}
+	return b.location
+}
+
+// PeriodOf is the budget period the nominal time t falls in, in the
+// budget's zone: "2026-08-07", "2026-W32" or "2026-08". It is always an
+// episode's nominal time, never the wall clock: a backfill of last month
+// draws on last month's budget.
+func (b Budget) PeriodOf(t time.Time) string {
+	return PeriodOf(b.Period, t.In(b.Location()))
+}
+
+// AlertBasisPoints are the alerts in hundredths of a percent (0.5 is
+// 5000), as the ledger records crossed thresholds.
+func (b Budget) AlertBasisPoints() []int {
+	out := make([]int, len(b.Alerts))
+	for i, a := range b.Alerts {
+		out[i] = int(math.Round(a * 10000))
+	}
+	return out
+}
+
+// Covers reports whether the budget covers step st of pipeline
+// pipelineName: in its scope, and a paid step (an effect step only when it
+// declares a max_cost; otherwise it reserves nothing).
+func (b Budget) Covers(pipelineName string, st Step) bool {
+	if !st.Kind.Remote() || st.Kind == Effect && st.MaxCost == nil {
+		return false
+	}
+	if b.Pipeline != "" && b.Pipeline != pipelineName {
+		return false
+	}
+	return b.Vendor == "" || b.Vendor == st.VendorName()
+}
+
+// VendorName is the vendor a paid or effect step uses: its vendor, or
+// DefaultVendor.
+func (s Step) VendorName() string {
+	if s.Vendor == "" {
+		return DefaultVendor
+	}
+	return s.Vendor
+}
+
+func (b *Budget) normalize() error {
+	if !namePattern.MatchString(b.Name) {
+		return fmt.Errorf("budget name %q is invalid: use 1-63 lowercase letters, digits and '-', starting with a letter or digit (pattern %s)", b.Name, namePattern)
+	}
+	if b.Pipeline == "" && b.Vendor == "" {
+		return fmt.Errorf("budget %q has no scope: give pipeline = \"NAME\", vendor = \"NAME\", or both", b.Name)
+	}
+	switch b.Period {
+	case Day, ISOWeek, Month:
+	case "":
+		return fmt.Errorf("budget %q has no period: give period = %q, %q or %q", b.Name, Day, ISOWeek, Month)
+	default:
+		return fmt.Errorf("budget %q: period %q is unknown: use %q, %q or %q", b.Name, b.Period, Day, ISOWeek, Month)
+	}
+	if b.TimeZone == "" {
+		b.TimeZone = "UTC"
+	}
+	loc, err := time.LoadLocation(b.TimeZone)
+	if err == nil && loc == time.Local {
+		err = errors.New(`"Local" is the host's zone, not a named one`)
+	}
+	if err != nil {
+		return fmt.Errorf("budget %q: time_zone %q is not an IANA zone name (e.g. \"Europe/Berlin\"): %v", b.Name, b.TimeZone, err)
+	}
+	b.location = loc
+	if err := b.Limit.check(fmt.Sprintf("budget %q: limit", b.Name)); err != nil {
+		return err
+	}
+	for i, a := range b.Alerts {
+		switch {
+		case math.IsNaN(a) || a <= 0 || a >= 1:
+			return fmt.Errorf("budget %q: alert %v is not a fraction of the limit between 0 and 1 (0.8 alerts at 80 %%)", b.Name, a)
+		case i > 0 && a <= b.Alerts[i-1]:
+			return fmt.Errorf("budget %q: alerts %v are not in ascending order without repeats: write them like [0.5, 0.8]", b.Name, b.Alerts)
+		case math.Abs(math.Round(a*10000)-a*10000) > 1e-6:
+			return fmt.Errorf("budget %q: alert %v is finer than a hundredth of a percent", b.Name, a)
+		}
+	}
+	return nil
+}
+
+// checkBudgets checks the budgets against the pipelines and vendors: each
+// scope names what exists; every paid step a budget covers has a price to
+// reserve (max_cost, or an activity adapter's quote) in the budget's
+// currency. No amount is ever converted between currencies.
+func (s *Set) checkBudgets() error {
+	seen := map[string]bool{}
+	for _, b := range s.budgets {
+		if seen[b.Name] {
+			return fmt.Errorf("budget %q is defined twice", b.Name)
+		}
+		seen[b.Name] = true
+		if b.Pipeline != "" {
+			if _, ok := s.byName[b.Pipeline]; !ok {
+				return fmt.Errorf("budget %q covers pipeline %q, which is not defined (known: %s)", b.Name, b.Pipeline, strings.Join(s.names, ", "))
+			}
+		}
+		if b.Vendor != "" && b.Vendor != DefaultVendor {
+			if _, ok := s.vendors[b.Vendor]; !ok {
+				return fmt.Errorf("budget %q covers vendor %q, which is not defined: name a [[vendor]] (known: %s) or %q for steps without one",
+					b.Name, b.Vendor, strings.Join(s.VendorNames(), ", "), DefaultVendor)
+			}
+		}
+		for _, name := range s.names {
+			p := s.byName[name]
+			for _, st := range p.Steps {
+				if !b.Covers(p.Name, st) {
+					continue
+				}
+				if st.MaxCost == nil {
+					if v, ok := s.vendors[st.Vendor]; ok && v.Adapter == AdapterActivity && v.Activities.Quote != "" {
+						continue // the quote is the reservation
+					}
+					return fmt.Errorf("pipeline %q: paid step %q is under budget %q but declares no price: add max_cost = { amount = N, currency = %q } (the most one task may cost, in minor units), or give its vendor an activity adapter with activities.quote",
+						p.Name, st.Name, b.Name, b.Limit.Currency)
+				}
+				if st.MaxCost.Currency != b.Limit.Currency {
+					return fmt.Errorf("pipeline %q: step %q costs %s but budget %q counts %s: amounts are never converted; give the budget or the step's max_cost the same currency, or scope the budget so it does not cover the step",
+						p.Name, st.Name, st.MaxCost.Currency, b.Name, b.Limit.Currency)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Budgets lists the budgets in file order.
+func (s *Set) Budgets() []Budget { return append([]Budget(nil), s.budgets...) }
+
+// Budget returns the named budget.
+func (s *Set) Budget(name string) (Budget, bool) {
+	for _, b := range s.budgets {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Budget{}, false
+}
+
+// BudgetNames lists the budgets' names in file order.
+func (s *Set) BudgetNames() []string {
+	out := make([]string, len(s.budgets))
+	for i, b := range s.budgets {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// BudgetsFor lists the budgets that cover step st of pipeline pipelineName.
+func (s *Set) BudgetsFor(pipelineName string, st Step) []Budget {
+	var out []Budget
+	for _, b := range s.budgets {
+		if b.Covers(pipelineName, st) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// MaxCostOf is the max_cost of a step as the episode's pinned plan has it,
+// or, for a plan pinned before max_cost existed, as the pipeline file has
+// it now; nil if neither declares one.
+func (s *Set) MaxCostOf(pipelineName string, pinned Step) *Money {
+	if pinned.MaxCost != nil {
+		return pinned.MaxCost
+	}
+	if p, ok := s.byName[pipelineName]; ok {
+		if st, ok := p.Step(pinned.Name); ok && st.Kind == pinned.Kind {
+			return st.MaxCost
+		}
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package pipeline
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// budgetFile is a valid file with budgets of every scope and period.
+const budgetFile = `
+[[vendor]]
+name        = "videogen"
+url         = "http://127.0.0.1:8787"
+api_key_env = "VIDEOGEN_API_KEY"
+
+[[vendor]]
+name       = "covers"
+adapter    = "activity"
+task_queue = "covers"
+  [vendor.activities]
+  submit = "Submit"
+  status = "Status"
+  fetch  = "Fetch"
+  quote  = "Quote"
+
+[[budget]]
+name      = "video-weekly"
+pipeline  = "weekly-video"
+period    = "iso-week"
+time_zone = "UTC"
+limit     = { amount = 75000, currency = "USD" }
+alerts    = [0.5, 0.8]
+
+[[budget]]
+name      = "videogen-monthly"
+vendor    = "videogen"
+period    = "month"
+time_zone = "Europe/Berlin"
+limit     = { amount = 1000000, currency = "USD" }
+
+[[budget]]
+name     = "weekly-at-videogen"
+pipeline = "weekly-video"
+vendor   = "videogen"
+period   = "day"
+limit    = { amount = 500, currency = "USD" }
+
+[[pipeline]]
+name = "weekly-video"
+  [[pipeline.step]]
+  name     = "video"
+  kind     = "paid"
+  vendor   = "videogen"
+  max_cost = { amount = 250, currency = "USD" }
+  [[pipeline.step]]
+  name   = "cover"
+  kind   = "paid"
+  vendor = "covers"
+  [[pipeline.step]]
+  name   = "notify"
+  kind   = "effect"
+  vendor = "videogen"
+  [[pipeline.step]]
+  name     = "publish"
+  kind     = "effect"
+  vendor   = "videogen"
+  max_cost = { amount = 5, currency = "USD" }
+
+[[pipeline]]
+name = "other"
+  [[pipeline.step]]
+  name     = "render"
+  kind     = "paid"
+  vendor   = "videogen"
+  max_cost = { amount = 100, currency = "USD" }
+  [[pipeline.step]]
+  name = "free"
+  kind = "paid"
+  max_cost = { amount = 1, currency = "EUR" }
+`
+
+func TestBudgetsParseAndCover(t *testing.T) {
+	set, err := Parse([]byte(budgetFile), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.BudgetNames(); !slices.Equal(got, []string{"video-weekly", "videogen-monthly", "weekly-at-videogen"}) {
+		t.Fatalf("budgets %v", got)
+	}
+	p, _ := set.Get("weekly-video")
+	names := func(bs []Budget) []string {
+		var out []string
+		for _, b := range bs {
+			out = append(out, b.Name)
+		}
+		return out
+	}
+	for step, want := range map[string][]string{
+		"video":   {"video-weekly", "videogen-monthly", "weekly-at-videogen"},
+		"cover":   {"video-weekly"}, // its activity adapter quotes: no max_cost needed
+		"notify":  nil,              // an effect without max_cost reserves nothing
+		"publish": {"video-weekly", "videogen-monthly", "weekly-at-videogen"},
+	} {
+		st, _ := p.Step(step)
+		if got := names(set.BudgetsFor(p.Name, st)); !slices.Equal(got, want) {
+			t.Errorf("step %s is covered by %v, want %v", step, got, want)
+		}
+	}
+	other, _ := set.Get("other")
+	render, _ := other.Step("render")
+	if got := names(set.BudgetsFor("other", render)); !slices.Equal(got, []string{"videogen-monthly"}) {
+		t.Errorf("other/render is covered by %v", got)
+	}
+	free, _ := other.Step("free")
+	if got := set.BudgetsFor("other", free); len(got) != 0 {
+		t.Errorf("a step of the default vendor is covered by %v", names(got))
+	}
+
+	// Periods come from the nominal time in the budget's zone.
+	weekly, _ := set.Budget("video-weekly")
+	monthly, _ := set.Budget("videogen-monthly")
+	daily, _ := set.Budget("weekly-at-videogen")
+	ts := mustTime(t, "2026-08-31T22:30:00Z") // already September in Berlin
+	for _, c := range []struct {
+		b    Budget
+		want string
+	}{{weekly, "2026-W36"}, {monthly, "2026-09"}, {daily, "2026-08-31"}} {
+		if got := c.b.PeriodOf(ts); got != c.want {
+			t.Errorf("%s: PeriodOf(%s) = %s, want %s", c.b.Name, ts, got, c.want)
+		}
+	}
+	if got := weekly.AlertBasisPoints(); !slices.Equal(got, []int{5000, 8000}) {
+		t.Errorf("alerts in basis points %v", got)
+	}
+
+	// max_cost is pinned with the plan; a plan pinned before it existed
+	// takes the file's.
+	pinned, err := p.WithPlan(p.Plan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	video, _ := pinned.Step("video")
+	if video.MaxCost == nil || *video.MaxCost != (Money{250, "USD"}) {
+		t.Fatalf("the pinned plan lost max_cost: %+v", video.MaxCost)
+	}
+	old := video
+	old.MaxCost = nil
+	if got := set.MaxCostOf(p.Name, old); got == nil || got.Amount != 250 {
+		t.Errorf("MaxCostOf a plan without max_cost = %v, want the file's", got)
+	}
+	if got := set.MaxCostOf("gone", old); got != nil {
+		t.Errorf("MaxCostOf a pipeline the file lost = %v", got)
+	}
+}
+
+func TestBudgetRefusals(t *testing.T) {
+	const pipelines = `
+[[vendor]]
+name        = "videogen"
+url         = "http://127.0.0.1:8787"
+api_key_env = "VIDEOGEN_API_KEY"
+[[pipeline]]
+name = "weekly-video"
+  [[pipeline.step]]
+  name     = "video"
+  kind     = "paid"
+  vendor   = "videogen"
+  max_cost = { amount = 250, currency = "USD" }
+`
+	budget := func(fields string) string {
+		return pipelines + "\n[[budget]]\n" + fields + "\n"
+	}
+	const ok = `name = "b"
+pipeline = "weekly-video"
+period = "iso-week"
+limit = { amount = 1000, currency = "USD" }`
+	if _, err := Parse([]byte(budget(ok)), "test"); err != nil {
+		t.Fatalf("the base budget is refused: %v", err)
+	}
+	for _, c := range []struct{ name, file, want string }{
+		{"bad name", budget(strings.Replace(ok, `"b"`, `"B x"`, 1)), "budget name"},
+		{"no scope", budget(strings.Replace(ok, `pipeline = "weekly-video"`, ``, 1)), "no scope"},
+		{"unknown pipeline", budget(strings.Replace(ok, `"weekly-video"`, `"nope"`, 1)), `pipeline "nope"`},
+		{"unknown vendor", budget(ok + "\nvendor = \"nope\""), `vendor "nope"`},
+		{"no period", budget(strings.Replace(ok, `period = "iso-week"`, ``, 1)), "no period"},
+		{"bad period", budget(strings.Replace(ok, `"iso-week"`, `"year"`, 1)), `period "year"`},
+		{"bad zone", budget(ok + "\ntime_zone = \"Mars/Olympus\""), "time_zone"},
+		{"host zone", budget(ok + "\ntime_zone = \"Local\""), "time_zone"},
+		{"zero limit", budget(strings.Replace(ok, "1000", "0", 1)), "amount 0"},
+		{"negative limit", budget(strings.Replace(ok, "1000", "-5", 1)), "amount -5"},
+		{"huge limit", budget(strings.Replace(ok, "1000", "1000000000000000001", 1)), "amount 1000000000000000001"},
+		{"currency case", budget(strings.Replace(ok, `"USD"`, `"usd"`, 1)), `currency "usd"`},
+		{"currency length", budget(strings.Replace(ok, `"USD"`, `"US"`, 1)), `currency "US"`},
+		{"alert zero", budget(ok + "\nalerts = [0.0]"), "alert 0"},
+		{"alert one", budget(ok + "\nalerts = [1.0]"), "alert 1"},
+		{"alert order", budget(ok + "\nalerts = [0.8, 0.5]"), "ascending"},
+		{"alert repeat", budget(ok + "\nalerts = [0.5, 0.5]"), "ascending"},
+		{"alert too fine", budget(ok + "\nalerts = [0.123456]"), "hundredth"},
+		{"twice", budget(ok) + "\n[[budget]]\n" + ok, "defined twice"},
+		{"other currency", budget(strings.Replace(ok, `"USD"`, `"EUR"`, 1)), "never converted"},
+		{"unknown key", budget(ok + "\nlimit_amount = 5"), "unknown keys"},
+		{"no price", strings.Replace(budget(ok), `max_cost = { amount = 250, currency = "USD" }`, ``, 1), "declares no price"},
+		{"max_cost on exec", pipelines + `
+  [[pipeline.step]]
+  name = "x"
+  kind = "exec"
+  command = ["true"]
+  max_cost = { amount = 1, currency = "USD" }`, "takes no max_cost"},
+		{"max_cost zero", strings.Replace(pipelines, "250", "0", 1), "amount 0"},
+		{"max_cost currency", strings.Replace(pipelines, `"USD"`, `"dollars"`, 1), `currency "dollars"`},
+	} {
+		_, err := Parse([]byte(c.file), "test")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestAddAmountsRefusesOverflow(t *testing.T) {
+	if got, err := AddAmounts(MaxAmount, MaxAmount, -5); err != nil || got != 2*MaxAmount-5 {
+		t.Fatalf("AddAmounts = %d, %v", got, err)
+	}
+	for _, xs := range [][]int64{{math.MaxInt64, 1}, {math.MinInt64, -1}, {math.MaxInt64 - 2, 1, 1, 1}} {
+		if _, err := AddAmounts(xs...); !errors.Is(err, ErrAmountOverflow) {
+			t.Errorf("AddAmounts(%v) = %v, want ErrAmountOverflow", xs, err)
+		}
+	}
+}
+
+func TestMoneyString(t *testing.T) {
+	for m, want := range map[Money]string{
+		{75000, "USD"}:         "750.00 USD",
+		{5, "EUR"}:             "0.05 EUR",
+		{-250, "USD"}:          "-2.50 USD",
+		{1200, "JPY"}:          "1200 JPY",
+		{1234, "KWD"}:          "1.234 KWD",
+		{math.MinInt64, "USD"}: "-92233720368547758.08 USD",
+		{math.MaxInt64, "USD"}: "92233720368547758.07 USD",
+	} {
+		if got := m.String(); got != want {
+			t.Errorf("%#v.String() = %q, want %q", m, got, want)
+		}
+	}
+}
