@@ -35,6 +35,10 @@ type AuditOptions struct {
 	// WithRefs fills Audit.Tasks with every paid task of every pipeline
 	// that has a reference or a key, to reconcile a vendor's charges.
 	WithRefs bool
+	// Budgets are the pipeline file's budgets, whose limits the periods'
+	// settled costs are checked against (a raise overrides one period's).
+	// Budget entries are audited with or without them.
+	Budgets []BudgetLimit
 }
 
 // Audit is what the ledger says about itself.
@@ -103,7 +107,11 @@ func showCommand(pipeline, episodeID string) string {
 //     outcome for its key, and exactly one run recorded as allocated (a
 //     run that allocated it and then failed counts instead);
 //   - imports: the metadata's episode exists with key <pipeline>/legacy/<old
-//     id>, and an episode with such a key and no run has metadata.
+//     id>, and an episode with such a key and no run has metadata;
+//   - budgets (invariant 20): a reservation is held only by an intent and
+//     settled only at its task's recorded cost, a cost above its
+//     reservation is reported, and each (budget, period) has settled no
+//     more than its limit (opts.Budgets, or a raise).
 //
 // Files are not read here: Artifacts lists them for the caller to hash.
 func (l *Ledger) Audit(ctx context.Context, opts AuditOptions) (Audit, error) {
@@ -130,6 +138,9 @@ func (l *Ledger) Audit(ctx context.Context, opts AuditOptions) (Audit, error) {
 			if err := l.auditPipeline(ctx, tx, p, opts, &out); err != nil {
 				return err
 			}
+		}
+		if err := l.auditBudgetsTx(ctx, tx, opts, &out); err != nil {
+			return err
 		}
 		if opts.WithRefs {
 			out.Tasks, err = l.queryPaidTasks(ctx, tx, `SELECT `+paidTaskCols+` FROM paid_tasks

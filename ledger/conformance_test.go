@@ -99,6 +99,15 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"InputsAddWithdraw", testInputsAddWithdraw},
 		{"InputsClaim", testInputsClaim},
 		{"InputsConcurrentClaims", testInputsConcurrentClaims},
+		// Budgets (budgets_conformance_test.go, budgets_model_test.go).
+		{"BudgetConcurrentAdmissions", testBudgetConcurrentAdmissions},
+		{"BudgetReleaseFreesOne", testBudgetReleaseFreesOne},
+		{"BudgetUnknownOutcomeKept", testBudgetUnknownOutcomeKept},
+		{"BudgetRaiseOnePeriod", testBudgetRaiseOnePeriod},
+		{"BudgetInvalidReservations", testBudgetInvalidReservations},
+		{"BudgetAlertsOnce", testBudgetAlertsOnce},
+		{"BudgetAuditTampered", testBudgetAuditTampered},
+		{"BudgetModel", testBudgetModel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

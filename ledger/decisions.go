@@ -191,13 +191,19 @@ func (l *Ledger) applyDecisionTx(ctx context.Context, tx *sql.Tx, r DecisionRequ
 		})
 		return ref.Revision, err
 	case allot.ActionAbandon:
-		_, err := l.changePaidTaskTx(ctx, tx, ref, func(_ *sql.Tx, t *PaidTask) error {
+		_, err := l.changePaidTaskTx(ctx, tx, ref, func(tx *sql.Tx, t *PaidTask) error {
 			switch t.State {
 			case allot.PaidPlanned, allot.PaidIntent, allot.PaidSubmitted, allot.PaidFailed:
 			default:
 				return stateErr(*t, "abandoning", states(allot.PaidPlanned, allot.PaidIntent, allot.PaidSubmitted, allot.PaidFailed), "a succeeded or abandoned task is settled already")
 			}
 			t.State, t.Error, t.Owner, t.ResubmitRequest = allot.PaidAbandoned, d.Reason, "", ""
+			if t.RemoteRef == "" {
+				// Given up without a reference: the operator decides the
+				// vendor did not charge, so its budgets get the reservation
+				// back. A task with a reference keeps its settled cost.
+				return l.releaseEntriesTx(ctx, tx, ref)
+			}
 			return nil
 		})
 		return ref.Revision, err

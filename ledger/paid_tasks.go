@@ -351,14 +351,33 @@ func (l *Ledger) PaidTasks(ctx context.Context, pipeline, episodeID string) ([]P
 // differs from idempotencyKey is refused with ErrInvalidInput: a key never
 // changes.
 func (l *Ledger) WriteIntent(ctx context.Context, ref PaidTaskRef, idempotencyKey, owner string) (PaidTask, error) {
+	return l.WriteIntentReserving(ctx, ref, idempotencyKey, owner, nil)
+}
+
+// WriteIntentReserving is WriteIntent for a task that budgets cover
+// (invariant 20): when the task becomes an intent (inserted, or planned ->
+// intent), each reservation is admitted in the same transaction, under its
+// (budget, period)'s lock, only if every budget has room. If any refuses,
+// nothing is reserved, the task is written (or stays) planned, and the
+// error is a *BudgetExhaustedError (ErrBudgetExhausted) with the task as
+// stored. A task that is already an intent or further on reserves nothing
+// again.
+func (l *Ledger) WriteIntentReserving(ctx context.Context, ref PaidTaskRef, idempotencyKey, owner string, rs []Reservation) (PaidTask, error) {
 	if err := checkPaidRef(ref); err != nil {
 		return PaidTask{}, err
 	}
 	if idempotencyKey == "" || owner == "" {
 		return PaidTask{}, invalid("%s: the intent needs the vendor idempotency key and the writing attempt, got %q and %q", describe(ref), idempotencyKey, owner)
 	}
-	var out PaidTask
+	if err := checkReservations(ref, rs); err != nil {
+		return PaidTask{}, err
+	}
+	var (
+		out     PaidTask
+		refused []BudgetShortfall
+	)
 	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		refused = nil
 		if err := l.lockEpisodeTx(ctx, tx, ref.Pipeline, ref.EpisodeID); err != nil {
 			return err
 		}
@@ -389,19 +408,42 @@ func (l *Ledger) WriteIntent(ctx context.Context, ref PaidTaskRef, idempotencyKe
 					idempotencyKey, describe(o.PaidTaskRef), describe(ref))
 			}
 		}
+		if refused, err = l.admitTx(ctx, tx, rs); err != nil {
+			return err
+		}
+		if len(refused) > 0 {
+			// Nothing is reserved and nothing may be sent: the task is
+			// planned, so that an operator can retry or abandon it.
+			if ok {
+				out = t
+				return nil
+			}
+			at := now()
+			out = PaidTask{PaidTaskRef: ref, IdempotencyKey: idempotencyKey, State: allot.PaidPlanned, CreatedAt: at, UpdatedAt: at}
+			return l.insertPaidTask(ctx, tx, out)
+		}
 		if !ok {
 			at := now()
 			out = PaidTask{PaidTaskRef: ref, IdempotencyKey: idempotencyKey, State: allot.PaidIntent, Owner: owner, CreatedAt: at, UpdatedAt: at}
-			return l.insertPaidTask(ctx, tx, out)
+			if err := l.insertPaidTask(ctx, tx, out); err != nil {
+				return err
+			}
+			return l.reserveTx(ctx, tx, ref, rs)
 		}
 		out, err = l.changePaidTaskTx(ctx, tx, ref, func(_ *sql.Tx, t *PaidTask) error {
 			t.IdempotencyKey, t.State, t.Owner = idempotencyKey, allot.PaidIntent, owner
 			return nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return l.reserveTx(ctx, tx, ref, rs)
 	})
 	if err != nil {
 		return PaidTask{}, err
+	}
+	if len(refused) > 0 {
+		return out, &BudgetExhaustedError{Task: ref, Shortfalls: refused}
 	}
 	return out, nil
 }
@@ -475,14 +517,14 @@ func (l *Ledger) EndSend(ctx context.Context, ref PaidTaskRef, owner string, at 
 
 // ReleaseIntent moves owner's intent back to planned after the vendor
 // definitely refused it (nothing was accepted, so it may be sent again once
-// the cause is fixed). maybeSent is what the task says afterwards: the
+// the cause is fixed), and releases its budget reservations. maybeSent is what the task says afterwards: the
 // caller clears it only when the vendor was asked by key in the same attempt
 // and had nothing, or nothing had been sent before this attempt.
 func (l *Ledger) ReleaseIntent(ctx context.Context, ref PaidTaskRef, owner string, maybeSent bool) (PaidTask, error) {
 	if owner == "" {
 		return PaidTask{}, invalid("%s: releasing the intent needs its owner", describe(ref))
 	}
-	return l.changePaidTask(ctx, ref, func(_ *sql.Tx, t *PaidTask) error {
+	return l.changePaidTask(ctx, ref, func(tx *sql.Tx, t *PaidTask) error {
 		switch {
 		case t.State != allot.PaidIntent:
 			return stateErr(*t, "releasing the intent", states(allot.PaidIntent), "")
@@ -494,7 +536,9 @@ func (l *Ledger) ReleaseIntent(ctx context.Context, ref PaidTaskRef, owner strin
 		if at := now(); at.Before(t.SendingUntil) {
 			t.SendingUntil = at
 		}
-		return nil
+		// It refused: nothing was charged, so the budgets get the
+		// reservation back (the next attempt asks for it again).
+		return l.releaseEntriesTx(ctx, tx, ref)
 	})
 }
 
@@ -579,8 +623,11 @@ func (l *Ledger) recordSubmissionCostTx(ctx context.Context, tx *sql.Tx, s Submi
 			t.State, t.Owner, t.MaybeSent, t.ResubmitRequest = allot.PaidSubmitted, "", false, ""
 		}
 		var err error
-		added, err = l.upsertCost(ctx, tx, s)
-		return err
+		if added, err = l.upsertCost(ctx, tx, s); err != nil {
+			return err
+		}
+		// The reservation becomes the cost (invariant 20).
+		return l.settleEntriesTx(ctx, tx, s)
 	})
 	if err != nil {
 		return PaidTask{}, 0, err

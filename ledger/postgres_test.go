@@ -263,3 +263,37 @@ func TestPostgresRepeatableReadDefault(t *testing.T) {
 	}
 	mustCheckClean(t, l, "")
 }
+
+// Invariant 20: an admission waits for the lock of its (budget, period),
+// held by a transaction that may be admitting into it, and not for another
+// period's. (The 32 concurrent admissions of the conformance suite rarely
+// overlap on a busy machine; this shows the lock is taken.)
+func TestPostgresBudgetAdmissionsWaitForEachOther(t *testing.T) {
+	l := openPostgresT(t)
+	eps := episodes(t, l, "weekly", "2026-W32", 2)
+	tx, err := l.w.BeginTx(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctxT(t), l.d.q(l.d.lockEpisode), budgetLockKey("video-weekly", "2026-W32")); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r := paidRef(eps[0], "video", 0)
+	if _, err := l.WriteIntentReserving(ctx, r, testKey(r), testOwner, []Reservation{usd("video-weekly", "2026-W33", 1000, 100)}); err != nil {
+		t.Fatalf("an admission into another period waited for W32's lock: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	r = paidRef(eps[1], "video", 0)
+	if _, err := l.WriteIntentReserving(short, r, testKey(r), testOwner, []Reservation{usd("video-weekly", "2026-W32", 1000, 100)}); err == nil {
+		t.Fatal("an admission into W32 went ahead while another transaction held W32's lock")
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	mustReserve(t, l, r, usd("video-weekly", "2026-W32", 1000, 100))
+}
