@@ -109,6 +109,9 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 	if applied && in.Action == allot.ActionAdopt {
 		countSubmission(ctx, p.Name, in.Step, SubmissionAdopted)
 		countCost(ctx, p.Name, req.Adopted.Amount, req.Adopted.Currency)
+		if st, ok := p.Step(in.Step); ok {
+			a.budgetAlerts(ctx, p, ep, st)
+		}
 	}
 	return a.decisionResult(ctx, p, ep, done)
 }

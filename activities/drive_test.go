@@ -16,6 +16,7 @@ import (
 // records the calls DrivePaidTask makes.
 type scriptedDriver struct {
 	prepares     []PaidPlan // one per attempt
+	quotes       []PaidPlan // what preparing again with a quote says
 	lookups      []LookupOutcome
 	afterLookups []PaidPlan
 	sends        []error
@@ -26,6 +27,13 @@ type scriptedDriver struct {
 func (d *scriptedDriver) Prepare(attempt int) (PaidPlan, error) {
 	d.calls = append(d.calls, "prepare")
 	return d.prepares[attempt], nil
+}
+
+func (d *scriptedDriver) Quote(PaidPlan) (PaidPlan, error) {
+	d.calls = append(d.calls, "quote")
+	p := d.quotes[0]
+	d.quotes = d.quotes[1:]
+	return p, nil
 }
 
 func (d *scriptedDriver) Lookup(PaidPlan) (LookupOutcome, error) {
@@ -81,6 +89,12 @@ func TestDrivePaidTaskFollowsThePhases(t *testing.T) {
 		{"look up, then adopt", &scriptedDriver{prepares: []PaidPlan{{Next: PaidNextLookup}}, lookups: []LookupOutcome{{NotFound: true}},
 			afterLookups: []PaidPlan{{Next: PaidNextDone, Result: done}}},
 			[]string{"prepare", "lookup", "after-lookup"}, "vt_0", false},
+		{"quote, then send", &scriptedDriver{prepares: []PaidPlan{{Next: PaidNextQuote}}, quotes: []PaidPlan{{Next: PaidNextSend}}, sends: []error{nil}},
+			[]string{"prepare", "quote", "send", "again"}, "vt_1", false},
+		{"quote, then done (another attempt wrote the intent meanwhile)", &scriptedDriver{prepares: []PaidPlan{{Next: PaidNextQuote}}, quotes: []PaidPlan{{Next: PaidNextDone, Result: done}}},
+			[]string{"prepare", "quote"}, "vt_0", false},
+		{"a quote asked twice ends the drive", &scriptedDriver{prepares: []PaidPlan{{Next: PaidNextQuote}}, quotes: []PaidPlan{{Next: PaidNextQuote}}},
+			[]string{"prepare", "quote"}, "", true},
 		{"wait, then the next attempt sends", &scriptedDriver{prepares: []PaidPlan{{Next: PaidNextWait}, {Next: PaidNextSend}}, sends: []error{nil}},
 			[]string{"prepare", "wait", "prepare", "send", "again"}, "vt_1", false},
 		{"an unanswered send ends a driver that makes no other attempt", &scriptedDriver{prepares: []PaidPlan{{Next: PaidNextSend}}, sends: []error{unanswered}},

@@ -65,6 +65,7 @@ type VendorActivities struct {
 	Lookup      string        `json:"lookup,omitempty"`
 	Status      string        `json:"status,omitempty"`
 	Fetch       string        `json:"fetch,omitempty"`
+	Quote       string        `json:"quote,omitempty"`
 	CallTimeout time.Duration `json:"call_timeout"`
 }
 
@@ -152,7 +153,7 @@ func (a *Activities) stepRun(s pipeline.Step) *StepRun {
 		}
 		return &StepRun{Vendor: &VendorActivities{
 			Name: v.Name, TaskQueue: v.TaskQueue, Submit: v.Activities.Submit, Lookup: v.Activities.Lookup,
-			Status: v.Activities.Status, Fetch: v.Activities.Fetch, CallTimeout: v.CallTimeout(),
+			Status: v.Activities.Status, Fetch: v.Activities.Fetch, Quote: v.Activities.Quote, CallTimeout: v.CallTimeout(),
 		}}
 	}
 	return nil

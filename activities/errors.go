@@ -95,6 +95,10 @@ func (a *Activities) checkLedger(id string) error {
 // and its command table uses, the state the ledger has rather than a guess.
 type ParkDetails struct {
 	TaskState allot.PaidTaskState `json:"task_state"`
+	// Budgets are, for BudgetExhausted, the budgets that refused the task
+	// and what each has: the episode shows them, names the raise that
+	// admits the task, and asks again until one does.
+	Budgets []ledger.BudgetShortfall `json:"budgets,omitempty"`
 }
 
 // withTaskState gives a non-retryable error of a paid activity the task's

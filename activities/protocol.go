@@ -34,6 +34,10 @@ const (
 	PaidNextLookup PaidPhase = "lookup" // ask the vendor by IdempotencyKey, then PaidAfterLookup
 	PaidNextSend   PaidPhase = "send"   // PaidBeginSend, send, then PaidAfterSend
 	PaidNextWait   PaidPhase = "wait"   // an earlier send may still arrive: prepare again after WaitUntil
+	// PaidNextQuote: a budget covers the task, which is about to become an
+	// intent, and its vendor may quote: ask it for QuoteRequest's price,
+	// then prepare again with the quote (nothing is written before).
+	PaidNextQuote PaidPhase = "quote"
 )
 
 // nextPhase decides what attempt owner does with task, as WriteIntent left
@@ -63,6 +67,10 @@ type PaidDriver interface {
 	// Prepare runs PaidPrepare as the drive's attempt-th attempt, which
 	// owns the intents it writes.
 	Prepare(attempt int) (PaidPlan, error)
+	// Quote asks the vendor for the price of plan.QuoteRequest and runs
+	// PaidPrepare again, for the same attempt, with the quote (or saying
+	// the adapter gives none).
+	Quote(plan PaidPlan) (PaidPlan, error)
 	// Lookup asks the vendor by the plan's idempotency key.
 	Lookup(plan PaidPlan) (LookupOutcome, error)
 	// AfterLookup runs PaidAfterLookup on the vendor's answer.
@@ -87,6 +95,14 @@ func DrivePaidTask(d PaidDriver) (PaidTaskResult, error) {
 		plan, err := d.Prepare(attempt)
 		if err != nil {
 			return PaidTaskResult{}, err
+		}
+		if plan.Next == PaidNextQuote {
+			if plan, err = d.Quote(plan); err != nil {
+				return PaidTaskResult{}, err
+			}
+			if plan.Next == PaidNextQuote {
+				return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid protocol: a quote was asked again after the vendor's answer")
+			}
 		}
 		for plan.Next == PaidNextLookup {
 			out, err := d.Lookup(plan)
@@ -126,6 +142,11 @@ func DrivePaidTask(d PaidDriver) (PaidTaskResult, error) {
 type PaidPhaseInput struct {
 	PaidTaskInput
 	Owner string `json:"owner"`
+	// Quote is the vendor's price for the task, asked before its intent
+	// (PaidNextQuote); NoQuote says the adapter gives none. Either way
+	// PaidPrepare then reserves without asking again.
+	Quote   *paidvendor.Cost `json:"quote,omitempty"`
+	NoQuote bool             `json:"no_quote,omitempty"`
 }
 
 // PaidPlan is where the protocol stands for one attempt, and what it does
@@ -140,6 +161,9 @@ type PaidPlan struct {
 	Seen ledger.PaidTask `json:"seen"`
 	// AskedAbsent: the vendor said it had nothing, in this attempt.
 	AskedAbsent bool `json:"asked_absent,omitempty"`
+	// QuoteRequest is the request to price (PaidNextQuote): what the send
+	// would carry.
+	QuoteRequest *paidvendor.SubmitRequest `json:"quote_request,omitempty"`
 }
 
 // LookupOutcome is what the vendor answered to a look-up by key.
@@ -207,6 +231,31 @@ type activityDriver struct {
 }
 
 func (d *activityDriver) Prepare(int) (PaidPlan, error) { return d.a.PaidPrepare(d.ctx, d.phase) }
+
+// Quote asks a Go adapter that implements paidvendor.Quoter; any other
+// adapter gives no quote.
+func (d *activityDriver) Quote(plan PaidPlan) (PaidPlan, error) {
+	vendor, err := d.submitter()
+	if err != nil {
+		return PaidPlan{}, err
+	}
+	in := d.phase
+	q, ok := vendor.(paidvendor.Quoter)
+	switch {
+	case !ok || plan.QuoteRequest == nil:
+		in.NoQuote = true
+	default:
+		cost, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Cost, error) { return q.Quote(ctx, *plan.QuoteRequest) })
+		switch {
+		case errors.Is(err, paidvendor.ErrUnauthorized):
+			return PaidPlan{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while quoting paid task %s/%s step %s: %v", d.in.Pipeline, d.in.EpisodeID, d.in.Step, err)
+		case err != nil:
+			return PaidPlan{}, fmt.Errorf("quote paid task %s/%s step %s: %w", d.in.Pipeline, d.in.EpisodeID, d.in.Step, err)
+		}
+		in.Quote = &cost
+	}
+	return d.a.PaidPrepare(d.ctx, in)
+}
 
 func (d *activityDriver) submitter() (paidvendor.Submitter, error) {
 	if d.vendor == nil {
@@ -293,7 +342,10 @@ func sendOutcome(t paidvendor.Task, err error) SendOutcome {
 
 // PaidPrepare writes the intent for the attempt and says what to do next:
 // done (the ledger already has the vendor's answer), look up, send, or
-// wait for an earlier send's deadline.
+// wait for an earlier send's deadline. A task that budgets cover reserves
+// its price with the intent (invariant 20); before that, a vendor that may
+// quote is asked first (PaidNextQuote, nothing written), and a task the
+// budgets refuse is planned and parks the episode (BudgetExhausted).
 func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPlan, error) {
 	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
 	if err != nil {
@@ -304,7 +356,21 @@ func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPl
 	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
 	key := paidvendor.IdempotencyKey(p.Name, ep.ID, st.Name, in.Revision)
-	task, err := a.Ledger.WriteIntent(ctx, ref, key, in.Owner)
+	rs, quote, err := a.reservations(ctx, p, ep, st, in)
+	if err != nil {
+		return PaidPlan{}, err
+	}
+	if quote {
+		req, err := a.sendRequest(ctx, p, ep, st, in.Revision, key)
+		if err != nil {
+			return PaidPlan{}, err
+		}
+		return PaidPlan{Next: PaidNextQuote, IdempotencyKey: key, QuoteRequest: &req}, nil
+	}
+	task, err := a.Ledger.WriteIntentReserving(ctx, ref, key, in.Owner, rs)
+	if errors.Is(err, ledger.ErrBudgetExhausted) {
+		return PaidPlan{}, a.budgetExhausted(ctx, p, ep, st, err)
+	}
 	if err != nil {
 		return PaidPlan{}, classify(err)
 	}
@@ -352,6 +418,7 @@ func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, pla
 		if err != nil {
 			return PaidPlan{}, err
 		}
+		a.budgetAlerts(ctx, p, ep, st)
 		countSubmission(ctx, p.Name, st.Name, SubmissionAdopted)
 		plan.Next, plan.Result = PaidNextDone, &res
 		return plan, nil
@@ -395,11 +462,11 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 	if err != nil {
 		return SendRequest{}, err
 	}
-	// The input the episode claimed (pipelines that consume inputs) is
-	// read before the send is marked, so that a failed read sends nothing.
-	claimed, err := a.Ledger.EpisodeInput(ctx, p.Name, ep.ID)
+	// The request is built (the claimed input read) before the send is
+	// marked, so that a failed read sends nothing.
+	req, err := a.sendRequest(ctx, p, ep, st, in.Revision, in.Plan.IdempotencyKey)
 	if err != nil {
-		return SendRequest{}, classify(err)
+		return SendRequest{}, err
 	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
 	until := time.Now().Add(sendWindow)
@@ -414,7 +481,18 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 		}
 		return SendRequest{}, classify(err)
 	}
-	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": st.Name, "revision": strconv.Itoa(in.Revision)}
+	return SendRequest{Request: req, Until: until}, nil
+}
+
+// sendRequest is what a send of the task carries (and what a quote
+// prices): the step's kind and params, with the idempotency key.
+func (a *Activities) sendRequest(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, revision int, key string) (paidvendor.SubmitRequest, error) {
+	// The input the episode claimed (pipelines that consume inputs).
+	claimed, err := a.Ledger.EpisodeInput(ctx, p.Name, ep.ID)
+	if err != nil {
+		return paidvendor.SubmitRequest{}, classify(err)
+	}
+	params := map[string]string{"pipeline": p.Name, "episode": ep.ID, "step": st.Name, "revision": strconv.Itoa(revision)}
 	if claimed != nil {
 		// The vendor is told which input this is (a publish names its
 		// draft), as an exec step is by {input} and ALLOT_INPUT. The
@@ -424,7 +502,7 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 	for k, v := range st.Params {
 		params[k] = v
 	}
-	return SendRequest{Request: paidvendor.SubmitRequest{IdempotencyKey: in.Plan.IdempotencyKey, Kind: st.Action, Params: params}, Until: until}, nil
+	return paidvendor.SubmitRequest{IdempotencyKey: key, Kind: st.Action, Params: params}, nil
 }
 
 // PaidAfterSendInput is the vendor's answer to a send.
@@ -457,6 +535,7 @@ func (a *Activities) paidAfterSend(ctx context.Context, in PaidAfterSendInput) (
 		res, err := a.recordSubmission(ctx, ref, *out.Accepted, st.Kind)
 		if err == nil {
 			countSubmission(ctx, p.Name, st.Name, SubmissionAccepted)
+			a.budgetAlerts(ctx, p, ep, st)
 		}
 		return res, err
 	case out.Refused:

@@ -448,6 +448,39 @@ func (l *Ledger) WriteIntentReserving(ctx context.Context, ref PaidTaskRef, idem
 	return out, nil
 }
 
+// WritePlanned writes a task that is not to be sent yet as planned (a task
+// no budget could be asked for: it has no price), so that an operator can
+// retry or abandon it; a task that exists is returned as it is.
+func (l *Ledger) WritePlanned(ctx context.Context, ref PaidTaskRef, idempotencyKey string) (PaidTask, error) {
+	if err := checkPaidRef(ref); err != nil {
+		return PaidTask{}, err
+	}
+	if idempotencyKey == "" {
+		return PaidTask{}, invalid("%s: a planned task needs its idempotency key", describe(ref))
+	}
+	var out PaidTask
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := l.lockEpisodeTx(ctx, tx, ref.Pipeline, ref.EpisodeID); err != nil {
+			return err
+		}
+		if err := l.episodeExists(ctx, tx, ref.Pipeline, ref.EpisodeID); err != nil {
+			return err
+		}
+		t, ok, err := l.getPaidTask(ctx, tx, ref)
+		if err != nil || ok {
+			out = t
+			return err
+		}
+		at := now()
+		out = PaidTask{PaidTaskRef: ref, IdempotencyKey: idempotencyKey, State: allot.PaidPlanned, CreatedAt: at, UpdatedAt: at}
+		return l.insertPaidTask(ctx, tx, out)
+	})
+	if err != nil {
+		return PaidTask{}, err
+	}
+	return out, nil
+}
+
 // TakeIntent hands an intent to another owner: an attempt that found
 // another's intent, and learned from the vendor that it holds no task with
 // the key, takes it over before sending. seen is the task as the attempt

@@ -14,6 +14,8 @@ import "fmt"
 //	lookup(ActivityLookupRequest) -> ActivityTask        optional; without it an unknown outcome parks
 //	status(ActivityTaskRequest)   -> ActivityTask        paid steps
 //	fetch(ActivityTaskRequest)    -> ActivityFetchResult paid steps
+//	quote(ActivitySubmitRequest)  -> Cost                optional: the price before sending, which a
+//	                                                     budget reserves instead of the step's max_cost
 //
 // allot never retries a submit activity by itself (at most one attempt per
 // send): a retry goes through the look-up, as for every adapter.

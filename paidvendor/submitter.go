@@ -17,3 +17,14 @@ type Submitter interface {
 // Factory builds a vendor's adapter for an API key ("" when the vendor
 // names no key source). A custom worker registers one per Go adapter.
 type Factory func(apiKey string) (Submitter, error)
+
+// Quoter is optional for a Go adapter: the price of a task before it is
+// sent, for the request the send would carry. When a budget covers the
+// step, the quote is what it reserves (refused if above the step's
+// max_cost); without a Quoter the reservation is the step's max_cost. A
+// quote is asked only before a task's intent is written, never again for a
+// task that may have been sent. ErrUnauthorized parks the episode as for a
+// submit; any other error is retried.
+type Quoter interface {
+	Quote(ctx context.Context, req SubmitRequest) (Cost, error)
+}

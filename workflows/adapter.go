@@ -77,6 +77,37 @@ func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
 	return plan, err
 }
 
+// Quote asks the adapter's quote activity for the price (again after a
+// pause while it does not answer), then prepares again with it. Reached
+// only from a PaidPrepare that asks for a quote, which no history recorded
+// before quotes existed.
+func (d *workflowDriver) Quote(plan activities.PaidPlan) (activities.PaidPlan, error) {
+	var a *activities.Activities
+	in := d.phase
+	if d.v.Quote == "" || plan.QuoteRequest == nil {
+		in.NoQuote = true
+	}
+	for asked := 0; !in.NoQuote && in.Quote == nil; asked++ {
+		var cost paidvendor.Cost
+		err := workflow.ExecuteActivity(d.e.adapterCtx(d.ctx, d.v), d.v.Quote, paidvendor.ActivitySubmitRequest{
+			IdempotencyKey: plan.QuoteRequest.IdempotencyKey, Kind: plan.QuoteRequest.Kind, Params: plan.QuoteRequest.Params,
+		}).Get(d.ctx, &cost)
+		switch {
+		case err == nil:
+			in.Quote = &cost
+		case errorType(err) == paidvendor.ActivityErrUnauthorized:
+			return activities.PaidPlan{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("vendor %s refused the credentials while quoting step %s: %v", d.v.Name, d.in.Step, err), allot.VendorNotConfigured, nil)
+		default:
+			if err := workflow.Sleep(d.ctx, adapterBackoff(asked)); err != nil {
+				return activities.PaidPlan{}, err
+			}
+		}
+	}
+	var next activities.PaidPlan
+	err := d.e.call(d.lctx, d.in.Step, "PaidPrepare", a.PaidPrepare, in, &next)
+	return next, err
+}
+
 func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutcome, error) {
 	for asked := 0; ; asked++ {
 		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey)

@@ -11,6 +11,7 @@ import (
 
 	"allot"
 	"allot/activities"
+	"allot/ledger"
 	"allot/pipeline"
 )
 
@@ -46,8 +47,12 @@ type Attention struct {
 	Remedy string `json:"remedy"`
 	// Remedies are complete commands, one per action the command table
 	// allows here (adopting goes through the lookup command, which prints
-	// the exact adopt command with the vendor's reference).
+	// the exact adopt command with the vendor's reference); for
+	// BudgetExhausted, first the raise of each budget that refused.
 	Remedies []string `json:"remedies,omitempty"`
+	// Budgets are, for BudgetExhausted, the budgets that refused the step
+	// and what each has (as last asked).
+	Budgets []ledger.BudgetShortfall `json:"budgets,omitempty"`
 }
 
 // Retrying says that a step's activity keeps failing with errors a retry may
@@ -104,6 +109,9 @@ type episode struct {
 	generation int
 	// recordsOutcomes: this run records outcomes in the ledger (version 1).
 	recordsOutcomes bool
+	// budgetNudged: a BudgetRaisedSignal came since the budgets were last
+	// asked.
+	budgetNudged bool
 }
 
 // Episode is the execution phase of one episode: paid steps, local steps, an
@@ -146,6 +154,15 @@ func (e *episode) setup(ctx workflow.Context) error {
 			return err
 		}
 	}
+	// A raise nudges an episode parked on its budget; at any other time the
+	// signal only sets the flag (it adds no command, so histories without
+	// it replay unchanged).
+	raised := workflow.GetSignalChannel(ctx, BudgetRaisedSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for raised.Receive(ctx, nil) {
+			e.budgetNudged = true
+		}
+	})
 	return nil
 }
 
@@ -307,7 +324,7 @@ func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
 func needsOperator(errType string) bool {
 	switch errType {
 	case allot.OutcomeUnknown, allot.VendorRejected, allot.VendorTaskFailed,
-		allot.ResultHashMismatch, allot.InvalidRemoteRef, allot.VendorNotConfigured, allot.StepFailure:
+		allot.ResultHashMismatch, allot.InvalidRemoteRef, allot.VendorNotConfigured, allot.BudgetExhausted, allot.StepFailure:
 		return true
 	}
 	return false
@@ -319,7 +336,7 @@ func parkedTaskState(errType string, cur allot.PaidTaskState) allot.PaidTaskStat
 	switch errType {
 	case allot.OutcomeUnknown:
 		return allot.PaidIntent
-	case allot.VendorRejected:
+	case allot.VendorRejected, allot.BudgetExhausted:
 		return allot.PaidPlanned
 	case allot.VendorTaskFailed, allot.ResultHashMismatch, allot.StepFailure:
 		return allot.PaidFailed
@@ -357,9 +374,12 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 		step.Status = allot.StepFailed
 	}
 	remedies := Remedies(e.input.Pipeline, e.input.EpisodeID, step.Name, step.TaskState, errType)
+	if errType == allot.BudgetExhausted {
+		remedies = append(BudgetRemedies(e.input.Pipeline, e.input.EpisodeID, step.Name, details.Budgets), remedies...)
+	}
 	e.state.Attention = &Attention{
 		Step: step.Name, Revision: step.Revision, ErrorType: errType, Reason: msg,
-		Since: workflow.Now(ctx), TaskState: step.TaskState, Remedies: remedies,
+		Since: workflow.Now(ctx), TaskState: step.TaskState, Remedies: remedies, Budgets: details.Budgets,
 	}
 	if len(remedies) > 0 {
 		e.state.Attention.Remedy = remedies[0]
@@ -374,10 +394,66 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 	}
 	workflow.SetCurrentDetails(ctx, b.String())
 	workflow.GetLogger(ctx).Warn("episode needs attention", "step", step.Name, "type", errType)
-	if err := e.waitIdle(ctx, func() bool { return e.state.Attention == nil }); err != nil {
+	if errType == allot.BudgetExhausted && len(details.Budgets) > 0 {
+		if err := e.waitForBudget(ctx, i, details.Budgets); err != nil {
+			return err
+		}
+	} else if err := e.waitIdle(ctx, func() bool { return e.state.Attention == nil }); err != nil {
 		return err
 	}
 	return e.setStage(ctx, allot.StageRunning)
+}
+
+// Budget re-checks of a parked episode: the first after budgetRecheck,
+// doubling up to budgetRecheckMax, and at once on a BudgetRaisedSignal.
+const (
+	budgetRecheck    = time.Minute
+	budgetRecheckMax = time.Hour
+)
+
+// waitForBudget waits, as waitIdle does, for an operator's command, and
+// meanwhile asks the budgets that refused step i (read-only) whether they
+// have room now: on a timer with a capped backoff, and at once when a raise
+// nudges it. With room, the attention is cleared and the step runs again:
+// its admission decides, and may park it again. This path is reached only
+// with BudgetExhausted, which no history recorded before budgets existed.
+func (e *episode) waitForBudget(ctx workflow.Context, i int, needs []ledger.BudgetShortfall) error {
+	var a *activities.Activities
+	step := e.state.Steps[i]
+	in := activities.BudgetRoomInput{PaidTaskInput: activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID,
+		LedgerID: e.input.LedgerID, Step: step.Name, Revision: step.Revision}, Needs: needs}
+	wait := budgetRecheck
+	for {
+		e.idle = true
+		timedOut, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return !e.busy && (e.state.Attention == nil || e.budgetNudged) })
+		if err == nil {
+			// A command that took its turn meanwhile finishes first.
+			err = workflow.Await(ctx, func() bool { return !e.busy })
+		}
+		e.idle = false
+		if err != nil {
+			return err
+		}
+		if e.state.Attention == nil {
+			return nil
+		}
+		if timedOut {
+			wait = min(2*wait, budgetRecheckMax)
+		}
+		e.budgetNudged = false
+		var room activities.BudgetRoomResult
+		if err := e.call(e.ledgerCtx(ctx), step.Name, "BudgetRoom", a.BudgetRoom, in, &room); err != nil {
+			return err
+		}
+		if room.Room {
+			workflow.GetLogger(ctx).Info("the budgets have room: trying the step again", "step", step.Name)
+			e.state.Attention = nil
+			return nil
+		}
+		if e.state.Attention != nil {
+			e.state.Attention.Budgets = room.Shortfalls
+		}
+	}
 }
 
 func (e *episode) awaitApproval(ctx workflow.Context, i int) error {

@@ -21,6 +21,10 @@ const (
 	ScheduledRunWorkflow = "ScheduledRun"
 	EpisodeWorkflow      = "Episode"
 	StateQuery           = "state"
+	// BudgetRaisedSignal nudges an Episode parked on BudgetExhausted to ask
+	// its budgets again at once (starter budget raise sends it); without it
+	// the episode asks on a backoff timer.
+	BudgetRaisedSignal = "budget-raised"
 )
 
 // Custom search attributes, on both workflows.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"allot"
+	"allot/ledger"
 )
 
 // Remedies are the commands an operator can run for a paid step parked in
@@ -33,6 +34,24 @@ func Remedies(pipelineName, episodeID, step string, state allot.PaidTaskState, a
 		}
 	}
 	return out
+}
+
+// BudgetRemedies are the raises that admit a step refused by budgets: for
+// each budget, the period's limit raised to what it has settled and
+// reserved plus what the step asks. A raise nudges the episode, which then
+// resumes by itself; `resolve --retry` asks again at once.
+func BudgetRemedies(pipelineName, episodeID, step string, refused []ledger.BudgetShortfall) []string {
+	var out []string
+	for _, s := range refused {
+		out = append(out, BudgetRaiseCommand(s.Budget, s.Period, s.Needed(), fmt.Sprintf("admit %s/%s step %s", pipelineName, episodeID, step)))
+	}
+	return out
+}
+
+// BudgetRaiseCommand raises budget's limit for one period to limit (minor
+// units), with a reason.
+func BudgetRaiseCommand(budget, period string, limit int64, reason string) string {
+	return fmt.Sprintf("starter budget raise %s --period %s --limit %d --reason %s", budget, period, limit, allot.ShellQuote(reason))
 }
 
 // ResumeCommand starts an unsettled episode's workflow again when it has

@@ -41,3 +41,13 @@ const (
 	verifyEpisodeLedgerChange  = "verify-episode-ledger"
 	verifyEpisodeLedgerVersion = 1
 )
+
+// Changes without a marker, and why none is needed:
+//
+//   - Budgets (BudgetExhausted parks the step; waitForBudget asks the
+//     budgets on a timer and on BudgetRaisedSignal; the activity adapter's
+//     quote): each new command is reached only from an activity result no
+//     history recorded before budgets existed (a BudgetExhausted failure, a
+//     PaidPrepare plan with Next "quote"), so every saved history replays
+//     the same commands. The BudgetRaisedSignal handler only sets a flag
+//     and adds no command.

@@ -1,0 +1,186 @@
+package activities
+
+// Budgets (invariant 20 of docs/design.md): what a paid task reserves, in
+// which budgets and periods, and how a refusal parks its episode.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"allot"
+	"allot/ledger"
+	"allot/paidvendor"
+	"allot/pipeline"
+)
+
+// MetricBudgetAlerts counts soft thresholds crossed, once per threshold
+// and period (budget, period, threshold).
+const MetricBudgetAlerts = "allot_budget_alerts"
+
+// SubmissionBudgetExhausted: a budget refused the task; nothing was sent.
+const SubmissionBudgetExhausted = "budget_exhausted"
+
+// covering is the step as budgets see it and the budgets that cover it: a
+// plan pinned before max_cost existed takes the pipeline file's.
+func (a *Activities) covering(p *pipeline.Pipeline, st pipeline.Step) (pipeline.Step, []pipeline.Budget) {
+	if st.MaxCost == nil {
+		st.MaxCost = a.Pipelines.MaxCostOf(p.Name, st)
+	}
+	return st, a.Pipelines.BudgetsFor(p.Name, st)
+}
+
+// mayQuote reports whether the step's vendor can price a task before it is
+// sent: an activity adapter with a quote activity, or a Go adapter (which
+// may implement paidvendor.Quoter; the driver finds out).
+func (a *Activities) mayQuote(st pipeline.Step) bool {
+	v, ok := a.Pipelines.Vendor(st.Vendor)
+	return ok && (v.Adapter == pipeline.AdapterActivity && v.Activities.Quote != "" || v.Adapter == pipeline.AdapterGo)
+}
+
+// reservations are what the task reserves if it becomes an intent now: one
+// per covering budget, in the period of the episode's nominal time, of the
+// vendor's quote, else the step's max_cost. None when no budget covers it
+// or it is past planned (an intent reserved already; nothing is asked
+// again). quote says to ask the vendor for a price first.
+func (a *Activities) reservations(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, in PaidPhaseInput) (rs []ledger.Reservation, quote bool, err error) {
+	st, budgets := a.covering(p, st)
+	if len(budgets) == 0 {
+		return nil, false, nil
+	}
+	t, err := a.Ledger.PaidTask(ctx, ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision})
+	switch {
+	case errors.Is(err, ledger.ErrPaidTaskNotFound):
+	case err != nil:
+		return nil, false, classify(err)
+	case t.State != allot.PaidPlanned:
+		return nil, false, nil
+	}
+	var price pipeline.Money
+	switch {
+	case in.Quote != nil:
+		price = pipeline.Money{Amount: in.Quote.Amount, Currency: in.Quote.Currency}
+		if st.MaxCost != nil && (price.Currency != st.MaxCost.Currency || price.Amount > st.MaxCost.Amount) {
+			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %s, above the step's max_cost of %s: nothing was reserved or sent; raise max_cost in the pipeline file (new episodes) and retry, or abandon the step", price, *st.MaxCost))
+		}
+		if price.Amount < 0 || price.Amount > pipeline.MaxAmount || pipeline.CheckCurrency(price.Currency) != nil {
+			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %d %q, which is not an amount of money to reserve: nothing was reserved or sent", price.Amount, price.Currency))
+		}
+	case !in.NoQuote && a.mayQuote(st):
+		return nil, true, nil
+	case st.MaxCost != nil:
+		price = *st.MaxCost
+	default:
+		return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("budget %s covers it but it has no max_cost and its vendor gave no quote: nothing was reserved or sent; add max_cost to step %s of pipeline %s in the pipeline file, restart the workers and retry, or abandon the step", budgets[0].Name, st.Name, p.Name))
+	}
+	for _, b := range budgets {
+		if price.Currency != b.Limit.Currency {
+			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the price %s is not in budget %s's currency %s, and amounts are never converted: nothing was reserved or sent", price, b.Name, b.Limit.Currency))
+		}
+		rs = append(rs, ledger.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: price.Amount})
+	}
+	return rs, false, nil
+}
+
+// unpriced parks a task no budget can be asked for: no price, or one it
+// cannot take. Raising a budget does not help; retry once fixed, or abandon.
+// The task is written planned (if new), so that the operator's retry and
+// abandon apply to it.
+func (a *Activities) unpriced(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, revision int, why string) error {
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: revision}
+	t, err := a.Ledger.WritePlanned(ctx, ref, paidvendor.IdempotencyKey(p.Name, ep.ID, st.Name, revision))
+	if err != nil {
+		return classify(err)
+	}
+	countSubmission(ctx, p.Name, st.Name, SubmissionBudgetExhausted)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("paid task %s/%s step %s: %s", p.Name, ep.ID, st.Name, why),
+		allot.BudgetExhausted, nil, ParkDetails{TaskState: t.State})
+}
+
+// budgetExhausted is the refusal of the budgets as the episode parks on
+// it: what each budget has, and the remedies.
+func (a *Activities) budgetExhausted(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, err error) error {
+	var be *ledger.BudgetExhaustedError
+	if !errors.As(err, &be) {
+		return classify(err)
+	}
+	countSubmission(ctx, p.Name, st.Name, SubmissionBudgetExhausted)
+	parts := make([]string, len(be.Shortfalls))
+	for i, s := range be.Shortfalls {
+		parts[i] = s.String()
+	}
+	activity.GetLogger(ctx).Warn("budget exhausted: the paid task is not sent", "step", st.Name, "revision", be.Task.Revision, "budgets", strings.Join(parts, "; "))
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("paid task %s/%s step %s revision %d is not sent: %s. Raise the budget (the episode resumes by itself once it fits), or abandon the step",
+			p.Name, ep.ID, st.Name, be.Task.Revision, strings.Join(parts, "; ")),
+		allot.BudgetExhausted, nil, ParkDetails{TaskState: allot.PaidPlanned, Budgets: be.Shortfalls})
+}
+
+// BudgetRoomInput asks whether a parked task's budgets have room now: the
+// shortfalls it was refused with, each asking its amount again.
+type BudgetRoomInput struct {
+	PaidTaskInput
+	Needs []ledger.BudgetShortfall `json:"needs"`
+}
+
+// BudgetRoomResult says whether every budget has room, and what those that
+// do not have now.
+type BudgetRoomResult struct {
+	Room       bool                     `json:"room"`
+	Shortfalls []ledger.BudgetShortfall `json:"shortfalls,omitempty"`
+}
+
+// BudgetRoom reads, without writing, whether the budgets a parked task was
+// refused by have room for it now (a raise, a release, a cost below its
+// reservation): the Episode then tries the step again, and the admission
+// decides.
+func (a *Activities) BudgetRoom(ctx context.Context, in BudgetRoomInput) (BudgetRoomResult, error) {
+	if _, _, _, err := a.paidStep(ctx, in.PaidTaskInput); err != nil {
+		return BudgetRoomResult{}, err
+	}
+	var rs []ledger.Reservation
+	for _, n := range in.Needs {
+		limit := n.Limit
+		if b, ok := a.Pipelines.Budget(n.Budget); ok && b.Limit.Currency == n.Currency {
+			limit = b.Limit.Amount
+		}
+		rs = append(rs, ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked})
+	}
+	short, err := a.Ledger.BudgetRoom(ctx, rs)
+	if err != nil {
+		return BudgetRoomResult{}, classify(err)
+	}
+	return BudgetRoomResult{Room: len(short) == 0, Shortfalls: short}, nil
+}
+
+// budgetAlerts records the soft thresholds the step's budgets crossed with
+// a cost just recorded, and logs and counts each once. A failure only
+// delays the alert to the next cost of the period: the cost is recorded.
+func (a *Activities) budgetAlerts(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step) {
+	_, budgets := a.covering(p, st)
+	var checks []ledger.BudgetAlertCheck
+	for _, b := range budgets {
+		if len(b.Alerts) > 0 {
+			checks = append(checks, ledger.BudgetAlertCheck{BudgetLimit: ledger.BudgetLimit{Budget: b.Name, Currency: b.Limit.Currency, Limit: b.Limit.Amount},
+				Period: b.PeriodOf(ep.NominalTime), Thresholds: b.AlertBasisPoints()})
+		}
+	}
+	if len(checks) == 0 {
+		return
+	}
+	alerts, err := a.Ledger.RecordBudgetAlerts(ctx, checks)
+	if err != nil {
+		activity.GetLogger(ctx).Warn("recording budget alerts failed; the next cost of the period records them", "error", err)
+		return
+	}
+	for _, al := range alerts {
+		activity.GetLogger(ctx).Warn("budget threshold crossed", "budget", al.Budget, "period", al.Period,
+			"threshold", fmt.Sprintf("%d%%", al.Threshold/100), "settled", pipeline.Money{Amount: al.Settled, Currency: al.Currency}.String(),
+			"limit", pipeline.Money{Amount: al.Limit, Currency: al.Currency}.String())
+		count(ctx, MetricBudgetAlerts, 1, map[string]string{"budget": al.Budget, "period": al.Period, "threshold": fmt.Sprintf("%g", float64(al.Threshold)/10000)})
+	}
+}
