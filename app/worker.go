@@ -16,6 +16,7 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/metrics"
+	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"
@@ -141,16 +142,23 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 }
 
 // LedgerGauges are the metrics gauges read from the ledger for the
-// pipelines of set: episodes needing attention, and episodes stalled past
-// their pipeline's stall_after.
+// pipelines of set: episodes needing attention, episodes stalled past
+// their pipeline's stall_after, and the budgets' limits, settled and
+// reserved amounts.
 func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
-	return metrics.Gauges{
+	g := metrics.Gauges{
 		Pipelines:        set.Names(),
 		NeedingAttention: led.EpisodesNeedingAttention,
 		Stalled: func(ctx context.Context) (map[string]int, error) {
 			return led.CountStalled(ctx, set.StallAfter, time.Now())
 		},
 	}
+	if len(set.Budgets()) > 0 {
+		g.Budgets = func(ctx context.Context) ([]metrics.Budget, error) {
+			return operator.BudgetGauges(ctx, led, set, time.Now())
+		}
+	}
+	return g
 }
 
 // Serve runs a worker for the task queue until ctx ends.

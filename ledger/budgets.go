@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"allot"
 	"allot/pipeline"
 )
 
@@ -817,4 +818,55 @@ func (l *Ledger) auditBudgetsTx(ctx context.Context, tx *sql.Tx, opts AuditOptio
 		}
 	}
 	return nil
+}
+
+// ParkedTask is a paid task whose episode is parked on BudgetExhausted:
+// planned, not sent, waiting for room.
+type ParkedTask struct {
+	PaidTaskRef
+	NominalTime time.Time `json:"nominal_time"`
+}
+
+// BudgetParked lists the planned paid tasks of the episodes parked on
+// BudgetExhausted, by pipeline, episode and step.
+func (l *Ledger) BudgetParked(ctx context.Context) ([]ParkedTask, error) {
+	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT t.pipeline, t.episode_id, t.step, t.revision, e.nominal_time
+		FROM episodes e JOIN paid_tasks t ON t.pipeline = e.pipeline AND t.episode_id = e.episode_id
+		WHERE e.outcome = ? AND e.outcome_reason = ? AND t.state = 'planned'
+		ORDER BY t.pipeline, t.episode_id, t.step, t.revision`), string(allot.OutcomeNeedsAttention), allot.BudgetExhausted)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: list episodes parked on budgets: %w", l.where, err)
+	}
+	defer rows.Close()
+	var out []ParkedTask
+	for rows.Next() {
+		var p ParkedTask
+		if err := rows.Scan(&p.Pipeline, &p.EpisodeID, &p.Step, &p.Revision, dbTime{&p.NominalTime}); err != nil {
+			return nil, fmt.Errorf("ledger %s: read an episode parked on budgets: %w", l.where, err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: list episodes parked on budgets: %w", l.where, err)
+	}
+	return out, nil
+}
+
+// BudgetPeriodsHeld lists the (budget, period) pairs that hold
+// reservations now.
+func (l *Ledger) BudgetPeriodsHeld(ctx context.Context) ([][2]string, error) {
+	rows, err := l.r.QueryContext(ctx, `SELECT DISTINCT budget, period FROM budget_entries WHERE state = 'held' ORDER BY budget, period`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: list budget periods holding reservations: %w", l.where, err)
+	}
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var bp [2]string
+		if err := rows.Scan(&bp[0], &bp[1]); err != nil {
+			return nil, fmt.Errorf("ledger %s: list budget periods holding reservations: %w", l.where, err)
+		}
+		out = append(out, bp)
+	}
+	return out, rows.Err()
 }

@@ -39,6 +39,15 @@ type Gauges struct {
 	// Stalled feeds allot_episodes_stalled: episodes whose step has been
 	// retrying longer than their pipeline's stall_after.
 	Stalled Counts
+	// Budgets feeds allot_budget_limit_minor_units,
+	// allot_budget_settled_minor_units and allot_budget_reserved_minor_units.
+	Budgets func(ctx context.Context) ([]Budget, error)
+}
+
+// Budget is one budget period's amounts, in minor units of Currency.
+type Budget struct {
+	Budget, Period, Currency string
+	Limit, Settled, Reserved int64
 }
 
 // labelValues keeps label values as they are (a pipeline is "weekly-video",
@@ -80,6 +89,9 @@ func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	}
 	if gauges.Stalled != nil {
 		reg.MustRegister(&ledgerGauge{desc: stalledDesc, what: "stalled episodes", read: gauges.Stalled, pipelines: gauges.Pipelines, logger: logger})
+	}
+	if gauges.Budgets != nil {
+		reg.MustRegister(&budgetGauges{read: gauges.Budgets, logger: logger})
 	}
 	return &Metrics{
 		registry: reg,
@@ -167,5 +179,50 @@ func (c *ledgerGauge) Collect(ch chan<- prometheus.Metric) {
 	}
 	for pipeline, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), pipeline)
+	}
+}
+
+var (
+	budgetLimitDesc = prometheus.NewDesc("allot_budget_limit_minor_units",
+		"A budget period's limit (the pipeline file's, or a raise), in minor units of its currency.",
+		[]string{"budget", "period", "currency"}, nil)
+	budgetSettledDesc = prometheus.NewDesc("allot_budget_settled_minor_units",
+		"Costs recorded against a budget period, in minor units of its currency.",
+		[]string{"budget", "period", "currency"}, nil)
+	budgetReservedDesc = prometheus.NewDesc("allot_budget_reserved_minor_units",
+		"Reservations a budget period holds for paid tasks not yet answered, in minor units of its currency.",
+		[]string{"budget", "period", "currency"}, nil)
+)
+
+// budgetGauges reads every exported budget period from the ledger when
+// scraped.
+type budgetGauges struct {
+	read   func(ctx context.Context) ([]Budget, error)
+	logger *slog.Logger
+}
+
+func (g *budgetGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- budgetLimitDesc
+	ch <- budgetSettledDesc
+	ch <- budgetReservedDesc
+}
+
+func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	bs, err := g.read(ctx)
+	if err != nil {
+		if g.logger != nil {
+			g.logger.Warn("read budgets", "error", err)
+		}
+		for _, d := range []*prometheus.Desc{budgetLimitDesc, budgetSettledDesc, budgetReservedDesc} {
+			ch <- prometheus.NewInvalidMetric(d, err)
+		}
+		return
+	}
+	for _, b := range bs {
+		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(b.Limit), b.Budget, b.Period, b.Currency)
+		ch <- prometheus.MustNewConstMetric(budgetSettledDesc, prometheus.GaugeValue, float64(b.Settled), b.Budget, b.Period, b.Currency)
+		ch <- prometheus.MustNewConstMetric(budgetReservedDesc, prometheus.GaugeValue, float64(b.Reserved), b.Budget, b.Period, b.Currency)
 	}
 }

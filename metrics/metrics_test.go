@@ -43,6 +43,24 @@ func TestLedgerGaugesExportEveryPipelineByItsRealName(t *testing.T) {
 	}
 }
 
+// Budget gauges carry the budget's and the period's real names.
+func TestBudgetGaugesCarryRealLabelValues(t *testing.T) {
+	m := New(Gauges{Budgets: func(context.Context) ([]Budget, error) {
+		return []Budget{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 75000, Settled: 50000, Reserved: 250}}, nil
+	}}, nil)
+	defer m.Close()
+	body := scrape(t, m)
+	for _, want := range []string{
+		`allot_budget_limit_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 75000`,
+		`allot_budget_settled_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 50000`,
+		`allot_budget_reserved_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 250`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, grep(body, "allot_"))
+		}
+	}
+}
+
 func TestLedgerGaugeReadErrorFailsTheScrapeNotTheWorker(t *testing.T) {
 	m := New(Gauges{Pipelines: []string{"weekly-video"}, Stalled: func(context.Context) (map[string]int, error) {
 		return nil, errors.New("ledger is down")

@@ -34,7 +34,8 @@ type CheckInput struct {
 	// (check --vendor); none when empty.
 	Vendors []VendorCharges
 	// Pipelines names the vendor of a cost whose episode has no pinned
-	// plan (the step's vendor as configured now); may be nil.
+	// plan (the step's vendor as configured now), and the budgets whose
+	// limits and reservations are checked; may be nil.
 	Pipelines *pipeline.Set
 	// Workflows, when set, also asks Temporal about the workflow of every
 	// unsettled episode (CheckWorkflows); its Grace defaults to
@@ -98,11 +99,23 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 	if in.StaleIntent < 0 {
 		return CheckResult{}, fmt.Errorf("the stale-intent threshold %s is negative: give a duration like 1h", in.StaleIntent)
 	}
-	a, err := led.Audit(ctx, ledger.AuditOptions{Pipeline: in.Pipeline, StaleAfter: in.StaleIntent, Now: in.Now, WithRefs: len(in.Vendors) > 0})
+	opts := ledger.AuditOptions{Pipeline: in.Pipeline, StaleAfter: in.StaleIntent, Now: in.Now, WithRefs: len(in.Vendors) > 0}
+	if in.Pipelines != nil {
+		for _, b := range in.Pipelines.Budgets() {
+			opts.Budgets = append(opts.Budgets, limitOf(b))
+		}
+		opts.WithRefs = opts.WithRefs || len(opts.Budgets) > 0
+	}
+	a, err := led.Audit(ctx, opts)
 	if err != nil {
 		return CheckResult{}, err
 	}
 	vs := a.Violations
+	missing, err := missingReservations(ctx, led, in, a.Tasks)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs = append(vs, missing...)
 	fileVs, hashed := checkArtifacts(a.Artifacts)
 	vs = append(vs, fileVs...)
 	res := CheckResult{Pipeline: in.Pipeline, Artifacts: hashed}

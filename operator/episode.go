@@ -309,6 +309,9 @@ type CostsResult struct {
 	Period   string           `json:"period,omitempty"`
 	Lines    []CostLine       `json:"lines"`
 	Totals   map[string]int64 `json:"totals"`
+	// Budgets are the periods of the budgets that cover the pipeline (of
+	// its episodes in Period, if given): spend against each budget.
+	Budgets []BudgetPeriodView `json:"budgets"`
 }
 
 // Costs sums the ledger's cost entries per episode and step.
@@ -340,7 +343,8 @@ func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult,
 		out.Lines[i].Amount += e.Amount
 		out.Totals[e.Currency] += e.Amount
 	}
-	return out, nil
+	out.Budgets, err = costsBudgets(ctx, led, in)
+	return out, err
 }
 
 // How Resume served a request.

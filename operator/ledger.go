@@ -72,6 +72,9 @@ type StatsResult struct {
 	// pipeline's stall_after; Episodes counts them as "stalled".
 	StallAfter string                   `json:"stall_after"`
 	Stalled    []ledger.RetryingEpisode `json:"stalled"`
+	// Budgets are the periods of the budgets that cover the pipeline:
+	// limit, settled, reserved and free in each.
+	Budgets []BudgetPeriodView `json:"budgets"`
 }
 
 // Stats counts outcomes from the ledger: every run says why (invariant 10).
@@ -96,6 +99,9 @@ func Stats(ctx context.Context, led *ledger.Ledger, in StatsInput) (StatsResult,
 	}
 	for _, c := range eps {
 		out.EpisodesTotal += c.Count
+	}
+	if out.Budgets, err = BudgetsOfPipeline(ctx, led, in.Pipelines, in.Pipeline, nil); err != nil {
+		return StatsResult{}, err
 	}
 	return addHealth(ctx, led, in, out)
 }

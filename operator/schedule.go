@@ -415,10 +415,15 @@ type BackfillResult struct {
 	NominalUnknown bool `json:"nominal_unknown,omitempty"`
 	// Progress is filled by the caller that waits for the runs.
 	Progress *BackfillProgress `json:"progress,omitempty"`
+	// Budgets forecast what the runs that allocate new episodes would
+	// reserve in each budget period, against what it has free; over a
+	// budget's free amount, the backfill needs --yes.
+	Budgets []BudgetForecast `json:"budgets,omitempty"`
 }
 
 // ErrBackfillNeedsConsent: the backfill would start more runs than the
-// pipeline's max_backfill_runs, and --yes was not given.
+// pipeline's max_backfill_runs, or reserve more than a budget has free, and
+// --yes was not given.
 var ErrBackfillNeedsConsent = errors.New("backfill needs consent")
 
 // Backfill runs the schedule's nominal times in [From, To) through the
@@ -472,12 +477,14 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		return BackfillResult{}, err
 	}
 	out := BackfillResult{ScheduleID: h.GetID(), From: from, To: to, Runs: len(times), MaxRuns: maxRuns, DryRun: in.DryRun}
+	var nominal []time.Time
 	if len(times) > 0 {
 		desc, err := h.Describe(ctx)
 		if err != nil {
 			return BackfillResult{}, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
 		}
-		nominal, ok := nominalTimes(desc.Schedule.Spec, times)
+		var ok bool
+		nominal, ok = nominalTimes(desc.Schedule.Spec, times)
 		out.First, out.Last, out.NominalUnknown = nominal[0], nominal[len(nominal)-1], !ok
 		for _, t := range nominal {
 			if ok {
@@ -490,6 +497,9 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 				return BackfillResult{}, fmt.Errorf("backfill refused, nothing sent: %w", err)
 			}
 		}
+	}
+	if out.Budgets, err = s.backfillForecast(ctx, p.Name, nominal, out.Keys); err != nil {
+		return BackfillResult{}, err
 	}
 	if in.DryRun {
 		if s.Ledger != nil && !out.NominalUnknown {
@@ -505,6 +515,15 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d; nothing was sent. Check the range with `%s`, then send it with `%s` (or raise max_backfill_runs)",
 			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), out.Runs,
 			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, maxRuns,
+			workflows.BackfillCommand(p.Name, from, to, "--dry-run"), workflows.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
+	}
+	if over := OverBudget(out.Budgets); len(over) > 0 && !in.Yes {
+		lines := make([]string, len(over))
+		for i, f := range over {
+			lines[i] = f.String()
+		}
+		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s would reserve more than its budgets have free: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
+			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), strings.Join(lines, "; "),
 			workflows.BackfillCommand(p.Name, from, to, "--dry-run"), workflows.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
 	}
 	if out.Runs == 0 {

@@ -244,3 +244,20 @@ func TestMoneyString(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgetCheckPeriod(t *testing.T) {
+	for _, c := range []struct {
+		kind   PeriodKind
+		period string
+		ok     bool
+	}{
+		{Day, "2026-08-07", true}, {Day, "2026-02-30", false}, {Day, "2026-W32", false}, {Day, "2026-8-7", false},
+		{ISOWeek, "2026-W32", true}, {ISOWeek, "2026-W53", true}, {ISOWeek, "2027-W53", false}, {ISOWeek, "2026-W00", false}, {ISOWeek, "2026-W5", false}, {ISOWeek, "2026-08", false},
+		{Month, "2026-08", true}, {Month, "2026-13", false}, {Month, "2026-08-01", false},
+	} {
+		err := Budget{Name: "b", Period: c.kind}.CheckPeriod(c.period)
+		if (err == nil) != c.ok {
+			t.Errorf("%s period %q: %v, want ok %v", c.kind, c.period, err, c.ok)
+		}
+	}
+}

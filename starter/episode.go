@@ -323,6 +323,7 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 		for cur, amount := range res.Totals {
 			fmt.Fprintf(w, "total\t\t\t%s\n", money(amount, cur))
 		}
+		printBudgetSpend(w, res.Budgets)
 	})
 	return nil
 }
@@ -397,6 +398,7 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 				fmt.Fprintf(w, "%s\t%s\t%s\n", e.EpisodeID, dash(e.Reason), e.Since.Format(time.RFC3339))
 			}
 		}
+		printBudgetSpend(w, res.Budgets)
 	})
 	return nil
 }

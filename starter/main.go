@@ -53,6 +53,7 @@ var commands = map[string]command{
 	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
 	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|delete", scheduleCommand},
 	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility", runsCommand},
+	"budget":   {"money budgets per period: list|show|raise", budgetCommand},
 }
 
 // cli carries what every command shares: config, output mode and streams.
@@ -288,12 +289,18 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
+	// Consent counted in money: what the run would reserve, read before
+	// it starts.
+	forecast, err := c.runForecast(ctx, pipelines, in)
+	if err != nil {
+		return err
+	}
 	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID}
 	res, err := runs.Run(ctx, in)
 	if err != nil {
 		return err
 	}
-	out := followedRun{RunResult: res}
+	out := followedRun{RunResult: res, Budgets: forecast}
 	if follow && res.Result != nil && res.Result.EpisodeID != "" {
 		st, err := operator.FollowEpisode(ctx, cl, pipelineName, res.Result.EpisodeID, 0)
 		if err != nil {
@@ -314,6 +321,7 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 			}
 			fmt.Fprintf(w, "nominal time\t%s (from %s)\n", r.NominalTime.Format(time.RFC3339), r.NominalTimeSource)
 		}
+		printForecasts(w, out.Budgets)
 		if st := out.Episode; st != nil {
 			fmt.Fprintf(w, "episode stage\t%s\n", st.Stage)
 			if a := st.Attention; a != nil {
@@ -332,6 +340,9 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 type followedRun struct {
 	operator.RunResult
 	Episode *workflows.EpisodeState `json:"episode,omitempty"`
+	// Budgets forecast what the run reserves in each budget period that
+	// covers its paid steps, against what the period has free.
+	Budgets []operator.BudgetForecast `json:"budgets,omitempty"`
 }
 
 func episodesCommand(ctx context.Context, c *cli, args []string) error {
@@ -382,12 +393,14 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 		return usageError{fmt.Errorf("--stale-intent %s: give a positive duration, e.g. 1h", in.StaleIntent)}
 	}
 	var skipped []string
+	// The pipeline file gives the budgets whose limits and reservations
+	// are checked, and the vendors to reconcile.
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	in.Pipelines = pipelines
 	if vendor {
-		pipelines, err := c.cfg.LoadPipelines()
-		if err != nil {
-			return err
-		}
-		in.Pipelines = pipelines
 		if in.Vendors, skipped, err = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
 			return activities.EnvCredentials{}.VendorAPIKey(ctx)
 		}); err != nil {

@@ -212,13 +212,15 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 	// The ledger, read-only, answers the dry run's look-ups and the
 	// progress. A dry run without it still counts; a watched backfill
 	// without it is refused before anything is sent.
+	// A backfill under budgets forecasts against what they have free:
+	// read too, for --no-wait (without it the forecast takes the limits).
 	var ledgerErr error
-	if in.DryRun || !noWait {
+	if in.DryRun || !noWait || len(s.Pipelines.Budgets()) > 0 {
 		led, err := c.openLedgerReadOnly(ctx)
 		if err == nil {
 			defer led.Close()
 			s.Ledger = led
-		} else if ledgerErr = err; !in.DryRun {
+		} else if ledgerErr = err; !in.DryRun && !noWait {
 			return fmt.Errorf("the backfill's progress is read from the ledger, which cannot be opened: %w (to send it without following it: %s)", err,
 				workflows.BackfillCommand(in.Pipeline, in.From, in.To, backfillFlags(in, "--no-wait")...))
 		}
@@ -282,8 +284,12 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 		case res.DryRun:
 			fmt.Fprintf(w, "already have episodes\tunknown: %v\n", ledgerErr)
 		}
+		printForecasts(w, res.Budgets)
 		if res.DryRun && res.Runs > res.MaxRuns {
 			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", workflows.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
+		}
+		if res.DryRun && len(operator.OverBudget(res.Budgets)) > 0 {
+			fmt.Fprintf(w, "consent\tmore than a budget has free: send it with %s\n", workflows.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
 		}
 		if p := res.Progress; p != nil {
 			state := "processed"

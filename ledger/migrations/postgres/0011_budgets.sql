@@ -27,6 +27,8 @@ CREATE TABLE budget_entries (
 );
 -- A task's entries, found when it settles or is released.
 CREATE INDEX budget_entries_task ON budget_entries (pipeline, episode_id, step, revision);
+-- The periods holding reservations, which the metrics export.
+CREATE INDEX budget_entries_held ON budget_entries (budget, period) WHERE state = 'held';
 
 -- 2. Raises: the latest row per (budget, period) is that period's limit,
 --    instead of the pipeline file's; other periods keep theirs.

@@ -1,0 +1,312 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"allot"
+	"allot/ledger"
+	"allot/paidvendor"
+	"allot/pipeline"
+	"allot/workflows"
+)
+
+// budgetSet: weekly's video step (250 USD cents at most) is under a weekly
+// budget for three and a monthly one; its cover step under the weekly one
+// only, priced by its vendor's quote.
+const budgetSet = `
+[[vendor]]
+name       = "covers"
+adapter    = "activity"
+task_queue = "covers"
+  [vendor.activities]
+  submit = "Submit"
+  status = "Status"
+  fetch  = "Fetch"
+  quote  = "Quote"
+
+[[budget]]
+name     = "video-weekly"
+pipeline = "weekly"
+period   = "iso-week"
+limit    = { amount = 750, currency = "USD" }
+
+[[budget]]
+name   = "default-monthly"
+vendor = "default"
+period = "month"
+limit  = { amount = 100000, currency = "USD" }
+
+[[pipeline]]
+name = "weekly"
+  [[pipeline.step]]
+  name     = "video"
+  kind     = "paid"
+  max_cost = { amount = 250, currency = "USD" }
+  [[pipeline.step]]
+  name   = "cover"
+  kind   = "paid"
+  vendor = "covers"
+
+[[pipeline]]
+name = "daily"
+period = "day"
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+`
+
+func budgetPipelines(t *testing.T) *pipeline.Set {
+	t.Helper()
+	set, err := pipeline.Parse([]byte(budgetSet), "budgets_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// reserve admits the video step of ep into both budgets, as PaidPrepare
+// does.
+func (l *testLedger) reserve(ep ledger.Episode, amount int64) error {
+	ref := ledger.PaidTaskRef{Pipeline: ep.Pipeline, EpisodeID: ep.ID, Step: "video"}
+	_, err := l.led.WriteIntentReserving(context.Background(), ref, paidvendor.IdempotencyKey(ep.Pipeline, ep.ID, "video", 0), "op-test", []ledger.Reservation{
+		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Amount: amount},
+		{Budget: "default-monthly", Period: "2026-08", Currency: "USD", Limit: 100000, Amount: amount},
+	})
+	return err
+}
+
+// park records ep as parked on its budget, as the Episode does.
+func (l *testLedger) park(ep ledger.Episode) {
+	l.t.Helper()
+	if err := l.led.RecordEpisodeOutcome(context.Background(), ep.Pipeline, ep.ID, allot.OutcomeNeedsAttention, allot.BudgetExhausted, mon); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func budgetLedger(t *testing.T) (*testLedger, []ledger.Episode) {
+	l := newTestLedger(t)
+	var eps []ledger.Episode
+	for i := range 4 {
+		eps = append(eps, l.allocate("weekly", mon.Add(time.Duration(i)*time.Hour)))
+	}
+	for _, ep := range eps[:3] {
+		if err := l.reserve(ep, 250); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if _, err := l.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: eps[0].ID, Step: "video"},
+		RemoteRef: "vt_0", Amount: 200, Currency: "USD"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.reserve(eps[3], 250); !errors.Is(err, ledger.ErrBudgetExhausted) {
+		t.Fatalf("a fourth task: %v, want refused", err)
+	}
+	l.park(eps[3])
+	return l, eps
+}
+
+func TestBudgetListShowsPeriodsAndParkedEpisodes(t *testing.T) {
+	l, eps := budgetLedger(t)
+	set := budgetPipelines(t)
+	res, err := Budgets(context.Background(), l.led, BudgetsInput{Pipelines: set, Now: nextMon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Budgets) != 2 || res.Budgets[0].Name != "video-weekly" || res.Budgets[1].Name != "default-monthly" {
+		t.Fatalf("budgets %+v", res.Budgets)
+	}
+	weekly := res.Budgets[0].Periods
+	// 2026-W32 with its spending, and the current week (W33), empty.
+	if len(weekly) != 2 || weekly[0].Period != "2026-W32" || weekly[1].Period != "2026-W33" {
+		t.Fatalf("weekly periods %+v", weekly)
+	}
+	w32 := weekly[0]
+	if w32.Limit != 750 || w32.Settled != 200 || w32.Reserved != 500 || w32.Free != 50 || !slices.Equal(w32.Parked, []string{"weekly/" + eps[3].ID}) {
+		t.Fatalf("2026-W32: %+v", w32)
+	}
+	if w33 := weekly[1]; w33.Free != 750 || len(w33.Parked) != 0 {
+		t.Fatalf("2026-W33: %+v", w33)
+	}
+	monthly := res.Budgets[1].Periods
+	if len(monthly) != 1 || monthly[0].Period != "2026-08" || !slices.Equal(monthly[0].Parked, []string{"weekly/" + eps[3].ID}) {
+		t.Fatalf("monthly periods %+v", monthly)
+	}
+	if _, err := Budgets(context.Background(), l.led, BudgetsInput{Pipelines: set, Budget: "nope"}); !isType(err, allot.InvalidInput) || !strings.Contains(err.Error(), "video-weekly, default-monthly") {
+		t.Fatalf("an unknown budget: %v", err)
+	}
+
+	show, err := BudgetShow(context.Background(), l.led, BudgetShowInput{Pipelines: set, Budget: "video-weekly", Period: "2026-W32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(show.Tasks) != 3 || show.Tasks[0].State != ledger.EntrySettled || show.Tasks[0].Settled != 200 || show.Tasks[1].State != ledger.EntryHeld {
+		t.Fatalf("tasks %+v", show.Tasks)
+	}
+	if _, err := BudgetShow(context.Background(), l.led, BudgetShowInput{Pipelines: set, Budget: "video-weekly", Period: "2026-08"}); !isType(err, allot.InvalidInput) {
+		t.Fatalf("a month for a weekly budget: %v", err)
+	}
+}
+
+func isType(err error, errType string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == errType
+}
+
+// A raise is refused at once, writing nothing, for anything malformed; a
+// valid one changes only its period, records who and why once per
+// request, and names the parked episodes to nudge.
+func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
+	l, eps := budgetLedger(t)
+	set := budgetPipelines(t)
+	ctx := context.Background()
+	ok := RaiseInput{Pipelines: set, Budget: "video-weekly", Period: "2026-W32", Limit: 1000, Reason: "launch", By: "maria", RequestID: "req-1"}
+	for name, in := range map[string]RaiseInput{
+		"unknown budget":  func() RaiseInput { r := ok; r.Budget = "nope"; return r }(),
+		"period of kind":  func() RaiseInput { r := ok; r.Period = "2026-08-03"; return r }(),
+		"zero limit":      func() RaiseInput { r := ok; r.Limit = 0; return r }(),
+		"huge limit":      func() RaiseInput { r := ok; r.Limit = pipeline.MaxAmount + 1; return r }(),
+		"no reason":       func() RaiseInput { r := ok; r.Reason = " "; return r }(),
+		"nobody":          func() RaiseInput { r := ok; r.By = ""; return r }(),
+		"below the spend": func() RaiseInput { r := ok; r.Limit = 600; return r }(),
+	} {
+		if _, err := RaiseBudget(ctx, l.led, in); !isType(err, allot.InvalidInput) {
+			t.Errorf("%s: %v, want InvalidInput", name, err)
+		}
+	}
+	if raises, _ := l.led.BudgetRaises(ctx, "video-weekly", ""); len(raises) != 0 {
+		t.Fatalf("refused raises recorded %+v", raises)
+	}
+	res, err := RaiseBudget(ctx, l.led, ok)
+	if err != nil || !res.Applied || res.Period.Limit != 1000 || res.Period.Free != 300 || !res.Period.Raised {
+		t.Fatalf("raise: %+v, %v", res, err)
+	}
+	if want := []string{workflows.EpisodeWorkflowID("weekly", eps[3].ID)}; !slices.Equal(res.Nudge, want) {
+		t.Fatalf("nudge %v, want %v", res.Nudge, want)
+	}
+	again, err := RaiseBudget(ctx, l.led, ok)
+	if err != nil || again.Applied {
+		t.Fatalf("the same request again: %+v, %v", again, err)
+	}
+	for period, limit := range map[string]int64{"2026-W32": 1000, "2026-W33": 750, "2026-W31": 750} {
+		bp, err := l.led.BudgetPeriodOf(ctx, ledger.BudgetLimit{Budget: "video-weekly", Currency: "USD", Limit: 750}, period)
+		if err != nil || bp.Limit != limit {
+			t.Errorf("%s after raising 2026-W32: %+v, %v", period, bp, err)
+		}
+	}
+}
+
+// Consent counted in money: runs per budget period times what one reserves
+// against what is free; a quoted step is flagged, not guessed.
+func TestForecastBudgets(t *testing.T) {
+	l, _ := budgetLedger(t)
+	set := budgetPipelines(t)
+	nominals := []time.Time{mon.Add(5 * time.Hour), nextMon, nextMon.Add(time.Hour)}
+	fs, err := ForecastBudgets(context.Background(), l.led, set, "weekly", nominals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []BudgetForecast{
+		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Runs: 1, PerRun: 250, Forecast: 250, Free: 50, FreeKnown: true, Over: true, Quoted: true},
+		{Budget: "video-weekly", Period: "2026-W33", Currency: "USD", Runs: 2, PerRun: 250, Forecast: 500, Free: 750, FreeKnown: true, Quoted: true},
+		{Budget: "default-monthly", Period: "2026-08", Currency: "USD", Runs: 3, PerRun: 250, Forecast: 750, Free: 100000 - 700, FreeKnown: true},
+	}
+	if !slices.Equal(fs, want) {
+		t.Fatalf("forecast\n%+v\nwant\n%+v", fs, want)
+	}
+	if over := OverBudget(fs); len(over) != 1 || !strings.Contains(over[0].String(), "OVER by 2.00 USD") {
+		t.Fatalf("over %+v", over)
+	}
+	// Without a ledger: the limits.
+	fs, err = ForecastBudgets(context.Background(), nil, set, "weekly", nominals[:1])
+	if err != nil || len(fs) != 2 || fs[0].Free != 750 || fs[0].FreeKnown || fs[0].Over {
+		t.Fatalf("without a ledger: %+v, %v", fs, err)
+	}
+	// A pipeline no budget covers: nothing.
+	if fs, err := ForecastBudgets(context.Background(), l.led, set, "daily", nominals); err != nil || len(fs) != 0 {
+		t.Fatalf("daily: %+v, %v", fs, err)
+	}
+}
+
+// stats and costs show the spend against each budget of the pipeline;
+// check reports an open intent that holds no reservation in a budget that
+// covers it, and a period settled above its limit.
+func TestStatsCostsAndCheckShowBudgets(t *testing.T) {
+	l, eps := budgetLedger(t)
+	set := budgetPipelines(t)
+	ctx := context.Background()
+	st, err := Stats(ctx, l.led, StatsInput{Pipeline: "weekly", Pipelines: set})
+	if err != nil || len(st.Budgets) != 2 || st.Budgets[0].Budget != "video-weekly" || st.Budgets[0].Settled != 200 || st.Budgets[1].Period != "2026-08" {
+		t.Fatalf("stats budgets %+v, %v", st.Budgets, err)
+	}
+	cs, err := Costs(ctx, l.led, CostsInput{Pipeline: "weekly", Period: "2026-W33", Pipelines: set})
+	if err != nil || len(cs.Budgets) != 0 {
+		t.Fatalf("costs of a week without episodes: %+v, %v", cs.Budgets, err)
+	}
+	cs, err = Costs(ctx, l.led, CostsInput{Pipeline: "weekly", Period: "2026-W32", Pipelines: set})
+	if err != nil || len(cs.Budgets) != 2 || cs.Budgets[0].Reserved != 500 {
+		t.Fatalf("costs budgets %+v, %v", cs.Budgets, err)
+	}
+
+	res, err := Audit(ctx, l.led, CheckInput{Pipelines: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range res.Violations {
+		if v.Kind == ledger.KindReservationMissing || v.Kind == ledger.KindBudgetExceeded {
+			t.Fatalf("a ledger written by the protocol: %v", v)
+		}
+	}
+	// An intent written without its reservation (before the budget
+	// existed), and a period over its limit once the limit is lowered.
+	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: eps[3].ID, Step: "cover"}
+	if _, err := l.led.WriteIntent(ctx, ref, paidvendor.IdempotencyKey("weekly", eps[3].ID, "cover", 0), "old-worker"); err != nil {
+		t.Fatal(err)
+	}
+	lowered := strings.Replace(budgetSet, "amount = 750", "amount = 100", 1)
+	low, err := pipeline.Parse([]byte(lowered), "lowered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = Audit(ctx, l.led, CheckInput{Pipelines: low})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, v := range res.Violations {
+		got[v.Kind]++
+	}
+	if got[ledger.KindReservationMissing] != 1 || got[ledger.KindBudgetExceeded] != 1 || res.OK {
+		t.Fatalf("violations %v", res.Violations)
+	}
+}
+
+// The metrics export each budget's current and previous periods (by the
+// clock) and every period holding reservations.
+func TestBudgetGaugesPeriods(t *testing.T) {
+	l, _ := budgetLedger(t)
+	set := budgetPipelines(t)
+	gs, err := BudgetGauges(context.Background(), l.led, set, time.Date(2026, 9, 15, 12, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range gs {
+		got = append(got, g.Budget+" "+g.Period)
+		if g.Budget == "video-weekly" && g.Period == "2026-W32" && (g.Limit != 750 || g.Settled != 200 || g.Reserved != 500 || g.Currency != "USD") {
+			t.Errorf("gauge %+v", g)
+		}
+	}
+	want := []string{"video-weekly 2026-W37", "video-weekly 2026-W38", "video-weekly 2026-W32",
+		"default-monthly 2026-08", "default-monthly 2026-09"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("gauges for %v, want %v", got, want)
+	}
+}
