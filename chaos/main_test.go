@@ -53,6 +53,11 @@ func TestSmallScale(t *testing.T) {
 	if sum.Charges != sum.PaidTasks {
 		t.Errorf("%d charges for %d paid tasks", sum.Charges, sum.PaidTasks)
 	}
+	// The budgets are sized below the load: some ran out, none was
+	// exceeded, and the bill is the ledger's.
+	if sum.BudgetsExhausted == 0 || sum.BudgetRefusals == 0 || sum.BudgetsOverLimit != 0 || sum.BudgetUseMin < 990 || sum.Bill != sum.Costs {
+		t.Errorf("budgets: %s", sum.Line())
+	}
 }
 
 // TestBrokenVendorIsCaught is the checks' self-test: the strict vendor

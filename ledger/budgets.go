@@ -142,7 +142,8 @@ func budgetLockKey(budget, period string) int64 {
 }
 
 // lockBudgetTx takes the (budget, period) lock where BEGIN did not
-// (PostgreSQL; SQLite's writer lock covers it).
+// (PostgreSQL; SQLite's writer lock covers it). It is the same
+// transaction-scoped advisory lock as an episode's, on another key.
 func (l *Ledger) lockBudgetTx(ctx context.Context, tx *sql.Tx, budget, period string) error {
 	if l.d.lockEpisode == "" {
 		return nil
@@ -153,21 +154,23 @@ func (l *Ledger) lockBudgetTx(ctx context.Context, tx *sql.Tx, budget, period st
 	return nil
 }
 
-func checkReservations(ref PaidTaskRef, rs []Reservation) error {
+// checkReservations refuses malformed reservations; what names their task
+// in the message.
+func checkReservations(what string, rs []Reservation) error {
 	seen := map[[2]string]bool{}
 	for _, r := range rs {
 		k := [2]string{r.Budget, r.Period}
 		switch {
 		case r.Budget == "" || r.Period == "":
-			return invalid("%s: a reservation names its budget and period, got %q and %q", describe(ref), r.Budget, r.Period)
+			return invalid("%s: a reservation names its budget and period, got %q and %q", what, r.Budget, r.Period)
 		case seen[k]:
-			return invalid("%s: budget %s period %s is asked twice", describe(ref), r.Budget, r.Period)
+			return invalid("%s: budget %s period %s is asked twice", what, r.Budget, r.Period)
 		case pipeline.CheckCurrency(r.Currency) != nil:
-			return invalid("%s: budget %s: %v", describe(ref), r.Budget, pipeline.CheckCurrency(r.Currency))
+			return invalid("%s: budget %s: %v", what, r.Budget, pipeline.CheckCurrency(r.Currency))
 		case r.Amount < 0 || r.Amount > pipeline.MaxAmount:
-			return invalid("%s: budget %s: a reservation of %d is not between 0 and %d minor units", describe(ref), r.Budget, r.Amount, pipeline.MaxAmount)
+			return invalid("%s: budget %s: a reservation of %d is not between 0 and %d minor units", what, r.Budget, r.Amount, pipeline.MaxAmount)
 		case r.Limit <= 0 || r.Limit > pipeline.MaxAmount:
-			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", describe(ref), r.Budget, r.Limit, pipeline.MaxAmount)
+			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", what, r.Budget, r.Limit, pipeline.MaxAmount)
 		}
 		seen[k] = true
 	}
@@ -419,7 +422,7 @@ func (l *Ledger) releaseEntriesTx(ctx context.Context, tx *sql.Tx, ref PaidTaskR
 // BudgetRoom reports, read-only, which of rs would be refused now: nil
 // when all of them have room. A parked episode asks it before trying again.
 func (l *Ledger) BudgetRoom(ctx context.Context, rs []Reservation) ([]BudgetShortfall, error) {
-	if err := checkReservations(PaidTaskRef{Pipeline: "-", EpisodeID: "-", Step: "-"}, rs); err != nil {
+	if err := checkReservations("a budget room check", rs); err != nil {
 		return nil, err
 	}
 	var out []BudgetShortfall

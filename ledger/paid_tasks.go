@@ -369,7 +369,7 @@ func (l *Ledger) WriteIntentReserving(ctx context.Context, ref PaidTaskRef, idem
 	if idempotencyKey == "" || owner == "" {
 		return PaidTask{}, invalid("%s: the intent needs the vendor idempotency key and the writing attempt, got %q and %q", describe(ref), idempotencyKey, owner)
 	}
-	if err := checkReservations(ref, rs); err != nil {
+	if err := checkReservations(describe(ref), rs); err != nil {
 		return PaidTask{}, err
 	}
 	var (

@@ -89,15 +89,32 @@ type Summary struct {
 	// EpisodeP95NoHuman leaves out the episodes a person moved on (they
 	// waited, parked, for the drain).
 	EpisodeP95NoHuman time.Duration
-	Violations        []string
+	// Budgets: the (budget, period)s with spending, those that ran out
+	// (refused a step), the refusals a person saw, the least share of an
+	// exhausted period's limit settled (per mille), and the periods
+	// settled above their limit (a violation each).
+	BudgetPeriods, BudgetsExhausted, BudgetRefusals int
+	BudgetUseMin                                    int
+	BudgetsOverLimit                                int
+	// Bill and Costs are the vendors' charges and the ledger's costs, in
+	// minor units (one currency: USD).
+	Bill, Costs int64
+	Violations  []string
 }
 
 // Line is the one-line summary the command prints.
 func (s Summary) Line() string {
-	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
+	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
 		s.Seed, s.Scale, s.Plan, s.Ledger, s.Workers, s.Duration.Round(time.Second), s.Requests, s.Backfills, s.Runs, s.Keys, s.Episodes, s.Skipped,
-		s.PaidTasks, s.Charges, s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
+		s.PaidTasks, s.Charges, usd(s.Bill), usd(s.Costs),
+		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
+		s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
 		s.Approvals, s.Parked, s.HumanCommands, s.EpisodeP50.Round(100*time.Millisecond), s.EpisodeP95.Round(100*time.Millisecond), s.EpisodeP95NoHuman.Round(100*time.Millisecond), len(s.Violations))
+}
+
+// usd prints minor units of USD as one word of the summary: "1500.00USD".
+func usd(minor int64) string {
+	return strings.ReplaceAll(pipeline.Money{Amount: minor, Currency: "USD"}.String(), " ", "")
 }
 
 // run is the state of one chaos run.
@@ -125,6 +142,10 @@ type run struct {
 	expected map[string]map[string]bool // pipeline -> keys whose start was acknowledged
 	loadErrs []string
 	humans   map[string]bool // pipeline/episode a person moved on
+	// exhausted are the (budget, period)s that refused a step a person
+	// then saw; budgetRefusals counts those episodes.
+	exhausted      map[[2]string]bool
+	budgetRefusals int
 
 	requests, backfills, approvals, humanCommands atomic.Int64
 }
@@ -136,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	if sc.Name == "" {
 		return sum, errors.New("no scale given")
 	}
-	r := &run{cfg: cfg, sc: sc, start: time.Now(), expected: map[string]map[string]bool{}, humans: map[string]bool{}}
+	r := &run{cfg: cfg, sc: sc, start: time.Now(), expected: map[string]map[string]bool{}, humans: map[string]bool{}, exhausted: map[[2]string]bool{}}
 	progress := cfg.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -267,6 +288,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	sum.HumanCommands = int(r.humanCommands.Load())
 	r.mu.Lock()
 	sum.Parked = len(r.humans)
+	sum.BudgetRefusals = r.budgetRefusals
 	for _, e := range r.loadErrs {
 		r.logf("load request that never went through: %s", e)
 	}

@@ -167,8 +167,12 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 			if err != nil {
 				return err
 			}
-			sum.PaidTasks += len(tasks)
 			for _, t := range tasks {
+				// Paid tasks the vendor accepted; a budget's refusals
+				// (planned, then abandoned) are counted apart.
+				if t.RemoteRef != "" {
+					sum.PaidTasks++
+				}
 				if t.IdempotencyKey != "" {
 					ledgerKeys[t.IdempotencyKey] = true
 				}
@@ -218,6 +222,15 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	}
 	if costTotal != chargedTotal {
 		bad("ledger costs total %d, vendor charges total %d", costTotal, chargedTotal)
+	}
+	sum.Bill, sum.Costs = chargedTotal, costTotal
+
+	// Budgets (invariant 20): every (budget, period) settled within its
+	// limit, to the minor unit, with nothing left reserved; and a period
+	// that ran out used at least 99 % of its limit (a reservation not
+	// released promptly would leave it short).
+	if err := r.checkBudgets(ctx, sum, bad); err != nil {
+		return err
 	}
 
 	// operator.Audit: what `starter check --vendor` runs, and Temporal's
@@ -285,5 +298,41 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	}
 	r.mu.Unlock()
 	sum.EpisodeP95NoHuman = percentile(episodeTimes(unattended), 0.95)
+	return nil
+}
+
+func (r *run) checkBudgets(ctx context.Context, sum *Summary, bad func(string, ...any)) error {
+	sum.BudgetUseMin = 1000
+	for _, b := range r.pipelines.Budgets() {
+		periods, err := r.led.BudgetPeriods(ctx, []ledger.BudgetLimit{{Budget: b.Name, Currency: b.Limit.Currency, Limit: b.Limit.Amount}})
+		if err != nil {
+			return err
+		}
+		for _, p := range periods {
+			sum.BudgetPeriods++
+			if p.Settled > p.Limit {
+				sum.BudgetsOverLimit++
+				bad("budget %s period %s settled %d, over its limit of %d", b.Name, p.Period, p.Settled, p.Limit)
+			}
+			if p.Reserved != 0 || p.Held != 0 {
+				bad("budget %s period %s still holds %d reserved for %d tasks after the drain", b.Name, p.Period, p.Reserved, p.Held)
+			}
+			r.mu.Lock()
+			exhausted := r.exhausted[[2]string{b.Name, p.Period}]
+			r.mu.Unlock()
+			if !exhausted {
+				continue
+			}
+			sum.BudgetsExhausted++
+			use := int(p.Settled * 1000 / p.Limit) // per mille, limits are far below 2^53
+			sum.BudgetUseMin = min(sum.BudgetUseMin, use)
+			if p.Settled*100 < p.Limit*99 {
+				bad("budget %s period %s refused a step but settled only %d of its %d (%d.%d%%): a reservation was not released", b.Name, p.Period, p.Settled, p.Limit, use/10, use%10)
+			}
+		}
+	}
+	if sum.BudgetsExhausted == 0 {
+		sum.BudgetUseMin = 0
+	}
 	return nil
 }

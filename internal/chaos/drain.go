@@ -159,6 +159,10 @@ func (r *run) resolve(ctx context.Context, ep ledger.Episode) {
 	r.mu.Lock()
 	r.humans[workflows.EpisodeWorkflowID(ep.Pipeline, ep.ID)] = true
 	r.mu.Unlock()
+	if a.ErrorType == allot.BudgetExhausted {
+		r.resolveBudget(ctx, ep, a)
+		return
+	}
 	if lookup := remedyWith(a.Remedies, "starter episode lookup"); lookup != "" {
 		out, err := r.runRemedy(ctx, lookup, "--json")
 		var res operator.LookupResult
@@ -235,4 +239,44 @@ func (r *run) resumeOrphans(ctx context.Context) {
 		r.logf("human: %s/%s: %s: %s", v.Pipeline, v.Episode, v.Kind, v.Detail)
 		_, _ = r.runRemedy(ctx, v.Fix)
 	}
+}
+
+// resolveBudget is what a finance-minded operator does with an episode a
+// budget refused: the budget is not raised (its limit is the point). If
+// every budget has room for the step now (`starter budget list`), the
+// printed retry asks again; else the printed abandon gives the step up.
+func (r *run) resolveBudget(ctx context.Context, ep ledger.Episode, a *workflows.Attention) {
+	r.mu.Lock()
+	r.budgetRefusals++
+	for _, b := range a.Budgets {
+		r.exhausted[[2]string{b.Budget, b.Period}] = true
+	}
+	r.mu.Unlock()
+	room := len(a.Budgets) > 0
+	for _, b := range a.Budgets {
+		out, err := r.starter(ctx, "budget", "list", b.Budget, "--json")
+		var list operator.BudgetsResult
+		if err != nil || decodeJSON(out, &list) != nil || len(list.Budgets) != 1 {
+			r.logf("human: budget list %s: %v", b.Budget, err)
+			room = false
+			continue
+		}
+		free := int64(-1)
+		for _, p := range list.Budgets[0].Periods {
+			if p.Period == b.Period {
+				free = p.Free
+			}
+		}
+		room = room && free >= b.Asked
+	}
+	pick := " --abandon"
+	if room {
+		pick = " --retry"
+	}
+	if cmd := remedyWith(a.Remedies, pick); cmd != "" {
+		if _, err := r.runRemedy(ctx, cmd); err == nil {
+			return
+		}
+	}
+	r.logf("human: no remedy of %s/%s went through", ep.Pipeline, ep.ID)
 }

@@ -18,6 +18,13 @@ import (
 //   - chaos-strict: one paid step on a second vendor that cannot be asked by
 //     idempotency key (vendorsim --no-lookup) and loses responses: an
 //     unknown outcome parks the episode until a person runs its remedy.
+//
+// Budgets (invariant 20) cover two pipelines and one vendor, each sized
+// below what the load asks of it, so that every kind of period runs out:
+// chaos-video's ISO weeks (4 tasks of the ~6 a week asks), chaos-daily's
+// months in Auckland (6 tasks of the ~10 a month asks), and the default
+// vendor's ISO weeks in New York (7 tasks of the ~10 a week asks of it).
+// Every covered step's max_cost is the simulator's price, 250 USD cents.
 const (
 	PipelineVideo  = "chaos-video"
 	PipelineReview = "chaos-review"
@@ -87,6 +94,13 @@ func schedules(sc Scale) map[string]cronSpec {
 	}
 }
 
+// The budgets of a chaos run.
+const (
+	BudgetVideo  = "chaos-video-weekly"
+	BudgetDaily  = "chaos-daily-monthly"
+	BudgetVendor = "default-vendor-weekly"
+)
+
 // pipelinesTOML is the pipelines file of a chaos run.
 func pipelinesTOML(sc Scale, strictURL string) string {
 	s := schedules(sc)
@@ -97,6 +111,28 @@ name        = "strict"
 adapter     = "http"
 url         = %q
 api_key_env = %q
+
+[[budget]]
+name      = %q
+pipeline  = %q
+period    = "iso-week"
+time_zone = "UTC"
+limit     = { amount = 1000, currency = "USD" }
+alerts    = [0.5, 0.8]
+
+[[budget]]
+name      = %q
+pipeline  = %q
+period    = "month"
+time_zone = "Pacific/Auckland"
+limit     = { amount = 1500, currency = "USD" }
+
+[[budget]]
+name      = %q
+vendor    = "default"
+period    = "iso-week"
+time_zone = "America/New_York"
+limit     = { amount = 1750, currency = "USD" }
 
 [[pipeline]]
 name         = %q
@@ -110,12 +146,14 @@ auto_approve = true
   max_backfill      = "2160h"
   max_backfill_runs = 1000
   [[pipeline.step]]
-  name   = "video"
-  kind   = "paid"
-  params = { resolution = "1080p" }
+  name     = "video"
+  kind     = "paid"
+  params   = { resolution = "1080p" }
+  max_cost = { amount = 250, currency = "USD" }
   [[pipeline.step]]
-  name = "cover"
-  kind = "paid"
+  name     = "cover"
+  kind     = "paid"
+  max_cost = { amount = 250, currency = "USD" }
   [[pipeline.step]]
   name = "assemble"
   kind = "local"
@@ -138,8 +176,9 @@ max_episodes_per_period = 3
   max_backfill      = "2160h"
   max_backfill_runs = 1000
   [[pipeline.step]]
-  name = "draft"
-  kind = "paid"
+  name     = "draft"
+  kind     = "paid"
+  max_cost = { amount = 250, currency = "USD" }
   [[pipeline.step]]
   name = "approve"
   kind = "approval"
@@ -162,9 +201,10 @@ max_episodes_per_period = 2
   name = "plan"
   kind = "local"
   [[pipeline.step]]
-  name   = "settle"
-  kind   = "paid"
-  params = { ledger = "nz" }
+  name     = "settle"
+  kind     = "paid"
+  params   = { ledger = "nz" }
+  max_cost = { amount = 250, currency = "USD" }
   [[pipeline.step]]
   name = "publish"
   kind = "local"
@@ -181,6 +221,7 @@ time_zone = "Europe/Berlin"
   name = "publish"
   kind = "local"
 `, strictURL, StrictVendorKeyEnv,
+		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),
 		PipelineReview, s[PipelineReview].cron(),
 		PipelineDaily, s[PipelineDaily].cron(),
