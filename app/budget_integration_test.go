@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -209,6 +211,17 @@ func TestBudgetAdmitsWhatFitsAndResumesAfterARaise(t *testing.T) {
 	}
 	// check: every period within its limit, every reservation settled.
 	starter.Out(t, "check")
+	// The worker's metrics: the budget's current week, by its real name.
+	b, _ := c.Pipelines.Budget("weekly-budget")
+	resp, err := http.Get(c.MetricsURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `allot_budget_limit_minor_units{budget="weekly-budget",currency="USD",period="` + b.PeriodOf(time.Now()) + `"} 750`; err != nil || !strings.Contains(string(body), want) {
+		t.Fatalf("metrics lack %q (%v)", want, err)
+	}
 
 	// Consent counted in money: six hourly runs of 2026-W33 reserve
 	// 15.00 USD against the 7.50 USD the week has free. The dry run says

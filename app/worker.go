@@ -16,7 +16,6 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/metrics"
-	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"
@@ -155,7 +154,12 @@ func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 	}
 	if len(set.Budgets()) > 0 {
 		g.Budgets = func(ctx context.Context) ([]metrics.Budget, error) {
-			return operator.BudgetGauges(ctx, led, set, time.Now())
+			ps, err := led.GaugedBudgetPeriods(ctx, set.Budgets(), time.Now())
+			out := make([]metrics.Budget, len(ps))
+			for i, p := range ps {
+				out[i] = metrics.Budget{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Limit: p.Limit, Settled: p.Settled, Reserved: p.Reserved}
+			}
+			return out, err
 		}
 	}
 	return g

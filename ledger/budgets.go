@@ -873,3 +873,48 @@ func (l *Ledger) BudgetPeriodsHeld(ctx context.Context) ([][2]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// GaugedBudgetPeriods are the budget periods the metrics export: each
+// budget's current period (by the clock now, in its zone) and the one
+// before, and every period that holds reservations (a backfill's, say).
+func (l *Ledger) GaugedBudgetPeriods(ctx context.Context, budgets []pipeline.Budget, now time.Time) ([]BudgetPeriod, error) {
+	held, err := l.BudgetPeriodsHeld(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []BudgetPeriod
+	for _, b := range budgets {
+		periods := []string{}
+		for _, p := range []string{b.PeriodOf(previousPeriod(b, now)), b.PeriodOf(now)} {
+			if !slices.Contains(periods, p) {
+				periods = append(periods, p)
+			}
+		}
+		for _, h := range held {
+			if h[0] == b.Name && !slices.Contains(periods, h[1]) {
+				periods = append(periods, h[1])
+			}
+		}
+		for _, p := range periods {
+			bp, err := l.BudgetPeriodOf(ctx, BudgetLimit{Budget: b.Name, Currency: b.Limit.Currency, Limit: b.Limit.Amount}, p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, bp)
+		}
+	}
+	return out, nil
+}
+
+// previousPeriod is a time in the budget period before now's.
+func previousPeriod(b pipeline.Budget, now time.Time) time.Time {
+	local := now.In(b.Location())
+	y, m, d := local.Date()
+	switch b.Period {
+	case pipeline.Day:
+		return time.Date(y, m, d-1, 12, 0, 0, 0, b.Location())
+	case pipeline.Month:
+		return time.Date(y, m-1, 1, 12, 0, 0, 0, b.Location())
+	}
+	return time.Date(y, m, d-7, 12, 0, 0, 0, b.Location())
+}

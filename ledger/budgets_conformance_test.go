@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"allot"
+	"allot/pipeline"
 )
 
 // Conformance tests of budgets (invariant 20, budgets.go), registered in
@@ -419,5 +421,48 @@ func testBudgetAuditTampered(t *testing.T, l *Ledger) {
 		if got[kind] != n {
 			t.Errorf("%s reported %d times, want %d: %v", kind, got[kind], n, au.Violations)
 		}
+	}
+}
+
+// The metrics export each budget's current and previous periods (by the
+// clock) and every period holding reservations.
+func testBudgetGaugedPeriods(t *testing.T, l *Ledger) {
+	set, err := pipeline.Parse([]byte(`
+[[budget]]
+name     = "video-weekly"
+pipeline = "weekly"
+period   = "iso-week"
+limit    = { amount = 750, currency = "USD" }
+[[budget]]
+name   = "default-monthly"
+vendor = "default"
+period = "month"
+limit  = { amount = 100000, currency = "USD" }
+[[pipeline]]
+name = "weekly"
+  [[pipeline.step]]
+  name     = "video"
+  kind     = "paid"
+  max_cost = { amount = 250, currency = "USD" }
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := alloc(t, l, "weekly", "k", "2026-W32", 0).Episode
+	mustReserve(t, l, paidRef(ep, "video", 0), usd("video-weekly", "2026-W32", 750, 250), usd("default-monthly", "2026-08", 100000, 250))
+	ps, err := l.GaugedBudgetPeriods(ctxT(t), set.Budgets(), time.Date(2026, 9, 15, 12, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.Budget+" "+p.Period)
+		if p.Budget == "video-weekly" && p.Period == "2026-W32" && (p.Limit != 750 || p.Reserved != 250 || p.Currency != "USD") {
+			t.Errorf("gauge %+v", p)
+		}
+	}
+	want := []string{"video-weekly 2026-W37", "video-weekly 2026-W38", "video-weekly 2026-W32", "default-monthly 2026-08", "default-monthly 2026-09"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("gauged periods %v, want %v", got, want)
 	}
 }

@@ -108,6 +108,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BudgetAlertsOnce", testBudgetAlertsOnce},
 		{"BudgetAuditTampered", testBudgetAuditTampered},
 		{"BudgetModel", testBudgetModel},
+		{"BudgetGaugedPeriods", testBudgetGaugedPeriods},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -17,7 +17,6 @@ import (
 
 	"allot"
 	"allot/ledger"
-	"allot/metrics"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -536,49 +535,4 @@ func missingReservations(ctx context.Context, led *ledger.Ledger, in CheckInput,
 		}
 	}
 	return out, nil
-}
-
-// BudgetGauges are the budget periods the metrics export: each budget's
-// current period (by the clock, in its zone) and the one before, and every
-// period that holds reservations (a backfill's, say).
-func BudgetGauges(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, now time.Time) ([]metrics.Budget, error) {
-	held, err := led.BudgetPeriodsHeld(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []metrics.Budget
-	for _, b := range set.Budgets() {
-		periods := []string{}
-		for _, p := range []string{b.PeriodOf(previousPeriod(b, now)), b.PeriodOf(now)} {
-			if !slices.Contains(periods, p) {
-				periods = append(periods, p)
-			}
-		}
-		for _, h := range held {
-			if h[0] == b.Name && !slices.Contains(periods, h[1]) {
-				periods = append(periods, h[1])
-			}
-		}
-		for _, p := range periods {
-			bp, err := led.BudgetPeriodOf(ctx, ledger.BudgetLimit{Budget: b.Name, Currency: b.Limit.Currency, Limit: b.Limit.Amount}, p)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, metrics.Budget{Budget: b.Name, Period: p, Currency: bp.Currency, Limit: bp.Limit, Settled: bp.Settled, Reserved: bp.Reserved})
-		}
-	}
-	return out, nil
-}
-
-// previousPeriod is a time in the period before now's.
-func previousPeriod(b pipeline.Budget, now time.Time) time.Time {
-	local := now.In(b.Location())
-	y, m, d := local.Date()
-	switch b.Period {
-	case pipeline.Day:
-		return time.Date(y, m, d-1, 12, 0, 0, 0, b.Location())
-	case pipeline.Month:
-		return time.Date(y, m-1, 1, 12, 0, 0, 0, b.Location())
-	}
-	return time.Date(y, m, d-7, 12, 0, 0, 0, b.Location())
 }
