@@ -104,6 +104,9 @@ type episode struct {
 	generation int
 	// recordsOutcomes: this run records outcomes in the ledger (version 1).
 	recordsOutcomes bool
+	// localBookkeeping: the ledger's bookkeeping runs as local activities
+	// (localBookkeepingChange).
+	localBookkeeping bool
 }
 
 // Episode is the execution phase of one episode: paid steps, local steps, an
@@ -152,9 +155,10 @@ func (e *episode) setup(ctx workflow.Context) error {
 func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	var a *activities.Activities
 	e.recordsOutcomes = workflow.GetVersion(ctx, recordOutcomeChange, workflow.DefaultVersion, recordOutcomeVersion) == recordOutcomeVersion
+	e.localBookkeeping = workflow.GetVersion(ctx, localBookkeepingChange, workflow.DefaultVersion, localBookkeepingVersion) == localBookkeepingVersion
 
 	var loaded activities.LoadEpisodeResult
-	if err := workflow.ExecuteActivity(e.ledgerCtx(ctx), a.LoadEpisode, activities.EpisodeRef{
+	if err := e.bookkeep(ctx, ledgerActivityOptions(), a.LoadEpisode, activities.EpisodeRef{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID,
 	}).Get(ctx, &loaded); err != nil {
 		e.loadErr = err
@@ -422,7 +426,7 @@ func (e *episode) finish(ctx workflow.Context) (EpisodeResult, error) {
 		}
 	}
 	if e.state.CompletedAt.IsZero() {
-		if err := e.call(e.ledgerCtx(ctx), "", "CompleteEpisode", a.CompleteEpisode, activities.CompleteEpisodeInput{
+		if err := e.callBookkeeping(ctx, "", "CompleteEpisode", a.CompleteEpisode, activities.CompleteEpisodeInput{
 			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, CompletedAt: workflow.Now(ctx),
 		}, &e.state.CompletedAt); err != nil {
 			return e.fail(ctx, err)
@@ -455,7 +459,7 @@ func (e *episode) recordOutcome(ctx workflow.Context, outcome allot.Outcome, rea
 		return nil
 	}
 	var a *activities.Activities
-	return workflow.ExecuteActivity(e.ledgerCtx(ctx), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
+	return e.bookkeep(ctx, ledgerActivityOptions(), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Outcome: outcome, Reason: reason, At: workflow.Now(ctx),
 	}).Get(ctx, nil)
 }
