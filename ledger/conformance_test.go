@@ -56,6 +56,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"ReleaseAndAbandon", testReleaseAndAbandon},
 		{"Decisions", testDecisions},
 		{"CostsByPeriod", testCostsByPeriod},
+		{"CostBound", testCostBound},
 		{"ReassembleResetsSteps", testReassembleResetsSteps},
 		{"PaidInvalidInput", testPaidInvalidInput},
 		{"CheckPaidClean", testCheckPaidClean},
@@ -91,6 +92,9 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"ImportMoved", testImportMoved},
 		{"ImportInvalid", testImportInvalid},
 		{"ImportThenRework", testImportThenRework},
+		{"ImportOwnsItsTimes", testImportOwnsItsTimes},
+		{"ImportOverCap", testImportOverCap},
+		{"ImportRefusesTheImpossible", testImportRefusesTheImpossible},
 		// The audit behind starter check (audit_conformance_test.go).
 		{"AuditClean", testAuditClean},
 		{"AuditPlanted", testAuditPlanted},
@@ -113,6 +117,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"MigrateV2ToV3", testMigrateV2ToV3},
 		{"MigrateV3ToV4", testMigrateV3ToV4},
 		{"MigrateV8ToV9", testMigrateV8ToV9},
+		{"MigrateV9ToV10", testMigrateV9ToV10},
 		{"IdentityCreatedOnceAndKept", testIdentityCreatedOnceAndKept},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

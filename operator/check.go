@@ -229,10 +229,12 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	}
 	inScope := func(p string) bool { return in.Pipeline == "" || p == in.Pipeline }
 
-	// The vendor's charges, summed per task.
+	// The vendor's charges, summed per task and currency; a sum that
+	// overflows is never compared as a wrong number.
 	type charged struct {
-		amount     int64
+		amounts    map[string]int64
 		currencies []string
+		overflow   bool
 		key        string
 	}
 	var order []string
@@ -240,11 +242,13 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	for _, ch := range charges {
 		c, ok := perTask[ch.TaskID]
 		if !ok {
-			c = &charged{key: ch.IdempotencyKey}
+			c = &charged{key: ch.IdempotencyKey, amounts: map[string]int64{}}
 			perTask[ch.TaskID] = c
 			order = append(order, ch.TaskID)
 		}
-		c.amount += ch.Amount
+		if err := allot.AddTo(c.amounts, allot.Money{Amount: ch.Amount, Currency: ch.Currency}); err != nil {
+			c.overflow = true
+		}
 		if !slices.Contains(c.currencies, ch.Currency) {
 			c.currencies = append(c.currencies, ch.Currency)
 		}
@@ -253,7 +257,16 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	var out []ledger.Violation
 	for _, ref := range order {
 		c := perTask[ref]
-		money := fmt.Sprintf("%d %s", c.amount, strings.Join(c.currencies, "+"))
+		var parts []string
+		zero := !c.overflow
+		for _, cur := range c.currencies {
+			parts = append(parts, allot.Money{Amount: c.amounts[cur], Currency: cur}.String())
+			zero = zero && c.amounts[cur] == 0
+		}
+		money := strings.Join(parts, " + ")
+		if c.overflow {
+			money += " and more (its charges overflow 64 bits)"
+		}
 		t, known := byRef[ref]
 		if !known {
 			found := ledger.Violation{Kind: ledger.KindChargeUnrecorded,
@@ -277,14 +290,15 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 		}
 		cost, booked := costs[ref]
 		switch {
-		case !booked && c.amount == 0 && effectTask(in.Pipelines, t):
+		case !booked && zero && effectTask(in.Pipelines, t):
 			// Effect steps book no cost; a zero charge is no money.
 		case !booked:
 			out = append(out, ledger.Violation{Kind: ledger.KindChargeUnrecorded, Pipeline: t.Pipeline, Episode: t.EpisodeID,
 				Detail: fmt.Sprintf("vendor %s charged %s for task %s, which is %s's reference, but the ledger books no cost for it with this vendor: correct the ledger's cost entry to what was charged", v.Name, money, ref, describeTask(t))})
-		case len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amount != cost.Amount:
+		case c.overflow || len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amounts[cost.Currency] != cost.Amount:
 			out = append(out, ledger.Violation{Kind: ledger.KindAmountDiffers, Pipeline: t.Pipeline, Episode: t.EpisodeID,
-				Detail: fmt.Sprintf("vendor %s charged %s for task %s (%s), the ledger books %d %s: ask the vendor which is right, then correct the ledger or dispute the charge", v.Name, money, ref, describeTask(t), cost.Amount, cost.Currency)})
+				Detail: fmt.Sprintf("vendor %s charged %s for task %s (%s), the ledger books %s: ask the vendor which is right, then correct the ledger or dispute the charge",
+					v.Name, money, ref, describeTask(t), allot.Money{Amount: cost.Amount, Currency: cost.Currency})})
 		}
 	}
 	for _, c := range sortedCosts(costs) {
@@ -292,7 +306,8 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 			continue
 		}
 		out = append(out, ledger.Violation{Kind: ledger.KindCostUncharged, Pipeline: c.Pipeline, Episode: c.EpisodeID,
-			Detail: fmt.Sprintf("the ledger books %d %s for task %s (step %s revision %d) but vendor %s has not charged for it: ask the vendor, then correct the ledger or expect the charge", c.Amount, c.Currency, c.RemoteRef, c.Step, c.Revision, v.Name)})
+			Detail: fmt.Sprintf("the ledger books %s for task %s (step %s revision %d) but vendor %s has not charged for it: ask the vendor, then correct the ledger or expect the charge",
+				allot.Money{Amount: c.Amount, Currency: c.Currency}, c.RemoteRef, c.Step, c.Revision, v.Name)})
 	}
 	return out, check, nil
 }

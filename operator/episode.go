@@ -234,7 +234,9 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 	for _, c := range costs {
 		if c.EpisodeID == episodeID {
 			out.Costs = append(out.Costs, c)
-			out.Totals[c.Currency] += c.Amount
+			if err := allot.AddTo(out.Totals, allot.Money{Amount: c.Amount, Currency: c.Currency}); err != nil {
+				return ShowResult{}, fmt.Errorf("episode %s of %s: %w: a cost entry is absurd; run starter check --pipeline %s", episodeID, pipelineName, err, pipelineName)
+			}
 		}
 	}
 	if c != nil {
@@ -311,7 +313,9 @@ type CostsResult struct {
 	Totals   map[string]int64 `json:"totals"`
 }
 
-// Costs sums the ledger's cost entries per episode and step.
+// Costs sums the ledger's cost entries per episode and step. Every sum is
+// checked: one that would overflow is an error (allot.ErrAmountOverflow),
+// never a wrong number.
 func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult, error) {
 	if err := pipeline.ValidateName(in.Pipeline); err != nil {
 		return CostsResult{}, err
@@ -337,8 +341,15 @@ func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult,
 			out.Lines = append(out.Lines, CostLine{EpisodeID: e.EpisodeID, Period: e.Period, Step: e.Step, Currency: e.Currency})
 		}
 		out.Lines[i].Revisions++
-		out.Lines[i].Amount += e.Amount
-		out.Totals[e.Currency] += e.Amount
+		m := allot.Money{Amount: e.Amount, Currency: e.Currency}
+		sum, err := allot.AddAmount(out.Lines[i].Amount, e.Amount)
+		if err == nil {
+			err = allot.AddTo(out.Totals, m)
+		}
+		if err != nil {
+			return CostsResult{}, fmt.Errorf("costs of %s: %w: a cost entry is absurd; run starter check --pipeline %s", in.Pipeline, err, in.Pipeline)
+		}
+		out.Lines[i].Amount = sum
 	}
 	return out, nil
 }

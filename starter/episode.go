@@ -327,11 +327,13 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
+// money prints an amount as every command does (allot.Money); "" when
+// there is no currency (no cost).
 func money(minor int64, currency string) string {
 	if currency == "" {
 		return ""
 	}
-	return fmt.Sprintf("%d.%02d %s", minor/100, minor%100, currency)
+	return allot.Money{Amount: minor, Currency: currency}.String()
 }
 
 func dash(s string) string {

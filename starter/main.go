@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/activities"
 	"allot/app"
 	"allot/ledger"
@@ -278,6 +279,13 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	if _, err := pipelines.Get(pipelineName); err != nil {
 		return err
+	}
+	if key != "" {
+		// A key another pipeline's, or under a reserved prefix, is refused
+		// before anything is contacted (Runs.Run refuses it too).
+		if _, err := workflows.PlaceKey(pipelineName, key, pipelines.Names()); err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, err)
+		}
 	}
 	ledgerID, err := c.ledgerID(ctx)
 	if err != nil {

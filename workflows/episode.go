@@ -490,7 +490,7 @@ func stepTable(steps []activities.StepState) string {
 			rev = fmt.Sprint(s.Revision)
 			ref = "`" + s.RemoteRef + "`"
 			if s.CostCurrency != "" {
-				cost = fmt.Sprintf("%d.%02d %s", s.CostAmount/100, s.CostAmount%100, s.CostCurrency)
+				cost = allot.Money{Amount: s.CostAmount, Currency: s.CostCurrency}.String()
 			}
 		}
 		b.WriteString(fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n", s.Name, s.Kind, s.Status, rev, ref, cost))
