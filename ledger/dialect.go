@@ -494,7 +494,7 @@ func checkSQLiteFile(abs, where string, mode openMode) error {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if mode != openCreate {
-			return notCreatedError{fmt.Errorf("ledger %s does not exist (no file %s): check the path; the worker creates a new ledger on its first start", where, abs)}
+			return notCreatedError{fmt.Errorf("ledger %s does not exist (no file %s): check the path", where, abs)}
 		}
 		return nil
 	case err != nil:
@@ -503,7 +503,7 @@ func checkSQLiteFile(abs, where string, mode openMode) error {
 		return fmt.Errorf("ledger %s is a directory, not a SQLite database: name a file, e.g. %s", where, filepath.Join(where, "ledger.db"))
 	case st.Size() == 0:
 		if mode != openCreate {
-			return notCreatedError{fmt.Errorf("ledger %s is an empty file, not a ledger yet: check the path; the worker creates a new ledger on its first start", where)}
+			return notCreatedError{fmt.Errorf("ledger %s is an empty file, not a ledger yet: check the path", where)}
 		}
 		return nil
 	}

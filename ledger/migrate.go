@@ -140,7 +140,7 @@ func (l *Ledger) readSchemaVersion(ctx context.Context) (int, error) {
 	case err == nil:
 		return v, nil
 	case noSuchTable(err):
-		return 0, notCreatedError{fmt.Errorf("ledger %s has no allot schema (%v): check the URL; the worker creates a new ledger on its first start", l.where, err)}
+		return 0, notCreatedError{fmt.Errorf("ledger %s has no allot schema (%v): check the URL", l.where, err)}
 	}
 	return 0, fmt.Errorf("ledger %s: %w", l.where, err)
 }
