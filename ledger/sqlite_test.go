@@ -247,6 +247,40 @@ func TestSQLiteReadOnlySeesALiveWritersLog(t *testing.T) {
 	}
 }
 
+// A -wal with commits but without its -shm (a copy that left the -shm
+// behind) cannot be read without creating one: OpenReadOnly refuses it,
+// naming the missing file, and creates nothing.
+func TestSQLiteReadOnlyRefusesALogWithoutItsIndex(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "ledger.db")
+	w, err := Open(ctxT(t), "sqlite:"+src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	alloc(t, w, "weekly", "k", "2026-W32", 0) // in the -wal only
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	for _, suffix := range []string{"", "-wal"} {
+		data, err := os.ReadFile(src + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+suffix, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dirState(t, dir)
+	if l, err := OpenReadOnly(ctxT(t), "sqlite:"+path); err == nil || !strings.Contains(err.Error(), path+"-shm") {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("OpenReadOnly of a -wal without its -shm = %v, want a refusal naming %s-shm", err, path)
+	}
+	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
+		t.Fatalf("the refused open changed the directory: %s", diff)
+	}
+}
+
 // A read that takes no locks (no worker had the ledger open) while a worker
 // starts, commits and stops, checkpointing into the file, may have read the
 // file torn: View reads again, and gives up with ErrChangedWhileReading
