@@ -320,7 +320,7 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error
 // openSQLiteReadOnly opens one pool of read-only connections, each opened
 // by readOnlyConnector, for both of the ledger's pools (it never writes).
 func openSQLiteReadOnly(ctx context.Context, abs, where string) (*Ledger, error) {
-	c := &readOnlyConnector{abs: abs, where: where}
+	c := &readOnlyConnector{abs: abs}
 	var err error
 	if c.locked, err = sqlite.NewConnector(sqliteReadOnlyDSN(abs, false)); err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", where, err)
@@ -366,7 +366,7 @@ func openSQLiteReadOnly(ctx context.Context, abs, where string) (*Ledger, error)
 //     when a use ends marks the ledger changed: Close reports
 //     ErrChangedWhileReading and View reads again.
 type readOnlyConnector struct {
-	abs, where       string
+	abs              string
 	locked, unlocked driver.Connector
 	changed          atomic.Bool
 }
@@ -387,24 +387,25 @@ type sqliteConn interface {
 func (c *readOnlyConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	// The file's state is taken before the log is looked for: a writer
 	// that starts after that look changes one or the other.
+	// Errors name the files; the callers name the ledger.
 	file, err := os.Stat(c.abs)
 	if err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", c.where, err)
+		return nil, err
 	}
 	wal, err := statIfExists(c.abs + "-wal")
 	if err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", c.where, err)
+		return nil, err
 	}
 	if wal != nil {
 		shm, err := statIfExists(c.abs + "-shm")
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("ledger %s: %w", c.where, err)
+			return nil, err
 		case shm != nil:
 			return c.locked.Connect(ctx)
 		case wal.Size() > 0:
-			return nil, fmt.Errorf("ledger %s has a write-ahead log (%s-wal) without its index (%s-shm), and reading it read-only would create the index: copy the -shm file along with the ledger and its -wal, or let the worker open the ledger once (it folds the log into the file)",
-				c.where, c.abs, c.abs)
+			return nil, fmt.Errorf("its write-ahead log %s-wal has no index %s-shm beside it, and reading it read-only would create one: copy the -shm file along with the ledger and its -wal, or let the worker open the ledger once (it folds the log into the file)",
+				c.abs, c.abs)
 		}
 	}
 	conn, err := c.unlocked.Connect(ctx)
@@ -414,7 +415,7 @@ func (c *readOnlyConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	sc, ok := conn.(sqliteConn)
 	if !ok {
 		_ = conn.Close()
-		return nil, fmt.Errorf("ledger %s: the SQLite driver's connection (%T) lacks an interface database/sql uses", c.where, conn)
+		return nil, fmt.Errorf("the SQLite driver's connection (%T) lacks an interface database/sql uses", conn)
 	}
 	return &unlockedConn{sqliteConn: sc, c: c, file: file, wal: wal}, nil
 }
