@@ -87,6 +87,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	defer led.Close()
+	if led.Created() {
+		// Only the worker creates a ledger (the starter's commands refuse
+		// one that does not exist): say so, so that a mistyped
+		// ALLOT_LEDGER shows.
+		logger.Info("created a new ledger", "ledger", RedactURL(cfg.Ledger))
+	}
 	// A ledger the worker cannot write would only show when the first
 	// allocation retries forever: refuse to start instead.
 	if err := led.CheckWritable(ctx); err != nil {

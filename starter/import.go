@@ -40,17 +40,21 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 	if _, err := pipelines.Get(in.Pipeline); err != nil {
 		return err
 	}
-	// A dry run writes nothing, not even a migration.
-	open := ledger.Open
+	var res operator.ImportResult
 	if in.DryRun {
-		open = ledger.OpenReadOnly
+		// A dry run writes nothing, not even a migration or a file
+		// beside the ledger.
+		res, err = readLedger(ctx, c, func(led *ledger.Ledger) (operator.ImportResult, error) {
+			return operator.Import(ctx, led, pipelines, in)
+		})
+	} else {
+		var led *ledger.Ledger
+		if led, err = c.openLedgerToWrite(ctx); err != nil {
+			return err
+		}
+		defer led.Close()
+		res, err = operator.Import(ctx, led, pipelines, in)
 	}
-	led, err := open(ctx, c.cfg.Ledger)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	res, err := operator.Import(ctx, led, pipelines, in)
 	var conflicts *ledger.ImportConflictError
 	if err != nil && !errors.As(err, &conflicts) {
 		return err

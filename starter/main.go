@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -204,19 +205,54 @@ func (c *cli) dial(ctx context.Context) (client.Client, error) {
 	return cl, nil
 }
 
+// openLedgerReadOnly opens the ledger for a command that reads it for a
+// while (it may follow a worker's progress); one that reads once uses
+// readLedger.
 func (c *cli) openLedgerReadOnly(ctx context.Context) (*ledger.Ledger, error) {
-	return ledger.OpenReadOnly(ctx, c.cfg.Ledger)
+	led, err := ledger.OpenReadOnly(ctx, c.cfg.Ledger)
+	return led, c.ledgerError(err)
 }
 
-// readLedger answers one query from the ledger, opened read-only.
+// openLedgerToWrite opens the ledger for a command that writes it. Only the
+// worker creates a ledger: a mistyped --ledger is refused, not made into a
+// new, empty ledger.
+func (c *cli) openLedgerToWrite(ctx context.Context) (*ledger.Ledger, error) {
+	led, err := ledger.OpenExisting(ctx, c.cfg.Ledger)
+	return led, c.ledgerError(err)
+}
+
+// readLedger answers one query from the ledger, opened read-only: it creates
+// and changes no file and works on a read-only copy (invariant 19).
 func readLedger[T any](ctx context.Context, c *cli, query func(*ledger.Ledger) (T, error)) (T, error) {
-	led, err := c.openLedgerReadOnly(ctx)
-	if err != nil {
-		var zero T
-		return zero, err
+	var res T
+	err := ledger.View(ctx, c.cfg.Ledger, func(led *ledger.Ledger) error {
+		var err error
+		res, err = query(led)
+		return err
+	})
+	return res, c.ledgerError(err)
+}
+
+// ledgerError adds to a ledger that does not exist where the ledger comes
+// from and the command that creates one: the worker's first start.
+func (c *cli) ledgerError(err error) error {
+	if !errors.Is(err, ledger.ErrNotCreated) {
+		return err
 	}
-	defer led.Close()
-	return query(led)
+	return fmt.Errorf("%w (--ledger or %s), or start the worker once to create a new ledger there: %s", err, app.EnvLedger, workerCommand(c.cfg.Ledger))
+}
+
+// workerCommand starts the worker on the ledger at url, which it creates if
+// there is none. A SQLite path is made absolute, a password redacted.
+func workerCommand(url string) string {
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		if abs, err := filepath.Abs(path); err == nil {
+			url = "sqlite:" + abs
+		}
+	} else {
+		url = app.RedactURL(url)
+	}
+	return "go run ./worker --ledger " + allot.ShellQuote(url)
 }
 
 // print writes v as JSON, or calls text for people.
