@@ -831,7 +831,10 @@ func TestCheckExecCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `step "run"`) || !strings.Contains(err.Error(), "PATH") || !strings.Contains(err.Error(), emptyPath) {
 		t.Errorf("a program not in PATH: %v, want the step and the PATH looked in named", err)
 	}
-	err = CheckExecCommands(load(`"./bin/settle"`))
+	// Loading the file (what the starter does) checks no program; the
+	// worker's start check (CheckSteps) does.
+	missing := load(`"./bin/settle"`)
+	err = CheckSteps(missing, nil)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "bin", "settle")) || !strings.Contains(err.Error(), dir) {
 		t.Errorf("a missing relative program: %v, want the path looked for named", err)
 	}
