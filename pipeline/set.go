@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -39,7 +40,19 @@ func Load(path string) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read pipeline file: %w (set ALLOT_PIPELINES or --pipelines to a readable TOML file, or leave it empty for the embedded default)", err)
 	}
-	return Parse(data, path)
+	s, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	// Relative command paths start from the file's directory.
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", path, err)
+	}
+	for _, p := range s.byName {
+		p.dir = dir
+	}
+	return s, nil
 }
 
 // Parse decodes and validates pipeline definitions in TOML. Unknown keys are
@@ -99,10 +112,31 @@ func Parse(data []byte, source string) (*Set, error) {
 	if err := s.checkVendors(); err != nil {
 		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
+	if err := s.checkExecEnv(); err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+	}
 	return s, nil
 }
 
 func sortStrings(xs []string) { sort.Strings(xs) }
+
+// checkExecEnv refuses an exec step whose env names a vendor's key
+// variable: keys reach only the paid activities (invariant 11).
+func (s *Set) checkExecEnv() error {
+	for _, name := range s.names {
+		for _, st := range s.byName[name].Steps {
+			for _, env := range st.Env {
+				for _, vname := range s.VendorNames() {
+					if v := s.vendors[vname]; v.APIKeyEnv == env {
+						return fmt.Errorf("pipeline %q: step %q: env names %s, the API key of vendor %q: vendor keys never reach exec steps (invariant 11); remove it, and give the step its own credential under another name if it needs one",
+							name, st.Name, env, vname)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // Get returns the named pipeline, or an error naming the known ones.
 func (s *Set) Get(name string) (*Pipeline, error) {
