@@ -44,7 +44,7 @@ type command struct {
 var commands = map[string]command{
 	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
 	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
-	"check":    {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations", checkCommand},
+	"check":    {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations or a vendor not reconciled", checkCommand},
 	"import":   {"import an old system's runs as completed episodes, paying nothing (JSON Lines or one folder per old ID)", importCommand},
 	"input":    {"the inputs a pipeline consumes, one per new episode: add|list|withdraw", inputCommand},
 	"episode":  {"show or command one episode: show|lookup|approve|reject|rework|reassemble|resolve|resume", episodeCommand},
@@ -381,18 +381,15 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	if in.StaleIntent <= 0 {
 		return usageError{fmt.Errorf("--stale-intent %s: give a positive duration, e.g. 1h", in.StaleIntent)}
 	}
-	var skipped []string
 	if vendor {
 		pipelines, err := c.cfg.LoadPipelines()
 		if err != nil {
 			return err
 		}
 		in.Pipelines = pipelines
-		if in.Vendors, skipped, err = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
+		in.Vendors = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
 			return activities.EnvCredentials{}.VendorAPIKey(ctx)
-		}); err != nil {
-			return err
-		}
+		})
 	}
 	if wfs {
 		cl, err := c.dial(ctx)
@@ -414,13 +411,16 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	res.NotReconciled = skipped
 	c.print(res, func(w io.Writer) {
 		for _, v := range res.Vendors {
-			fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled\n", v.Name, v.Charges, v.Costs)
-		}
-		for _, s := range skipped {
-			fmt.Fprintf(w, "vendor %s (not reconciled)\n", s)
+			switch v.Status {
+			case operator.VendorReconciled:
+				fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled\n", v.Name, v.Charges, v.Costs)
+			case operator.VendorNotReconciled:
+				fmt.Fprintf(w, "vendor %s\tNOT RECONCILED: %s\n", v.Name, v.Reason)
+			default:
+				fmt.Fprintf(w, "vendor %s\tnothing to reconcile: %s\n", v.Name, v.Reason)
+			}
 		}
 		if res.OK {
 			fmt.Fprintf(w, "ok: the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
@@ -432,7 +432,14 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 				fmt.Fprintf(w, "\tfix:\t%s\n", v.Fix)
 			}
 		}
-		fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
+		if len(res.Violations) > 0 {
+			fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
+		} else {
+			fmt.Fprintf(w, "the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
+		}
+		if res.Incomplete != "" {
+			fmt.Fprintf(w, "not ok: %s\n", res.Incomplete)
+		}
 	})
 	if !res.OK {
 		return errViolations
