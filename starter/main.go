@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/activities"
 	"allot/app"
 	"allot/ledger"
@@ -276,8 +277,14 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := pipelines.Get(pipelineName); err != nil {
+	p, err := pipelines.Get(pipelineName)
+	if err != nil {
 		return err
+	}
+	if nominal != "" && in.NominalTime.IsZero() {
+		// Runs.Run takes the zero time for "now": a zero time given on
+		// purpose is an absurd one.
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("--nominal-time %s: %v", nominal, p.CheckNominalTime(in.NominalTime, time.Now())), allot.InvalidInput, nil)
 	}
 	ledgerID, err := c.ledgerID(ctx)
 	if err != nil {
