@@ -35,6 +35,9 @@ const (
 	exitError      = 1
 	exitUsage      = 2
 	exitViolations = 3
+	// exitInterrupted: Ctrl-C (SIGINT) or SIGTERM stopped the command; what
+	// it started goes on (128 + SIGINT, as a shell reports it).
+	exitInterrupted = 130
 )
 
 type command struct {
@@ -66,6 +69,10 @@ type cli struct {
 	json              bool
 	stdout            io.Writer
 	stderr            io.Writer
+
+	// given are the flags set on the command line, with their values: the
+	// commands the CLI prints carry them (see givenFlags).
+	given map[string]string
 }
 
 // usageError is a command line mistake: exit 2, with the command's usage.
@@ -73,6 +80,10 @@ type usageError struct{ error }
 
 // violationsError means check found violations: exit 3.
 var errViolations = errors.New("ledger invariants violated")
+
+// errInterrupted: the command was stopped while it watched something that
+// goes on; it has said so and how to watch again. Exit 130.
+var errInterrupted = errors.New("interrupted")
 
 // errReported is an error the command has printed already (as part of its
 // JSON result): exit 1 without printing it again.
@@ -120,6 +131,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitViolations
 	case errors.Is(err, errReported):
 		return exitError
+	case errors.Is(err, errInterrupted):
+		return exitInterrupted
 	default:
 		env.printError(args[0], err)
 		return exitError
@@ -164,6 +177,8 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q: every value goes with a flag", fs.Args())}
 	}
+	c.given = map[string]string{}
+	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = f.Value.String() })
 	c.cfg = c.cfg.WithDefaults()
 	if err := c.cfg.Validate(); err != nil {
 		return usageError{settingFlags(fs, err)}
@@ -295,15 +310,42 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID}
+	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID,
+		Namespace: c.resolvedNamespace, OnNoWorker: func(nw operator.NoWorker) { c.printNoWorker("run", nw) }}
+	// Stopped while it watches, the run goes on: say so and how to watch
+	// it again, instead of failing with "context canceled".
+	stopped := func(key string) error {
+		if key == "" {
+			fmt.Fprintf(c.stderr, "starter run: interrupted; the run may have started: run the same command again, it attaches to the run if there is one\n")
+			return errInterrupted
+		}
+		again := []string{"starter", "run", "--pipeline", pipelineName, "--key", key}
+		if nominal != "" {
+			again = append(again, "--nominal-time", nominal)
+		}
+		if follow {
+			again = append(again, "--follow")
+		} else {
+			again = append(again, "--wait")
+		}
+		again = append(again, c.givenFlags("ledger", "pipelines", "task-queue", "address", "namespace")...)
+		fmt.Fprintf(c.stderr, "starter run: stopped watching; the run goes on. Follow it again with:\n  %s\n", shellJoin(again))
+		return errInterrupted
+	}
 	res, err := runs.Run(ctx, in)
 	if err != nil {
+		if ctx.Err() != nil {
+			return stopped(res.WorkflowID)
+		}
 		return err
 	}
 	out := followedRun{RunResult: res}
 	if follow && res.Result != nil && res.Result.EpisodeID != "" {
-		st, err := operator.FollowEpisode(ctx, cl, pipelineName, res.Result.EpisodeID, 0)
+		st, err := runs.FollowEpisode(ctx, pipelineName, res.Result.EpisodeID)
 		if err != nil {
+			if ctx.Err() != nil {
+				return stopped(res.WorkflowID)
+			}
 			return err
 		}
 		out.Episode = &st
@@ -452,4 +494,49 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 		return errViolations
 	}
 	return nil
+}
+
+// givenFlags are the named flags given on the command line, as arguments
+// for a command the CLI prints: run in the same environment, it reaches
+// what this one did.
+func (c *cli) givenFlags(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if v, ok := c.given[n]; ok {
+			out = append(out, "--"+n, v)
+		}
+	}
+	return out
+}
+
+// printNoWorker tells, on stderr, that what cmd waits on sits in a task
+// queue no worker polls, and how to start one.
+func (c *cli) printNoWorker(cmd string, nw operator.NoWorker) {
+	fmt.Fprintf(c.stderr, "starter %s: %s\n", cmd, c.noWorkerHint(nw))
+}
+
+// noWorkerHint says that no worker polls nw's task queue and gives the
+// commands that start one for it.
+func (c *cli) noWorkerHint(nw operator.NoWorker) string {
+	if nw.Namespace == "" {
+		nw.Namespace = c.resolvedNamespace
+	}
+	worker := append([]string{"go", "run", "./worker", "--task-queue", nw.TaskQueue, "--namespace", nw.Namespace}, c.givenFlags("address", "ledger", "pipelines")...)
+	return fmt.Sprintf("no worker polls task queue %q in namespace %q, so nothing runs until one does; start one with\n  %s\n(`go run ./devserver` runs one itself unless started with --no-worker; a worker says at start what it lacks, e.g. %s for paid steps)",
+		nw.TaskQueue, nw.Namespace, shellJoin(worker), app.EnvVendorURL)
+}
+
+// shellJoin joins words into a command line a POSIX shell splits back
+// into them: words of plain characters bare, others quoted.
+func shellJoin(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = w
+		if w == "" || strings.ContainsFunc(w, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r))
+		}) {
+			out[i] = allot.ShellQuote(w)
+		}
+	}
+	return strings.Join(out, " ")
 }
