@@ -330,6 +330,9 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		again = append(again, c.givenFlags("ledger", "pipelines", "task-queue", "address", "namespace")...)
 		fmt.Fprintf(c.stderr, "starter run: stopped watching; the run goes on. Follow it again with:\n  %s\n", shellJoin(again))
+		if c.json {
+			printJSONError(c.stdout, "stopped watching; the run goes on: follow it again with "+shellJoin(again), "interrupted")
+		}
 		return errInterrupted
 	}
 	res, err := runs.Run(ctx, in)
