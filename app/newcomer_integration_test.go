@@ -6,6 +6,7 @@ package app_test
 // take.
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -107,6 +108,31 @@ func TestShowSaysWhenNoWorkerPollsTheEpisode(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), `no worker polls task queue "`+queue+`" in namespace "`+c.Namespace+`"`) ||
 		!strings.Contains(string(out), "go run ./worker --task-queue "+queue+" --namespace "+c.Namespace) {
 		t.Fatalf("starter episode show: %v\n%s", err, out)
+	}
+
+	// A run waiting on that queue says so once NoWorkerAfter has passed.
+	said := make(chan operator.NoWorker, 1)
+	runs := &operator.Runs{Client: c.Client, Pipelines: c.Pipelines, TaskQueue: queue, LedgerID: c.Ledger.ID(),
+		Namespace: c.Namespace, NoWorkerAfter: 100 * time.Millisecond, OnNoWorker: func(nw operator.NoWorker) { said <- nw }}
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := runs.Run(waitCtx, operator.RunInput{Pipeline: "weekly-video", NominalTime: monday().Add(time.Hour), Wait: true})
+		waited <- err
+	}()
+	select {
+	case nw := <-said:
+		if nw != (operator.NoWorker{TaskQueue: queue, Namespace: c.Namespace}) {
+			t.Fatalf("the run waiting on %s said %+v", queue, nw)
+		}
+	case err := <-waited:
+		t.Fatalf("the run on a queue nobody polls returned %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the run on a queue nobody polls never said so")
+	}
+	stopWaiting()
+	if err := <-waited; err == nil {
+		t.Fatal("the stopped wait returned no error")
 	}
 
 	served := c.Allocate("weekly-video", monday())

@@ -34,10 +34,10 @@ func HasWorkflowPollers(ctx context.Context, c client.Client, taskQueue string) 
 	return len(resp.GetPollers()) > 0, nil
 }
 
-// watchForWorker calls warn once, from another goroutine, if the wait it
-// guards is still going after r.NoWorkerAfter and no worker polls the
-// task queue; it looks again every NoWorkerAfter until it has warned or
-// stop is called. Without OnNoWorker it does nothing.
+// watchForWorker calls r.OnNoWorker once, from another goroutine, if the
+// wait it guards is still going after r.NoWorkerAfter and no worker polls
+// the task queue; it looks again every NoWorkerAfter until it has called
+// it or stop is called. Without OnNoWorker it does nothing.
 func (r *Runs) watchForWorker(ctx context.Context) (stop func()) {
 	if r.OnNoWorker == nil {
 		return func() {}
@@ -71,8 +71,8 @@ func (r *Runs) watchForWorker(ctx context.Context) (stop func()) {
 	}
 }
 
-// FollowEpisode is FollowEpisode on the runs' client, saying (OnNoWorker)
-// when it waits on a task queue no worker polls.
+// FollowEpisode is the package's FollowEpisode on the runs' client,
+// saying (OnNoWorker) when it waits on a task queue no worker polls.
 func (r *Runs) FollowEpisode(ctx context.Context, pipelineName, episodeID string) (workflows.EpisodeState, error) {
 	defer r.watchForWorker(ctx)()
 	return FollowEpisode(ctx, r.Client, pipelineName, episodeID, 0)
