@@ -149,26 +149,20 @@ func endedFirst(err error) bool {
 // the same step when started for the command): NotReady, with how the
 // episode stands and where to look.
 func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName string, in CommandInput) error {
-	stands := "has ended"
+	ended := "ended"
 	if desc, err := o.Client.DescribeWorkflowExecution(ctx, workflows.EpisodeWorkflowID(pipelineName, in.EpisodeID), ""); err == nil {
-		stands = "ended " + strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+		ended += " (" + strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")) + ")"
 	}
+	stands := ""
 	if o.Ledger != nil {
 		if ep, err := o.Ledger.Episode(ctx, pipelineName, in.EpisodeID); err == nil && ep.Outcome != "" {
-			stands += fmt.Sprintf(" (the ledger has it %s: %s)", ep.Outcome, dash(ep.OutcomeReason))
+			stands = fmt.Sprintf(", and the ledger has the episode %s (%s)", ep.Outcome, ep.OutcomeReason)
 		}
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("episode %s of %s %s before it could take the %s: there is nothing to %s; see why with `starter episode show --pipeline %s --episode %s`",
-			in.EpisodeID, pipelineName, stands, in.Update, in.Update, pipelineName, in.EpisodeID),
+		fmt.Sprintf("episode %s of %s: its workflow %s before it could take the %s%s: there is nothing to %s; see why with `starter episode show --pipeline %s --episode %s`",
+			in.EpisodeID, pipelineName, ended, in.Update, stands, in.Update, pipelineName, in.EpisodeID),
 		allot.NotReady, nil)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // refuseWithoutRun answers, from the ledger and without starting anything,
