@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"allot/activities"
 	"allot/app"
 	"allot/ledger"
 )
@@ -40,8 +41,9 @@ func TestWorkerRefusesALedgerItCannotWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = app.RunWorker(ctx, app.WorkerConfig{
-		Config:   app.Config{Ledger: "sqlite:" + path, DataDir: dir},
-		Temporal: client.Options{HostPort: "127.0.0.1:1"}, // never reached
+		Config:      app.Config{Ledger: "sqlite:" + path, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
+		Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // never reached
+		Credentials: activities.NewStaticCredentials("test-key"),
 	})
 	if err == nil || !strings.Contains(err.Error(), "cannot be written") || !strings.Contains(err.Error(), "writable by the worker's user") ||
 		strings.Contains(err.Error(), "connect to Temporal") {

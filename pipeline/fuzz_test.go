@@ -266,6 +266,11 @@ func checkRefusal(t *testing.T, data []byte, err error) {
 		return
 	}
 	switch {
+	case keyInFile(data, md.Undecoded()) != nil:
+		if !strings.Contains(msg, "api_key_env") || !strings.Contains(msg, "api_key_file") {
+			t.Fatalf("a vendor's key in the file, but the refusal is %q", msg)
+		}
+		return
 	case len(md.Undecoded()) > 0:
 		if !strings.Contains(msg, "unknown keys "+md.Undecoded()[0].String()) {
 			t.Fatalf("unknown keys %v, but the refusal is %q", md.Undecoded(), msg)

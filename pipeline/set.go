@@ -24,6 +24,9 @@ type Set struct {
 	byName  map[string]*Pipeline
 	names   []string
 	vendors map[string]Vendor
+	// source names where the set was read from, for errors that send
+	// the reader to the file (PipelineNotFound).
+	source string
 }
 
 type file struct {
@@ -31,10 +34,13 @@ type file struct {
 	Pipelines []Pipeline `toml:"pipeline"`
 }
 
+// EmbeddedSource is the source name of the embedded default file.
+const EmbeddedSource = "embedded default"
+
 // Load reads a pipeline file; an empty path means the embedded default.
 func Load(path string) (*Set, error) {
 	if path == "" {
-		return Parse(DefaultConfig, "embedded default")
+		return Parse(DefaultConfig, EmbeddedSource)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -64,6 +70,9 @@ func Parse(data []byte, source string) (*Set, error) {
 		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		if err := keyInFile(data, undecoded); err != nil {
+			return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+		}
 		keys := make([]string, len(undecoded))
 		for i, k := range undecoded {
 			keys[i] = k.String()
@@ -86,7 +95,7 @@ func Parse(data []byte, source string) (*Set, error) {
 	if len(f.Pipelines) == 0 {
 		return nil, fmt.Errorf("pipeline file %s defines no pipelines: add a [[pipeline]] table", source)
 	}
-	s := &Set{byName: map[string]*Pipeline{}, vendors: map[string]Vendor{}}
+	s := &Set{byName: map[string]*Pipeline{}, vendors: map[string]Vendor{}, source: source}
 	for i := range f.Vendors {
 		v := f.Vendors[i]
 		if err := v.normalize(); err != nil {
@@ -145,7 +154,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 	}
 	p, ok := s.byName[name]
 	if !ok {
-		return nil, &UnknownError{Name: name, Known: s.names}
+		return nil, &UnknownError{Name: name, Known: s.names, Source: s.source}
 	}
 	return p, nil
 }
@@ -153,7 +162,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // WithAutoApprove is a copy of the set in which every pipeline passes its
 // approval steps by itself: for demos, never for real work.
 func (s *Set) WithAutoApprove() *Set {
-	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors}
+	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, source: s.source}
 	for name, p := range s.byName {
 		cp := *p
 		cp.AutoApprove = true
@@ -174,12 +183,24 @@ func (s *Set) StallAfter(name string) time.Duration {
 // Names lists the pipeline names, sorted.
 func (s *Set) Names() []string { return append([]string(nil), s.names...) }
 
-// UnknownError says a pipeline name is valid but not defined.
+// UnknownError says a pipeline name is valid but not defined in the
+// pipeline file Source (a path, or EmbeddedSource).
 type UnknownError struct {
-	Name  string
-	Known []string
+	Name   string
+	Known  []string
+	Source string
 }
 
 func (e *UnknownError) Error() string {
-	return fmt.Sprintf("pipeline %q is not defined: known pipelines are %s (add it to the pipeline file)", e.Name, strings.Join(e.Known, ", "))
+	where := "the pipeline file"
+	switch e.Source {
+	case "":
+	case EmbeddedSource:
+		// A worker or starter on the embedded file was most likely
+		// meant to read the user's own.
+		where = "the embedded default pipeline file (no ALLOT_PIPELINES or --pipelines was given)"
+	default:
+		where = "the pipeline file " + e.Source
+	}
+	return fmt.Sprintf("pipeline %q is not defined in %s: known pipelines are %s (add it to that file, or point ALLOT_PIPELINES or --pipelines at the file that defines it)", e.Name, where, strings.Join(e.Known, ", "))
 }
