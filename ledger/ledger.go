@@ -103,6 +103,9 @@ type Ledger struct {
 	readOnly  bool
 	// id is the ledger's identity (identity.go).
 	id string
+	// alloc groups concurrent allocations into shared transactions
+	// (allocbatch.go).
+	alloc *allocBatcher
 }
 
 // Open opens the ledger named by url, creating it if needed, and applies the
@@ -158,6 +161,7 @@ func connect(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
 		return nil, err
 	}
 	l.readOnly = readOnly
+	l.alloc = &allocBatcher{}
 	if l.d.name == postgresDialect.name {
 		l.txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
