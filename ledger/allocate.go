@@ -198,7 +198,10 @@ func (l *Ledger) allocateAlone(ctx context.Context, in AllocateInput) (AllocateR
 }
 
 // allocateTx decides and saves one allocation in tx, which holds the
-// pipeline's lock. On error the caller rolls back what it wrote.
+// pipeline's lock. On error the caller rolls back what it wrote; but
+// ErrKeyCrossesPeriod and ErrKeyAmbiguous are decided before anything is
+// written and after no failed statement, so tx goes on as it was (group
+// commit relies on it).
 func (l *Ledger) allocateTx(ctx context.Context, tx *sql.Tx, st *allocStmts, in AllocateInput) (AllocateResult, error) {
 	capped := in.MaxPerPeriod > 0
 	var (

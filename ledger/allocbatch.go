@@ -14,6 +14,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -67,7 +68,6 @@ func (l *Ledger) allocBatchKey(pipeline string) string {
 // as an unbatched call; otherwise it queues in for the next transaction and
 // waits for its answer or for ctx.
 func (l *Ledger) allocateBatched(ctx context.Context, in AllocateInput) (AllocateResult, error) {
-	r := &allocReq{ctx: ctx, in: in, done: make(chan struct{})}
 	key := l.allocBatchKey(in.Pipeline)
 	b := l.alloc
 	b.mu.Lock()
@@ -78,10 +78,11 @@ func (l *Ledger) allocateBatched(ctx context.Context, in AllocateInput) (Allocat
 	if !served {
 		b.queues[key] = nil // served, by this caller
 		b.mu.Unlock()
-		l.runAllocBatch([]*allocReq{r})
+		res, err := l.allocateAlone(ctx, in)
 		l.serveAllocations(key, true)
-		return r.res, r.err
+		return res, err
 	}
+	r := &allocReq{ctx: ctx, in: in, done: make(chan struct{})}
 	b.queues[key] = append(q, r)
 	b.mu.Unlock()
 	select {
@@ -135,10 +136,25 @@ const (
 	allocRollbackTo    = `ROLLBACK TO SAVEPOINT alloc`
 )
 
+// errAllocNeedsSavepoints: a request of a batch run without savepoints
+// failed in a way that may have written or broken the transaction.
+var errAllocNeedsSavepoints = errors.New("an allocation of the batch failed: run the batch with savepoints")
+
+// allocAnswer is one request's answer inside runAllocBatch.
+type allocAnswer struct {
+	res AllocateResult
+	err error
+}
+
 // runAllocBatch runs the requests of one batch key in one transaction under
-// the pipeline's lock, each in a savepoint, and answers each. If the
-// transaction fails (begin, lock, savepoint or commit) every request fails
-// with that error.
+// the pipeline's lock and answers each. It runs them first without
+// savepoints, a statement less per request: a request refused for a key
+// bound elsewhere (ErrKeyCrossesPeriod, ErrKeyAmbiguous) has written
+// nothing and failed no statement. If one fails otherwise, the transaction
+// is rolled back and the batch runs again with a savepoint per request, so
+// that a failed request takes back only its own writes. If the transaction
+// fails (begin, lock, savepoint or commit) every request fails with that
+// error.
 func (l *Ledger) runAllocBatch(batch []*allocReq) {
 	// A caller that has left has its answer (ctx's error): its request is
 	// not run, so it writes nothing.
@@ -163,40 +179,16 @@ func (l *Ledger) runAllocBatch(batch []*allocReq) {
 		}
 		return
 	}
-	type answer struct {
-		res AllocateResult
-		err error
-	}
-	answers := make([]answer, len(live))
+	answers := make([]allocAnswer, len(live))
 	err = l.writeTx(ctx, func(tx *sql.Tx) error {
-		// One batch key on PostgreSQL is one pipeline, so one lock.
-		if err := l.lockAllocation(ctx, tx, st, live[0].in.Pipeline); err != nil {
-			return err
-		}
-		if len(live) == 1 {
-			// Alone: its failure is the transaction's, as without batching.
-			answers[0].res, answers[0].err = l.allocateTx(ctx, tx, st, live[0].in)
-			return answers[0].err
-		}
-		for i, r := range live {
-			sp := allocNextSavepoint
-			if i == 0 {
-				sp = allocSavepoint
-			}
-			if _, err := tx.ExecContext(ctx, sp); err != nil {
-				return fmt.Errorf("ledger %s: allocation savepoint: %w", l.where, err)
-			}
-			answers[i].res, answers[i].err = l.allocateTx(ctx, tx, st, r.in)
-			if answers[i].err != nil {
-				// Only this request's writes go; the transaction (and on
-				// PostgreSQL, after an SQL error, its use) goes on.
-				if _, err := tx.ExecContext(ctx, allocRollbackTo); err != nil {
-					return fmt.Errorf("ledger %s: roll back the allocation of key %q after %v: %w", l.where, r.in.Key, answers[i].err, err)
-				}
-			}
-		}
-		return nil
+		return l.allocateAll(ctx, tx, st, live, answers, false)
 	})
+	if errors.Is(err, errAllocNeedsSavepoints) {
+		clear(answers)
+		err = l.writeTx(ctx, func(tx *sql.Tx) error {
+			return l.allocateAll(ctx, tx, st, live, answers, true)
+		})
+	}
 	if err == nil {
 		l.alloc.txs.Add(1)
 	}
@@ -207,6 +199,46 @@ func (l *Ledger) runAllocBatch(batch []*allocReq) {
 		}
 		r.answer(answers[i].res, answers[i].err)
 	}
+}
+
+// allocateAll runs reqs in tx in order, each answer in answers. Without
+// savepoints it stops at the first request that fails other than by a
+// refused key (errAllocNeedsSavepoints); with them, it rolls back only that
+// request's writes and goes on (and on PostgreSQL, after an SQL error, so
+// does the transaction).
+func (l *Ledger) allocateAll(ctx context.Context, tx *sql.Tx, st *allocStmts, reqs []*allocReq, answers []allocAnswer, savepoints bool) error {
+	// One batch key on PostgreSQL is one pipeline, so one lock.
+	if err := l.lockAllocation(ctx, tx, st, reqs[0].in.Pipeline); err != nil {
+		return err
+	}
+	if len(reqs) == 1 {
+		// Alone: its failure is the transaction's, as without batching.
+		answers[0].res, answers[0].err = l.allocateTx(ctx, tx, st, reqs[0].in)
+		return answers[0].err
+	}
+	for i, r := range reqs {
+		if savepoints {
+			sp := allocNextSavepoint
+			if i == 0 {
+				sp = allocSavepoint
+			}
+			if _, err := tx.ExecContext(ctx, sp); err != nil {
+				return fmt.Errorf("ledger %s: allocation savepoint: %w", l.where, err)
+			}
+		}
+		res, err := l.allocateTx(ctx, tx, st, r.in)
+		answers[i] = allocAnswer{res, err}
+		switch {
+		case err == nil, errors.Is(err, ErrKeyCrossesPeriod), errors.Is(err, ErrKeyAmbiguous):
+		case !savepoints:
+			return errAllocNeedsSavepoints
+		default:
+			if _, rerr := tx.ExecContext(ctx, allocRollbackTo); rerr != nil {
+				return fmt.Errorf("ledger %s: roll back the allocation of key %q after %v: %w", l.where, r.in.Key, err, rerr)
+			}
+		}
+	}
+	return nil
 }
 
 // batchContext is the context of a batch's transaction: it ends when every
