@@ -95,13 +95,13 @@ const (
 // not grow with the ledger's history.
 //
 // Concurrent calls share a transaction (group commit, allocbatch.go): each
-// is decided in arrival order under the one lock, in a savepoint of its own,
-// so a call that fails writes nothing and fails no other call. If the shared
-// transaction cannot commit, every call in it fails with that error; a retry
-// is safe, since a key gets the same answer every time. A caller whose ctx
-// ends while it waits returns ctx's error at once; if its call was already
-// in a transaction, that call may still commit, and its retry gets the
-// episode back.
+// is decided in arrival order under the one lock, and a call that fails
+// writes nothing and fails no other call. If the shared transaction cannot
+// commit, every call in it fails with that error; a retry is safe, since a
+// key gets the same answer every time. A caller whose ctx ends while it
+// waits returns ctx's error at once; if its call was already in a
+// transaction, that call may still commit, and its retry gets the episode
+// back.
 //
 // A new key costs two prepared statements under the lock: one read of the
 // period's last sequence and of whether the key is bound (and of the

@@ -3,13 +3,13 @@ package ledger
 // Group commit of allocations. A durable commit (an fsync) costs more than
 // everything else an allocation does, so concurrent allocations share one.
 // A caller that finds no transaction of its batch key under way runs its
-// request at once, alone, in its own goroutine and under its own ctx: a lone
-// caller's allocation is the transaction Allocate always ran, and waits for
-// nothing. Callers
-// that come meanwhile queue; when the transaction ends, one goroutine takes
-// every queued request (the whole queue, up to maxAllocBatch), runs them in
-// one transaction in arrival order, commits once, answers each, and goes on
-// until the queue is empty. Nothing waits on a timer to fill a batch.
+// request at once, alone, in its own goroutine and under its own ctx: a
+// lone caller's allocation is the transaction Allocate always ran, and
+// waits for nothing. Callers that come meanwhile queue; when the
+// transaction ends, one goroutine takes every queued request (the whole
+// queue, up to maxAllocBatch), runs them in one transaction in arrival
+// order, commits once, answers each, and goes on until the queue is empty.
+// Nothing waits on a timer to fill a batch.
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 )
 
-// maxAllocBatch bounds the requests of one transaction. Each runs in a
+// maxAllocBatch bounds the requests of one transaction. Each may run in a
 // savepoint, which PostgreSQL makes a subtransaction; a backend caches 64
 // of them before every other session's snapshots get slower.
 const maxAllocBatch = 64
@@ -32,7 +32,8 @@ type allocBatcher struct {
 	off bool
 	mu  sync.Mutex
 	// queues holds each key's requests not yet taken; a key is present
-	// while a goroutine serves it.
+	// while a transaction of it is under way (a lone caller's, or a
+	// serving goroutine's).
 	queues map[string][]*allocReq
 	// txs counts committed allocation transactions, so that tests can
 	// tell how many requests shared one.
