@@ -104,10 +104,25 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"InputsAddWithdraw", testInputsAddWithdraw},
 		{"InputsClaim", testInputsClaim},
 		{"InputsConcurrentClaims", testInputsConcurrentClaims},
+		// Group commit (allocbatch_conformance_test.go).
+		{"GroupCommitNeighbours", testGroupCommitNeighbours},
+		{"GroupCommitMixed", testGroupCommitMixed},
+		{"GroupCommitInputs", testGroupCommitInputs},
+		{"GroupCommitCancelledCaller", testGroupCommitCancelledCaller},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, open(t))
+		})
+	}
+	// The allocation cases again with every call in a transaction of its
+	// own, the answers group commit must agree with.
+	for _, tc := range unbatchedAllocationCases {
+		t.Run("Unbatched/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := open(t)
+			l.alloc.off = true
+			tc.fn(t, l)
 		})
 	}
 	for _, tc := range []struct {

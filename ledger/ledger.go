@@ -117,6 +117,9 @@ type Ledger struct {
 	sqliteRO *readOnlyConnector
 	// id is the ledger's identity (identity.go).
 	id string
+	// alloc groups concurrent allocations into shared transactions
+	// (allocbatch.go).
+	alloc *allocBatcher
 }
 
 // openMode is what an open may do to the ledger.
@@ -237,6 +240,7 @@ func connect(ctx context.Context, url string, mode openMode) (*Ledger, error) {
 		return nil, err
 	}
 	l.readOnly = mode == openReadOnly
+	l.alloc = &allocBatcher{}
 	if l.d.name == postgresDialect.name {
 		l.txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
