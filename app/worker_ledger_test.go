@@ -60,9 +60,10 @@ func TestWorkerSaysWhenItCreatesTheLedger(t *testing.T) {
 		var logs bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := app.RunWorker(ctx, app.WorkerConfig{
-			Config:   app.Config{Ledger: url, DataDir: dir},
-			Temporal: client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
-			Logger:   slog.New(slog.NewJSONHandler(&logs, nil)),
+			Config:      app.Config{Ledger: url, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
+			Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
+			Credentials: activities.NewStaticCredentials("test-key"),
+			Logger:      slog.New(slog.NewJSONHandler(&logs, nil)),
 		})
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "connect to Temporal") {

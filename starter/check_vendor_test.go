@@ -30,6 +30,7 @@ func TestCheckVendorReconcilesWhatItCanAndSaysWhatNot(t *testing.T) {
 	})
 	studio, studioStrays := billingVendor(t, "studio-key", nil)
 	pipes := writePipelines(t, studio.URL)
+	createLedger(t, url) // as the worker does: import never creates one
 	if code, out, errOut := run(t, "import", "--pipeline", "weekly-video", "--from", exampleJSONL, "--ledger", url, "--pipelines", pipes, "--data-dir", data); code != exitOK {
 		t.Fatalf("import: exit %d, %s %s", code, out, errOut)
 	}

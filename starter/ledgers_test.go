@@ -149,3 +149,14 @@ func (l testLedger) dump(t *testing.T) map[string][]string {
 	}
 	return out
 }
+
+// createLedger creates the ledger at url as the worker does: the starter's
+// commands never create one.
+func createLedger(t *testing.T, url string) {
+	t.Helper()
+	led, err := ledger.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led.Close()
+}

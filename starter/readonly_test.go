@@ -18,6 +18,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"allot/activities"
 	"allot/app"
 	"allot/ledger"
 	"allot/workflows"
@@ -350,8 +351,10 @@ func TestWritingCommandsNeverCreateALedger(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			err = app.RunWorker(ctx, app.WorkerConfig{
-				Config:   app.Config{Ledger: words[4], Pipelines: pipelines, DataDir: filepath.Join(dir, "data")},
-				Temporal: client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
+				Config: app.Config{Ledger: words[4], Pipelines: pipelines, DataDir: filepath.Join(dir, "data"),
+					VendorURL: "http://127.0.0.1:1"}, // the embedded pipelines pay the default vendor
+				Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
+				Credentials: activities.NewStaticCredentials("test-key"),
 			})
 			cancel()
 			if err == nil || !strings.Contains(err.Error(), "connect to Temporal") {

@@ -35,6 +35,7 @@ func TestInputAddAgainWithoutReadyAtIsANoOp(t *testing.T) {
 	}
 	t.Setenv("ALLOT_PIPELINES", pipelines)
 	t.Setenv("ALLOT_LEDGER", "sqlite:"+filepath.Join(dir, "allot.db"))
+	createLedger(t, "sqlite:"+filepath.Join(dir, "allot.db")) // as the worker does
 	add := []string{"input", "add", "--pipeline", "drafts", "--ref", "draft-118", "--payload", `{"title": "Launch notes"}`, "--json"}
 	var first, again struct {
 		Added bool `json:"added"`
