@@ -16,6 +16,7 @@ import (
 
 	"allot/activities"
 	"allot/app"
+	"allot/internal/allottest"
 	"allot/ledger"
 )
 
@@ -38,7 +39,7 @@ func TestWorkerRefusesALedgerItCannotWrite(t *testing.T) {
 	} else if err := os.Chmod(path, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := allottest.Context(t, 30*time.Second)
 	defer cancel()
 	err = app.RunWorker(ctx, app.WorkerConfig{
 		Config:      app.Config{Ledger: "sqlite:" + path, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
@@ -58,7 +59,7 @@ func TestWorkerSaysWhenItCreatesTheLedger(t *testing.T) {
 	url := "sqlite:" + filepath.Join(dir, "new", "allot.db")
 	for i, want := range []int{1, 0} {
 		var logs bytes.Buffer
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := allottest.Context(t, 30*time.Second)
 		err := app.RunWorker(ctx, app.WorkerConfig{
 			Config:      app.Config{Ledger: url, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
 			Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first

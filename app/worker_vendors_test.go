@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,7 +78,7 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 	}
 	os.Unsetenv("SPARE_TEST_KEY")
 	start := func(vendorURL string, creds activities.CredentialsSource) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := allottest.Context(t, 30*time.Second)
 		defer cancel()
 		return app.RunWorker(ctx, app.WorkerConfig{
 			Config:      app.Config{Ledger: "sqlite:" + filepath.Join(dir, "allot.db"), DataDir: dir, Pipelines: pipelines, VendorURL: vendorURL},
