@@ -87,12 +87,19 @@ func CheckPaidAction(action Action, step string, state PaidTaskState, attention 
 
 // EpisodeActionAllowed says whether an episode-wide action (approve, reject,
 // reassemble) fits the episode's stage: approve and reject only at the
-// approval gate; reassemble whenever the episode is idle.
-func EpisodeActionAllowed(action Action, stage Stage) error {
+// approval gate; reassemble whenever the episode is idle. approvals are the
+// statuses of the episode's approval steps in plan order (nil if unknown):
+// they only shape the refusal, so that an approve after the gate says the
+// episode is past approval instead of asking to wait for a gate that will
+// not come.
+func EpisodeActionAllowed(action Action, stage Stage, approvals []StepStatus) error {
 	switch action {
 	case ActionApprove, ActionReject:
 		if stage == StageWaitingApproval {
 			return nil
+		}
+		if decided := pastApproval(approvals); decided != "" {
+			return fmt.Errorf("the episode is already %s and past approval (it is %s): there is nothing to %s", decided, stage, action)
 		}
 		return fmt.Errorf("the episode is %s, not waiting for approval: %s it once it reaches the approval step", stage, action)
 	case ActionReassemble:
@@ -103,6 +110,19 @@ func EpisodeActionAllowed(action Action, stage Stage) error {
 		return fmt.Errorf("the episode is %s: reassemble it once it is idle (waiting for approval, needing attention, completed or rejected)", stage)
 	}
 	return fmt.Errorf("%s is not an episode-wide action", action)
+}
+
+// pastApproval is the last decision of approvals when every approval step
+// is decided (approved or rejected), else "": an approval is still to come.
+func pastApproval(approvals []StepStatus) StepStatus {
+	var last StepStatus
+	for _, s := range approvals {
+		if s != StepApproved && s != StepRejected {
+			return ""
+		}
+		last = s
+	}
+	return last
 }
 
 // PaidCommandTableMarkdown renders the command table for the README (a test

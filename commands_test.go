@@ -70,3 +70,31 @@ func TestEveryParkedStateHasAnExit(t *testing.T) {
 		t.Errorf("a command on a running step: %v", err)
 	}
 }
+
+// A second approve says the episode is past approval (issue 15), not to
+// approve it once it reaches a gate it has passed; an approve before the
+// gate still says to wait for it. The decision is the stage's alone.
+func TestApproveAfterTheGateSaysPastApproval(t *testing.T) {
+	for _, c := range []struct {
+		stage     Stage
+		approvals []StepStatus
+		want      string
+	}{
+		{StageRunning, []StepStatus{StepApproved}, "already approved and past approval"},
+		{StageCompleted, []StepStatus{StepApproved}, "already approved and past approval"},
+		{StageRejected, []StepStatus{StepRejected}, "already rejected and past approval"},
+		{StageRunning, []StepStatus{StepPending}, "once it reaches the approval step"},
+		{StageRunning, []StepStatus{StepApproved, StepPending}, "once it reaches the approval step"},
+		{StageRunning, nil, "once it reaches the approval step"},
+	} {
+		for _, action := range []Action{ActionApprove, ActionReject} {
+			err := EpisodeActionAllowed(action, c.stage, c.approvals)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s at %s with approvals %v: %v, want a refusal saying %q", action, c.stage, c.approvals, err, c.want)
+			}
+		}
+	}
+	if err := EpisodeActionAllowed(ActionApprove, StageWaitingApproval, []StepStatus{StepPending}); err != nil {
+		t.Errorf("approve at the gate: %v", err)
+	}
+}

@@ -60,14 +60,14 @@ func (a *Activities) reservations(ctx context.Context, p *pipeline.Pipeline, ep 
 	case t.State != allot.PaidPlanned:
 		return nil, false, nil
 	}
-	var price pipeline.Money
+	var price allot.Money
 	switch {
 	case in.Quote != nil:
-		price = pipeline.Money{Amount: in.Quote.Amount, Currency: in.Quote.Currency}
+		price = allot.Money{Amount: in.Quote.Amount, Currency: in.Quote.Currency}
 		if st.MaxCost != nil && (price.Currency != st.MaxCost.Currency || price.Amount > st.MaxCost.Amount) {
 			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %s, above the step's max_cost of %s: nothing was reserved or sent; raise max_cost in the pipeline file (new episodes) and retry, or abandon the step", price, *st.MaxCost))
 		}
-		if price.Amount < 0 || price.Amount > pipeline.MaxAmount || pipeline.CheckCurrency(price.Currency) != nil {
+		if price.Amount < 0 || price.Amount > pipeline.MaxBudgetLimit || pipeline.CheckCurrency(price.Currency) != nil {
 			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %d %q, which is not an amount of money to reserve: nothing was reserved or sent", price.Amount, price.Currency))
 		}
 	case !in.NoQuote && a.mayQuote(st):
@@ -179,8 +179,8 @@ func (a *Activities) budgetAlerts(ctx context.Context, p *pipeline.Pipeline, ep 
 	}
 	for _, al := range alerts {
 		activity.GetLogger(ctx).Warn("budget threshold crossed", "budget", al.Budget, "period", al.Period,
-			"threshold", fmt.Sprintf("%d%%", al.Threshold/100), "settled", pipeline.Money{Amount: al.Settled, Currency: al.Currency}.String(),
-			"limit", pipeline.Money{Amount: al.Limit, Currency: al.Currency}.String())
+			"threshold", fmt.Sprintf("%d%%", al.Threshold/100), "settled", allot.Money{Amount: al.Settled, Currency: al.Currency}.String(),
+			"limit", allot.Money{Amount: al.Limit, Currency: al.Currency}.String())
 		count(ctx, MetricBudgetAlerts, 1, map[string]string{"budget": al.Budget, "period": al.Period, "threshold": fmt.Sprintf("%g", float64(al.Threshold)/10000)})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -97,8 +98,8 @@ func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (St
 // stdout and stderr in <step>.r<revision>.stdout and .stderr there. Exit 0
 // completes the step and records its declared outputs; a retry exit code
 // (75 by default) is retried; any other exit, and a timeout, park the
-// episode with the last lines of stderr (StepFailure). On timeout and on
-// cancellation the command's whole process group is killed.
+// episode with the last lines of stderr (StepFailure). Every process the
+// command started is ended with it (package execstep).
 func (a *Activities) RunExecStep(ctx context.Context, in RunLocalStepInput) (StepState, error) {
 	sc, done, err := a.prepareStep(ctx, in, pipeline.Exec)
 	if err != nil || done != nil {
@@ -106,8 +107,11 @@ func (a *Activities) RunExecStep(ctx context.Context, in RunLocalStepInput) (Ste
 	}
 	args, err := execstep.Expand(sc.step.Command, placeholders(sc.input))
 	if err != nil {
-		return StepState{}, nonRetryable(allot.InvalidInput, "step %s: %v", sc.step.Name, err)
+		// Only a plan pinned before placeholders were checked at load
+		// gets here: the episode runs that command, so it parks.
+		return StepState{}, nonRetryable(allot.StepFailure, "step %s: %v; the episode runs the command it was allocated with, so abandon the step to go on", sc.step.Name, err)
 	}
+	args[0] = sc.p.CommandPath(args[0])
 	stdin, err := json.Marshal(sc.input)
 	if err != nil {
 		return StepState{}, fmt.Errorf("encode the input of step %s: %w", sc.step.Name, err)
@@ -117,7 +121,7 @@ func (a *Activities) RunExecStep(ctx context.Context, in RunLocalStepInput) (Ste
 	}
 	logs := filepath.Join(sc.input.Dir, fmt.Sprintf("%s.r%d", sc.step.Name, sc.input.Revision))
 	spec := execstep.Spec{
-		Command: args, Dir: sc.input.Dir, Env: a.execEnv(sc.input), Stdin: stdin,
+		Command: args, Dir: sc.input.Dir, Env: a.execEnv(sc.input, a.execEnvNames(sc.p.Name, sc.step.Name)), Stdin: stdin,
 		Stdout: logs + ".stdout", Stderr: logs + ".stderr",
 		Timeout: sc.step.TimeoutDuration(), RetryExitCodes: sc.step.RetryExitCodeList(),
 	}
@@ -135,7 +139,7 @@ func (a *Activities) RunExecStep(ctx context.Context, in RunLocalStepInput) (Ste
 		return StepState{}, err
 	}
 	for _, o := range sc.step.Outputs {
-		if _, err := os.Stat(filepath.Join(sc.input.Dir, o)); err != nil {
+		if _, err := os.Lstat(filepath.Join(sc.input.Dir, o)); err != nil {
 			return StepState{}, nonRetryable(allot.StepFailure, "step %s exited 0 but did not write its declared output %s: %v", sc.step.Name, o, err)
 		}
 	}
@@ -323,14 +327,29 @@ func (a *Activities) recordOutputs(ctx context.Context, sc *stepContext, out ste
 	if err != nil {
 		return StepState{}, err
 	}
+	realDir := ""
 	for _, f := range out.Files {
 		path := f
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, f)
 		}
 		path = filepath.Clean(path)
-		if rel, err := filepath.Rel(dir, path); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		if !inside(dir, path) {
 			return StepState{}, nonRetryable(allot.StepFailure, "step %s names output %s, which is not inside the episode's directory %s", sc.step.Name, f, dir)
+		}
+		// Through links too: a link out of the directory would record
+		// (and later hand on) a file the episode does not own.
+		if realDir == "" {
+			if realDir, err = filepath.EvalSymlinks(dir); err != nil {
+				return StepState{}, fmt.Errorf("resolve the episode directory %s: %w", dir, err)
+			}
+		}
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return StepState{}, nonRetryable(allot.StepFailure, "step %s names output %s, which cannot be read: %v", sc.step.Name, f, err)
+		}
+		if !inside(realDir, real) {
+			return StepState{}, nonRetryable(allot.StepFailure, "step %s names output %s, which is a link to %s, outside the episode's directory %s: write the file itself into the directory", sc.step.Name, f, real, dir)
 		}
 		sum, err := artifacts.SHA256File(path)
 		if err != nil {
@@ -346,6 +365,12 @@ func (a *Activities) recordOutputs(ctx context.Context, sc *stepContext, out ste
 	}
 	activity.GetLogger(ctx).Info("step done", "pipeline", sc.p.Name, "episode", sc.ep.ID, "step", sc.step.Name, "revision", rec.Revision, "outputs", len(rec.Outputs))
 	return recordState(sc.step, rec), nil
+}
+
+// inside reports whether path is below dir (both clean and absolute).
+func inside(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsLocal(rel) && rel != "."
 }
 
 // recordState shows a step record as the step's state.
@@ -415,27 +440,41 @@ func placeholders(in step.Input) map[string]string {
 	return vars
 }
 
-// execEnv is an exec step's environment: the worker's, without allot's own
-// settings and vendor credentials, plus the step's input as ALLOT_*
-// variables.
-func (a *Activities) execEnv(in step.Input) []string {
-	secret := map[string]bool{}
-	for _, name := range a.SecretEnv {
-		secret[name] = true
-	}
+// execEnv is an exec step's environment, from an allow-list: the worker's
+// PATH, HOME, LANG and TZ, the variables the step's env names, and the
+// step's input as ALLOT_* variables. Nothing else of the worker's
+// environment reaches the command: not its settings, not the vendors' keys,
+// not Temporal's credentials, not a database password it happens to hold.
+// A name that is one of those is dropped even if listed (the pipeline file
+// refuses them; this guards a file checked by an older worker).
+func (a *Activities) execEnv(in step.Input, names []string) []string {
 	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "ALLOT_") || secret[name] || temporalSecret(name) {
+	for _, name := range append(slices.Clone(pipeline.AlwaysPassedEnv), names...) {
+		if slices.Contains(a.SecretEnv, name) || strings.HasPrefix(name, "ALLOT_") || temporalSecret(name) {
 			continue
 		}
-		env = append(env, kv)
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
 	}
-	for k, v := range placeholders(in) {
+	vars := placeholders(in)
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		name := "ALLOT_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(k))
-		env = append(env, name+"="+v)
+		env = append(env, name+"="+vars[k])
 	}
 	return env
+}
+
+// execEnvNames is the env list of an exec step as the pipeline file has it
+// now: it describes this worker's machine, so it is not pinned with the
+// plan, and a fix to it applies when the step is retried.
+func (a *Activities) execEnvNames(pipelineName, stepName string) []string {
+	p, err := a.Pipelines.Get(pipelineName)
+	if err != nil {
+		return nil
+	}
+	st, _ := p.Step(stepName)
+	return st.Env
 }
 
 // temporalSecret reports whether an environment variable is the worker's
@@ -486,10 +525,11 @@ func writeJSON(in step.Input, name string, doc any) (step.Output, error) {
 	return step.Output{Files: []string{name}}, nil
 }
 
-// CheckSteps refuses a worker whose Go steps do not match its pipelines:
+// CheckSteps refuses a worker whose steps do not match its pipelines:
 // a go step whose function is not registered (it would only fail when an
-// episode reaches it), and a registered function that shadows a built-in
-// step or is nil.
+// episode reaches it), a registered function that shadows a built-in step
+// or is nil, and an exec step whose program is not there
+// (CheckExecCommands).
 func CheckSteps(set *pipeline.Set, steps map[string]step.Func) error {
 	builtin := BuiltinSteps()
 	for name, f := range steps {
@@ -516,6 +556,60 @@ func CheckSteps(set *pipeline.Set, steps map[string]step.Func) error {
 				}
 			}
 		}
+	}
+	return CheckExecCommands(set)
+}
+
+// CheckExecCommands refuses a worker that could not run an exec step's
+// program, before any episode reaches the step: a bare name must be in the
+// worker's PATH; a path (absolute, or relative to the pipeline file's
+// directory) must be an executable file. A program named by a placeholder
+// is only known per episode. Each error says where it looked.
+func CheckExecCommands(set *pipeline.Set) error {
+	for _, name := range set.Names() {
+		p, err := set.Get(name)
+		if err != nil {
+			return err
+		}
+		for _, st := range p.Steps {
+			if st.Kind != pipeline.Exec || len(st.Command) == 0 {
+				continue
+			}
+			if err := checkExecCommand(p, st); err != nil {
+				return fmt.Errorf("pipeline %q: step %q: %w", p.Name, st.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkExecCommand(p *pipeline.Pipeline, st pipeline.Step) error {
+	program := st.Command[0]
+	if used, err := execstep.Placeholders([]string{program}); err != nil || len(used) > 0 {
+		return nil
+	}
+	path := p.CommandPath(program)
+	from := "the worker's working directory"
+	if p.Dir() != "" {
+		from = "the pipeline file's directory " + p.Dir()
+	}
+	if path == program && !filepath.IsAbs(program) {
+		if _, err := exec.LookPath(program); err != nil {
+			return fmt.Errorf("command %q is not in the worker's PATH (looked in %s): install it there, or give its path in command, absolute or relative to %s", program, os.Getenv("PATH"), from)
+		}
+		return nil
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		if path == program {
+			return fmt.Errorf("command %q: %v", program, err)
+		}
+		return fmt.Errorf("command %q is not there: looked for %s (a relative command path starts from %s)", program, path, from)
+	case fi.IsDir():
+		return fmt.Errorf("command %q is %s, a directory: name the program in it", program, path)
+	case fi.Mode()&0o111 == 0:
+		return fmt.Errorf("command %q is %s, which is not executable: make it so with\n\tchmod +x %s", program, path, allot.ShellQuote(path))
 	}
 	return nil
 }

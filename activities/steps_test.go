@@ -9,9 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,6 +72,7 @@ time_zone = "Asia/Tokyo"
   command = ["sh", "-c", 'cat > input.json; env > "$ALLOT_PARAM_SCRATCH/env.txt"; pwd -P > cwd.txt; echo settled; echo "warming up" >&2; echo "all good" >&2; printf "region,amount\n%s,42\n" "$ALLOT_PARAM_REGION" > settle.csv; echo run >> "$ALLOT_PARAM_SCRATCH/count"']
   outputs = ["settle.csv"]
   params  = { region = "eu", scratch = "SCRATCH" }
+  env     = ["SETTLE_DB"]
 
   [[pipeline.step]]
   name    = "busy"
@@ -99,6 +103,19 @@ time_zone = "Asia/Tokyo"
   outputs = ["missing.csv"]
 
   [[pipeline.step]]
+  name    = "linked-out"
+  kind    = "exec"
+  command = ["sh", "-c", 'echo secret > "$ALLOT_PARAM_SCRATCH/outside.csv"; ln -s "$ALLOT_PARAM_SCRATCH/outside.csv" linked.csv']
+  outputs = ["linked.csv"]
+  params  = { scratch = "SCRATCH" }
+
+  [[pipeline.step]]
+  name    = "linked-in"
+  kind    = "exec"
+  command = ["sh", "-c", 'mkdir -p data; echo 7 > data/real.csv; ln -s data/real.csv alias.csv']
+  outputs = ["alias.csv"]
+
+  [[pipeline.step]]
   name       = "notify"
   kind       = "activity"
   activity   = "Notify"
@@ -106,7 +123,7 @@ time_zone = "Asia/Tokyo"
   params     = { channel = "ops" }
 `
 
-var stepsStepNames = []string{"plan", "render", "flaky", "stuck", "ghost", "settle", "busy", "later", "not-later", "broken", "silent", "notify"}
+var stepsStepNames = []string{"plan", "render", "flaky", "stuck", "ghost", "settle", "busy", "later", "not-later", "broken", "silent", "linked-out", "linked-in", "notify"}
 
 // stepsFixture is a fixture on stepsPipelines with tokyoEpisode of "works"
 // allocated (key "run-1"), and the scratch directory.
@@ -416,21 +433,31 @@ func envFile(t *testing.T, path string) map[string]string {
 
 // An exec step's command gets the input as ALLOT_* variables and JSON on
 // stdin, runs in the episode's directory with its logs there, has its
-// declared outputs recorded, never sees the worker's credentials, and does
-// not run again once completed.
+// declared outputs recorded, and does not run again once completed. Its
+// environment is an allow-list (issue 15): PATH, HOME, LANG, TZ, its
+// ALLOT_* variables and what its env names; the worker's credentials, and
+// anything else the worker holds (a database password, cloud keys), never
+// reach it.
 func TestExecStepRunsWithInputAndWithoutSecrets(t *testing.T) {
 	secrets := map[string]string{
 		"ALLOT_VENDOR_API_KEY":             "sk-default-vendor-4b1d",
+		"ALLOT_LEDGER":                     "postgres://allot:ledger-pw-31ab@db/allot",
 		"VIDEOGEN_KEY":                     "sk-videogen-9f3e",
 		"TEMPORAL_API_KEY":                 "tmprl-api-key-77aa",
 		"TEMPORAL_TLS_CLIENT_KEY_DATA":     "-----BEGIN PRIVATE KEY-----c0ffee",
 		"TEMPORAL_GRPC_META_AUTHORIZATION": "Bearer tmprl-meta-5eed",
 		"TEMPORAL_CODEC_AUTH":              "codec-auth-d00d",
+		"PGPASSWORD":                       "pg-pw-4411",
+		"AWS_SECRET_ACCESS_KEY":            "aws-secret-9b9b",
+		"UNLISTED":                         "unlisted-value-77",
 	}
 	for name, value := range secrets {
 		t.Setenv(name, value)
 	}
-	t.Setenv("KEEP_ME", "kept-value")
+	allowed := map[string]string{"SETTLE_DB": "/data/settle.db", "HOME": "/home/worker", "LANG": "C.UTF-8", "TZ": "Europe/Berlin"}
+	for name, value := range allowed {
+		t.Setenv(name, value)
+	}
 	f, scratch := stepsFixture(t, nil)
 	if !equalStrings(f.acts.SecretEnv, []string{"VIDEOGEN_KEY"}) {
 		t.Fatalf("SecretEnv = %v, want [VIDEOGEN_KEY]", f.acts.SecretEnv)
@@ -456,8 +483,18 @@ func TestExecStepRunsWithInputAndWithoutSecrets(t *testing.T) {
 			}
 		}
 	}
-	if env["KEEP_ME"] != "kept-value" {
-		t.Errorf("KEEP_ME = %q, want the worker's unrelated variables passed on", env["KEEP_ME"])
+	for name, value := range allowed {
+		if env[name] != value {
+			t.Errorf("%s = %q, want %q (allowed, or named in the step's env)", name, env[name], value)
+		}
+	}
+	if env["PATH"] != os.Getenv("PATH") {
+		t.Errorf("PATH = %q, want the worker's", env["PATH"])
+	}
+	for name := range env {
+		if _, ok := allowed[name]; !ok && name != "PATH" && name != "PWD" && name != "SHLVL" && name != "_" && !strings.HasPrefix(name, "ALLOT_") {
+			t.Errorf("the command saw %s, which is not on the allow-list", name)
+		}
 	}
 
 	// The input, on stdin and as variables.
@@ -664,5 +701,168 @@ func TestGoStepFirstInEpisodeFindsItsDirectory(t *testing.T) {
 	}
 	if want := filepath.Join(f.worksDir(), "frames.txt"); st.Status != allot.StepCompleted || st.Artifact != want {
 		t.Fatalf("render = %+v, want completed with %s", st, want)
+	}
+}
+
+// Issue 15: outputs are resolved through links. A declared output that is
+// a link out of the episode's directory parks the step, naming where it
+// points, and is not recorded (it used to be hashed and recorded); a link
+// to a file inside the directory is a file like any other.
+func TestExecOutputLinkedOutOfTheEpisodeIsRefused(t *testing.T) {
+	f, scratch := stepsFixture(t, nil)
+	_, err := f.runWorks(t, f.acts.RunExecStep, "linked-out")
+	appErr := wantAppError(t, err, allot.StepFailure)
+	outside, _ := filepath.EvalSymlinks(filepath.Join(scratch, "outside.csv"))
+	if !strings.Contains(appErr.Error(), "linked.csv") || !strings.Contains(appErr.Error(), outside) {
+		t.Errorf("StepFailure %q does not name the output and where it points (%s)", appErr.Error(), outside)
+	}
+	if r, ok := f.worksRecord(t, "linked-out"); ok {
+		t.Fatalf("a link out of the episode was recorded: %+v", r)
+	}
+
+	st, err := f.runWorks(t, f.acts.RunExecStep, "linked-in")
+	if err != nil {
+		t.Fatalf("a link inside the episode: %v", err)
+	}
+	alias := filepath.Join(f.worksDir(), "alias.csv")
+	if st.Status != allot.StepCompleted || st.Artifact != alias || st.SHA256 != sha256Of(t, filepath.Join(f.worksDir(), "data", "real.csv")) {
+		t.Fatalf("linked-in = %+v, want completed with %s and the linked file's sha256", st, alias)
+	}
+
+	// The same holds for the files a go or activity step names.
+	_, err = execute[StepState](t, f, f.acts.RecordStepOutput, RecordStepOutputInput{
+		RunLocalStepInput: RunLocalStepInput{Pipeline: "works", EpisodeID: tokyoEpisode, Step: "notify"},
+		Output:            step.Output{Files: []string{"linked.csv"}},
+	})
+	wantAppError(t, err, allot.StepFailure)
+}
+
+// Issue 15: a command that names an unknown placeholder used to fail the
+// episode for good (InvalidInput) when it ran. The file refuses it now;
+// a plan pinned before that still has it, and parks the step instead
+// (StepFailure), so that the operator can abandon it.
+func TestExecPlaceholderOfAPinnedPlanParks(t *testing.T) {
+	f, _ := stepsFixture(t, nil)
+	p, err := f.acts.Pipelines.Get("works")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Replace(p.Plan(), `"command":["sh","-c","echo \"nothing to do\""]`, `"command":["echo","{perod}"]`, 1)
+	if plan == p.Plan() {
+		t.Fatal("the test's plan edit found nothing to replace")
+	}
+	rawSQL(t, f, `UPDATE episodes SET plan = ? WHERE pipeline = 'works'`, plan)
+	_, err = f.runWorks(t, f.acts.RunExecStep, "silent")
+	appErr := wantAppError(t, err, allot.StepFailure)
+	if !strings.Contains(appErr.Error(), "{perod}") || !strings.Contains(appErr.Error(), "abandon") {
+		t.Errorf("StepFailure %q does not name the placeholder and the way on", appErr.Error())
+	}
+}
+
+// Issue 15: the placeholders the file is checked against are the ones a
+// running step gets.
+func TestPlaceholdersAreTheCheckedOnes(t *testing.T) {
+	set, err := pipeline.Parse([]byte("[[pipeline]]\nname = \"p\"\n  [pipeline.inputs]\n  [[pipeline.step]]\n  name = \"s\"\n  kind = \"exec\"\n  command = [\"x\"]\n  params = { region = \"eu\", db = \"main\" }\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := set.Get("p")
+	st, _ := p.Step("s")
+	got := slices.Sorted(maps.Keys(placeholders(step.Input{Params: st.Params, Claimed: &step.Claimed{Ref: "draft-1"}})))
+	if want := slices.Sorted(slices.Values(p.Placeholders(st))); !slices.Equal(got, want) {
+		t.Fatalf("a running step gets %q, the file is checked against %q", got, want)
+	}
+}
+
+// Issue 15: a relative command path starts from the pipeline file's
+// directory (it used to start from the episode's directory, where no
+// program is).
+func TestExecCommandRelativeToThePipelineFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "tally"), []byte("#!/bin/sh\necho \"$ALLOT_PERIOD\" > tally.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "pipelines.toml")
+	if err := os.WriteFile(file, []byte("[[pipeline]]\nname = \"works\"\nperiod = \"day\"\ntime_zone = \"Asia/Tokyo\"\n  [[pipeline.step]]\n  name = \"tally\"\n  kind = \"exec\"\n  command = [\"./bin/tally\"]\n  outputs = [\"tally.txt\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := pipeline.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckExecCommands(set); err != nil {
+		t.Fatalf("start check: %v", err)
+	}
+	f := newFixture(t, nil)
+	f.acts.Pipelines = set
+	f.mustAllocate(t, "works", "run-1", tokyoNominal)
+	st, err := f.runWorks(t, f.acts.RunExecStep, "tally")
+	if err != nil {
+		t.Fatalf("tally: %v", err)
+	}
+	if out, err := os.ReadFile(filepath.Join(f.worksDir(), "tally.txt")); err != nil || string(out) != tokyoPeriod+"\n" || st.Status != allot.StepCompleted {
+		t.Fatalf("tally = %+v, wrote %q, %v", st, out, err)
+	}
+}
+
+// Issue 15: the worker refuses to start when it could not run an exec
+// step's program, and says where it looked; the printed remedy for a
+// program that is not executable runs as printed and fixes it.
+func TestCheckExecCommands(t *testing.T) {
+	dir := t.TempDir()
+	load := func(command string) *pipeline.Set {
+		t.Helper()
+		file := filepath.Join(dir, "pipelines.toml")
+		if err := os.WriteFile(file, []byte("[[pipeline]]\nname = \"p\"\n  [[pipeline.step]]\n  name = \"run\"\n  kind = \"exec\"\n  command = ["+command+"]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		set, err := pipeline.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	emptyPath := t.TempDir()
+	t.Setenv("PATH", emptyPath)
+	err := CheckExecCommands(load(`"settle-day"`))
+	if err == nil || !strings.Contains(err.Error(), `step "run"`) || !strings.Contains(err.Error(), "PATH") || !strings.Contains(err.Error(), emptyPath) {
+		t.Errorf("a program not in PATH: %v, want the step and the PATH looked in named", err)
+	}
+	// Loading the file (what the starter does) checks no program; the
+	// worker's start check (CheckSteps) does.
+	missing := load(`"./bin/settle"`)
+	err = CheckSteps(missing, nil)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "bin", "settle")) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("a missing relative program: %v, want the path looked for named", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckExecCommands(load(`"./bin"`)); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("a directory: %v", err)
+	}
+	settle := filepath.Join(dir, "bin", "settle")
+	if err := os.WriteFile(settle, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = CheckExecCommands(load(`"./bin/settle"`))
+	if err == nil || !strings.Contains(err.Error(), "chmod +x") {
+		t.Fatalf("a program that is not executable: %v, want the chmod that fixes it", err)
+	}
+	_, remedy, _ := strings.Cut(err.Error(), "\n\t")
+	t.Setenv("PATH", "/usr/bin:/bin")
+	if out, err := exec.Command("/bin/sh", "-c", remedy).CombinedOutput(); err != nil {
+		t.Fatalf("the printed remedy %q: %v\n%s", remedy, err, out)
+	}
+	for _, ok := range []string{`"./bin/settle"`, `"bin/settle", "{period}"`, `"` + settle + `"`, `"sh", "-c", "true"`, `"{dir}/run.sh"`} {
+		if err := CheckExecCommands(load(ok)); err != nil {
+			t.Errorf("command [%s]: %v", ok, err)
+		}
+	}
+	if err := CheckExecCommands(load(`"/no/such/program"`)); err == nil || !strings.Contains(err.Error(), "/no/such/program") {
+		t.Errorf("a missing absolute program: %v", err)
 	}
 }

@@ -102,7 +102,7 @@ func (k VendorKey) VendorAPIKey(context.Context) (string, error) {
 	case k.File != "":
 		data, err := os.ReadFile(k.File)
 		if err != nil {
-			return "", fmt.Errorf("vendor %s: read the API key file its api_key_file names: %w", k.Vendor, err)
+			return "", fmt.Errorf("vendor %s: read the API key file %s (its api_key_file): %w", k.Vendor, k.File, err)
 		}
 		key = strings.TrimSpace(string(data))
 	case k.Env != "":
@@ -157,6 +157,49 @@ func NamedVendors(set *pipeline.Set, adapters map[string]paidvendor.Factory) (ma
 		}
 	}
 	return vendors, nil
+}
+
+// CheckVendorKeys reads, at the worker's start, the API key of every
+// vendor a paid or effect step of set uses and the worker calls itself:
+// the named vendors of vendors (NamedVendors) that take a key, and the
+// default vendor, which def is (nil when the worker has no ALLOT_VENDOR_URL).
+// A key that cannot be read (a variable unset or empty, a file missing or
+// unreadable) refuses the start with VendorNotConfigured, naming the vendor,
+// where its key comes from and a step that uses it: otherwise the first
+// paid episode would park only after writing its intent. The keys read are
+// dropped: the paid activities read them again when they call. Activity
+// adapters hold their own keys in their own workers.
+func CheckVendorKeys(ctx context.Context, set *pipeline.Set, vendors map[string]Vendor, def *Vendor) error {
+	for _, pname := range set.Names() {
+		p, err := set.Get(pname)
+		if err != nil {
+			return err
+		}
+		for _, st := range p.Steps {
+			if !st.Kind.Remote() {
+				continue
+			}
+			user := fmt.Sprintf("%s step %q of pipeline %s", st.Kind, st.Name, p.Name)
+			if st.Vendor == "" || st.Vendor == pipeline.DefaultVendor {
+				if def == nil || def.Credentials == nil {
+					return nonRetryable(allot.VendorNotConfigured, "the worker cannot start: the %s uses the default vendor, and this worker has none: set %s (or --vendor-url) to its API and its key in %s or %s, or name a [[vendor]] in the step",
+						user, EnvVendorURL, EnvVendorAPIKey, EnvVendorAPIKeyFile)
+				}
+				if _, err := def.Credentials.VendorAPIKey(ctx); err != nil {
+					return nonRetryable(allot.VendorNotConfigured, "the worker cannot start: the default vendor (%s), which the %s uses, has no readable key: %v", EnvVendorURL, user, err)
+				}
+				continue
+			}
+			v, ok := vendors[st.Vendor]
+			if !ok || v.Credentials == nil {
+				continue
+			}
+			if _, err := v.Credentials.VendorAPIKey(ctx); err != nil {
+				return nonRetryable(allot.VendorNotConfigured, "the worker cannot start: %v (the %s uses vendor %s)", err, user, st.Vendor)
+			}
+		}
+	}
+	return nil
 }
 
 // VendorKeyEnv lists the environment variables the [[vendor]]s of set take

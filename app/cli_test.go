@@ -234,7 +234,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	}
 	key := workflows.AllocationKey("weekly-video", monday)
 	var backfilled workflows.ScheduledRunResult
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := allottest.Deadline(t, 30*time.Second)
 	for {
 		if err := c.Client.GetWorkflow(ctx, key, "").Get(ctx, &backfilled); err == nil {
 			break

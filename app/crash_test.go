@@ -49,7 +49,7 @@ func TestWorkerKilledDuringPaidTaskResumesWithOneChargePerStep(t *testing.T) {
 
 	// Kill the worker once the vendor has accepted the first paid task and
 	// the ledger holds its reference, while the task still runs.
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := allottest.Deadline(t, 60*time.Second)
 	for {
 		task, err := c.Ledger.PaidTask(context.Background(), ledger.PaidTaskRef{Pipeline: "auto-paid", EpisodeID: ep, Step: "video"})
 		if err == nil && task.State == allot.PaidSubmitted {
@@ -70,7 +70,7 @@ func TestWorkerKilledDuringPaidTaskResumesWithOneChargePerStep(t *testing.T) {
 
 	second := startWorker(t, bin, env)
 	var final workflows.EpisodeResult
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := allottest.Context(t, 2*time.Minute)
 	defer cancel()
 	if err := c.Client.GetWorkflow(ctx, workflows.EpisodeWorkflowID("auto-paid", ep), "").Get(ctx, &final); err != nil {
 		t.Fatalf("episode after restart: %v\nworker output:\n%s", err, second.Output.String())

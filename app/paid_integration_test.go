@@ -172,7 +172,7 @@ func TestServerErrorBeforeAcceptIsRetriedWithOneCharge(t *testing.T) {
 	ep := c.Allocate("auto-paid", monday())
 	// Wait until the submission has failed at least twice.
 	id := workflows.EpisodeWorkflowID("auto-paid", ep)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := allottest.Deadline(t, 30*time.Second)
 	for {
 		desc, err := c.Client.DescribeWorkflowExecution(context.Background(), id, "")
 		if err != nil {

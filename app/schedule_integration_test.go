@@ -68,7 +68,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 	for tm := from; tm.Before(to); tm = tm.Add(time.Second) {
 		want = append(want, workflows.AllocationKey("weekly-video", tm))
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := allottest.Deadline(t, 60*time.Second)
 	for {
 		after := c.KeysRun("weekly-video")
 		done := true
@@ -203,7 +203,7 @@ func TestMetricsEndpointServesCounters(t *testing.T) {
 		`allot_episodes_needing_attention{pipeline="auto-paid"} 1`,
 		`temporal_workflow_completed_total`, // the SDK's own worker metrics
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := allottest.Deadline(t, 30*time.Second)
 	var body string
 	for {
 		resp, err := http.Get(c.MetricsURL + "/metrics")

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -96,7 +95,7 @@ func TestUnreachableVendorShowsAsRetryingThenStalled(t *testing.T) {
 	// While Temporal retries the activity, the pending activity shows the
 	// attempts and the last failure.
 	var pending operator.PendingActivity
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := allottest.Deadline(t, 60*time.Second)
 	for pending.Attempt < 2 || !strings.Contains(pending.LastFailure, "connection refused") {
 		if time.Now().After(deadline) {
 			t.Fatalf("episode show never showed a failing pending activity; last %+v", pending)
@@ -123,7 +122,7 @@ func TestUnreachableVendorShowsAsRetryingThenStalled(t *testing.T) {
 		t.Fatalf("retrying %+v", st.Retrying)
 	}
 	// The ledger hears of it right after the state query does.
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = allottest.Deadline(t, 30*time.Second)
 	for {
 		show, err := operator.Show(ctx, c.Ledger, c.Client, "stuck-paid", ep)
 		if err != nil {
@@ -162,7 +161,7 @@ func TestUnreachableVendorShowsAsRetryingThenStalled(t *testing.T) {
 		`allot_episodes_needing_attention{pipeline="weekly-video"} 0`,
 		`pipeline="weekly-video"`, // a counter's label, no longer weekly_video
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = allottest.Deadline(t, 30*time.Second)
 	for {
 		body := scrapeMetrics(t, c)
 		missing := ""
@@ -212,7 +211,7 @@ func scrapeMetrics(t *testing.T, c *allottest.Cluster) string {
 // executions in pages of 100: every page token is followed, nothing twice.
 func TestRunsListsEveryExecutionPageByPage(t *testing.T) {
 	c := allottest.NewCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := allottest.Context(t, 5*time.Minute)
 	defer cancel()
 	ep := c.Allocate("weekly-video", monday())
 	c.WaitEpisode("weekly-video", ep)
@@ -250,7 +249,7 @@ func TestRunsListsEveryExecutionPageByPage(t *testing.T) {
 	}
 
 	var res operator.RunsResult
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := allottest.Deadline(t, 2*time.Minute)
 	for {
 		var err error
 		res, err = operator.ListRuns(ctx, c.Client, operator.RunsInput{Pipeline: "weekly-video", PageSize: 100})

@@ -35,7 +35,10 @@ type WorkerConfig struct {
 	Temporal client.Options
 	Logger   *slog.Logger
 	// Credentials for the paid vendor; nil reads ALLOT_VENDOR_API_KEY or
-	// ALLOT_VENDOR_API_KEY_FILE when a paid activity needs them.
+	// ALLOT_VENDOR_API_KEY_FILE when a paid activity needs them. RunWorker
+	// reads them once at start and refuses to start without them when a
+	// paid or effect step uses the default vendor (likewise every named
+	// vendor's key).
 	Credentials activities.CredentialsSource
 	// MetricsAddr, when set, serves Prometheus metrics at /metrics there.
 	MetricsAddr string
@@ -82,11 +85,30 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return err
 	}
+	credentials := cfg.Credentials
+	if credentials == nil {
+		credentials = activities.EnvCredentials{}
+	}
+	var defaultVendor *activities.Vendor
+	if cfg.VendorURL != "" {
+		defaultVendor = &activities.Vendor{Credentials: credentials}
+	}
+	// A vendor without its key would only show when the first paid
+	// episode parks, after writing its intent: refuse to start instead.
+	if err := activities.CheckVendorKeys(ctx, pipelines, vendors, defaultVendor); err != nil {
+		return err
+	}
 	led, err := ledger.Open(ctx, cfg.Ledger)
 	if err != nil {
 		return err
 	}
 	defer led.Close()
+	if led.Created() {
+		// Only the worker creates a ledger (the starter's commands refuse
+		// one that does not exist): say so, so that a mistyped
+		// ALLOT_LEDGER shows.
+		logger.Info("created a new ledger", "ledger", RedactURL(cfg.Ledger))
+	}
 	// A ledger the worker cannot write would only show when the first
 	// allocation retries forever: refuse to start instead.
 	if err := led.CheckWritable(ctx); err != nil {
@@ -129,10 +151,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		SecretEnv:    activities.VendorKeyEnv(pipelines),
 	}
 	if cfg.VendorURL != "" {
-		acts.Credentials = cfg.Credentials
-		if acts.Credentials == nil {
-			acts.Credentials = activities.EnvCredentials{}
-		}
+		acts.Credentials = credentials
 		acts.NewVendor = activities.HTTPVendor(cfg.VendorURL)
 	}
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),

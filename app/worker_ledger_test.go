@@ -1,7 +1,10 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +14,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"allot/activities"
 	"allot/app"
+	"allot/internal/allottest"
 	"allot/ledger"
 )
 
@@ -34,14 +39,54 @@ func TestWorkerRefusesALedgerItCannotWrite(t *testing.T) {
 	} else if err := os.Chmod(path, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := allottest.Context(t, 30*time.Second)
 	defer cancel()
 	err = app.RunWorker(ctx, app.WorkerConfig{
-		Config:   app.Config{Ledger: "sqlite:" + path, DataDir: dir},
-		Temporal: client.Options{HostPort: "127.0.0.1:1"}, // never reached
+		Config:      app.Config{Ledger: "sqlite:" + path, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
+		Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // never reached
+		Credentials: activities.NewStaticCredentials("test-key"),
 	})
 	if err == nil || !strings.Contains(err.Error(), "cannot be written") || !strings.Contains(err.Error(), "writable by the worker's user") ||
 		strings.Contains(err.Error(), "connect to Temporal") {
 		t.Fatalf("RunWorker on a read-only ledger = %v, want a refusal naming the fix before connecting", err)
+	}
+}
+
+// Only the worker creates a ledger, and it says so in its log (with where),
+// once: not when the ledger exists.
+func TestWorkerSaysWhenItCreatesTheLedger(t *testing.T) {
+	dir := t.TempDir()
+	url := "sqlite:" + filepath.Join(dir, "new", "allot.db")
+	for i, want := range []int{1, 0} {
+		var logs bytes.Buffer
+		ctx, cancel := allottest.Context(t, 30*time.Second)
+		err := app.RunWorker(ctx, app.WorkerConfig{
+			Config:      app.Config{Ledger: url, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
+			Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
+			Credentials: activities.NewStaticCredentials("test-key"),
+			Logger:      slog.New(slog.NewJSONHandler(&logs, nil)),
+		})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
+			t.Fatalf("start %d: RunWorker = %v, want it to open the ledger and then fail to reach Temporal", i+1, err)
+		}
+		created := 0
+		for line := range strings.Lines(logs.String()) {
+			var rec struct {
+				Level, Msg, Ledger string
+			}
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if rec.Msg == "created a new ledger" {
+				created++
+				if rec.Level != "INFO" || rec.Ledger != url {
+					t.Errorf("start %d logged %s", i+1, line)
+				}
+			}
+		}
+		if created != want {
+			t.Fatalf("start %d logged %d \"created a new ledger\" records, want %d:\n%s", i+1, created, want, logs.String())
+		}
 	}
 }

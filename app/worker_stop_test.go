@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"allot/activities"
 	"allot/app"
 )
 
@@ -42,8 +43,9 @@ func TestWorkerStoppedWhileConnectingStopsCleanly(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.RunWorker(ctx, app.WorkerConfig{
-			Config:   app.Config{Ledger: "sqlite:" + dir + "/allot.db", DataDir: dir},
-			Temporal: client.Options{HostPort: ln.Addr().String()},
+			Config:      app.Config{Ledger: "sqlite:" + dir + "/allot.db", DataDir: dir, VendorURL: "http://127.0.0.1:1"},
+			Temporal:    client.Options{HostPort: ln.Addr().String()},
+			Credentials: activities.NewStaticCredentials("test-key"),
 		})
 	}()
 	time.Sleep(500 * time.Millisecond)

@@ -47,6 +47,15 @@ name = "bench-local"
   [[pipeline.step]]
   name = "publish"
   kind = "local"
+
+[[pipeline]]
+name = "bench-two"
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+  [[pipeline.step]]
+  name = "assemble"
+  kind = "local"
 `
 
 // Temporal stores a benchmark can run on (ALLOT_BENCH_TEMPORAL_STORE, or a

@@ -40,6 +40,8 @@ import (
 	"go.temporal.io/server/temporal"
 	sqltool "go.temporal.io/server/tools/sql"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"allot/internal/allottest"
 )
 
 // TestProductionTopology runs what docker-compose.temporal.yml describes,
@@ -156,7 +158,7 @@ func newTopologyDatabases(t *testing.T, dsn string) *topologyDatabases {
 		admin: u, host: u.Hostname(), port: port, user: u.User.Username(), password: pw,
 		temporal: prefix + "_temporal", visibility: prefix + "_visibility", ledger: prefix + "_ledger",
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := allottest.Context(t, 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -207,7 +209,7 @@ func (db *topologyDatabases) url(name string) string {
 }
 
 func (db *topologyDatabases) dropAll(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := allottest.Context(t, 60*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, db.admin.String())
 	if err != nil {
@@ -229,7 +231,7 @@ func (db *topologyDatabases) dropAll(t *testing.T) {
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := allottest.Context(t, 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./worker", "./vendorsim", "./starter")
 	cmd.Dir = repoRoot
@@ -363,7 +365,7 @@ func freePorts(t *testing.T, n int) []int {
 // eventually calls check until it reports true, at most until timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := allottest.Deadline(t, timeout)
 	for {
 		ok, last := check()
 		if ok {
@@ -450,7 +452,7 @@ func serverModuleDir(t *testing.T) string {
 
 func schemaVersion(t *testing.T, db *topologyDatabases, name string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := allottest.Context(t, 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, db.url(name))
 	if err != nil {
@@ -733,7 +735,7 @@ func setUpNamespace(t *testing.T, c compose, srv *temporalServer) *topology {
 	if topo.pipelines, err = filepath.Abs(filepath.Join("testdata", "topology-pipelines.toml")); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := allottest.Context(t, 2*time.Minute)
 	defer cancel()
 	cl, err := client.DialContext(ctx, client.Options{
 		HostPort:  srv.address,
@@ -931,7 +933,7 @@ func (s *topology) startAllot(t *testing.T) {
 // decodes what it prints into out.
 func (s *topology) starter(t *testing.T, queue string, out any, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	ctx, cancel := allottest.Context(t, commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bins, "starter"), append(args, "--json")...)
 	extra := map[string]string{}

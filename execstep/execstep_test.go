@@ -63,51 +63,96 @@ func TestExitCodesAreSorted(t *testing.T) {
 // alive reports whether a process exists.
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
-// grandchild starts a command that leaves a grandchild sleeping, and returns
-// the grandchild's PID once it is written.
-func grandchild(t *testing.T, s Spec, run func(Spec) error) (int, error) {
+// runBounded runs s in the background and returns what Run returned, or
+// fails the test if Run has not returned within a minute (far longer than
+// any of these commands takes when it is stopped as it should be).
+func runBounded(t *testing.T, ctx context.Context, s Spec) error {
 	t.Helper()
-	pidFile := filepath.Join(s.Dir, "child.pid")
-	s.Command = []string{"/bin/sh", "-c", `sleep 60 & echo $! > child.pid; wait`}
 	errc := make(chan error, 1)
-	go func() { errc <- run(s) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if data, err := os.ReadFile(pidFile); err == nil && len(data) > 0 && data[len(data)-1] == '\n' {
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-			return pid, <-errc
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command did not start its child")
+	go func() { errc <- Run(ctx, s, 0, nil) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+// childPID reads the PID a command wrote to child.pid in its directory,
+// waiting for it to be written.
+func childPID(t *testing.T, s Spec) int {
+	t.Helper()
+	pid, ok := waitPID(s)
+	if !ok {
+		t.Fatal("the command did not start its child")
+	}
+	return pid
+}
+
+func waitPID(s Spec) (int, bool) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(filepath.Join(s.Dir, "child.pid")); err == nil && len(data) > 0 && data[len(data)-1] == '\n' {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+			return pid, err == nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return 0, false
+}
+
+// leftChild is a command that starts a sleeping child with start, which
+// writes the child's PID to child.pid, and then waits for it.
+func leftChild(t *testing.T, start string) Spec {
+	t.Helper()
+	return spec(t, start+` wait`)
 }
 
 func TestTimeoutKillsTheProcessGroup(t *testing.T) {
-	s := spec(t, "")
-	s.Timeout = 300 * time.Millisecond
-	pid, err := grandchild(t, s, func(s Spec) error { return Run(context.Background(), s, 0, nil) })
-	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "timed out") {
+	s := leftChild(t, "sleep 300 & echo $! > child.pid;")
+	// Time for the child to be started and its PID written; a command
+	// stopped before that fails the test without proving anything.
+	s.Timeout = 3 * time.Second
+	err := runBounded(t, context.Background(), s)
+	var e *Error
+	if !errors.Is(err, ErrFailed) || !errors.As(err, &e) || e.ExitCode != -1 || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("timeout: %v", err)
 	}
-	waitGone(t, pid)
+	waitGone(t, childPID(t, s))
 }
 
 func TestCancelKillsTheProcessGroup(t *testing.T) {
-	s := spec(t, "")
+	s := leftChild(t, "sleep 300 & echo $! > child.pid;")
+	s.Timeout = 10 * time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
-	pid, err := grandchild(t, s, func(s Spec) error { return Run(ctx, s, 0, nil) })
-	if !errors.Is(err, context.Canceled) {
+	go func() { waitPID(s); cancel() }()
+	if err := runBounded(t, ctx, s); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancel: %v, want context.Canceled", err)
 	}
-	waitGone(t, pid)
+	waitGone(t, childPID(t, s))
 }
 
+// Issue 15: a command that exits 0 and leaves a background child holding
+// its stdout and stderr completes (it used to wait for the child, then
+// time out), and the child does not outlive it.
+func TestExitZeroWithABackgroundChildCompletes(t *testing.T) {
+	s := spec(t, `sleep 300 & echo $! > child.pid; echo done; exit 0`)
+	s.Timeout = 10 * time.Minute
+	if err := runBounded(t, context.Background(), s); err != nil {
+		t.Fatalf("exit 0 with a background child: %v, want success", err)
+	}
+	waitGone(t, childPID(t, s))
+	if out, _ := os.ReadFile(s.Stdout); string(out) != "done\n" {
+		t.Fatalf("stdout %q", out)
+	}
+}
+
+// waitGone waits until the process is gone: neither running nor a zombie
+// (kill(pid, 0) succeeds on both).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the command's child %d outlived it", pid)
@@ -136,5 +181,12 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := Expand([]string{"{period"}, nil); err == nil {
 		t.Fatal("an unclosed brace was accepted")
+	}
+	names, err := Placeholders([]string{"./settle", "{period}-{param.region}", "{{literal}}", "{period}"})
+	if err != nil || strings.Join(names, " ") != "period param.region" {
+		t.Fatalf("Placeholders = %q, %v", names, err)
+	}
+	if _, err := Placeholders([]string{"x{period"}); err == nil {
+		t.Fatal("Placeholders accepted an unclosed brace")
 	}
 }

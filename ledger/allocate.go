@@ -86,13 +86,22 @@ const (
 )
 
 // Allocate binds in.Key to an episode, or returns the episode it is already
-// bound to. It is one transaction that takes the pipeline's write lock before
-// its first read (invariant 5), so concurrent calls for one pipeline see each
-// other's results: the same key always gets the same episode (invariant 1)
-// and new episodes get dense sequences (invariant 2). A key bound in another
-// period (invariant 3) or to several episodes (invariant 4) fails with
-// nothing written. Every query is an index seek, so the cost does not grow
-// with the ledger's history.
+// bound to. It runs in a transaction that takes the pipeline's write lock
+// before its first read (invariant 5), so concurrent calls for one pipeline
+// see each other's results: the same key always gets the same episode
+// (invariant 1) and new episodes get dense sequences (invariant 2). A key
+// bound in another period (invariant 3) or to several episodes (invariant 4)
+// fails with nothing written. Every query is an index seek, so the cost does
+// not grow with the ledger's history.
+//
+// Concurrent calls share a transaction (group commit, allocbatch.go): each
+// is decided in arrival order under the one lock, and a call that fails
+// writes nothing and fails no other call. If the shared transaction cannot
+// commit, every call in it fails with that error; a retry is safe, since a
+// key gets the same answer every time. A caller whose ctx ends while it
+// waits returns ctx's error at once; if its call was already in a
+// transaction, that call may still commit, and its retry gets the episode
+// back.
 //
 // A new key costs two prepared statements under the lock: one read of the
 // period's last sequence and of whether the key is bound (and of the
@@ -111,142 +120,181 @@ func (l *Ledger) Allocate(ctx context.Context, in AllocateInput) (AllocateResult
 	case in.MaxPerPeriod < 0:
 		return AllocateResult{}, invalid("allocation in pipeline %q has a negative cap %d: use 0 for unlimited", in.Pipeline, in.MaxPerPeriod)
 	}
-	capped := in.MaxPerPeriod > 0
+	if l.readOnly || l.alloc.off {
+		// writeTx refuses a read-only ledger with its own message.
+		return l.allocateAlone(ctx, in)
+	}
+	return l.allocateBatched(ctx, in)
+}
 
-	// Prepared before the transaction: on SQLite the first preparation needs
-	// the single writer connection, which the transaction would hold. A
-	// read-only ledger prepares nothing; writeTx refuses it.
-	var lock, probe, insert, bound *sql.Stmt
-	if !l.readOnly {
-		probeQuery := allocProbe
-		if capped {
-			probeQuery = allocProbeCapped
-		}
-		var err error
-		if l.d.lockPipeline != "" {
-			lock, err = l.prepared(ctx, l.d.lockPipeline)
-		}
+// allocStmts are Allocate's statements, prepared on the writer pool; lock
+// is nil where BEGIN already takes the pipeline's lock (SQLite).
+type allocStmts struct {
+	lock, probe, probeCapped, insert, bound *sql.Stmt
+}
+
+// allocStatements prepares (once per pool, see stmtCache) Allocate's
+// statements. It must run before the transaction: on SQLite the first
+// preparation needs the single writer connection, which the transaction
+// would hold.
+func (l *Ledger) allocStatements(ctx context.Context) (*allocStmts, error) {
+	var (
+		st  allocStmts
+		err error
+	)
+	if l.d.lockPipeline != "" {
+		st.lock, err = l.prepared(ctx, l.d.lockPipeline)
+	}
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{{&st.probe, allocProbe}, {&st.probeCapped, allocProbeCapped}, {&st.insert, allocInsert}, {&st.bound, allocBound}} {
 		if err == nil {
-			probe, err = l.prepared(ctx, probeQuery)
-		}
-		if err == nil {
-			insert, err = l.prepared(ctx, allocInsert)
-		}
-		if err == nil {
-			bound, err = l.prepared(ctx, allocBound)
-		}
-		if err != nil {
-			return AllocateResult{}, fmt.Errorf("ledger %s: prepare allocation: %w", l.where, err)
+			*p.stmt, err = l.prepared(ctx, p.query)
 		}
 	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: prepare allocation: %w", l.where, err)
+	}
+	return &st, nil
+}
 
+// lockAllocation takes pipeline's allocation lock first in tx (PostgreSQL;
+// on SQLite BEGIN IMMEDIATE took the database's).
+func (l *Ledger) lockAllocation(ctx context.Context, tx *sql.Tx, st *allocStmts, pipeline string) error {
+	if st.lock == nil {
+		return nil
+	}
+	if _, err := tx.StmtContext(ctx, st.lock).ExecContext(ctx, lockKey(pipeline)); err != nil {
+		return fmt.Errorf("ledger %s: lock pipeline %q: %w", l.where, pipeline, err)
+	}
+	return nil
+}
+
+// allocateAlone is Allocate in a transaction of its own.
+func (l *Ledger) allocateAlone(ctx context.Context, in AllocateInput) (AllocateResult, error) {
+	// A read-only ledger prepares nothing; writeTx refuses it.
+	st := &allocStmts{}
+	if !l.readOnly {
+		var err error
+		if st, err = l.allocStatements(ctx); err != nil {
+			return AllocateResult{}, err
+		}
+	}
 	var res AllocateResult
 	err := l.writeTx(ctx, func(tx *sql.Tx) error {
-		if lock != nil {
-			if _, err := tx.StmtContext(ctx, lock).ExecContext(ctx, lockKey(in.Pipeline)); err != nil {
-				return fmt.Errorf("ledger %s: lock pipeline %q: %w", l.where, in.Pipeline, err)
-			}
+		if err := l.lockAllocation(ctx, tx, st, in.Pipeline); err != nil {
+			return err
 		}
-
-		var (
-			last          sql.NullInt64
-			isBound, size int
-			err           error
-		)
-		if capped {
-			err = tx.StmtContext(ctx, probe).QueryRowContext(ctx, in.Pipeline, in.Period, in.Pipeline, in.Key, in.Pipeline, in.Period).
-				Scan(&last, &isBound, &size)
-		} else {
-			err = tx.StmtContext(ctx, probe).QueryRowContext(ctx, in.Pipeline, in.Period, in.Pipeline, in.Key).
-				Scan(&last, &isBound)
-		}
-		if err != nil {
-			return fmt.Errorf("ledger %s: read the last sequence of %s/%s and the binding of key %q: %w", l.where, in.Pipeline, in.Period, in.Key, err)
-		}
-
-		if isBound != 0 {
-			rows, err := tx.StmtContext(ctx, bound).QueryContext(ctx, in.Pipeline, in.Key)
-			if err != nil {
-				return fmt.Errorf("ledger %s: query episodes: %w", l.where, err)
-			}
-			eps, err := l.scanEpisodes(rows)
-			if err != nil {
-				return err
-			}
-			switch {
-			case len(eps) > 1:
-				return ambiguous(in.Pipeline, in.Key, eps)
-			case len(eps) == 1 && eps[0].Period == in.Period:
-				res = AllocateResult{Decision: DecisionReused, Reason: ReasonKeyBound, Episode: eps[0]}
-				if in.RunID != "" && eps[0].AllocatedByRun == in.RunID {
-					// The allocating run again: its first answer was lost.
-					res.Decision, res.Reason = DecisionAllocated, ReasonNewEpisode
-				}
-				if in.ClaimInput {
-					if res.Input, err = l.episodeInput(ctx, tx, in.Pipeline, eps[0].ID); err != nil {
-						return err
-					}
-				}
-				return nil
-			case len(eps) == 1:
-				return fmt.Errorf("%w: key %q of pipeline %q is bound to episode %s in period %s but was asked for period %s: a key belongs to one period forever; check the run's nominal time, or start the run under a new key",
-					ErrKeyCrossesPeriod, in.Key, in.Pipeline, eps[0].ID, eps[0].Period, in.Period)
-			}
-			// Seen bound a statement ago under the lock: only a writer that
-			// bypassed the lock can have removed it.
-			return fmt.Errorf("ledger %s: key %q of pipeline %q was bound and is no longer: retry the allocation", l.where, in.Key, in.Pipeline)
-		}
-
-		if capped && size >= in.MaxPerPeriod {
-			res = AllocateResult{Decision: DecisionSkipped, Reason: ReasonCapReached}
-			return nil
-		}
-
-		var claim *Input
-		if in.ClaimInput {
-			if claim, err = l.oldestReady(ctx, tx, in.Pipeline, in.NominalTime); err != nil {
-				return err
-			}
-			if claim == nil {
-				res = AllocateResult{Decision: DecisionSkipped, Reason: ReasonNoReadyInput}
-				return nil
-			}
-		}
-
-		seq := 0
-		if last.Valid {
-			seq = int(last.Int64) + 1
-		}
-		ep := Episode{
-			Pipeline:       in.Pipeline,
-			ID:             EpisodeID(in.Period, seq),
-			Period:         in.Period,
-			Sequence:       seq,
-			AllocationKey:  in.Key,
-			NominalTime:    normTime(in.NominalTime),
-			CreatedAt:      now(),
-			Status:         EpisodeAllocated,
-			AllocatedByRun: in.RunID,
-		}
-		if _, err := tx.StmtContext(ctx, insert).ExecContext(ctx,
-			ep.Pipeline, ep.ID, ep.Period, ep.Sequence, ep.AllocationKey,
-			l.d.timeArg(ep.NominalTime), l.d.timeArg(ep.CreatedAt), string(ep.Status), ep.AllocatedByRun); err != nil {
-			// Under the lock this means a writer bypassed it; the unique
-			// indexes kept the data sound and a retry will see its row.
-			return fmt.Errorf("ledger %s: insert episode %s for key %q of pipeline %q: %w", l.where, ep.ID, in.Key, in.Pipeline, err)
-		}
-		if claim != nil {
-			if err := l.claimInput(ctx, tx, claim, ep.ID); err != nil {
-				return err
-			}
-		}
-		res = AllocateResult{Decision: DecisionAllocated, Reason: ReasonNewEpisode, Episode: ep, Input: claim}
-		return nil
+		var err error
+		res, err = l.allocateTx(ctx, tx, st, in)
+		return err
 	})
 	if err != nil {
 		return AllocateResult{}, err
 	}
+	l.alloc.txs.Add(1)
 	return res, nil
+}
+
+// allocateTx decides and saves one allocation in tx, which holds the
+// pipeline's lock. On error the caller rolls back what it wrote; but
+// ErrKeyCrossesPeriod and ErrKeyAmbiguous are decided before anything is
+// written and after no failed statement, so tx goes on as it was (group
+// commit relies on it).
+func (l *Ledger) allocateTx(ctx context.Context, tx *sql.Tx, st *allocStmts, in AllocateInput) (AllocateResult, error) {
+	capped := in.MaxPerPeriod > 0
+	var (
+		last          sql.NullInt64
+		isBound, size int
+		err           error
+	)
+	if capped {
+		err = tx.StmtContext(ctx, st.probeCapped).QueryRowContext(ctx, in.Pipeline, in.Period, in.Pipeline, in.Key, in.Pipeline, in.Period).
+			Scan(&last, &isBound, &size)
+	} else {
+		err = tx.StmtContext(ctx, st.probe).QueryRowContext(ctx, in.Pipeline, in.Period, in.Pipeline, in.Key).
+			Scan(&last, &isBound)
+	}
+	if err != nil {
+		return AllocateResult{}, fmt.Errorf("ledger %s: read the last sequence of %s/%s and the binding of key %q: %w", l.where, in.Pipeline, in.Period, in.Key, err)
+	}
+
+	if isBound != 0 {
+		rows, err := tx.StmtContext(ctx, st.bound).QueryContext(ctx, in.Pipeline, in.Key)
+		if err != nil {
+			return AllocateResult{}, fmt.Errorf("ledger %s: query episodes: %w", l.where, err)
+		}
+		eps, err := l.scanEpisodes(rows)
+		if err != nil {
+			return AllocateResult{}, err
+		}
+		switch {
+		case len(eps) > 1:
+			return AllocateResult{}, ambiguous(in.Pipeline, in.Key, eps)
+		case len(eps) == 1 && eps[0].Period == in.Period:
+			res := AllocateResult{Decision: DecisionReused, Reason: ReasonKeyBound, Episode: eps[0]}
+			if in.RunID != "" && eps[0].AllocatedByRun == in.RunID {
+				// The allocating run again: its first answer was lost.
+				res.Decision, res.Reason = DecisionAllocated, ReasonNewEpisode
+			}
+			if in.ClaimInput {
+				if res.Input, err = l.episodeInput(ctx, tx, in.Pipeline, eps[0].ID); err != nil {
+					return AllocateResult{}, err
+				}
+			}
+			return res, nil
+		case len(eps) == 1:
+			return AllocateResult{}, fmt.Errorf("%w: key %q of pipeline %q is bound to episode %s in period %s but was asked for period %s: a key belongs to one period forever; check the run's nominal time, or start the run under a new key",
+				ErrKeyCrossesPeriod, in.Key, in.Pipeline, eps[0].ID, eps[0].Period, in.Period)
+		}
+		// Seen bound a statement ago under the lock: only a writer that
+		// bypassed the lock can have removed it.
+		return AllocateResult{}, fmt.Errorf("ledger %s: key %q of pipeline %q was bound and is no longer: retry the allocation", l.where, in.Key, in.Pipeline)
+	}
+
+	if capped && size >= in.MaxPerPeriod {
+		return AllocateResult{Decision: DecisionSkipped, Reason: ReasonCapReached}, nil
+	}
+
+	var claim *Input
+	if in.ClaimInput {
+		if claim, err = l.oldestReady(ctx, tx, in.Pipeline, in.NominalTime); err != nil {
+			return AllocateResult{}, err
+		}
+		if claim == nil {
+			return AllocateResult{Decision: DecisionSkipped, Reason: ReasonNoReadyInput}, nil
+		}
+	}
+
+	seq := 0
+	if last.Valid {
+		seq = int(last.Int64) + 1
+	}
+	ep := Episode{
+		Pipeline:       in.Pipeline,
+		ID:             EpisodeID(in.Period, seq),
+		Period:         in.Period,
+		Sequence:       seq,
+		AllocationKey:  in.Key,
+		NominalTime:    normTime(in.NominalTime),
+		CreatedAt:      now(),
+		Status:         EpisodeAllocated,
+		AllocatedByRun: in.RunID,
+	}
+	if _, err := tx.StmtContext(ctx, st.insert).ExecContext(ctx,
+		ep.Pipeline, ep.ID, ep.Period, ep.Sequence, ep.AllocationKey,
+		l.d.timeArg(ep.NominalTime), l.d.timeArg(ep.CreatedAt), string(ep.Status), ep.AllocatedByRun); err != nil {
+		// Under the lock this means a writer bypassed it; the unique
+		// indexes kept the data sound and a retry will see its row.
+		return AllocateResult{}, fmt.Errorf("ledger %s: insert episode %s for key %q of pipeline %q: %w", l.where, ep.ID, in.Key, in.Pipeline, err)
+	}
+	if claim != nil {
+		if err := l.claimInput(ctx, tx, claim, ep.ID); err != nil {
+			return AllocateResult{}, err
+		}
+	}
+	return AllocateResult{Decision: DecisionAllocated, Reason: ReasonNewEpisode, Episode: ep, Input: claim}, nil
 }
 
 func ambiguous(pipeline, key string, eps []Episode) error {

@@ -76,8 +76,10 @@ type AuditCost struct {
 	StepKind string `json:"step_kind"`
 }
 
-// LegacyKey is the allocation key of an imported old run: the key
-// workflows.PlaceKey gives "legacy/<old id>" in the pipeline.
+// LegacyKey is the allocation key of an imported old run that was not its
+// pipeline's scheduled run: "legacy/<old id>" under the pipeline's prefix,
+// which workflows.PlaceKey reserves (an operator's --key cannot take it). An
+// imported scheduled run has allot.ScheduledKey of its nominal time instead.
 func LegacyKey(pipeline, oldID string) string { return pipeline + "/legacy/" + oldID }
 
 // LookupCommand is the starter command that asks a paid step's vendor what
@@ -106,8 +108,11 @@ func showCommand(pipeline, episodeID string) string {
 //     each episode older than StaleAfter that was not imported has a run
 //     outcome for its key, and exactly one run recorded as allocated (a
 //     run that allocated it and then failed counts instead);
-//   - imports: the metadata's episode exists with key <pipeline>/legacy/<old
-//     id>, and an episode with such a key and no run has metadata;
+//   - costs: every entry is at most allot.MaxAmount, and every total per
+//     currency fits int64;
+//   - imports: the metadata's episode exists, with its nominal time's
+//     scheduled key if it was a scheduled run, else <pipeline>/legacy/<old
+//     id>; and an episode with a legacy key and no run has metadata;
 //   - budgets (invariant 20): a reservation is held only by an intent and
 //     settled only at its task's recorded cost, a cost above its
 //     reservation is reported, and each (budget, period) has settled no
@@ -166,7 +171,7 @@ func (l *Ledger) auditPipelines(ctx context.Context, tx *sql.Tx) ([]string, erro
 // auditEpisode is an episode as the audit reads it.
 type auditEpisode struct {
 	id, key, status, outcome, reason, plan string
-	created                                time.Time
+	created, nominal                       time.Time
 	steps                                  map[string]planStep // nil: no plan pinned, or not a plan
 }
 
@@ -198,14 +203,14 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 	// Episodes, with their pinned plans.
 	eps := map[string]*auditEpisode{}
 	var order []string
-	rows, err := tx.QueryContext(ctx, l.d.q(`SELECT episode_id, allocation_key, status, outcome, outcome_reason, created_at, plan
+	rows, err := tx.QueryContext(ctx, l.d.q(`SELECT episode_id, allocation_key, status, outcome, outcome_reason, created_at, plan, nominal_time
 		FROM episodes WHERE pipeline = ? ORDER BY period, sequence, episode_id`), pipeline)
 	if err != nil {
 		return fmt.Errorf("ledger %s: audit episodes of %s: %w", l.where, pipeline, err)
 	}
 	for rows.Next() {
 		e := &auditEpisode{}
-		if err := rows.Scan(&e.id, &e.key, &e.status, &e.outcome, &e.reason, dbTime{&e.created}, &e.plan); err != nil {
+		if err := rows.Scan(&e.id, &e.key, &e.status, &e.outcome, &e.reason, dbTime{&e.created}, &e.plan, dbTime{&e.nominal}); err != nil {
 			rows.Close()
 			return fmt.Errorf("ledger %s: audit episodes of %s: %w", l.where, pipeline, err)
 		}
@@ -253,10 +258,26 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 		return err
 	}
 
-	// Costs, with the vendor and kind of their step.
+	// Costs, with the vendor and kind of their step. An amount beyond the
+	// bound (only data written around the ledger's checks, or imported
+	// before v10, can hold one) would make every total wrong.
 	costByRef := map[string]CostEntry{}
+	totals, overflowed := map[string]int64{}, map[string]bool{}
 	for _, c := range costs {
 		costByRef[c.RemoteRef] = c
+		money := allot.Money{Amount: c.Amount, Currency: c.Currency}
+		if c.Amount < 0 || c.Amount > allot.MaxAmount {
+			add(KindCostOutOfRange, c.EpisodeID, "",
+				"the cost entry of remote reference %q (%s) is %s (%d minor units), outside 0..%s: no vendor charges that; compare it with the vendor's bill (starter check --vendor) and correct the entry",
+				c.RemoteRef, describe(PaidTaskRef{Pipeline: c.Pipeline, EpisodeID: c.EpisodeID, Step: c.Step, Revision: c.Revision}),
+				money, c.Amount, allot.Money{Amount: allot.MaxAmount, Currency: c.Currency})
+		}
+		if err := allot.AddTo(totals, money); err != nil && !overflowed[c.Currency] { // reported once per currency
+			overflowed[c.Currency] = true
+			add(KindCostOutOfRange, c.EpisodeID, "",
+				"the costs of pipeline %s in %s no longer sum in 64 bits at remote reference %q (%v): every total would be wrong; correct the absurd entries this check lists",
+				pipeline, c.Currency, c.RemoteRef, err)
+		}
 		ac := AuditCost{CostEntry: c}
 		if e := eps[c.EpisodeID]; e != nil {
 			ac.Vendor, ac.StepKind = e.steps[c.Step].Vendor, e.steps[c.Step].Kind
@@ -293,8 +314,8 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 					describe(t.PaidTaskRef), t.RemoteRef)
 			case kind == planEffect && costed:
 				add(KindCostOnEffect, t.EpisodeID, "",
-					"%s is an effect step's task but remote reference %q has a cost entry (%d %s): an effect costs nothing; check what booked it and remove the entry",
-					describe(t.PaidTaskRef), t.RemoteRef, costByRef[t.RemoteRef].Amount, costByRef[t.RemoteRef].Currency)
+					"%s is an effect step's task but remote reference %q has a cost entry (%s): an effect costs nothing; check what booked it and remove the entry",
+					describe(t.PaidTaskRef), t.RemoteRef, allot.Money{Amount: costByRef[t.RemoteRef].Amount, Currency: costByRef[t.RemoteRef].Currency})
 			}
 		}
 		if t.State == allot.PaidSucceeded && t.Artifact != "" {
@@ -319,18 +340,47 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 
 	// Imports.
 	importedEp := map[string]bool{}
+	byKey := map[string]string{}         // allocation key -> episode
+	bySecond := map[time.Time][]string{} // nominal time to the second -> old IDs imported for it
+	for _, id := range order {
+		byKey[eps[id].key] = id
+	}
 	for _, m := range imports {
 		importedEp[m.EpisodeID] = true
+		if e := eps[m.EpisodeID]; e != nil {
+			t := e.nominal.Truncate(time.Second)
+			bySecond[t] = append(bySecond[t], m.OldID)
+		}
+	}
+	for _, m := range imports {
 		e := eps[m.EpisodeID]
-		switch {
-		case e == nil:
+		if e == nil {
 			add(KindImportEpisode, m.EpisodeID, "",
 				"old ID %s was imported (from %s, at %s) as episode %s, which the ledger does not have: restore the episode from a backup, or import the old run again after removing its metadata",
 				m.OldID, m.Source, m.ImportedAt.Format(time.RFC3339), m.EpisodeID)
-		case e.key != LegacyKey(pipeline, m.OldID):
+			continue
+		}
+		want, legacy := LegacyKey(pipeline, m.OldID), LegacyKey(pipeline, m.OldID)
+		if m.Scheduled {
+			want = allot.ScheduledKey(pipeline, e.nominal)
+		}
+		when := e.nominal.Format(time.RFC3339)
+		switch {
+		case e.key == want:
+		case m.Scheduled && e.key == legacy && byKey[want] != "":
+			// Imported before v10, and a run took the time's key first.
+			add(KindImportKey, m.EpisodeID, "",
+				"episode %s was imported from old ID %s as the scheduled run of %s before imports bound their times, so it kept key %q; episode %s now holds that time's key %q: a run allocated it after the import and may have paid again for work the import already had. Compare the two (%s; %s) and settle any second charge with the vendor",
+				m.EpisodeID, m.OldID, when, e.key, byKey[want], want, showCommand(pipeline, m.EpisodeID), showCommand(pipeline, byKey[want]))
+		case m.Scheduled && e.key == legacy:
+			// Imported before v10 with other old runs of the same time.
+			add(KindImportKey, m.EpisodeID, "",
+				"episode %s was imported from old ID %s as the scheduled run of %s before imports bound their times, so it kept key %q; old IDs %s were imported for the same time and the ledger does not guess which was the scheduled run, so none holds its key %q: a run or backfill for %s allocates a new episode and pays again",
+				m.EpisodeID, m.OldID, when, e.key, strings.Join(bySecond[e.nominal.Truncate(time.Second)], ", "), want, when)
+		default:
 			add(KindImportKey, m.EpisodeID, "",
 				"episode %s was imported from old ID %s but its allocation key is %q, not %q: the key was changed after the import; restore it",
-				m.EpisodeID, m.OldID, e.key, LegacyKey(pipeline, m.OldID))
+				m.EpisodeID, m.OldID, e.key, want)
 		}
 	}
 

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -195,6 +196,17 @@ func testAuditPlanted(t *testing.T, l *Ledger) {
 		{"cost_on_effect", func(r realLedger) {
 			rawInsertCost(t, l, "pub_"+r.p+"_a", paidRef(r.a, "publish", 0), 10)
 		}, func(r realLedger) []string { return []string{"cost_on_effect " + r.a.ID} }},
+		{"cost_out_of_range", func(r realLedger) {
+			// Written around the ledger's bound, as an import before v10 could.
+			q(`UPDATE cost_entries SET amount = ? WHERE remote_ref = ?`, allot.MaxAmount+1, "vt_"+r.p+"_a_video")
+		}, func(r realLedger) []string { return []string{"cost_out_of_range " + r.a.ID} }},
+		{"cost_out_of_range total", func(r realLedger) {
+			// Two entries that wrap around int64 when summed: each out of
+			// range, and the total refused rather than wrong.
+			q(`UPDATE cost_entries SET amount = ? WHERE remote_ref IN (?, ?)`, int64(math.MaxInt64), "vt_"+r.p+"_a_video", "vt_"+r.p+"_a_cover")
+		}, func(r realLedger) []string {
+			return []string{"cost_out_of_range " + r.a.ID, "cost_out_of_range " + r.a.ID, "cost_out_of_range " + r.a.ID}
+		}},
 		{"unknown_outcome", func(r realLedger) {
 			mustIntent(t, l, paidRef(r.b, "cover", 0))
 		}, func(r realLedger) []string { return []string{"unknown_outcome " + r.b.ID} }},

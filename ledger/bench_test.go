@@ -220,6 +220,10 @@ func benchAllocate(b *testing.B, l *Ledger, callers int) {
 // and ratio-vs-raw-commit (allocs/s ÷ raw-commits/s); ns/op is one raw
 // commit plus one allocation.
 //
+// One caller allocates, so group commit (allocbatch.go) has nothing to
+// group: each allocation runs alone, as before it; BenchmarkGroupCommit
+// measures concurrent callers.
+//
 // The ledger is fresh for every run and holds 1,000 episodes of history
 // first. On PostgreSQL it is then analyzed, as autovacuum does to a live
 // ledger within its first minute: without statistics the planner cannot
@@ -365,4 +369,142 @@ func rawCommitter(b *testing.B, l *Ledger) func(ctx context.Context, id int64) e
 		}
 		return tx.Commit()
 	}
+}
+
+// BenchmarkGroupCommit measures group commit (allocbatch.go): allocations
+// by 1 and by 32 concurrent callers in one pipeline, batched (the default)
+// and unbatched (each its own transaction, as before), beside the raw
+// durable single-row commit of BenchmarkAllocateVsRawCommit by one caller
+// and by as many callers as allocate, all on the same ledger and in the
+// same run:
+//
+//	ALLOT_TEST_POSTGRES_DSN=... go test -run '^$' -bench GroupCommit -benchtime 10s ./ledger/
+//
+// An iteration is a round of phases of groupCommitPhase operations each
+// (raw commits by one caller; with several callers raw commits by them all;
+// batched and unbatched allocations by the callers), in an order that rotates from
+// round to round, so that every rate sees the same conditions (WAL size,
+// checkpoints, other load). It reports the rates of each (raw-commits/s is
+// one caller's, raw-commits-concurrent/s the callers'; allocs/s is
+// batched, unbatched-allocs/s not), allocs/tx (requests per batched
+// transaction) and the ratios of allocs/s to the others. The goal of group
+// commit: at 32 callers allocs/s at least twice raw-commits/s; at 1 caller
+// allocs/s no lower than unbatched-allocs/s.
+func BenchmarkGroupCommit(b *testing.B) {
+	for _, driver := range benchDrivers() {
+		for _, callers := range []int{1, 32} {
+			b.Run(fmt.Sprintf("%s/callers=%d", driver, callers), func(b *testing.B) {
+				benchGroupCommit(b, driver, callers)
+			})
+		}
+	}
+}
+
+// groupCommitPhase is the number of operations of each phase of a round:
+// one for one caller, so that its three rates alternate call by call, and
+// 8 per caller for several, so that every caller stays busy.
+func groupCommitPhase(callers int) int {
+	if callers == 1 {
+		return 1
+	}
+	return 8 * callers
+}
+
+func benchGroupCommit(b *testing.B, driver string, callers int) {
+	ctx := context.Background()
+	l := freshBenchLedger(b, driver)
+	if err := seedEpisodes(ctx, l, "bench", 1_000, 100); err != nil {
+		b.Fatal(err)
+	}
+	if driver == "postgres" {
+		if _, err := l.w.ExecContext(ctx, `ANALYZE episodes`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rawCommit := rawCommitter(b, l)
+	var rawIDs atomic.Int64
+	raw := func() error { return rawCommit(ctx, rawIDs.Add(1)) }
+	nominal := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	allocate := func() error {
+		i := benchKeys.Add(1)
+		r, err := l.Allocate(ctx, AllocateInput{
+			Pipeline: "bench", Key: "gc-" + strconv.FormatInt(i, 10),
+			Period: "G" + strconv.FormatInt(i/100, 10), NominalTime: nominal,
+		})
+		if err == nil && r.Decision != DecisionAllocated {
+			err = fmt.Errorf("decision %s, want allocated", r.Decision)
+		}
+		return err
+	}
+	type phase struct {
+		name    string
+		callers int
+		off     bool // unbatched
+		op      func() error
+		time    time.Duration
+		txs     int64
+	}
+	phases := []*phase{
+		{name: "raw commits by one caller", callers: 1, op: raw},
+		{name: "batched allocations", callers: callers, op: allocate},
+		{name: "unbatched allocations", callers: callers, off: true, op: allocate},
+	}
+	if callers > 1 {
+		phases = append(phases, &phase{name: "concurrent raw commits", callers: callers, op: raw})
+	}
+	rounds := 0
+	for b.Loop() {
+		for k := range phases {
+			p := phases[(rounds+k)%len(phases)]
+			// Set between phases, while no allocation runs.
+			l.alloc.off = p.off
+			txs := l.alloc.txs.Load()
+			d, err := runConcurrently(p.callers, groupCommitPhase(callers), p.op)
+			if err != nil {
+				b.Fatalf("%s: %v", p.name, err)
+			}
+			p.time += d
+			p.txs += l.alloc.txs.Load() - txs
+		}
+		rounds++
+	}
+	l.alloc.off = false
+	ops := float64(rounds * groupCommitPhase(callers))
+	rate := func(p *phase) float64 { return ops / p.time.Seconds() }
+	raw1, batched, unbatched := rate(phases[0]), rate(phases[1]), rate(phases[2])
+	b.ReportMetric(raw1, "raw-commits/s")
+	b.ReportMetric(batched, "allocs/s")
+	b.ReportMetric(unbatched, "unbatched-allocs/s")
+	b.ReportMetric(ops/float64(phases[1].txs), "allocs/tx")
+	b.ReportMetric(batched/raw1, "ratio-vs-raw-commit")
+	b.ReportMetric(batched/unbatched, "ratio-vs-unbatched")
+	if callers > 1 {
+		rawN := rate(phases[3])
+		b.ReportMetric(rawN, "raw-commits-concurrent/s")
+		b.ReportMetric(batched/rawN, "ratio-vs-concurrent-raw")
+	}
+}
+
+// runConcurrently runs op n times from callers goroutines and returns how
+// long that took, or the first error.
+func runConcurrently(callers, n int, op func() error) (time.Duration, error) {
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	start := time.Now()
+	for range callers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := op(); err != nil {
+					errOnce.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), first
 }

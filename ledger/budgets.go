@@ -104,15 +104,15 @@ type BudgetShortfall struct {
 // Needed is the smallest limit that admits the task: settled + reserved +
 // asked (saturating, never wrapping).
 func (s BudgetShortfall) Needed() int64 {
-	n, err := pipeline.AddAmounts(s.Settled, s.Reserved, s.Asked)
+	n, err := addAmounts(s.Settled, s.Reserved, s.Asked)
 	if err != nil {
-		return pipeline.MaxAmount
+		return pipeline.MaxBudgetLimit
 	}
 	return n
 }
 
 func (s BudgetShortfall) String() string {
-	m := func(a int64) string { return pipeline.Money{Amount: a, Currency: s.Currency}.String() }
+	m := func(a int64) string { return allot.Money{Amount: a, Currency: s.Currency}.String() }
 	return fmt.Sprintf("budget %s, period %s: limit %s, settled %s, reserved %s, asked %s", s.Budget, s.Period,
 		m(s.Limit), m(s.Settled), m(s.Reserved), m(s.Asked))
 }
@@ -167,10 +167,10 @@ func checkReservations(what string, rs []Reservation) error {
 			return invalid("%s: budget %s period %s is asked twice", what, r.Budget, r.Period)
 		case pipeline.CheckCurrency(r.Currency) != nil:
 			return invalid("%s: budget %s: %v", what, r.Budget, pipeline.CheckCurrency(r.Currency))
-		case r.Amount < 0 || r.Amount > pipeline.MaxAmount:
-			return invalid("%s: budget %s: a reservation of %d is not between 0 and %d minor units", what, r.Budget, r.Amount, pipeline.MaxAmount)
-		case r.Limit <= 0 || r.Limit > pipeline.MaxAmount:
-			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", what, r.Budget, r.Limit, pipeline.MaxAmount)
+		case r.Amount < 0 || r.Amount > allot.MaxAmount:
+			return invalid("%s: budget %s: a reservation of %d is not between 0 and %d minor units", what, r.Budget, r.Amount, allot.MaxAmount)
+		case r.Limit <= 0 || r.Limit > pipeline.MaxBudgetLimit:
+			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", what, r.Budget, r.Limit, pipeline.MaxBudgetLimit)
 		}
 		seen[k] = true
 	}
@@ -237,7 +237,7 @@ func (l *Ledger) shortfalls(ctx context.Context, db querier, rs []Reservation) (
 			return nil, err
 		}
 		s := BudgetShortfall{Budget: r.Budget, Period: r.Period, Currency: r.Currency, Limit: limit, Settled: settled, Reserved: reserved, Asked: r.Amount}
-		total, err := pipeline.AddAmounts(settled, reserved, r.Amount)
+		total, err := addAmounts(settled, reserved, r.Amount)
 		if err != nil || total > limit {
 			out = append(out, s)
 		}
@@ -532,19 +532,19 @@ func (l *Ledger) budgetPeriodTx(ctx context.Context, tx *sql.Tx, b BudgetLimit, 
 		switch e.State {
 		case EntryHeld:
 			bp.Held++
-			bp.Reserved, err = pipeline.AddAmounts(bp.Reserved, e.Reserved)
+			bp.Reserved, err = addAmounts(bp.Reserved, e.Reserved)
 		case EntrySettled:
 			bp.SettledTasks++
-			bp.Settled, err = pipeline.AddAmounts(bp.Settled, e.Settled)
+			bp.Settled, err = addAmounts(bp.Settled, e.Settled)
 			if err == nil && e.Settled > e.Granted {
-				bp.Overrun, err = pipeline.AddAmounts(bp.Overrun, e.Settled-e.Granted)
+				bp.Overrun, err = addAmounts(bp.Overrun, e.Settled-e.Granted)
 			}
 		}
 		if err != nil {
 			return bp, fmt.Errorf("ledger %s: budget %s period %s: %w", l.where, b.Budget, period, err)
 		}
 	}
-	spent, err := pipeline.AddAmounts(bp.Settled, bp.Reserved)
+	spent, err := addAmounts(bp.Settled, bp.Reserved)
 	if err != nil {
 		return bp, fmt.Errorf("ledger %s: budget %s period %s: %w", l.where, b.Budget, period, err)
 	}
@@ -576,8 +576,8 @@ func (l *Ledger) RaiseBudget(ctx context.Context, r BudgetRaise) (BudgetRaise, b
 		return BudgetRaise{}, false, invalid("a budget raise needs a request ID")
 	case r.Budget == "" || r.Period == "":
 		return BudgetRaise{}, false, invalid("a budget raise names its budget and period, got %q and %q", r.Budget, r.Period)
-	case r.Limit <= 0 || r.Limit > pipeline.MaxAmount:
-		return BudgetRaise{}, false, invalid("budget %s period %s: a limit of %d is not between 1 and %d minor units", r.Budget, r.Period, r.Limit, pipeline.MaxAmount)
+	case r.Limit <= 0 || r.Limit > pipeline.MaxBudgetLimit:
+		return BudgetRaise{}, false, invalid("budget %s period %s: a limit of %d is not between 1 and %d minor units", r.Budget, r.Period, r.Limit, pipeline.MaxBudgetLimit)
 	case pipeline.CheckCurrency(r.Currency) != nil:
 		return BudgetRaise{}, false, invalid("budget %s: %v", r.Budget, pipeline.CheckCurrency(r.Currency))
 	case strings.TrimSpace(r.Reason) == "":
@@ -609,8 +609,8 @@ func (l *Ledger) RaiseBudget(ctx context.Context, r BudgetRaise) (BudgetRaise, b
 		if err != nil {
 			return err
 		}
-		if spent, err := pipeline.AddAmounts(settled, reserved); err != nil || r.Limit < spent {
-			m := func(a int64) string { return pipeline.Money{Amount: a, Currency: r.Currency}.String() }
+		if spent, err := addAmounts(settled, reserved); err != nil || r.Limit < spent {
+			m := func(a int64) string { return allot.Money{Amount: a, Currency: r.Currency}.String() }
 			return invalid("budget %s period %s has %s settled and %s reserved: a limit of %s would be exceeded at once; nothing was recorded (give at least %s)",
 				r.Budget, r.Period, m(settled), m(reserved), m(r.Limit), m(spent))
 		}
@@ -770,7 +770,7 @@ func (l *Ledger) auditBudgetsTx(ctx context.Context, tx *sql.Tx, opts AuditOptio
 			&e.Reserved, &e.Settled, &taskState, &remote, &cost, &cur); err != nil {
 			return fmt.Errorf("ledger %s: audit budget entries: %w", l.where, err)
 		}
-		m := func(a int64) string { return pipeline.Money{Amount: a, Currency: e.Currency}.String() }
+		m := func(a int64) string { return allot.Money{Amount: a, Currency: e.Currency}.String() }
 		if _, ok := budgets[e.Budget]; !ok {
 			budgets[e.Budget] = BudgetLimit{Budget: e.Budget, Currency: e.Currency}
 			names = append(names, e.Budget)
@@ -791,7 +791,7 @@ func (l *Ledger) auditBudgetsTx(ctx context.Context, tx *sql.Tx, opts AuditOptio
 				add(KindBudgetCostDiffers, e, "is settled at %s but reference %q has no cost entry", m(e.Settled), remote)
 			case cost >= 0 && cur != e.Currency:
 				add(KindBudgetCostDiffers, e, "counts %s, but reference %q cost %s: amounts are never converted; correct the cost or the budget's currency",
-					m(e.Settled), remote, pipeline.Money{Amount: cost, Currency: cur})
+					m(e.Settled), remote, allot.Money{Amount: cost, Currency: cur})
 			case cost >= 0 && cost != e.Settled:
 				add(KindBudgetCostDiffers, e, "is settled at %s but reference %q cost %s", m(e.Settled), remote, m(cost))
 			}
@@ -813,7 +813,7 @@ func (l *Ledger) auditBudgetsTx(ctx context.Context, tx *sql.Tx, opts AuditOptio
 				return err
 			}
 			if bp.Limit > 0 && bp.Settled > bp.Limit {
-				m := func(a int64) string { return pipeline.Money{Amount: a, Currency: bp.Currency}.String() }
+				m := func(a int64) string { return allot.Money{Amount: a, Currency: bp.Currency}.String() }
 				out.Violations = append(out.Violations, Violation{Kind: KindBudgetExceeded,
 					Detail: fmt.Sprintf("budget %s period %s has %s settled, over its limit of %s by %s (%s of it costs above their reservations)",
 						name, p, m(bp.Settled), m(bp.Limit), m(bp.Settled-bp.Limit), m(bp.Overrun))})
@@ -917,4 +917,17 @@ func previousPeriod(b pipeline.Budget, now time.Time) time.Time {
 		return time.Date(y, m-1, 1, 12, 0, 0, 0, b.Location())
 	}
 	return time.Date(y, m, d-7, 12, 0, 0, 0, b.Location())
+}
+
+// addAmounts adds amounts of one currency, refusing an overflow
+// (allot.ErrAmountOverflow) instead of wrapping around.
+func addAmounts(xs ...int64) (int64, error) {
+	var sum int64
+	for _, x := range xs {
+		var err error
+		if sum, err = allot.AddAmount(sum, x); err != nil {
+			return 0, err
+		}
+	}
+	return sum, nil
 }

@@ -36,7 +36,8 @@ const (
 	KindRunEpisodeMissing = "run_episode_missing" // a run outcome naming an episode the ledger does not have
 	KindAllocatedRuns     = "allocated_runs"      // an episode not recorded as allocated by exactly one run
 	KindImportEpisode     = "import_episode"      // import metadata whose episode is missing
-	KindImportKey         = "import_key"          // an imported episode whose key is not <pipeline>/legacy/<old id>
+	KindCostOutOfRange    = "cost_out_of_range"   // a cost entry above allot.MaxAmount, or totals that overflow
+	KindImportKey         = "import_key"          // an imported episode whose key is not its time's scheduled key (or, not scheduled, <pipeline>/legacy/<old id>)
 	KindImportMetadata    = "import_metadata"     // a legacy-keyed episode without import metadata or runs
 	KindArtifactMissing   = "artifact_missing"    // a file the ledger names that cannot be read (operator.Check)
 	KindArtifactMismatch  = "artifact_mismatch"   // a file whose sha256 is not the ledger's (operator.Check)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -56,6 +57,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"ReleaseAndAbandon", testReleaseAndAbandon},
 		{"Decisions", testDecisions},
 		{"CostsByPeriod", testCostsByPeriod},
+		{"CostBound", testCostBound},
 		{"ReassembleResetsSteps", testReassembleResetsSteps},
 		{"PaidInvalidInput", testPaidInvalidInput},
 		{"CheckPaidClean", testCheckPaidClean},
@@ -91,6 +93,9 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"ImportMoved", testImportMoved},
 		{"ImportInvalid", testImportInvalid},
 		{"ImportThenRework", testImportThenRework},
+		{"ImportOwnsItsTimes", testImportOwnsItsTimes},
+		{"ImportOverCap", testImportOverCap},
+		{"ImportRefusesTheImpossible", testImportRefusesTheImpossible},
 		// The audit behind starter check (audit_conformance_test.go).
 		{"AuditClean", testAuditClean},
 		{"AuditPlanted", testAuditPlanted},
@@ -99,6 +104,11 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"InputsAddWithdraw", testInputsAddWithdraw},
 		{"InputsClaim", testInputsClaim},
 		{"InputsConcurrentClaims", testInputsConcurrentClaims},
+		// Group commit (allocbatch_conformance_test.go).
+		{"GroupCommitNeighbours", testGroupCommitNeighbours},
+		{"GroupCommitMixed", testGroupCommitMixed},
+		{"GroupCommitInputs", testGroupCommitInputs},
+		{"GroupCommitCancelledCaller", testGroupCommitCancelledCaller},
 		// Budgets (budgets_conformance_test.go, budgets_model_test.go).
 		{"BudgetConcurrentAdmissions", testBudgetConcurrentAdmissions},
 		{"BudgetReleaseFreesOne", testBudgetReleaseFreesOne},
@@ -115,6 +125,16 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 			tc.fn(t, open(t))
 		})
 	}
+	// The allocation cases again with every call in a transaction of its
+	// own, the answers group commit must agree with.
+	for _, tc := range unbatchedAllocationCases {
+		t.Run("Unbatched/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := open(t)
+			l.alloc.off = true
+			tc.fn(t, l)
+		})
+	}
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, url string)
@@ -123,7 +143,9 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"MigrateV2ToV3", testMigrateV2ToV3},
 		{"MigrateV3ToV4", testMigrateV3ToV4},
 		{"MigrateV8ToV9", testMigrateV8ToV9},
+		{"MigrateV9ToV10", testMigrateV9ToV10},
 		{"IdentityCreatedOnceAndKept", testIdentityCreatedOnceAndKept},
+		{"OnlyOpenCreates", testOnlyOpenCreates},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -150,7 +172,7 @@ func openURLT(t *testing.T, url string) *Ledger {
 func ledgerAtVersion(t *testing.T, url string, version int) *Ledger {
 	t.Helper()
 	ctx := ctxT(t)
-	l, err := connect(ctx, url, false)
+	l, err := connect(ctx, url, openCreate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -836,6 +858,49 @@ func testSteps(t *testing.T, l *Ledger) {
 	}
 	if err := l.RecordStep(ctxT(t), StepRecord{Pipeline: "weekly", EpisodeID: ep.ID, Status: "completed"}); !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("RecordStep without a step name: %v", err)
+	}
+}
+
+// testOnlyOpenCreates: where there is no ledger (no SQLite file, a
+// PostgreSQL schema without allot's tables), OpenExisting and OpenReadOnly
+// refuse with ErrNotCreated and create nothing; Open creates it and says
+// so, once; after that OpenExisting writes it.
+func testOnlyOpenCreates(t *testing.T, url string) {
+	for name, open := range map[string]func(context.Context, string) (*Ledger, error){"OpenExisting": OpenExisting, "OpenReadOnly": OpenReadOnly} {
+		for range 2 { // the second proves the first created nothing
+			if l, err := open(ctxT(t), url); !errors.Is(err, ErrNotCreated) {
+				if l != nil {
+					l.Close()
+				}
+				t.Fatalf("%s where there is no ledger = %v, want ErrNotCreated", name, err)
+			}
+		}
+	}
+	if sqlitePath, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		if _, err := os.Stat(sqlitePath); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a refused open left %s: %v", sqlitePath, err)
+		}
+	}
+	for i, want := range []bool{true, false} {
+		l, err := Open(ctxT(t), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Created() != want {
+			t.Errorf("Open number %d: Created() = %v, want %v", i+1, l.Created(), want)
+		}
+		l.Close()
+	}
+	l, err := OpenExisting(ctxT(t), url)
+	if err != nil {
+		t.Fatalf("OpenExisting of the ledger Open created: %v", err)
+	}
+	defer l.Close()
+	if l.Created() {
+		t.Error("OpenExisting says it created the ledger")
+	}
+	if r := alloc(t, l, "weekly", "k", "2026-W32", 0); r.Decision != DecisionAllocated {
+		t.Fatalf("OpenExisting's ledger did not allocate: %+v", r)
 	}
 }
 

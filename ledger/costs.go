@@ -3,7 +3,8 @@ package ledger
 // Cost entries: invariant 8 of docs/design.md. One entry per remote
 // reference, holding the absolute amount the vendor charged for it; written
 // in the same transaction as the reference (recordSubmissionTx), upserted and
-// never incremented, so a retried write changes no total.
+// never incremented, so a retried write changes no total. An amount is at
+// most allot.MaxAmount, so that no total of the ledger can overflow.
 
 import (
 	"context"
@@ -11,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"allot"
 )
 
 // CostEntry is the cost of one accepted paid task, keyed by its remote
@@ -65,6 +68,12 @@ func (l *Ledger) checkRefOwner(ctx context.Context, tx *sql.Tx, s Submission) er
 func (l *Ledger) upsertCost(ctx context.Context, tx *sql.Tx, s Submission) (int64, error) {
 	if s.Currency == "" {
 		return 0, nil
+	}
+	if s.Amount < 0 || s.Amount > allot.MaxAmount {
+		// Every caller checks first; this is the one place a cost is
+		// written, so no path can store an amount that breaks the totals.
+		return 0, invalid("%s: cost %s of %q is outside 0..%s; nothing was written", describe(s.PaidTaskRef),
+			allot.Money{Amount: s.Amount, Currency: s.Currency}, s.RemoteRef, allot.Money{Amount: allot.MaxAmount, Currency: s.Currency})
 	}
 	var (
 		oldAmount   int64

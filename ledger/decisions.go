@@ -93,6 +93,9 @@ func (l *Ledger) Decide(ctx context.Context, r DecisionRequest) (OperatorDecisio
 		return OperatorDecision{}, false, invalid("decision %s abandons step %q of episode %s of %s without a reason: pass --reason TEXT", d.RequestID, d.Step, d.EpisodeID, d.Pipeline)
 	case d.Action == allot.ActionAdopt && (r.Adopted.Amount < 0 || r.Adopted.Currency == "" && r.Adopted.Amount != 0):
 		return OperatorDecision{}, false, invalid("decision %s adopts %q with a cost of %d %q: a cost is an absolute amount with its currency", d.RequestID, d.RemoteRef, r.Adopted.Amount, r.Adopted.Currency)
+	case d.Action == allot.ActionAdopt && r.Adopted.Amount > allot.MaxAmount:
+		return OperatorDecision{}, false, invalid("decision %s adopts %q with a cost of %s, above the bound of %s per entry: ask the vendor what it charged; nothing was written",
+			d.RequestID, d.RemoteRef, allot.Money{Amount: r.Adopted.Amount, Currency: r.Adopted.Currency}, allot.Money{Amount: allot.MaxAmount, Currency: r.Adopted.Currency})
 	case slices.Contains(r.Reset, ""):
 		return OperatorDecision{}, false, invalid("decision %s on episode %s of %s resets a step with an empty name in %q", d.RequestID, d.EpisodeID, d.Pipeline, r.Reset)
 	}

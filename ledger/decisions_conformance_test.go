@@ -523,6 +523,7 @@ func testDecideAdoptChecksCost(t *testing.T, l *Ledger) {
 	for name, adopted := range map[string]Submission{
 		"no currency":     {RemoteRef: "vr-1", Amount: 900},
 		"negative amount": {RemoteRef: "vr-1", Amount: -5, Currency: "EUR"},
+		"above the bound": {RemoteRef: "vr-1", Amount: allot.MaxAmount + 1, Currency: "EUR"},
 	} {
 		req := adoptReq(ep, "render", "adopt-"+name, "vr-1", 0)
 		req.Adopted = adopted

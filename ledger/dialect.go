@@ -23,8 +23,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite" // the pure-Go "sqlite" driver (no cgo); registers it too
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 type dialect struct {
@@ -271,7 +273,7 @@ func (s dbTime) Scan(src any) error {
 // sqliteHeader starts every SQLite database file.
 const sqliteHeader = "SQLite format 3\x00"
 
-func openSQLite(ctx context.Context, path string, readOnly bool) (*Ledger, error) {
+func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error) {
 	if path == "" {
 		return nil, fmt.Errorf("ledger URL \"sqlite:\" names no file: use sqlite:PATH, e.g. sqlite:data/ledger.db")
 	}
@@ -280,15 +282,18 @@ func openSQLite(ctx context.Context, path string, readOnly bool) (*Ledger, error
 		return nil, fmt.Errorf("ledger path %q: %w", path, err)
 	}
 	where := "sqlite:" + path
-	if err := checkSQLiteFile(abs, path, readOnly); err != nil {
+	if err := checkSQLiteFile(abs, where, mode); err != nil {
 		return nil, err
 	}
-	if !readOnly {
+	if mode == openReadOnly {
+		return openSQLiteReadOnly(ctx, abs, where)
+	}
+	if mode == openCreate {
 		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 			return nil, fmt.Errorf("ledger %s: create its directory: %w", where, err)
 		}
 	}
-	connector, err := sqlite.NewConnector(sqliteDSN(abs, readOnly, true))
+	connector, err := sqlite.NewConnector(sqliteDSN(abs, true))
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", where, err)
 	}
@@ -302,7 +307,7 @@ func openSQLite(ctx context.Context, path string, readOnly bool) (*Ledger, error
 		_ = w.Close()
 		return nil, sqliteOpenError(where, err)
 	}
-	r, err := sql.Open("sqlite", sqliteDSN(abs, readOnly, false))
+	r, err := sql.Open("sqlite", sqliteDSN(abs, false))
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("ledger %s: %w", where, err)
@@ -312,40 +317,212 @@ func openSQLite(ctx context.Context, path string, readOnly bool) (*Ledger, error
 	return &Ledger{d: sqliteDialect, w: w, r: r, where: where}, nil
 }
 
+// openSQLiteReadOnly opens one pool of read-only connections, each opened
+// by readOnlyConnector, for both of the ledger's pools (it never writes).
+func openSQLiteReadOnly(ctx context.Context, abs, where string) (*Ledger, error) {
+	c := &readOnlyConnector{abs: abs}
+	var err error
+	if c.locked, err = sqlite.NewConnector(sqliteReadOnlyDSN(abs, false)); err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", where, err)
+	}
+	if c.unlocked, err = sqlite.NewConnector(sqliteReadOnlyDSN(abs, true)); err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", where, err)
+	}
+	db := openWriterPool(c, sqliteDialect)
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	l := &Ledger{d: sqliteDialect, w: db, r: db, where: where, readOnly: true, sqliteRO: c}
+	if err := db.PingContext(ctx); err != nil {
+		if cerr := l.Close(); errors.Is(cerr, ErrChangedWhileReading) {
+			return nil, cerr
+		}
+		return nil, sqliteOpenError(where, err)
+	}
+	return l, nil
+}
+
+// readOnlyConnector opens the connections of a read-only SQLite ledger.
+// Reading a WAL database takes its -wal and -shm files, and a plain
+// read-only connection (mode=ro) creates them when they are missing, or
+// fails with "unable to open database file" where it cannot (a read-only
+// filesystem: a backup snapshot). Each connection is therefore opened the
+// one way that reads every committed transaction and creates no file
+// (invariant 19 of docs/design.md):
+//
+//   - a -wal and a -shm beside the file (a worker has the ledger open, or
+//     stopped without closing it, or a snapshot of either): locked, with
+//     mode=ro and readonly_shm=1. SQLite reads the log through the existing
+//     index, mapped read-only (without a writer to vouch for it, or on a
+//     read-only filesystem, it rebuilds the index in memory from the log),
+//     and takes the shared locks every reader takes, so a live worker never
+//     checkpoints under it. A -wal with content but no -shm cannot be read
+//     without creating one: refused.
+//   - no -wal (or an empty one without a -shm): the last connection to
+//     close checkpointed every transaction into the file and removed the
+//     log. unlocked, with immutable=1, reads the file alone, without any
+//     other file or lock. That is sound only while nobody writes the file,
+//     so an unlocked connection is dropped before its next use once a -wal
+//     appeared or the file changed, and one that finds the file changed
+//     when a use ends marks the ledger changed: Close reports
+//     ErrChangedWhileReading and View reads again.
+type readOnlyConnector struct {
+	abs              string
+	locked, unlocked driver.Connector
+	changed          atomic.Bool
+}
+
+// sqliteConn is what the driver's connections implement and database/sql
+// uses; unlockedConn forwards all of it.
+type sqliteConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+}
+
+func (c *readOnlyConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	// The file's state is taken before the log is looked for: a writer
+	// that starts after that look changes one or the other.
+	// Errors name the files; the callers name the ledger.
+	file, err := os.Stat(c.abs)
+	if err != nil {
+		return nil, err
+	}
+	wal, err := statIfExists(c.abs + "-wal")
+	if err != nil {
+		return nil, err
+	}
+	if wal != nil {
+		shm, err := statIfExists(c.abs + "-shm")
+		switch {
+		case err != nil:
+			return nil, err
+		case shm != nil:
+			return c.locked.Connect(ctx)
+		case wal.Size() > 0:
+			return nil, fmt.Errorf("its write-ahead log %s-wal has no index %s-shm beside it, and reading it read-only would create one: copy the -shm file along with the ledger and its -wal, or let the worker open the ledger once (it folds the log into the file)",
+				c.abs, c.abs)
+		}
+	}
+	conn, err := c.unlocked.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc, ok := conn.(sqliteConn)
+	if !ok {
+		_ = conn.Close()
+		return nil, fmt.Errorf("the SQLite driver's connection (%T) lacks an interface database/sql uses", conn)
+	}
+	return &unlockedConn{sqliteConn: sc, c: c, file: file, wal: wal}, nil
+}
+
+func (c *readOnlyConnector) Driver() driver.Driver { return c.locked.Driver() }
+
+// unlockedConn is an immutable=1 connection: file and wal are the ledger's
+// file and its (empty) -wal as they were when it was opened.
+type unlockedConn struct {
+	sqliteConn
+	c         *readOnlyConnector
+	file, wal os.FileInfo
+}
+
+// Unwrap lets the driver's helpers see the connection itself.
+func (u *unlockedConn) Unwrap() driver.Conn { return u.sqliteConn }
+
+// fileChanged: the file is not the one this connection opened, as it was.
+func (u *unlockedConn) fileChanged() bool {
+	st, err := os.Stat(u.c.abs)
+	return err != nil || !sameState(u.file, st)
+}
+
+// stale: the connection no longer sees every committed transaction: the
+// file changed, or a writer has opened the ledger since (its -wal).
+func (u *unlockedConn) stale() bool {
+	if u.fileChanged() {
+		return true
+	}
+	wal, err := statIfExists(u.c.abs + "-wal")
+	return err != nil || !sameState(u.wal, wal)
+}
+
+// ResetSession runs before a connection is used again: a stale one is
+// dropped and database/sql opens another, which finds the writer's log.
+func (u *unlockedConn) ResetSession(ctx context.Context) error {
+	if u.stale() {
+		return driver.ErrBadConn
+	}
+	return u.sqliteConn.ResetSession(ctx)
+}
+
+// IsValid runs when a use ends. The file was unchanged when the use began
+// (Connect, or ResetSession), so a change now happened during it.
+func (u *unlockedConn) IsValid() bool {
+	if u.fileChanged() {
+		u.c.changed.Store(true)
+		return false
+	}
+	return !u.stale() && u.sqliteConn.IsValid()
+}
+
+// statIfExists is os.Stat with a missing file as nil.
+func statIfExists(path string) (os.FileInfo, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return st, err
+}
+
+// sameState: both missing, or the same file with the same size and
+// modification time.
+func sameState(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
 // checkSQLiteFile refuses, before SQLite touches it, a file that is not a
 // SQLite database: opening one would otherwise only fail on first use, and
-// setting up WAL on it must never be tried.
-func checkSQLiteFile(abs, path string, readOnly bool) error {
+// setting up WAL on it must never be tried. Only openCreate accepts no file
+// or an empty one (SQLite treats an empty file as a new database).
+func checkSQLiteFile(abs, where string, mode openMode) error {
 	st, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if readOnly {
-			return notCreatedError{fmt.Errorf("ledger %s does not exist: check the path, or create the ledger first by opening it read-write (e.g. by starting the worker)", path)}
+		if mode != openCreate {
+			return notCreatedError{fmt.Errorf("ledger %s does not exist (no file %s): check the path", where, abs)}
 		}
 		return nil
 	case err != nil:
-		return fmt.Errorf("ledger %s: %w", path, err)
+		return fmt.Errorf("ledger %s: %w", where, err)
 	case st.IsDir():
-		return fmt.Errorf("ledger %s is a directory, not a SQLite database: name a file, e.g. sqlite:%s", path, filepath.Join(path, "ledger.db"))
+		return fmt.Errorf("ledger %s is a directory, not a SQLite database: name a file, e.g. %s", where, filepath.Join(where, "ledger.db"))
 	case st.Size() == 0:
-		return nil // SQLite treats an empty file as a new database
+		if mode != openCreate {
+			return notCreatedError{fmt.Errorf("ledger %s is an empty file, not a ledger yet: check the path", where)}
+		}
+		return nil
 	}
 	f, err := os.Open(abs)
 	if err != nil {
-		return fmt.Errorf("ledger %s: %w", path, err)
+		return fmt.Errorf("ledger %s: %w", where, err)
 	}
 	defer f.Close()
 	head := make([]byte, len(sqliteHeader))
 	if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
-		return fmt.Errorf("ledger %s is not a SQLite database (its first bytes are not the SQLite header): check the path; the file was left untouched", path)
+		return corruptError{fmt.Errorf("ledger %s is not a SQLite database (its first bytes are not the SQLite header): check the path; if it is the ledger, it is damaged: restore it from a backup (the file was left untouched)", where)}
 	}
 	return nil
 }
 
-// sqliteDSN builds a file: URI so that SQLite's own mode=ro applies and the
+// sqliteDSN builds a file: URI for a read-write ledger's pools, so that the
 // path is escaped; the driver sets the pragmas on every new connection.
-func sqliteDSN(abs string, readOnly, writer bool) string {
-	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+func sqliteDSN(abs string, writer bool) string {
 	params := []string{
 		// busy_timeout first: the pragmas after it may need a lock that
 		// another process holds.
@@ -354,32 +531,74 @@ func sqliteDSN(abs string, readOnly, writer bool) string {
 		// Invariant 9: an acknowledged commit is on disk.
 		"_pragma=synchronous(FULL)",
 	}
-	switch {
-	case readOnly:
-		params = append([]string{"mode=ro"}, params...)
-		params = append(params, "_pragma=query_only(1)")
-	case writer:
+	if writer {
 		// WAL lets readers proceed while the writer works. IMMEDIATE takes
 		// the write lock at BEGIN, before the transaction's first read, so
 		// read-decide-save is never based on a stale read and never fails
 		// half-way with SQLITE_BUSY on lock upgrade.
 		params = append(params, "_pragma=journal_mode(WAL)", "_txlock=immediate")
-	default:
+	} else {
 		// The read pool never writes; make a mistake loud.
 		params = append(params, "_pragma=query_only(1)")
 	}
-	return u.String() + "?" + strings.Join(params, "&")
+	return sqliteURI(abs) + "?" + strings.Join(params, "&")
+}
+
+// sqliteReadOnlyDSN builds the URI of a read-only ledger's connections,
+// locked or unlocked (see readOnlyConnector).
+func sqliteReadOnlyDSN(abs string, unlocked bool) string {
+	how := "readonly_shm=1"
+	if unlocked {
+		how = "immutable=1"
+	}
+	return sqliteURI(abs) + "?mode=ro&" + how + "&_pragma=busy_timeout(10000)&_pragma=query_only(1)"
+}
+
+func sqliteURI(abs string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 }
 
 func sqliteOpenError(where string, err error) error {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "not a database"):
-		return fmt.Errorf("ledger %s is not a SQLite database: check the path: %w", where, err)
-	case strings.Contains(msg, "unable to open"):
+	if isCorrupt(err) {
+		return damaged(where, err)
+	}
+	if strings.Contains(err.Error(), "unable to open") {
 		return fmt.Errorf("ledger %s cannot be opened: check that the path exists and is readable (and writable unless read-only): %w", where, err)
 	}
 	return fmt.Errorf("ledger %s: %w", where, err)
+}
+
+// isCorrupt: SQLite found the file damaged or not a database.
+func isCorrupt(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff // the primary code of an extended one
+	return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
+}
+
+func damaged(where string, err error) error {
+	return corruptError{fmt.Errorf("ledger %s is damaged: SQLite cannot read it (%w): restore it from a backup", where, err)}
+}
+
+// corruptOr is err, or ErrCorrupt naming the file when err is SQLite's
+// report of a damaged one.
+func (l *Ledger) corruptOr(err error) error {
+	if l.d == sqliteDialect && !errors.Is(err, ErrCorrupt) && isCorrupt(err) {
+		return damaged(l.where, err)
+	}
+	return err
+}
+
+// noSuchTable: the query named a table the database does not have.
+func noSuchTable(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_ERROR && strings.Contains(se.Error(), "no such table")
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01" // undefined_table
 }
 
 func openPostgres(ctx context.Context, rawURL string, readOnly bool) (*Ledger, error) {

@@ -7,6 +7,12 @@ package ledger
 // episode keeps its import metadata (table imports): its source, its old ID,
 // a digest of the record and when it was imported, so that importing the
 // same old run again is skipped and importing it with other data is refused.
+//
+// An import owns the nominal times it imports: a record of a scheduled run
+// (the default) binds the key the Schedule, starter run and backfills form
+// for its nominal time (allot.ScheduledKey), so a later run for that time
+// gets the imported episode back and pays nothing. A record that was not a
+// scheduled run keeps LegacyKey and binds no time.
 
 import (
 	"context"
@@ -43,6 +49,7 @@ const (
 	ConflictArtifactMissing = "artifact_missing" // an artifact file that cannot be read
 	ConflictArtifactExists  = "artifact_exists"  // the destination of a copy holds another file
 	ConflictInvalidRecord   = "invalid_record"   // a record that cannot be imported as it is
+	ConflictOverCap         = "over_cap"         // more episodes in a period than the pipeline's cap, without OverCap
 )
 
 // ImportConflict is one reason an import is refused.
@@ -94,6 +101,12 @@ type ImportBatch struct {
 	DryRun bool
 	// At is the import's time (zero: now).
 	At time.Time
+	// MaxPerPeriod is the pipeline's cap (0: none). A period whose
+	// existing and imported episodes would exceed it is an over_cap
+	// conflict, unless OverCap: then the episodes beyond the cap are
+	// imported and their metadata records it.
+	MaxPerPeriod int
+	OverCap      bool
 }
 
 // ImportRecord is one old run, ready to become an episode.
@@ -103,8 +116,12 @@ type ImportRecord struct {
 	Source string
 	// Digest identifies the record's data: the same old ID with the same
 	// digest is skipped, with another digest refused.
-	Digest      string
-	Key         string // the allocation key, <pipeline>/legacy/<old id>
+	Digest string
+	// Scheduled: the old run was the pipeline's scheduled run for its
+	// nominal time, and Key is allot.ScheduledKey of it. Otherwise Key is
+	// LegacyKey, which binds no time.
+	Scheduled   bool
+	Key         string
 	Period      string
 	NominalTime time.Time
 	// Outcome is completed (the episode is completed at CompletedAt) or
@@ -159,6 +176,10 @@ type ImportedEpisode struct {
 	// Skipped: the old ID was imported before with the same data; nothing
 	// was written for it.
 	Skipped bool `json:"skipped,omitempty"`
+	// Scheduled: its key is the scheduled key of its nominal time.
+	Scheduled bool `json:"scheduled"`
+	// OverCap: it was imported beyond the pipeline's cap (ImportBatch.OverCap).
+	OverCap bool `json:"over_cap,omitempty"`
 	// IdempotencyKeys are the keys of the record's tasks by "step/revision",
 	// derived ones included.
 	IdempotencyKeys map[string]string `json:"-"`
@@ -172,6 +193,11 @@ type ImportMeta struct {
 	Source     string    `json:"source"`
 	Digest     string    `json:"digest"`
 	ImportedAt time.Time `json:"imported_at"`
+	// Scheduled: the old run was its time's scheduled run and its episode
+	// holds that time's scheduled key; otherwise it holds LegacyKey.
+	Scheduled bool `json:"scheduled"`
+	// OverCap: imported beyond the pipeline's cap, with --over-cap.
+	OverCap bool `json:"over_cap"`
 }
 
 // Import writes the batch's records as episodes of the pipeline in one
@@ -180,9 +206,12 @@ type ImportMeta struct {
 // in nominal-time order (then old ID) after the period's existing episodes;
 // a record whose old ID was imported before with the same digest is
 // skipped. Any conflict (an old ID imported with other data, a reference or
-// key the ledger already holds, a duplicate in the batch) refuses the whole
-// batch with an *ImportConflictError listing all of them, and nothing is
-// written. Malformed records are ErrInvalidInput.
+// key the ledger already holds, a duplicate in the batch, a period beyond
+// the cap without OverCap) refuses the whole batch with an
+// *ImportConflictError listing all of them, and nothing is written.
+// Malformed records are ErrInvalidInput: among them a key that is not the
+// record's form (Scheduled or legacy), a completion or decision before the
+// nominal time, and a cost above allot.MaxAmount.
 func (l *Ledger) Import(ctx context.Context, b ImportBatch) (ImportResult, error) {
 	if err := checkImportBatch(b); err != nil {
 		return ImportResult{}, err
@@ -238,6 +267,8 @@ func checkImportBatch(b ImportBatch) error {
 		return invalid("an import names no pipeline")
 	case b.Plan == "":
 		return invalid("the import into %s pins no plan: pass the pipeline's plan", b.Pipeline)
+	case b.MaxPerPeriod < 0:
+		return invalid("the import into %s has a negative cap %d: use 0 for none", b.Pipeline, b.MaxPerPeriod)
 	}
 	for _, r := range b.Records {
 		where := fmt.Sprintf("import into %s, old ID %q", b.Pipeline, r.OldID)
@@ -250,6 +281,12 @@ func checkImportBatch(b ImportBatch) error {
 			return invalid("%s: outcome %q: an imported episode is completed or rejected", where, r.Outcome)
 		case r.Outcome == allot.OutcomeCompleted && r.CompletedAt.IsZero():
 			return invalid("%s: a completed record needs its completion time", where)
+		case !r.CompletedAt.IsZero() && r.CompletedAt.Before(r.NominalTime):
+			return invalid("%s: completed at %s, before its nominal time %s", where, r.CompletedAt.UTC().Format(time.RFC3339), r.NominalTime.UTC().Format(time.RFC3339))
+		case r.Scheduled && r.Key != allot.ScheduledKey(b.Pipeline, r.NominalTime):
+			return invalid("%s: key %q: a scheduled run's key is its nominal time's, %q", where, r.Key, allot.ScheduledKey(b.Pipeline, r.NominalTime))
+		case !r.Scheduled && r.Key != LegacyKey(b.Pipeline, r.OldID):
+			return invalid("%s: key %q: a run that was not scheduled keeps the legacy key %q", where, r.Key, LegacyKey(b.Pipeline, r.OldID))
 		}
 		tasks := map[string]bool{}
 		for _, t := range r.Tasks {
@@ -267,6 +304,9 @@ func checkImportBatch(b ImportBatch) error {
 				return invalid("%s: step %s revision %d is %s: an imported task is succeeded or abandoned", where, t.Step, t.Revision, t.State)
 			case t.Amount < 0 || t.Currency == "" && t.Amount != 0:
 				return invalid("%s: the cost of %s is %d %q: an absolute amount in minor units with its currency", where, t.RemoteRef, t.Amount, t.Currency)
+			case t.Amount > allot.MaxAmount:
+				return invalid("%s: the cost of %s is %s, above the bound of %s per entry", where, t.RemoteRef,
+					allot.Money{Amount: t.Amount, Currency: t.Currency}, allot.Money{Amount: allot.MaxAmount, Currency: t.Currency})
 			}
 			tasks[id] = true
 		}
@@ -287,6 +327,8 @@ func checkImportBatch(b ImportBatch) error {
 				return invalid("%s: decision %q: every decision needs its own request ID", where, d.RequestID)
 			case d.Action != allot.ActionApprove && d.Action != allot.ActionReject || d.Step == "":
 				return invalid("%s: decision %s: an imported decision approves or rejects a named step", where, d.RequestID)
+			case d.At.Before(r.NominalTime):
+				return invalid("%s: decision %s at %s, before the run's nominal time %s", where, d.RequestID, d.At.UTC().Format(time.RFC3339), r.NominalTime.UTC().Format(time.RFC3339))
 			}
 			requests[d.RequestID] = true
 		}
@@ -309,16 +351,17 @@ func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (Imp
 	if err != nil {
 		return res, nil, err
 	}
-	byOld := map[string]ImportMeta{}
+	byOld, byEpisode := map[string]ImportMeta{}, map[string]ImportMeta{}
 	for _, m := range imported {
-		byOld[m.OldID] = m
+		byOld[m.OldID], byEpisode[m.EpisodeID] = m, m
 	}
 
 	var fresh []int
 	firstAt := map[string]int{}
+	keyAt := map[string]int{} // allocation key -> the first record that claims it
 	for i, r := range b.Records {
 		ep := &res.Episodes[i]
-		ep.OldID, ep.AllocationKey, ep.NominalTime, ep.Period = r.OldID, r.Key, normTime(r.NominalTime), r.Period
+		ep.OldID, ep.AllocationKey, ep.NominalTime, ep.Period, ep.Scheduled = r.OldID, r.Key, normTime(r.NominalTime), r.Period, r.Scheduled
 		if j, dup := firstAt[r.OldID]; dup {
 			conflict(ConflictDuplicate, r.OldID, "the old ID appears twice in the source (records %d and %d): an old ID is one run", j+1, i+1)
 			continue
@@ -339,15 +382,32 @@ func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (Imp
 			} else {
 				ep.EpisodeID = m.EpisodeID
 			}
-			ep.Skipped = true
+			ep.Skipped, ep.Scheduled, ep.OverCap = true, m.Scheduled, m.OverCap
 			continue
 		}
+		when := ep.NominalTime.Format(time.RFC3339)
+		if j, dup := keyAt[r.Key]; dup {
+			conflict(ConflictDuplicate, r.OldID, "old IDs %s and %s both say they were the scheduled run of %s (key %q): a nominal time has one scheduled run; mark the others \"scheduled\": false",
+				b.Records[j].OldID, r.OldID, when, r.Key)
+			continue
+		}
+		keyAt[r.Key] = i
 		eps, err := l.queryEpisodes(ctx, tx, `SELECT `+episodeCols+` FROM episodes WHERE pipeline = ? AND allocation_key = ? LIMIT 1`, b.Pipeline, r.Key)
 		if err != nil {
 			return res, nil, err
 		}
 		if len(eps) > 0 {
-			conflict(ConflictKeyBound, r.OldID, "allocation key %q is already bound to episode %s, which was not imported: rename the old run, or leave it out of the import", r.Key, eps[0].ID)
+			holder := eps[0]
+			switch m, imported := byEpisode[holder.ID]; {
+			case imported:
+				conflict(ConflictKeyBound, r.OldID, "allocation key %q is already bound to episode %s, imported from old ID %s: a nominal time has one scheduled run; mark this record \"scheduled\": false if it was an extra run, or leave it out",
+					r.Key, holder.ID, m.OldID)
+			case r.Scheduled:
+				conflict(ConflictKeyBound, r.OldID, "the scheduled run of %s already ran in this ledger: its key %q is bound to episode %s, which was not imported; mark this record \"scheduled\": false if it was an extra run of the period, or leave it out",
+					when, r.Key, holder.ID)
+			default:
+				conflict(ConflictKeyBound, r.OldID, "allocation key %q is already bound to episode %s, which was not imported: rename the old run, or leave it out of the import", r.Key, holder.ID)
+			}
 			continue
 		}
 		fresh = append(fresh, i)
@@ -363,15 +423,22 @@ func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (Imp
 		}
 		return strings.Compare(ra.OldID, rc.OldID)
 	})
-	next := map[string]int{}
+	// The cap counts episodes as Allocate does: every episode of the
+	// period, then the imported ones in that order.
+	next, count := map[string]int{}, map[string]int{}
+	over := map[string][]string{} // period -> the old IDs beyond the cap
+	var overOrder []string
 	for _, i := range order {
 		period := b.Records[i].Period
 		if _, ok := next[period]; !ok {
-			var last sql.NullInt64
-			if err := tx.QueryRowContext(ctx, l.d.q(`SELECT MAX(sequence) FROM episodes WHERE pipeline = ? AND period = ?`), b.Pipeline, period).Scan(&last); err != nil {
+			var (
+				last sql.NullInt64
+				n    int
+			)
+			if err := tx.QueryRowContext(ctx, l.d.q(`SELECT MAX(sequence), COUNT(*) FROM episodes WHERE pipeline = ? AND period = ?`), b.Pipeline, period).Scan(&last, &n); err != nil {
 				return res, nil, fmt.Errorf("ledger %s: read the last sequence of %s/%s: %w", l.where, b.Pipeline, period, err)
 			}
-			next[period] = 0
+			next[period], count[period] = 0, n
 			if last.Valid {
 				next[period] = int(last.Int64) + 1
 			}
@@ -380,6 +447,20 @@ func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (Imp
 		ep.Sequence = next[period]
 		ep.EpisodeID = EpisodeID(period, ep.Sequence)
 		next[period]++
+		if b.MaxPerPeriod > 0 && count[period] >= b.MaxPerPeriod {
+			ep.OverCap = true
+			if over[period] == nil {
+				overOrder = append(overOrder, period)
+			}
+			over[period] = append(over[period], ep.OldID)
+		}
+		count[period]++
+	}
+	if !b.OverCap {
+		for _, period := range overOrder {
+			conflict(ConflictOverCap, "", "period %s would hold %d episodes, over pipeline %s's cap of %d per period (max_episodes_per_period): old IDs %s are beyond it. If the old system did run them, import them anyway with --over-cap (each is recorded as imported over the cap); else leave them out",
+				period, count[period], b.Pipeline, b.MaxPerPeriod, strings.Join(over[period], ", "))
+		}
 	}
 
 	// References and idempotency keys: each once in the batch, none held
@@ -486,8 +567,8 @@ func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch
 		string(status), l.d.timeArg(completedAt), string(r.Outcome), reason, l.d.timeArg(outcomeAt), b.Plan); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO imports (pipeline, old_id, episode_id, source, digest, imported_at)
-		VALUES (?, ?, ?, ?, ?, ?)`), b.Pipeline, r.OldID, ep.EpisodeID, r.Source, r.Digest, l.d.timeArg(b.At)); err != nil {
+	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO imports (`+importCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), b.Pipeline, r.OldID, ep.EpisodeID, r.Source, r.Digest, l.d.timeArg(b.At), r.Scheduled, ep.OverCap); err != nil {
 		return fmt.Errorf("%s: record its metadata: %w", where, err)
 	}
 	for _, t := range r.Tasks {
@@ -528,7 +609,7 @@ func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch
 	return nil
 }
 
-const importCols = `pipeline, old_id, episode_id, source, digest, imported_at`
+const importCols = `pipeline, old_id, episode_id, source, digest, imported_at, scheduled, over_cap`
 
 // Imports lists the import metadata of a pipeline ("" = every pipeline),
 // ordered by pipeline and old ID.
@@ -549,7 +630,7 @@ func (l *Ledger) queryImports(ctx context.Context, db querier, pipeline string) 
 	var out []ImportMeta
 	for rows.Next() {
 		var m ImportMeta
-		if err := rows.Scan(&m.Pipeline, &m.OldID, &m.EpisodeID, &m.Source, &m.Digest, dbTime{&m.ImportedAt}); err != nil {
+		if err := rows.Scan(&m.Pipeline, &m.OldID, &m.EpisodeID, &m.Source, &m.Digest, dbTime{&m.ImportedAt}, &m.Scheduled, &m.OverCap); err != nil {
 			return nil, fmt.Errorf("ledger %s: read import: %w", l.where, err)
 		}
 		out = append(out, m)

@@ -317,3 +317,271 @@ func testImportThenRework(t *testing.T, l *Ledger) {
 	}
 	mustCheckClean(t, l, "weekly")
 }
+
+// scheduledRecord is importRecord as its pipeline's scheduled run: bound to
+// the key of its nominal time.
+func scheduledRecord(pipeline, oldID string, nominal time.Time) ImportRecord {
+	r := importRecord(pipeline, oldID, nominal)
+	r.Scheduled, r.Key = true, allot.ScheduledKey(pipeline, nominal)
+	return r
+}
+
+// testImportOwnsItsTimes: an imported scheduled run binds its nominal
+// time's key, so a run for that time gets the imported episode back and
+// allocates nothing; a record that was not a scheduled run keeps its legacy
+// key and binds no time. A time claimed twice, or one a run already has, is
+// a conflict that says to mark the extra runs as not scheduled.
+func testImportOwnsItsTimes(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	res := mustImport(t, l, importBatch("weekly",
+		scheduledRecord("weekly", "2026-W31", w31Mon),
+		importRecord("weekly", "2026-W31-extra", w31Mon))) // an extra run at the same time
+	sched, extra := res.Episodes[0], res.Episodes[1]
+	if sched.AllocationKey != allot.ScheduledKey("weekly", w31Mon) || !sched.Scheduled ||
+		extra.AllocationKey != LegacyKey("weekly", "2026-W31-extra") || extra.Scheduled {
+		t.Fatalf("imported %+v and %+v: want the first bound to its time's key, the second to its legacy key", sched, extra)
+	}
+	metas, err := l.Imports(ctx, "weekly")
+	if err != nil || len(metas) != 2 || !metas[0].Scheduled || metas[1].Scheduled || metas[0].OverCap || metas[1].OverCap {
+		t.Fatalf("metadata %+v, %v: want 2026-W31 scheduled, the extra run not", metas, err)
+	}
+
+	// A run for the imported time (starter run, a backfill, the Schedule):
+	// the imported episode, nothing written.
+	before := dumpTables(t, l)
+	run, err := l.Allocate(ctx, AllocateInput{Pipeline: "weekly", Key: allot.ScheduledKey("weekly", w31Mon), Period: isoPeriod(w31Mon),
+		NominalTime: w31Mon, RunID: "run-after-import", MaxPerPeriod: 5})
+	if err != nil || run.Decision != DecisionReused || run.Reason != ReasonKeyBound || run.Episode.ID != sched.EpisodeID {
+		t.Fatalf("a run for the imported time: %+v, %v; want episode %s reused", run, err, sched.EpisodeID)
+	}
+	mustBeUnchanged(t, l, "a run for an imported time", before)
+	if a, err := l.Audit(ctx, AuditOptions{Pipeline: "weekly", Now: auditLater()}); err != nil || len(a.Violations) != 0 {
+		t.Fatalf("audit: %v, %v", a.Violations, err)
+	}
+
+	// A time already imported, a time a run already has, a time twice in
+	// the batch.
+	alloc(t, l, "weekly", allot.ScheduledKey("weekly", w32Wed), "2026-W32", 0)
+	b := importBatch("weekly",
+		scheduledRecord("weekly", "again", w31Mon),
+		scheduledRecord("weekly", "ran", w32Wed),
+		scheduledRecord("weekly", "dup-a", w32Mon),
+		scheduledRecord("weekly", "dup-b", w32Mon),
+		importRecord("weekly", "dup-c", w32Mon)) // not scheduled: no claim on the time
+	before = dumpTables(t, l)
+	for _, dry := range []bool{true, false} {
+		b.DryRun = dry
+		_, err := l.Import(ctx, b)
+		want := []string{"duplicate dup-b", "key_bound again", "key_bound ran"}
+		if got := conflictKinds(t, err); !slices.Equal(got, want) {
+			t.Fatalf("dry run %v: conflicts %v, want %v", dry, got, want)
+		}
+		var ce *ImportConflictError
+		errors.As(err, &ce)
+		for _, c := range ce.Conflicts {
+			if !strings.Contains(c.Detail, `"scheduled": false`) {
+				t.Errorf("conflict %v does not say to mark the extra run as not scheduled", c)
+			}
+		}
+		mustBeUnchanged(t, l, "a refused import", before)
+	}
+}
+
+// testImportOverCap: an import that would put more episodes in a period
+// than the pipeline's cap is refused, naming the period and the old IDs
+// beyond it, unless OverCap; then those are imported and their metadata
+// says so.
+func testImportOverCap(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	alloc(t, l, "weekly", "weekly/scheduled-run", "2026-W32", 0) // a run this week
+	b := importBatch("weekly",
+		scheduledRecord("weekly", "w32b", w32Wed),
+		scheduledRecord("weekly", "w32a", w32Mon),
+		scheduledRecord("weekly", "w31", w31Mon))
+	b.MaxPerPeriod = 2
+	before := dumpTables(t, l)
+	for _, dry := range []bool{true, false} {
+		b.DryRun = dry
+		_, err := l.Import(ctx, b)
+		if got := conflictKinds(t, err); !slices.Equal(got, []string{"over_cap "}) {
+			t.Fatalf("dry run %v: conflicts %v, want one over_cap", dry, got)
+		}
+		// 2026-W32: the run's episode and w32a fit, w32b (later) does not.
+		for _, part := range []string{"2026-W32", "3 episodes", "cap of 2", "w32b", "--over-cap"} {
+			if !strings.Contains(err.Error(), part) {
+				t.Errorf("the refusal does not name %q: %v", part, err)
+			}
+		}
+		if strings.Contains(err.Error(), "w32a") || strings.Contains(err.Error(), "2026-W31") {
+			t.Errorf("the refusal names records within the cap: %v", err)
+		}
+		mustBeUnchanged(t, l, "an import over the cap", before)
+	}
+	if metas, _ := l.Imports(ctx, "weekly"); len(metas) != 0 {
+		t.Fatalf("a refused import left metadata %+v", metas)
+	}
+
+	b.DryRun, b.OverCap = false, true
+	res := mustImport(t, l, b)
+	over := map[string]bool{}
+	for _, ep := range res.Episodes {
+		over[ep.OldID] = ep.OverCap
+	}
+	if !over["w32b"] || over["w32a"] || over["w31"] {
+		t.Fatalf("imported with OverCap: %+v; want only w32b over the cap", res.Episodes)
+	}
+	metas, err := l.Imports(ctx, "weekly")
+	if err != nil || len(metas) != 3 {
+		t.Fatalf("metadata %+v, %v", metas, err)
+	}
+	for _, m := range metas {
+		if m.OverCap != over[m.OldID] {
+			t.Errorf("metadata of %s: over cap %v, want %v", m.OldID, m.OverCap, over[m.OldID])
+		}
+	}
+	// Again, without OverCap: skipped, and the result still says which
+	// one is over the cap.
+	b.OverCap = false
+	for _, ep := range mustImport(t, l, b).Episodes {
+		if !ep.Skipped || ep.OverCap != over[ep.OldID] {
+			t.Errorf("second import of %s: %+v", ep.OldID, ep)
+		}
+	}
+}
+
+// testImportRefusesTheImpossible: what the old system could not have done
+// is invalid input, and nothing is written: a completion or a decision
+// before the nominal time, a cost above the bound, a key that is not the
+// record's.
+func testImportRefusesTheImpossible(t *testing.T, l *Ledger) {
+	early := importRecord("weekly", "a", w32Mon)
+	early.CompletedAt = w32Mon.Add(-time.Second)
+	decidedEarly := importRecord("weekly", "a", w32Mon)
+	decidedEarly.Decisions[0].At = w32Mon.Add(-time.Minute)
+	absurd := importRecord("weekly", "a", w32Mon)
+	absurd.Tasks[0].Amount = allot.MaxAmount + 1
+	schedLegacy := importRecord("weekly", "a", w32Mon)
+	schedLegacy.Scheduled = true
+	legacySched := scheduledRecord("weekly", "a", w32Mon)
+	legacySched.Scheduled = false
+	negCap := importBatch("weekly", importRecord("weekly", "a", w32Mon))
+	negCap.MaxPerPeriod = -1
+	before := dumpTables(t, l)
+	for name, tc := range map[string]struct {
+		b     ImportBatch
+		parts []string
+	}{
+		"completed before nominal": {importBatch("weekly", early), []string{"2026-08-03T01:59:59Z", "2026-08-03T02:00:00Z"}},
+		"decided before nominal":   {importBatch("weekly", decidedEarly), []string{"2026-08-03T01:59:00Z", "2026-08-03T02:00:00Z"}},
+		"cost above the bound":     {importBatch("weekly", absurd), []string{"10000000000.01 USD", "10000000000.00 USD"}},
+		"scheduled, legacy key":    {importBatch("weekly", schedLegacy), []string{"weekly/scheduled-2026-08-03T02:00:00Z"}},
+		"not scheduled, time key":  {importBatch("weekly", legacySched), []string{"weekly/legacy/a"}},
+		"negative cap":             {negCap, nil},
+	} {
+		_, err := l.Import(ctxT(t), tc.b)
+		wantErr(t, name, err, ErrInvalidInput, tc.parts...)
+	}
+	mustBeUnchanged(t, l, "impossible imports", before)
+	// The bound itself is a cost.
+	ok := importRecord("weekly", "a", w32Mon)
+	ok.Tasks[0].Amount = allot.MaxAmount
+	ok.CompletedAt = w32Mon
+	mustImport(t, l, importBatch("weekly", ok))
+}
+
+// testMigrateV9ToV10: episodes imported before v10 (legacy keys only) are
+// rebound to their nominal time's scheduled key where that is safe; where
+// a run already holds the key, or other imported runs share the time, they
+// keep the legacy key and the audit says why, naming the episodes.
+func testMigrateV9ToV10(t *testing.T, url string) {
+	v9 := ledgerAtVersion(t, url, 9)
+	type old struct {
+		id, oldID string
+		nominal   time.Time
+	}
+	half := w31Thu.Add(500 * time.Millisecond)
+	olds := []old{
+		{"2026-W31-0", "alone", w31Mon},                                      // rebound
+		{"2026-W31-1", "twin-a", half},                                       // shares its second with twin-b: kept
+		{"2026-W31-2", "twin-b", w31Thu},                                     // kept
+		{"2026-W32-0", "run-took-it", w32Mon},                                // a run allocated its time after the import: kept
+		{"2026-W32-2", "alone-fraction", w32Wed.Add(250 * time.Millisecond)}, // rebound, to the second
+	}
+	for i, o := range olds {
+		seq := map[int]int{0: 0, 1: 1, 2: 2, 3: 0, 4: 2}[i]
+		rawExec(t, v9, `INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, outcome, outcome_reason)
+			VALUES ('weekly', ?, ?, ?, ?, ?, ?, 'completed', 'completed', 'imported')`,
+			o.id, isoPeriod(o.nominal), seq, LegacyKey("weekly", o.oldID), v9.d.timeArg(o.nominal), v9.d.timeArg(t0))
+		rawExec(t, v9, `INSERT INTO imports (pipeline, old_id, episode_id, source, digest, imported_at) VALUES ('weekly', ?, ?, 'old.jsonl', ?, ?)`,
+			o.oldID, o.id, "digest-"+o.oldID, v9.d.timeArg(t0))
+	}
+	// The run that took run-took-it's time, and one under a legacy-looking
+	// key that was never imported.
+	rawExec(t, v9, `INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
+		VALUES ('weekly', '2026-W32-1', '2026-W32', 1, ?, ?, ?, 'allocated')`, allot.ScheduledKey("weekly", w32Mon), v9.d.timeArg(w32Mon), v9.d.timeArg(t0))
+	rawExec(t, v9, `INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
+		VALUES ('weekly', '2026-W33-0', '2026-W33', 0, ?, ?, ?, 'allocated')`, LegacyKey("weekly", "by-hand"), v9.d.timeArg(w32Mon.AddDate(0, 0, 7)), v9.d.timeArg(t0))
+	if err := v9.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l := openURLT(t, url)
+	mustBeAtLatestVersion(t, l)
+	want := map[string]string{
+		"2026-W31-0": allot.ScheduledKey("weekly", w31Mon),
+		"2026-W31-1": LegacyKey("weekly", "twin-a"),
+		"2026-W31-2": LegacyKey("weekly", "twin-b"),
+		"2026-W32-0": LegacyKey("weekly", "run-took-it"),
+		"2026-W32-1": allot.ScheduledKey("weekly", w32Mon),
+		"2026-W32-2": "weekly/scheduled-2026-08-05T02:00:00Z",
+		"2026-W33-0": LegacyKey("weekly", "by-hand"),
+	}
+	eps, err := l.ListEpisodes(ctxT(t), "weekly", "")
+	if err != nil || len(eps) != len(want) {
+		t.Fatalf("episodes after the migration: %+v, %v", eps, err)
+	}
+	for _, ep := range eps {
+		if ep.AllocationKey != want[ep.ID] {
+			t.Errorf("episode %s has key %q after the migration, want %q", ep.ID, ep.AllocationKey, want[ep.ID])
+		}
+	}
+	metas, err := l.Imports(ctxT(t), "weekly")
+	if err != nil || len(metas) != len(olds) {
+		t.Fatalf("imports after the migration: %+v, %v", metas, err)
+	}
+	for _, m := range metas {
+		if !m.Scheduled || m.OverCap {
+			t.Errorf("import %s after the migration: scheduled %v, over cap %v; want a scheduled run within the cap", m.OldID, m.Scheduled, m.OverCap)
+		}
+	}
+	// A run for a rebound time gets its imported episode.
+	res, err := l.Allocate(ctxT(t), AllocateInput{Pipeline: "weekly", Key: allot.ScheduledKey("weekly", w31Mon), Period: "2026-W31", NominalTime: w31Mon, RunID: "r"})
+	if err != nil || res.Decision != DecisionReused || res.Episode.ID != "2026-W31-0" {
+		t.Fatalf("a run for a rebound time: %+v, %v", res, err)
+	}
+	// What stayed is reported, each with what to look at.
+	a, err := l.Audit(ctxT(t), AuditOptions{Pipeline: "weekly", Now: auditLater()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	details := map[string]string{}
+	for _, v := range a.Violations {
+		if v.Kind == KindImportKey {
+			details[v.Episode] = v.Detail
+		}
+	}
+	for id, parts := range map[string][]string{
+		"2026-W31-1": {"twin-a, twin-b", "pays again"},
+		"2026-W31-2": {"twin-a, twin-b", "pays again"},
+		"2026-W32-0": {"episode 2026-W32-1 now holds", "starter episode show --pipeline weekly --episode 2026-W32-1", "second charge"},
+	} {
+		for _, p := range parts {
+			if !strings.Contains(details[id], p) {
+				t.Errorf("import_key of %s does not name %q: %q", id, p, details[id])
+			}
+		}
+	}
+	if len(details) != 3 {
+		t.Errorf("import_key violations %v, want the 3 kept episodes", details)
+	}
+}

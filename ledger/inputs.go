@@ -62,8 +62,8 @@ const inputCols = `pipeline, ref, ready_at, payload, state, episode_id, added_at
 
 // AddInput adds an input ready from in.ReadyAt (zero: now). It is
 // idempotent on the reference: the same reference with the same payload and
-// ready time is the input already there (whatever its state); with other
-// data it is ErrInputConflict and nothing is written. A payload must be
+// ready time (or none) is the input already there (whatever its state); with
+// other data it is ErrInputConflict and nothing is written. A payload must be
 // JSON (it is stored compacted).
 func (l *Ledger) AddInput(ctx context.Context, in Input) (AddInputResult, error) {
 	if in.Pipeline == "" || strings.TrimSpace(in.Ref) == "" {
@@ -76,7 +76,10 @@ func (l *Ledger) AddInput(ctx context.Context, in Input) (AddInputResult, error)
 	if err != nil {
 		return AddInputResult{}, err
 	}
-	if in.ReadyAt.IsZero() {
+	// No ready time: now for a new input; an existing one keeps its own,
+	// so adding it again with the same payload is the no-op it promises.
+	readyGiven := !in.ReadyAt.IsZero()
+	if !readyGiven {
 		in.ReadyAt = now()
 	}
 	in.ReadyAt = normTime(in.ReadyAt)
@@ -88,7 +91,7 @@ func (l *Ledger) AddInput(ctx context.Context, in Input) (AddInputResult, error)
 		had, err := l.inputTx(ctx, tx, in.Pipeline, in.Ref)
 		switch {
 		case err == nil:
-			if !had.ReadyAt.Equal(in.ReadyAt) || !bytes.Equal(had.Payload, payload) {
+			if readyGiven && !had.ReadyAt.Equal(in.ReadyAt) || !bytes.Equal(had.Payload, payload) {
 				return fmt.Errorf("%w: pipeline %s already has input %q, ready at %s with payload %s; this one is ready at %s with payload %s: add it under a new reference",
 					ErrInputConflict, in.Pipeline, in.Ref, had.ReadyAt.Format(time.RFC3339Nano), payloadText(had.Payload), in.ReadyAt.Format(time.RFC3339Nano), payloadText(payload))
 			}

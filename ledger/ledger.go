@@ -44,9 +44,18 @@ var (
 	// vendor; a look-up proves nothing until its deadline has passed.
 	ErrSendInFlight = errors.New("an earlier send of the paid task may still be under way")
 	ErrCostNotFound = errors.New("cost entry not found")
-	// ErrNotCreated: OpenReadOnly found no ledger there yet (no SQLite
-	// file, no allot schema); the first read-write open creates it.
+	// ErrNotCreated: OpenReadOnly or OpenExisting found no ledger there
+	// (no SQLite file, no allot schema); only Open, the worker's, creates
+	// one.
 	ErrNotCreated = errors.New("ledger not created yet")
+	// ErrCorrupt: the SQLite file is not a database SQLite can read (not
+	// its header, SQLITE_CORRUPT, SQLITE_NOTADB); the message names the
+	// file and says to restore it from a backup.
+	ErrCorrupt = errors.New("ledger file is corrupt")
+	// ErrChangedWhileReading: a SQLite ledger read without locks (no -wal
+	// beside it, see OpenReadOnly) changed while a read was under way, so
+	// what it read may be torn; View reads again.
+	ErrChangedWhileReading = errors.New("ledger file changed while it was read")
 )
 
 // EpisodeStatus is where an episode is in its life.
@@ -101,70 +110,146 @@ type Ledger struct {
 	// a transaction would miss what the lock's previous holder committed.
 	txOptions *sql.TxOptions
 	readOnly  bool
+	// created: this open applied the first migration, so the ledger is new.
+	created bool
+	// sqliteRO opens a read-only SQLite ledger's connections (dialect.go); nil
+	// otherwise.
+	sqliteRO *readOnlyConnector
 	// id is the ledger's identity (identity.go).
 	id string
+	// alloc groups concurrent allocations into shared transactions
+	// (allocbatch.go).
+	alloc *allocBatcher
 }
 
+// openMode is what an open may do to the ledger.
+type openMode int
+
+const (
+	// openCreate creates the ledger where there is none and migrates it:
+	// the worker's open.
+	openCreate openMode = iota
+	// openExisting writes and migrates an existing ledger and never creates
+	// one: the operator's commands that write.
+	openExisting
+	// openReadOnly creates, migrates and writes nothing, not even a file
+	// beside a SQLite ledger (invariant 19).
+	openReadOnly
+)
+
 // Open opens the ledger named by url, creating it if needed, and applies the
-// embedded numbered migrations.
+// embedded numbered migrations. Only the worker creates ledgers; Created
+// says whether this open did.
 //
 // Accepted forms: "sqlite:PATH" (the parent directory is created),
 // "postgres://..." or "postgresql://...".
 func Open(ctx context.Context, url string) (*Ledger, error) {
-	return open(ctx, url, false)
+	return open(ctx, url, openCreate)
+}
+
+// OpenExisting opens an existing ledger to write it, migrating it like
+// Open, but never creates one: no SQLite file (or directory), an empty file
+// or a database without allot's schema is ErrNotCreated, and nothing is
+// written. A mistyped ALLOT_LEDGER is refused instead of becoming a new,
+// empty ledger.
+func OpenExisting(ctx context.Context, url string) (*Ledger, error) {
+	return open(ctx, url, openExisting)
 }
 
 // OpenReadOnly opens an existing ledger without creating, migrating or
-// writing anything, for operators' read-only commands.
+// writing anything, not even a file beside a SQLite ledger (invariant 19;
+// see readOnlyConnector), for operators' read-only commands. Short reads
+// should go through View, which reads again when a SQLite file changed
+// under a read that took no locks.
 func OpenReadOnly(ctx context.Context, url string) (*Ledger, error) {
-	return open(ctx, url, true)
+	return open(ctx, url, openReadOnly)
 }
 
-func open(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
-	l, err := connect(ctx, url, readOnly)
+// View opens the ledger read-only, runs read and closes the ledger. A read
+// of a SQLite file that took no locks (no worker had the ledger open) while
+// a worker started and wrote the file, or stopped, may have seen it torn:
+// View reads again, at most three times in all, and then returns
+// ErrChangedWhileReading. An error that is SQLite's report of a damaged file
+// is ErrCorrupt.
+func View(ctx context.Context, url string, read func(*Ledger) error) error {
+	for attempt := 1; ; attempt++ {
+		l, err := OpenReadOnly(ctx, url)
+		if err == nil {
+			err = read(l)
+			if cerr := l.Close(); err == nil || errors.Is(cerr, ErrChangedWhileReading) {
+				err = cerr
+			}
+			if err != nil && !errors.Is(err, ErrChangedWhileReading) {
+				err = l.corruptOr(err)
+			}
+		}
+		if !errors.Is(err, ErrChangedWhileReading) || attempt == 3 {
+			return err
+		}
+	}
+}
+
+// Created reports whether this open created the ledger: it applied the
+// first migration to a database without allot's schema.
+func (l *Ledger) Created() bool { return l.created }
+
+func open(ctx context.Context, url string, mode openMode) (*Ledger, error) {
+	l, err := connect(ctx, url, mode)
 	if err != nil {
 		return nil, err
 	}
-	if readOnly {
+	switch mode {
+	case openReadOnly:
 		err = l.checkSchema(ctx)
-	} else {
+	case openExisting:
+		if _, err = l.readSchemaVersion(ctx); err == nil {
+			err = l.migrate(ctx, 0)
+		}
+	default:
 		err = l.migrate(ctx, 0)
 	}
 	if err == nil {
 		err = l.ensureIdentity(ctx)
 	}
 	if err != nil {
-		_ = l.Close()
-		return nil, err
+		// A file that changed under an unlocked read explains whatever
+		// that read found, damage included.
+		if cerr := l.Close(); errors.Is(cerr, ErrChangedWhileReading) {
+			return nil, cerr
+		}
+		return nil, l.corruptOr(err)
 	}
 	return l, nil
 }
 
 // connect opens the ledger's connections without touching its schema.
-func connect(ctx context.Context, url string, readOnly bool) (*Ledger, error) {
+func connect(ctx context.Context, url string, mode openMode) (*Ledger, error) {
 	var (
 		l   *Ledger
 		err error
 	)
 	switch {
 	case strings.HasPrefix(url, "sqlite:"):
-		l, err = openSQLite(ctx, strings.TrimPrefix(url, "sqlite:"), readOnly)
+		l, err = openSQLite(ctx, strings.TrimPrefix(url, "sqlite:"), mode)
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		l, err = openPostgres(ctx, url, readOnly)
+		l, err = openPostgres(ctx, url, mode == openReadOnly)
 	default:
 		return nil, fmt.Errorf("ledger URL %q is not supported: use sqlite:PATH (e.g. sqlite:data/ledger.db), postgres://USER@HOST:PORT/DB or postgresql://USER@HOST:PORT/DB", redactURL(url))
 	}
 	if err != nil {
 		return nil, err
 	}
-	l.readOnly = readOnly
+	l.readOnly = mode == openReadOnly
+	l.alloc = &allocBatcher{}
 	if l.d.name == postgresDialect.name {
 		l.txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
 	return l, nil
 }
 
-// Close releases the ledger's connections.
+// Close releases the ledger's connections. For a read-only SQLite ledger it
+// is ErrChangedWhileReading when the file changed under a read that took no
+// locks (see View).
 func (l *Ledger) Close() error {
 	var errs []error
 	if l.r != nil && l.r != l.w {
@@ -174,6 +259,9 @@ func (l *Ledger) Close() error {
 		// Closed last: on SQLite the last connection to close checkpoints
 		// the WAL, and only the writer is allowed to.
 		errs = append(errs, l.w.Close())
+	}
+	if l.sqliteRO != nil && l.sqliteRO.changed.Load() {
+		errs = append(errs, fmt.Errorf("%w: ledger %s was written (a worker started or stopped) while it was read without locks: read it again", ErrChangedWhileReading, l.where))
 	}
 	return errors.Join(errs...)
 }
@@ -225,3 +313,9 @@ func notFound(pipeline, episodeID string) error {
 type notCreatedError struct{ error }
 
 func (e notCreatedError) Is(target error) bool { return target == ErrNotCreated }
+
+// corruptError is an error that says which file is damaged and how to
+// recover, and is ErrCorrupt.
+type corruptError struct{ error }
+
+func (e corruptError) Is(target error) bool { return target == ErrCorrupt }

@@ -74,7 +74,8 @@ func (l *Ledger) migrate(ctx context.Context, upTo int) error {
 	if upTo > 0 && upTo < len(ms) {
 		ms = ms[:upTo]
 	}
-	return l.writeTx(ctx, func(tx *sql.Tx) error {
+	created := false
+	err = l.writeTx(ctx, func(tx *sql.Tx) error {
 		if l.d.lockMigrations != "" {
 			// Two workers starting at once must not both apply 0001.
 			if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockMigrations), migrationLockKey); err != nil {
@@ -91,6 +92,7 @@ func (l *Ledger) migrate(ctx context.Context, upTo int) error {
 		if current > len(ms) {
 			return fmt.Errorf("ledger %s has schema version %d but this build knows only up to %d: upgrade allot rather than run an older build against it", l.where, current, len(ms))
 		}
+		created = current == 0 && len(ms) > 0
 		for _, m := range ms[current:] {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("ledger %s: apply migration %s: %w", l.where, m.name, err)
@@ -102,6 +104,10 @@ func (l *Ledger) migrate(ctx context.Context, upTo int) error {
 		}
 		return nil
 	})
+	if err == nil && created {
+		l.created = true
+	}
+	return err
 }
 
 // checkSchema is OpenReadOnly's stand-in for migrate: it only verifies that
@@ -111,9 +117,9 @@ func (l *Ledger) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	current, err := schemaVersion(ctx, l.r, l.d)
+	current, err := l.readSchemaVersion(ctx)
 	if err != nil {
-		return notCreatedError{fmt.Errorf("ledger %s has no allot schema (%v): check the URL, or create the ledger by opening it read-write once (e.g. by starting the worker)", l.where, err)}
+		return err
 	}
 	switch {
 	case current < len(ms):
@@ -122,6 +128,21 @@ func (l *Ledger) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("ledger %s has schema version %d but this build knows only up to %d: upgrade allot", l.where, current, len(ms))
 	}
 	return nil
+}
+
+// readSchemaVersion reads the version of an existing ledger's schema; a
+// database without allot's schema is ErrNotCreated. Anything else that
+// fails (a damaged file, an unreachable server) is that error, never advice
+// to create the ledger.
+func (l *Ledger) readSchemaVersion(ctx context.Context) (int, error) {
+	v, err := schemaVersion(ctx, l.r, l.d)
+	switch {
+	case err == nil:
+		return v, nil
+	case noSuchTable(err):
+		return 0, notCreatedError{fmt.Errorf("ledger %s has no allot schema (%v): check the URL", l.where, err)}
+	}
+	return 0, fmt.Errorf("ledger %s: %w", l.where, err)
 }
 
 type queryer interface {

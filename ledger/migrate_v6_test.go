@@ -393,7 +393,7 @@ func TestSQLiteRebuildUnderForeignKeys(t *testing.T) {
 	for _, lose := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lose=%v", lose), func(t *testing.T) {
 			ctx := ctxT(t)
-			db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fk.db"), false, true))
+			db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "fk.db"), true))
 			if err != nil {
 				t.Fatal(err)
 			}

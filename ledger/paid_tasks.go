@@ -625,6 +625,11 @@ func checkSubmission(s Submission) error {
 		return invalid("%s: the cost of submission %q needs a currency", describe(s.PaidTaskRef), s.RemoteRef)
 	case s.Amount < 0:
 		return invalid("%s: the cost of submission %q is negative (%d): amounts are absolute, in minor units", describe(s.PaidTaskRef), s.RemoteRef, s.Amount)
+	case s.Amount > allot.MaxAmount:
+		// A vendor reporting an absurd cost must not corrupt every total:
+		// nothing is written, and the episode parks for a person.
+		return invalid("%s: the vendor reports a cost of %s for submission %q, above the bound of %s per entry: ask the vendor what it charged; nothing was written",
+			describe(s.PaidTaskRef), allot.Money{Amount: s.Amount, Currency: s.Currency}, s.RemoteRef, allot.Money{Amount: allot.MaxAmount, Currency: s.Currency})
 	}
 	return nil
 }

@@ -6,11 +6,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // newSQLiteURL names a fresh database file, removed with the test's
@@ -97,8 +100,50 @@ func TestSQLiteOpenReadOnlyMissing(t *testing.T) {
 	}
 }
 
+// dirState lists dir: each entry's name with its size and modification
+// time.
+func dirState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = fmt.Sprintf("%d bytes, modified %s", fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
+	}
+	return out
+}
+
+func dirDiff(before, after map[string]string) string {
+	var diff []string
+	for name, was := range before {
+		if now, ok := after[name]; !ok {
+			diff = append(diff, name+" removed")
+		} else if now != was {
+			diff = append(diff, fmt.Sprintf("%s changed from %s to %s", name, was, now))
+		}
+	}
+	for name, now := range after {
+		if _, ok := before[name]; !ok {
+			diff = append(diff, fmt.Sprintf("%s created (%s)", name, now))
+		}
+	}
+	slices.Sort(diff)
+	return strings.Join(diff, "; ")
+}
+
+// Invariant 19: a read-only open of a ledger that no process has open
+// reads it, refuses writes, and creates and changes no file: the ledger's
+// directory lists the same names, sizes and times after it as before
+// (SQLite's mode=ro alone would create the -wal and -shm).
 func TestSQLiteReadOnly(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
 	l, err := Open(ctxT(t), "sqlite:"+path)
 	if err != nil {
 		t.Fatal(err)
@@ -107,9 +152,9 @@ func TestSQLiteReadOnly(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	before := dirState(t, dir)
+	if len(before) != 1 {
+		t.Fatalf("a closed ledger's directory holds %v, want the ledger alone", before)
 	}
 
 	ro, err := OpenReadOnly(ctxT(t), "sqlite:"+path)
@@ -131,15 +176,273 @@ func TestSQLiteReadOnly(t *testing.T) {
 	if _, err := ro.w.ExecContext(ctxT(t), `DELETE FROM episodes`); err == nil {
 		t.Fatal("a read-only connection deleted rows")
 	}
+	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
+		t.Fatalf("with the read-only ledger open: %s", diff)
+	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
 	}
-	after, err := os.ReadFile(path)
+	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
+		t.Fatalf("OpenReadOnly changed the ledger's directory: %s", diff)
+	}
+}
+
+// Invariant 19: a read-only ledger sees every committed transaction,
+// including those only in a live worker's -wal: one opened while no worker
+// had the ledger open sees what a worker commits after it started, and one
+// opened while a worker runs reads the worker's log. Neither creates a
+// file.
+func TestSQLiteReadOnlySeesALiveWritersLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	url := "sqlite:" + path
+	w0, err := Open(ctxT(t), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(before, after) {
-		t.Fatal("OpenReadOnly changed the database file")
+	ep0 := alloc(t, w0, "weekly", "k0", "2026-W32", 0).Episode
+	w0.Close()
+
+	early, err := OpenReadOnly(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	if got, err := early.Episode(ctxT(t), "weekly", ep0.ID); err != nil || got != ep0 {
+		t.Fatalf("read-only Episode = %+v, %v; want %+v", got, err, ep0)
+	}
+
+	w, err := Open(ctxT(t), url) // a worker starts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ep1 := alloc(t, w, "weekly", "k1", "2026-W32", 0).Episode
+	if st, err := os.Stat(path + "-wal"); err != nil || st.Size() == 0 {
+		t.Fatalf("the worker's commit is not in its -wal (%v, %v): the test proves nothing", st, err)
+	}
+	names := slices.Sorted(maps.Keys(dirState(t, dir)))
+	if got, err := early.Episode(ctxT(t), "weekly", ep1.ID); err != nil || got != ep1 {
+		t.Fatalf("a read-only ledger opened before the worker started: Episode = %+v, %v; want %+v", got, err, ep1)
+	}
+
+	during, err := OpenReadOnly(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := during.Episode(ctxT(t), "weekly", ep1.ID); err != nil || got != ep1 {
+		t.Fatalf("a read-only ledger opened while the worker runs: Episode = %+v, %v; want %+v", got, err, ep1)
+	}
+	ep2 := alloc(t, w, "weekly", "k2", "2026-W32", 0).Episode
+	for name, ro := range map[string]*Ledger{"opened before": early, "opened during": during} {
+		if got, err := ro.Episode(ctxT(t), "weekly", ep2.ID); err != nil || got != ep2 {
+			t.Fatalf("%s: a later commit: Episode = %+v, %v; want %+v", name, got, err, ep2)
+		}
+	}
+	if err := during.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := slices.Sorted(maps.Keys(dirState(t, dir))); !slices.Equal(after, names) {
+		t.Fatalf("the directory held %v with the worker running, %v after the read-only opens", names, after)
+	}
+}
+
+// A -wal with commits but without its -shm (a copy that left the -shm
+// behind) cannot be read without creating one: OpenReadOnly refuses it,
+// naming the missing file, and creates nothing.
+func TestSQLiteReadOnlyRefusesALogWithoutItsIndex(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "ledger.db")
+	w, err := Open(ctxT(t), "sqlite:"+src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	alloc(t, w, "weekly", "k", "2026-W32", 0) // in the -wal only
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	for _, suffix := range []string{"", "-wal"} {
+		data, err := os.ReadFile(src + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+suffix, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dirState(t, dir)
+	if l, err := OpenReadOnly(ctxT(t), "sqlite:"+path); err == nil || !strings.Contains(err.Error(), path+"-shm") {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("OpenReadOnly of a -wal without its -shm = %v, want a refusal naming %s-shm", err, path)
+	}
+	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
+		t.Fatalf("the refused open changed the directory: %s", diff)
+	}
+}
+
+// A read that takes no locks (no worker had the ledger open) while a worker
+// starts, commits and stops, checkpointing into the file, may have read the
+// file torn: View reads again, and gives up with ErrChangedWhileReading
+// when the file changes under every attempt.
+func TestSQLiteViewReadsAgainWhenTheFileChangesUnderARead(t *testing.T) {
+	url := newSQLiteURL(t)
+	w, err := Open(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc(t, w, "weekly", "k0", "2026-W32", 0)
+	w.Close()
+	worker := func(key string) {
+		w, err := Open(ctxT(t), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc(t, w, "weekly", key, "2026-W32", 0)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(l *Ledger, during func()) (int, error) {
+		conn, err := l.r.Conn(ctxT(t)) // a read under way
+		if err != nil {
+			return 0, err
+		}
+		var n int
+		err = conn.QueryRowContext(ctxT(t), `SELECT count(*) FROM episodes`).Scan(&n)
+		if during != nil {
+			during()
+		}
+		return n, errors.Join(err, conn.Close())
+	}
+
+	var seen []int
+	err = View(ctxT(t), url, func(l *Ledger) error {
+		var during func()
+		if len(seen) == 0 {
+			during = func() { worker("k1") }
+		}
+		n, err := read(l, during)
+		seen = append(seen, n)
+		return err
+	})
+	if err != nil || !slices.Equal(seen, []int{1, 2}) {
+		t.Fatalf("View = %v, reads saw %v episodes; want a second read that saw the worker's episode, [1 2]", err, seen)
+	}
+
+	calls := 0
+	err = View(ctxT(t), url, func(l *Ledger) error {
+		calls++
+		_, err := read(l, func() { worker(fmt.Sprintf("k%d", calls+1)) })
+		return err
+	})
+	if !errors.Is(err, ErrChangedWhileReading) || calls != 3 {
+		t.Fatalf("View under a file that changes under every read = %v after %d reads, want ErrChangedWhileReading after 3", err, calls)
+	}
+}
+
+// A damaged ledger file is reported as damaged, naming the file and a
+// backup, by every open and by a read that finds the damage later; never
+// as a ledger to create. Nothing is written to it.
+func TestSQLiteCorruptLedgerIsReportedAsCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "good.db")
+	l, err := Open(ctxT(t), "sqlite:"+src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 { // the episodes span several pages
+		alloc(t, l, "weekly", fmt.Sprintf("key-%03d-%s", i, strings.Repeat("x", 40)), "2026-W32", 0)
+	}
+	pages := map[string]int{}
+	for _, table := range []string{"schema_migrations", "episodes"} {
+		var root int
+		if err := l.r.QueryRowContext(ctxT(t), `SELECT rootpage FROM sqlite_master WHERE name = ?`, table).Scan(&root); err != nil {
+			t.Fatal(err)
+		}
+		pages[table] = root
+	}
+	var pageSize int
+	if err := l.r.QueryRowContext(ctxT(t), `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	good, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garble := func(b []byte, from, to int) []byte {
+		b = bytes.Clone(b)
+		for i := from; i < to && i < len(b); i++ {
+			b[i] = byte(i*7 + 3)
+		}
+		return b
+	}
+	page := func(n int) (int, int) { return (n - 1) * pageSize, n * pageSize }
+	migrationsFrom, migrationsTo := page(pages["schema_migrations"])
+	episodesFrom, episodesTo := page(pages["episodes"])
+	for name, content := range map[string][]byte{
+		"not a database":         garble(good, 0, len(good)),
+		"truncated":              good[:len(good)/2],
+		"schema_migrations page": garble(good, migrationsFrom, migrationsTo),
+		"header after the magic": garble(good, len(sqliteHeader), 100),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "allot.db")
+			if err := os.WriteFile(path, content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := dirState(t, dir)
+			for open, fn := range map[string]func(context.Context, string) (*Ledger, error){"Open": Open, "OpenExisting": OpenExisting, "OpenReadOnly": OpenReadOnly} {
+				l, err := fn(ctxT(t), "sqlite:"+path)
+				if err == nil {
+					l.Close()
+				}
+				if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotCreated) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "backup") {
+					t.Errorf("%s = %v, want ErrCorrupt naming %s and a backup", open, err, path)
+				}
+			}
+			if diff := dirDiff(before, dirState(t, dir)); diff != "" {
+				t.Errorf("opening the damaged ledger changed its directory: %s", diff)
+			}
+		})
+	}
+	// Damage that only a later read runs into.
+	path := filepath.Join(t.TempDir(), "allot.db")
+	if err := os.WriteFile(path, garble(good, episodesFrom, episodesTo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = View(ctxT(t), "sqlite:"+path, func(l *Ledger) error {
+		_, err := l.ListEpisodes(ctxT(t), "weekly", "")
+		return err
+	})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("View of a ledger whose episodes are damaged = %v, want ErrCorrupt naming %s", err, path)
+	}
+}
+
+// OpenExisting never creates a ledger, nor its directory, nor anything in
+// an empty file.
+func TestSQLiteOpenExistingCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "typo", "allot.db")
+	if _, err := OpenExisting(ctxT(t), "sqlite:"+missing); !errors.Is(err, ErrNotCreated) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("OpenExisting(%s) = %v, want ErrNotCreated naming the file", missing, err)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenExisting created the directory: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := dirState(t, dir)
+	if _, err := OpenExisting(ctxT(t), "sqlite:"+empty); !errors.Is(err, ErrNotCreated) {
+		t.Fatalf("OpenExisting of an empty file = %v, want ErrNotCreated", err)
+	}
+	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
+		t.Fatalf("OpenExisting of an empty file changed the directory: %s", diff)
 	}
 }
 

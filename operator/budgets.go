@@ -37,7 +37,7 @@ type BudgetView struct {
 	Vendor   string              `json:"vendor,omitempty"`
 	Period   pipeline.PeriodKind `json:"period"`
 	TimeZone string              `json:"time_zone"`
-	Limit    pipeline.Money      `json:"limit"`
+	Limit    allot.Money         `json:"limit"`
 	Alerts   []float64           `json:"alerts,omitempty"`
 	Periods  []BudgetPeriodView  `json:"periods"`
 }
@@ -263,8 +263,8 @@ func RaiseBudget(ctx context.Context, led *ledger.Ledger, in RaiseInput) (RaiseR
 	switch {
 	case b.CheckPeriod(in.Period) != nil:
 		return RaiseResult{}, bad("%v", b.CheckPeriod(in.Period))
-	case in.Limit <= 0 || in.Limit > pipeline.MaxAmount:
-		return RaiseResult{}, bad("--limit %d is not between 1 and %d minor units of %s (%s is %d)", in.Limit, pipeline.MaxAmount, b.Limit.Currency, b.Limit, b.Limit.Amount)
+	case in.Limit <= 0 || in.Limit > pipeline.MaxBudgetLimit:
+		return RaiseResult{}, bad("--limit %d is not between 1 and %d minor units of %s (%s is %d)", in.Limit, pipeline.MaxBudgetLimit, b.Limit.Currency, b.Limit, b.Limit.Amount)
 	case strings.TrimSpace(in.Reason) == "":
 		return RaiseResult{}, bad("a raise needs a reason: --reason TEXT")
 	case strings.TrimSpace(in.By) == "":
@@ -354,7 +354,7 @@ type BudgetForecast struct {
 }
 
 func (f BudgetForecast) String() string {
-	m := func(a int64) string { return pipeline.Money{Amount: a, Currency: f.Currency}.String() }
+	m := func(a int64) string { return allot.Money{Amount: a, Currency: f.Currency}.String() }
 	s := fmt.Sprintf("budget %s period %s: %d runs x %s = %s, free %s", f.Budget, f.Period, f.Runs, m(f.PerRun), m(f.Forecast), m(f.Free))
 	if !f.FreeKnown {
 		s += " (the limit: the ledger was not read)"
@@ -391,7 +391,7 @@ func ForecastBudgets(ctx context.Context, led *ledger.Ledger, set *pipeline.Set,
 				quoted = true
 				continue
 			}
-			if perRun, err = pipeline.AddAmounts(perRun, st.MaxCost.Amount); err != nil {
+			if perRun, err = allot.AddAmount(perRun, st.MaxCost.Amount); err != nil {
 				return nil, err
 			}
 		}

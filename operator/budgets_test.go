@@ -172,7 +172,7 @@ func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
 		"unknown budget":  func() RaiseInput { r := ok; r.Budget = "nope"; return r }(),
 		"period of kind":  func() RaiseInput { r := ok; r.Period = "2026-08-03"; return r }(),
 		"zero limit":      func() RaiseInput { r := ok; r.Limit = 0; return r }(),
-		"huge limit":      func() RaiseInput { r := ok; r.Limit = pipeline.MaxAmount + 1; return r }(),
+		"huge limit":      func() RaiseInput { r := ok; r.Limit = pipeline.MaxBudgetLimit + 1; return r }(),
 		"no reason":       func() RaiseInput { r := ok; r.Reason = " "; return r }(),
 		"nobody":          func() RaiseInput { r := ok; r.By = ""; return r }(),
 		"below the spend": func() RaiseInput { r := ok; r.Limit = 600; return r }(),

@@ -48,14 +48,20 @@ type ChargeLister interface {
 	Charges(ctx context.Context) ([]paidvendor.Charge, error)
 }
 
-// VendorCharges is one vendor to reconcile: its name as steps give it
-// (pipeline.DefaultVendor for the default one) and its charge list.
+// VendorCharges is one vendor check --vendor looks at: its name as steps
+// give it (pipeline.DefaultVendor for the default one) and its charge
+// list. A vendor whose charges cannot be listed (no URL, no key) has
+// Unavailable saying why instead; one with no bill to reconcile (an
+// adapter without a charge list, only effect steps) has NoBill.
 type VendorCharges struct {
-	Name    string
-	Charges ChargeLister
+	Name        string
+	Charges     ChargeLister
+	Unavailable string
+	NoBill      string
 }
 
-// CheckResult lists the violations found; OK means there are none.
+// CheckResult lists the violations found. OK means there are none and
+// every vendor asked for (--vendor) was reconciled, at least one.
 type CheckResult struct {
 	Pipeline   string             `json:"pipeline,omitempty"`
 	OK         bool               `json:"ok"`
@@ -65,18 +71,29 @@ type CheckResult struct {
 	// WorkflowsChecked says whether Temporal was asked about the
 	// episodes' workflows.
 	WorkflowsChecked bool `json:"workflows_checked"`
-	// Vendors says what was reconciled with --vendor, and NotReconciled
-	// which vendors could not be (and why).
-	Vendors       []VendorCheck `json:"vendors,omitempty"`
-	NotReconciled []string      `json:"vendors_not_reconciled,omitempty"`
+	// Vendors says, for --vendor, what became of each vendor.
+	Vendors []VendorCheck `json:"vendors,omitempty"`
+	// Incomplete says why the check is not OK although it found no
+	// violation: a vendor it could not reconcile, or none reconciled.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
+// What check --vendor did with a vendor (VendorCheck.Status).
+const (
+	VendorReconciled    = "reconciled"     // its charges were compared with the ledger's costs
+	VendorNotReconciled = "not_reconciled" // it has a bill that could not be read: Reason says why
+	VendorNoBill        = "no_bill"        // nothing to reconcile: Reason says why
+)
+
 // VendorCheck is one vendor's reconciliation: how many charges it listed
-// and how many ledger costs are booked to it.
+// and how many ledger costs are booked to it, or why it was not
+// reconciled.
 type VendorCheck struct {
 	Name    string `json:"name"`
+	Status  string `json:"status"`
 	Charges int    `json:"charges"`
 	Costs   int    `json:"costs"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Check audits the ledger of one pipeline ("" = all) and the files it
@@ -143,19 +160,43 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		vs = append(vs, found...)
 		res.WorkflowsChecked = true
 	}
+	var reconciled int
+	var unreconciled []string
 	for _, v := range in.Vendors {
-		found, check, err := reconcile(ctx, in, a, v)
-		if err != nil {
-			return CheckResult{}, err
+		check := VendorCheck{Name: v.Name, Status: VendorNoBill, Reason: v.NoBill}
+		switch {
+		case v.NoBill != "":
+		case v.Unavailable != "" || v.Charges == nil:
+			check.Status, check.Reason = VendorNotReconciled, v.Unavailable
+		default:
+			found, c, err := reconcile(ctx, in, a, v)
+			if err != nil {
+				// One vendor that cannot be asked leaves the others and
+				// the ledger's own checks standing.
+				check.Status, check.Reason = VendorNotReconciled, err.Error()
+				break
+			}
+			vs = append(vs, found...)
+			check = c
+			check.Status = VendorReconciled
+			reconciled++
 		}
-		vs = append(vs, found...)
+		if check.Status == VendorNotReconciled {
+			unreconciled = append(unreconciled, check.Name)
+		}
 		res.Vendors = append(res.Vendors, check)
+	}
+	switch {
+	case len(unreconciled) > 0:
+		res.Incomplete = fmt.Sprintf("vendor %s not reconciled: give what each lacks, or leave --vendor out", strings.Join(unreconciled, ", "))
+	case len(in.Vendors) > 0 && reconciled == 0:
+		res.Incomplete = "--vendor reconciled no vendor: no vendor of the pipeline file has a bill to read (set ALLOT_VENDOR_URL or --vendor-url for the default vendor), or leave --vendor out"
 	}
 	ledger.SortViolations(vs)
 	if vs == nil {
 		vs = []ledger.Violation{}
 	}
-	res.Violations, res.OK = vs, len(vs) == 0
+	res.Violations, res.OK = vs, len(vs) == 0 && res.Incomplete == ""
 	return res, nil
 }
 
@@ -221,7 +262,7 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	check := VendorCheck{Name: v.Name}
 	charges, err := v.Charges.Charges(ctx)
 	if err != nil {
-		return nil, check, fmt.Errorf("list the charges of vendor %s: %w (check its URL and API key, or leave --vendor out)", v.Name, err)
+		return nil, check, fmt.Errorf("list its charges: %w (check its URL and API key)", err)
 	}
 	check.Charges = len(charges)
 	byRef, byKey := map[string]ledger.PaidTask{}, map[string]ledger.PaidTask{}
@@ -242,10 +283,12 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	}
 	inScope := func(p string) bool { return in.Pipeline == "" || p == in.Pipeline }
 
-	// The vendor's charges, summed per task.
+	// The vendor's charges, summed per task and currency; a sum that
+	// overflows is never compared as a wrong number.
 	type charged struct {
-		amount     int64
+		amounts    map[string]int64
 		currencies []string
+		overflow   bool
 		key        string
 	}
 	var order []string
@@ -253,11 +296,13 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	for _, ch := range charges {
 		c, ok := perTask[ch.TaskID]
 		if !ok {
-			c = &charged{key: ch.IdempotencyKey}
+			c = &charged{key: ch.IdempotencyKey, amounts: map[string]int64{}}
 			perTask[ch.TaskID] = c
 			order = append(order, ch.TaskID)
 		}
-		c.amount += ch.Amount
+		if err := allot.AddTo(c.amounts, allot.Money{Amount: ch.Amount, Currency: ch.Currency}); err != nil {
+			c.overflow = true
+		}
 		if !slices.Contains(c.currencies, ch.Currency) {
 			c.currencies = append(c.currencies, ch.Currency)
 		}
@@ -266,7 +311,16 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	var out []ledger.Violation
 	for _, ref := range order {
 		c := perTask[ref]
-		money := fmt.Sprintf("%d %s", c.amount, strings.Join(c.currencies, "+"))
+		var parts []string
+		zero := !c.overflow
+		for _, cur := range c.currencies {
+			parts = append(parts, allot.Money{Amount: c.amounts[cur], Currency: cur}.String())
+			zero = zero && c.amounts[cur] == 0
+		}
+		money := strings.Join(parts, " + ")
+		if c.overflow {
+			money += " and more (its charges overflow 64 bits)"
+		}
 		t, known := byRef[ref]
 		if !known {
 			found := ledger.Violation{Kind: ledger.KindChargeUnrecorded,
@@ -290,14 +344,15 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 		}
 		cost, booked := costs[ref]
 		switch {
-		case !booked && c.amount == 0 && effectTask(in.Pipelines, t):
+		case !booked && zero && effectTask(in.Pipelines, t):
 			// Effect steps book no cost; a zero charge is no money.
 		case !booked:
 			out = append(out, ledger.Violation{Kind: ledger.KindChargeUnrecorded, Pipeline: t.Pipeline, Episode: t.EpisodeID,
 				Detail: fmt.Sprintf("vendor %s charged %s for task %s, which is %s's reference, but the ledger books no cost for it with this vendor: correct the ledger's cost entry to what was charged", v.Name, money, ref, describeTask(t))})
-		case len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amount != cost.Amount:
+		case c.overflow || len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amounts[cost.Currency] != cost.Amount:
 			out = append(out, ledger.Violation{Kind: ledger.KindAmountDiffers, Pipeline: t.Pipeline, Episode: t.EpisodeID,
-				Detail: fmt.Sprintf("vendor %s charged %s for task %s (%s), the ledger books %d %s: ask the vendor which is right, then correct the ledger or dispute the charge", v.Name, money, ref, describeTask(t), cost.Amount, cost.Currency)})
+				Detail: fmt.Sprintf("vendor %s charged %s for task %s (%s), the ledger books %s: ask the vendor which is right, then correct the ledger or dispute the charge",
+					v.Name, money, ref, describeTask(t), allot.Money{Amount: cost.Amount, Currency: cost.Currency})})
 		}
 	}
 	for _, c := range sortedCosts(costs) {
@@ -305,7 +360,8 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 			continue
 		}
 		out = append(out, ledger.Violation{Kind: ledger.KindCostUncharged, Pipeline: c.Pipeline, Episode: c.EpisodeID,
-			Detail: fmt.Sprintf("the ledger books %d %s for task %s (step %s revision %d) but vendor %s has not charged for it: ask the vendor, then correct the ledger or expect the charge", c.Amount, c.Currency, c.RemoteRef, c.Step, c.Revision, v.Name)})
+			Detail: fmt.Sprintf("the ledger books %s for task %s (step %s revision %d) but vendor %s has not charged for it: ask the vendor, then correct the ledger or expect the charge",
+				allot.Money{Amount: c.Amount, Currency: c.Currency}, c.RemoteRef, c.Step, c.Revision, v.Name)})
 	}
 	return out, check, nil
 }
@@ -359,46 +415,48 @@ func describeTask(t ledger.PaidTask) string {
 	return fmt.Sprintf("%s/%s step %s revision %d", t.Pipeline, t.EpisodeID, t.Step, t.Revision)
 }
 
-// HTTPVendors builds the charge lists of every vendor starter check
-// --vendor reconciles: each HTTP vendor of the pipeline file, with its key
-// from api_key_env or api_key_file, and the default vendor at defaultURL
-// with defaultKey (ALLOT_VENDOR_URL, ALLOT_VENDOR_API_KEY(_FILE)) when
-// defaultURL is set. skipped says which defined vendors have no charge
-// list to read (other adapters) or are not configured.
-func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string, error)) (vendors []VendorCharges, skipped []string, err error) {
-	if defaultURL != "" {
-		key, err := defaultKey()
-		if err != nil {
-			return nil, nil, fmt.Errorf("default vendor %s: %w", defaultURL, err)
-		}
-		c, err := paidvendor.NewHTTPClient(defaultURL, key, nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("default vendor: %w", err)
-		}
-		vendors = append(vendors, VendorCharges{Name: pipeline.DefaultVendor, Charges: c})
-	} else {
-		skipped = append(skipped, pipeline.DefaultVendor+": no URL (set ALLOT_VENDOR_URL or --vendor-url)")
-	}
+// HTTPVendors lists the vendors starter check --vendor looks at, with
+// their charge lists: the default vendor at defaultURL with defaultKey
+// (ALLOT_VENDOR_URL, ALLOT_VENDOR_API_KEY(_FILE)), and each [[vendor]] of
+// set, an http one with its key from api_key_env or api_key_file. A vendor
+// that is not configured here (no URL, no key) is Unavailable with what it
+// lacks; one with no bill (other adapters, only effect steps) is NoBill.
+func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string, error)) []VendorCharges {
 	paid := paidVendors(set)
+	def := VendorCharges{Name: pipeline.DefaultVendor}
+	switch {
+	case defaultURL == "" && paid[pipeline.DefaultVendor]:
+		def.Unavailable = "no URL: set ALLOT_VENDOR_URL or pass --vendor-url, and its key in " + activities.EnvVendorAPIKey + " or " + activities.EnvVendorAPIKeyFile
+	case defaultURL == "":
+		def.NoBill = "no paid step uses it and ALLOT_VENDOR_URL is not set"
+	default:
+		if key, err := defaultKey(); err != nil {
+			def.Unavailable = fmt.Sprintf("its key (%s): %v", defaultURL, err)
+		} else if c, err := paidvendor.NewHTTPClient(defaultURL, key, nil); err != nil {
+			def.Unavailable = err.Error()
+		} else {
+			def.Charges = c
+		}
+	}
+	vendors := []VendorCharges{def}
 	for _, name := range set.VendorNames() {
 		v, _ := set.Vendor(name)
-		if v.Adapter != pipeline.AdapterHTTP {
-			skipped = append(skipped, fmt.Sprintf("%s: adapter %s has no charge list to read", name, v.Adapter))
-			continue
+		out := VendorCharges{Name: name}
+		switch {
+		case v.Adapter != pipeline.AdapterHTTP:
+			out.NoBill = fmt.Sprintf("adapter %s has no charge list to read", v.Adapter)
+		case !paid[name]:
+			out.NoBill = "serves only effect steps, which cost nothing"
+		default:
+			if key, err := activities.VendorKeyOf(v).VendorAPIKey(context.Background()); err != nil {
+				out.Unavailable = err.Error()
+			} else if c, err := paidvendor.NewHTTPClient(v.URL, key, nil); err != nil {
+				out.Unavailable = err.Error()
+			} else {
+				out.Charges = c
+			}
 		}
-		if !paid[name] {
-			skipped = append(skipped, fmt.Sprintf("%s: serves only effect steps, which cost nothing: no bill to reconcile", name))
-			continue
-		}
-		key, err := activities.VendorKeyOf(v).VendorAPIKey(context.Background())
-		if err != nil {
-			return nil, nil, err
-		}
-		c, err := paidvendor.NewHTTPClient(v.URL, key, nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("vendor %s: %w", name, err)
-		}
-		vendors = append(vendors, VendorCharges{Name: name, Charges: c})
+		vendors = append(vendors, out)
 	}
-	return vendors, skipped, nil
+	return vendors
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -300,5 +301,44 @@ func TestCheckScopesToOnePipeline(t *testing.T) {
 	}
 	if _, err := Audit(ctx, c.led, CheckInput{Pipeline: "Weekly Video"}); err == nil {
 		t.Fatal("check accepted an invalid pipeline name")
+	}
+}
+
+// TestCheckSaysMoneyInMajorUnits: check prints amounts as costs does
+// ("0.45 USD", never "45 USD"), and a vendor's charges that overflow when
+// summed are reported as differing, never compared as a wrapped number.
+func TestCheckSaysMoneyInMajorUnits(t *testing.T) {
+	c := newCheckedLedger(t, newDriverURL(t, "sqlite"))
+	ctx := context.Background()
+	bill := *c.bills["studio"]
+	for i, ch := range bill {
+		if ch.TaskID == "vt_30c0c1d2e3f40002" {
+			bill[i].Amount = 45
+		}
+		if ch.TaskID == "vt_31c0c1d2e3f40002" {
+			// Three charges whose sum wraps around int64 to exactly the
+			// booked amount (2 * MaxInt64 + 42 = 40 mod 2^64).
+			bill[i].Amount = math.MaxInt64
+			more := ch
+			more.Amount = math.MaxInt64
+			bill = append(bill, more)
+			more.Amount = ch.Amount + 2
+			bill = append(bill, more)
+		}
+	}
+	*c.bills["studio"] = bill
+	res, err := Audit(ctx, c.led, c.input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	details := map[string]string{}
+	for _, v := range res.Violations {
+		details[v.Episode] += v.Kind + ": " + v.Detail + "\n"
+	}
+	if d := details["2026-W30-0"]; !strings.Contains(d, "charged 0.45 USD") || !strings.Contains(d, "books 0.40 USD") || strings.Contains(d, " 45 USD") {
+		t.Errorf("amount_differs of 2026-W30-0 does not say the amounts in major units: %q", d)
+	}
+	if d := details["2026-W31-0"]; !strings.Contains(d, "amount_differs") || !strings.Contains(d, "overflow") {
+		t.Errorf("charges that overflow are not reported as differing: %q (all: %v)", d, details)
 	}
 }

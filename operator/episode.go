@@ -2,8 +2,10 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,13 +110,59 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 		},
 	})
 	if err != nil {
+		if endedFirst(err) {
+			return CommandResult{}, o.endedBeforeCommand(ctx, p.Name, in)
+		}
 		return CommandResult{}, fmt.Errorf("send %s to episode %s: %w", in.Update, in.EpisodeID, err)
 	}
 	out := CommandResult{WorkflowID: handle.WorkflowID(), RunID: handle.RunID(), Update: in.Update}
 	if err := handle.Get(ctx, &out.State); err != nil {
+		if endedFirst(err) {
+			return out, o.endedBeforeCommand(ctx, p.Name, in)
+		}
 		return out, err
 	}
+	// The update answers with the state the command left; the episode
+	// moves on from it in the same workflow task (an approved episode
+	// runs its next step). The state query, answered after that task, is
+	// the state after the command took effect.
+	if v, err := o.Client.QueryWorkflow(ctx, out.WorkflowID, out.RunID, workflows.StateQuery); err == nil {
+		var st workflows.EpisodeState
+		if v.Get(&st) == nil && st.Stage != "" {
+			out.State = st
+		}
+	}
 	return out, nil
+}
+
+// updateOnEndedWorkflow is the type of the failure Temporal gives an
+// accepted update whose workflow ended before the update completed.
+const updateOnEndedWorkflow = "AcceptedUpdateCompletedWorkflow"
+
+func endedFirst(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == updateOnEndedWorkflow
+}
+
+// endedBeforeCommand is the plain refusal of a command whose episode's
+// workflow ended before it could take it (an episode that fails again at
+// the same step when started for the command): NotReady, with how the
+// episode stands and where to look.
+func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName string, in CommandInput) error {
+	ended := "ended"
+	if desc, err := o.Client.DescribeWorkflowExecution(ctx, workflows.EpisodeWorkflowID(pipelineName, in.EpisodeID), ""); err == nil {
+		ended += " (" + strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")) + ")"
+	}
+	stands := ""
+	if o.Ledger != nil {
+		if ep, err := o.Ledger.Episode(ctx, pipelineName, in.EpisodeID); err == nil && ep.Outcome != "" {
+			stands = fmt.Sprintf(", and the ledger has the episode %s (%s)", ep.Outcome, ep.OutcomeReason)
+		}
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("episode %s of %s: its workflow %s before it could take the %s%s: there is nothing to %s; see why with `starter episode show --pipeline %s --episode %s`",
+			in.EpisodeID, pipelineName, ended, in.Update, stands, in.Update, pipelineName, in.EpisodeID),
+		allot.NotReady, nil)
 }
 
 // refuseWithoutRun answers, from the ledger and without starting anything,
@@ -144,8 +192,21 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return nil
 	}
+	stands := string(outcome)
+	if update == workflows.ApproveUpdate || update == workflows.RejectUpdate {
+		// A settled episode has passed its approval (issue 15: a second
+		// approve said to wait for the approval step).
+		decided := "approved"
+		if outcome == allot.OutcomeRejected {
+			decided = "rejected"
+		}
+		stands = fmt.Sprintf("%s, already %s and past approval", outcome, decided)
+		if p, err := o.Pipelines.Get(pipelineName); err == nil && !slices.ContainsFunc(p.Steps, func(s pipeline.Step) bool { return s.Kind == pipeline.Approval }) {
+			stands = fmt.Sprintf("%s and its pipeline has no approval step", outcome)
+		}
+	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, outcome, update, o.reopenCommands(pipelineName, ep.ID)),
+		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, stands, update, o.reopenCommands(pipelineName, ep.ID)),
 		allot.NotReady, nil)
 }
 
@@ -174,6 +235,13 @@ type ShowResult struct {
 	Totals    map[string]int64          `json:"totals"` // by currency, minor units
 	Decisions []ledger.OperatorDecision `json:"decisions"`
 	Workflow  *WorkflowStatus           `json:"workflow,omitempty"`
+	// StepKinds are the kinds of the steps of the episode's pinned plan
+	// (paid tasks are paid or effect steps' tasks).
+	StepKinds map[string]pipeline.StepKind `json:"step_kinds,omitempty"`
+	// Next are the commands that move a waiting episode on: at the
+	// approval gate, its approve and reject (a parked episode's are its
+	// attention's remedies).
+	Next []string `json:"next,omitempty"`
 }
 
 // WorkflowStatus is the Episode workflow's status and, while it runs, its
@@ -183,6 +251,9 @@ type WorkflowStatus struct {
 	RunID      string                  `json:"run_id"`
 	Status     string                  `json:"status"`
 	State      *workflows.EpisodeState `json:"state,omitempty"`
+	// NoWorker is set when the workflow has a workflow task that no
+	// worker has picked up and no worker polls its task queue.
+	NoWorker *NoWorker `json:"no_worker,omitempty"`
 	// PendingActivities are what Temporal knows of the activities the
 	// workflow waits for: a step that keeps failing shows its attempt count
 	// and last failure here from its second attempt on, before the
@@ -234,15 +305,39 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 	for _, c := range costs {
 		if c.EpisodeID == episodeID {
 			out.Costs = append(out.Costs, c)
-			out.Totals[c.Currency] += c.Amount
+			if err := allot.AddTo(out.Totals, allot.Money{Amount: c.Amount, Currency: c.Currency}); err != nil {
+				return ShowResult{}, fmt.Errorf("episode %s of %s: %w: a cost entry is absurd; run starter check --pipeline %s", episodeID, pipelineName, err, pipelineName)
+			}
+		}
+	}
+	if plan, err := led.EpisodePlan(ctx, pipelineName, episodeID); err == nil && plan != "" {
+		var steps []pipeline.Step
+		if json.Unmarshal([]byte(plan), &steps) == nil {
+			out.StepKinds = map[string]pipeline.StepKind{}
+			for _, s := range steps {
+				out.StepKinds[s.Name] = s.Kind
+			}
 		}
 	}
 	if c != nil {
 		if out.Workflow, err = episodeWorkflow(ctx, c, pipelineName, episodeID); err != nil {
 			return ShowResult{}, err
 		}
+		if w := out.Workflow; w != nil && w.State != nil && w.State.Stage == allot.StageWaitingApproval {
+			out.Next = ApprovalCommands(pipelineName, episodeID)
+		}
 	}
 	return out, nil
+}
+
+// ApprovalCommands approve and reject an episode at its approval gate, as
+// complete commands.
+func ApprovalCommands(pipelineName, episodeID string) []string {
+	target := fmt.Sprintf("--pipeline %s --episode %s", pipelineName, episodeID)
+	return []string{
+		"starter episode approve " + target,
+		"starter episode reject " + target + " --reason " + allot.ShellQuote("rejected at the approval step"),
+	}
 }
 
 func episodeWorkflow(ctx context.Context, c client.Client, pipelineName, episodeID string) (*WorkflowStatus, error) {
@@ -257,6 +352,12 @@ func episodeWorkflow(ctx context.Context, c client.Client, pipelineName, episode
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	ws := &WorkflowStatus{WorkflowID: id, RunID: info.GetExecution().GetRunId(), Status: info.GetStatus().String()}
+	if wt := desc.GetPendingWorkflowTask(); wt != nil && wt.GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED {
+		queue := desc.GetExecutionConfig().GetTaskQueue().GetName()
+		if polled, err := HasWorkflowPollers(ctx, c, queue); err == nil && !polled {
+			ws.NoWorker = &NoWorker{TaskQueue: queue}
+		}
+	}
 	for _, pa := range desc.GetPendingActivities() {
 		p := PendingActivity{
 			ActivityType: pa.GetActivityType().GetName(),
@@ -314,7 +415,9 @@ type CostsResult struct {
 	Budgets []BudgetPeriodView `json:"budgets"`
 }
 
-// Costs sums the ledger's cost entries per episode and step.
+// Costs sums the ledger's cost entries per episode and step. Every sum is
+// checked: one that would overflow is an error (allot.ErrAmountOverflow),
+// never a wrong number.
 func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult, error) {
 	if err := pipeline.ValidateName(in.Pipeline); err != nil {
 		return CostsResult{}, err
@@ -340,8 +443,15 @@ func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult,
 			out.Lines = append(out.Lines, CostLine{EpisodeID: e.EpisodeID, Period: e.Period, Step: e.Step, Currency: e.Currency})
 		}
 		out.Lines[i].Revisions++
-		out.Lines[i].Amount += e.Amount
-		out.Totals[e.Currency] += e.Amount
+		m := allot.Money{Amount: e.Amount, Currency: e.Currency}
+		sum, err := allot.AddAmount(out.Lines[i].Amount, e.Amount)
+		if err == nil {
+			err = allot.AddTo(out.Totals, m)
+		}
+		if err != nil {
+			return CostsResult{}, fmt.Errorf("costs of %s: %w: a cost entry is absurd; run starter check --pipeline %s", in.Pipeline, err, in.Pipeline)
+		}
+		out.Lines[i].Amount = sum
 	}
 	out.Budgets, err = costsBudgets(ctx, led, in)
 	return out, err

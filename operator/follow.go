@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -11,6 +12,71 @@ import (
 	"allot"
 	"allot/workflows"
 )
+
+// DefaultNoWorkerAfter is how long a wait for a run goes on before it
+// checks whether any worker polls the task queue the run waits on.
+const DefaultNoWorkerAfter = 10 * time.Second
+
+// NoWorker says that no worker polls the task queue a workflow waits on:
+// it waits, in silence, until one does.
+type NoWorker struct {
+	TaskQueue string `json:"task_queue"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// HasWorkflowPollers reports whether a worker has polled taskQueue for
+// workflow tasks lately (Temporal remembers pollers for a few minutes).
+func HasWorkflowPollers(ctx context.Context, c client.Client, taskQueue string) (bool, error) {
+	resp, err := c.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return false, fmt.Errorf("describe task queue %q: %w", taskQueue, err)
+	}
+	return len(resp.GetPollers()) > 0, nil
+}
+
+// watchForWorker calls r.OnNoWorker once, from another goroutine, if the
+// wait it guards is still going after r.NoWorkerAfter and no worker polls
+// the task queue; it looks again every NoWorkerAfter until it has called
+// it or stop is called. Without OnNoWorker it does nothing.
+func (r *Runs) watchForWorker(ctx context.Context) (stop func()) {
+	if r.OnNoWorker == nil {
+		return func() {}
+	}
+	every := r.NoWorkerAfter
+	if every <= 0 {
+		every = DefaultNoWorkerAfter
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if polled, err := HasWorkflowPollers(ctx, r.Client, r.TaskQueue); err == nil && !polled && ctx.Err() == nil {
+				r.OnNoWorker(NoWorker{TaskQueue: r.TaskQueue, Namespace: r.Namespace})
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// FollowEpisode is the package's FollowEpisode on the runs' client,
+// saying (OnNoWorker) when it waits on a task queue no worker polls.
+func (r *Runs) FollowEpisode(ctx context.Context, pipelineName, episodeID string) (workflows.EpisodeState, error) {
+	defer r.watchForWorker(ctx)()
+	return FollowEpisode(ctx, r.Client, pipelineName, episodeID, 0)
+}
 
 // FollowEpisode waits until an episode's workflow stops needing nothing
 // but time: it finished (completed, rejected, failed), or it waits for an

@@ -21,6 +21,7 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/pipeline"
+	"allot/workflows"
 )
 
 // fuzzImportPipelines: the embedded weekly-video (two paid steps, one
@@ -163,8 +164,14 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 	if ir.OldID != rec.OldID || !oldIDPattern.MatchString(ir.OldID) || ir.Source != src.source {
 		fail("old ID %q, source %q", ir.OldID, ir.Source)
 	}
-	if want := p.Name + "/legacy/" + rec.OldID; ir.Key != want {
-		fail("key %q, want %q", ir.Key, want)
+	// A scheduled run (the default) holds its time's key, any other its
+	// legacy key.
+	want := workflows.AllocationKey(p.Name, rec.NominalTime)
+	if rec.Scheduled != nil && !*rec.Scheduled {
+		want = p.Name + "/legacy/" + rec.OldID
+	}
+	if ir.Key != want || ir.Scheduled != (want != p.Name+"/legacy/"+rec.OldID) {
+		fail("key %q (scheduled %v), want %q", ir.Key, ir.Scheduled, want)
 	}
 	if err := activities.ValidateAllocationKey(ir.Key); err != nil {
 		fail("key %q is not a valid allocation key: %v", ir.Key, err)
@@ -178,8 +185,8 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 	if ir.Reason != importReason || (ir.Outcome != allot.OutcomeCompleted && ir.Outcome != allot.OutcomeRejected) {
 		fail("outcome %s (%s)", ir.Outcome, ir.Reason)
 	}
-	if !encodable(ir.CompletedAt) || ir.CompletedAt.Location() != time.UTC {
-		fail("completed at %s", ir.CompletedAt)
+	if !encodable(ir.CompletedAt) || ir.CompletedAt.Location() != time.UTC || ir.CompletedAt.Before(ir.NominalTime) {
+		fail("completed at %s (nominal time %s)", ir.CompletedAt, ir.NominalTime)
 	}
 	if !fuzzSHA256.MatchString(ir.Digest) {
 		fail("digest %q", ir.Digest)
@@ -206,7 +213,7 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 			if strings.ContainsAny(tk.IdempotencyKey, " \t\r\n") {
 				fail("idempotency key %q has spaces", tk.IdempotencyKey)
 			}
-			if s.Kind == pipeline.Paid && (!fuzzCurrency.MatchString(tk.Currency) || tk.Amount < 0) {
+			if s.Kind == pipeline.Paid && (!fuzzCurrency.MatchString(tk.Currency) || tk.Amount < 0 || tk.Amount > allot.MaxAmount) {
 				fail("paid reference %q costs %d %q", tk.RemoteRef, tk.Amount, tk.Currency)
 			}
 			if s.Kind == pipeline.Effect && (tk.Amount != 0 || tk.Currency != "") {
@@ -268,8 +275,8 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 		}
 		counts[d.Step]++
 		requests[d.RequestID] = true
-		if !encodable(d.At) || d.At.Location() != time.UTC {
-			fail("decision at %s", d.At)
+		if !encodable(d.At) || d.At.Location() != time.UTC || d.At.Before(ir.NominalTime) {
+			fail("decision at %s (nominal time %s)", d.At, ir.NominalTime)
 		}
 	}
 	for _, sr := range ir.Steps {

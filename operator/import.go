@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"allot"
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/paidvendor"
@@ -29,6 +30,10 @@ type ImportInput struct {
 	// copying them into DataDir/artifacts/<pipeline>/<episode>/.
 	InPlace bool
 	DataDir string
+	// OverCap imports episodes beyond the pipeline's
+	// max_episodes_per_period (refused without it); each such episode's
+	// metadata records it.
+	OverCap bool
 	// Now bounds the nominal times (the pipeline's window) and stamps
 	// the import; zero means now.
 	Now time.Time
@@ -41,6 +46,7 @@ type ImportResult struct {
 	Source    string                  `json:"source"`
 	DryRun    bool                    `json:"dry_run"`
 	InPlace   bool                    `json:"in_place"`
+	OverCap   bool                    `json:"over_cap"`
 	OK        bool                    `json:"ok"`
 	Imported  []ImportedEpisode       `json:"imported"` // new episodes, in nominal-time order
 	Skipped   []ImportedEpisode       `json:"skipped"`  // imported before with the same data
@@ -51,6 +57,9 @@ type ImportResult struct {
 	Artifacts  int              `json:"artifacts"`
 	Costs      map[string]int64 `json:"costs"`
 	Error      string           `json:"error,omitempty"`
+	// Next, when the only conflicts are periods over the pipeline's cap,
+	// is the command that imports them anyway (--over-cap).
+	Next string `json:"next,omitempty"`
 }
 
 // ImportedEpisode is the episode one old run became.
@@ -62,9 +71,14 @@ type ImportedEpisode struct {
 	AllocationKey string    `json:"allocation_key"`
 	NominalTime   time.Time `json:"nominal_time"`
 	Outcome       string    `json:"outcome,omitempty"`
-	References    int       `json:"references"`
-	Artifacts     int       `json:"artifacts"`
-	Notes         []string  `json:"notes,omitempty"`
+	// Scheduled: the old run was its nominal time's scheduled run, and
+	// its episode holds that time's key (AllocationKey).
+	Scheduled bool `json:"scheduled"`
+	// OverCap: imported beyond the pipeline's cap, with --over-cap.
+	OverCap    bool     `json:"over_cap,omitempty"`
+	References int      `json:"references"`
+	Artifacts  int      `json:"artifacts"`
+	Notes      []string `json:"notes,omitempty"`
 }
 
 // beforeImportCommit, when set (by tests), runs after the files are
@@ -97,7 +111,7 @@ const importAttempts = 3
 // next run of the import finds in place and keeps. Old IDs imported before
 // with the same data are skipped; with other data they are a conflict.
 func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in ImportInput) (ImportResult, error) {
-	res := ImportResult{Pipeline: in.Pipeline, DryRun: in.DryRun, InPlace: in.InPlace,
+	res := ImportResult{Pipeline: in.Pipeline, DryRun: in.DryRun, InPlace: in.InPlace, OverCap: in.OverCap,
 		Imported: []ImportedEpisode{}, Skipped: []ImportedEpisode{}, Conflicts: []ledger.ImportConflict{}, Costs: map[string]int64{}}
 	p, err := pipelines.Get(in.Pipeline)
 	if err != nil {
@@ -141,7 +155,8 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 
 	for attempt := 1; ; attempt++ {
 		conflicts := slices.Clone(invalid)
-		batch := ledger.ImportBatch{Pipeline: p.Name, Plan: p.Plan(), KeyFor: paidvendor.IdempotencyKey, DryRun: true, At: now}
+		batch := ledger.ImportBatch{Pipeline: p.Name, Plan: p.Plan(), KeyFor: paidvendor.IdempotencyKey, DryRun: true, At: now,
+			MaxPerPeriod: p.MaxPerPeriod, OverCap: in.OverCap}
 		for _, pr := range planned {
 			batch.Records = append(batch.Records, pr.rec)
 		}
@@ -176,9 +191,12 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 			res.Conflicts = conflicts
 			err := &ledger.ImportConflictError{Conflicts: conflicts}
 			res.Error = err.Error()
+			res.Next = overCapCommand(in, from, conflicts)
 			return res, err
 		}
-		fillImportResult(&res, planned, plan)
+		if err := fillImportResult(&res, planned, plan); err != nil {
+			return res, err
+		}
 		if in.DryRun {
 			res.OK = true
 			return res, nil
@@ -220,25 +238,56 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	}
 }
 
+// overCapCommand is the command that runs the refused import again with
+// --over-cap, when the cap is all that refused it; "" otherwise.
+func overCapCommand(in ImportInput, from string, conflicts []ledger.ImportConflict) string {
+	if in.OverCap || !slices.ContainsFunc(conflicts, func(c ledger.ImportConflict) bool { return c.Kind == ledger.ConflictOverCap }) ||
+		slices.ContainsFunc(conflicts, func(c ledger.ImportConflict) bool { return c.Kind != ledger.ConflictOverCap }) {
+		return ""
+	}
+	cmd := fmt.Sprintf("starter import --pipeline %s --from %s", in.Pipeline, allot.ShellQuote(from))
+	switch {
+	case in.InPlace:
+		cmd += " --in-place"
+	case in.DataDir != "":
+		if dir, err := filepath.Abs(in.DataDir); err == nil {
+			cmd += " --data-dir " + allot.ShellQuote(dir)
+		}
+	}
+	if in.DryRun {
+		cmd += " --dry-run"
+	}
+	return cmd + " --over-cap"
+}
+
 // fillImportResult lists the planned episodes and their totals.
-func fillImportResult(res *ImportResult, planned []plannedRecord, plan ledger.ImportResult) {
+func fillImportResult(res *ImportResult, planned []plannedRecord, plan ledger.ImportResult) error {
 	res.Imported, res.Skipped, res.References, res.Artifacts = []ImportedEpisode{}, []ImportedEpisode{}, 0, 0
 	res.Costs = map[string]int64{}
 	for i, ep := range plan.Episodes {
 		pr := planned[i]
 		out := ImportedEpisode{OldID: ep.OldID, EpisodeID: ep.EpisodeID, Period: ep.Period, Sequence: ep.Sequence,
-			AllocationKey: ep.AllocationKey, NominalTime: ep.NominalTime}
+			AllocationKey: ep.AllocationKey, NominalTime: ep.NominalTime, Scheduled: ep.Scheduled, OverCap: ep.OverCap}
 		if ep.Skipped {
 			res.Skipped = append(res.Skipped, out)
 			continue
 		}
-		out.Outcome, out.Artifacts, out.Notes = string(pr.rec.Outcome), len(pr.files), pr.notes
+		out.Outcome, out.Artifacts, out.Notes = string(pr.rec.Outcome), len(pr.files), slices.Clone(pr.notes)
+		if !ep.Scheduled {
+			out.Notes = append(out.Notes, fmt.Sprintf("not a scheduled run (\"scheduled\": false): key %s binds no nominal time; a run for %s allocates its own episode",
+				ep.AllocationKey, ep.NominalTime.Format(time.RFC3339)))
+		}
+		if ep.OverCap {
+			out.Notes = append(out.Notes, "beyond the pipeline's max_episodes_per_period: imported with --over-cap, as its metadata records")
+		}
 		for _, t := range pr.rec.Tasks {
 			if t.RemoteRef != "" {
 				out.References++
 			}
 			if t.Currency != "" {
-				res.Costs[t.Currency] += t.Amount
+				if err := allot.AddTo(res.Costs, allot.Money{Amount: t.Amount, Currency: t.Currency}); err != nil {
+					return fmt.Errorf("the import's costs: %w", err)
+				}
 			}
 		}
 		res.References += out.References
@@ -246,6 +295,7 @@ func fillImportResult(res *ImportResult, planned []plannedRecord, plan ledger.Im
 		res.Imported = append(res.Imported, out)
 	}
 	slices.SortStableFunc(res.Imported, func(a, b ImportedEpisode) int { return a.NominalTime.Compare(b.NominalTime) })
+	return nil
 }
 
 // verifyFiles hashes every artifact of the new records.

@@ -252,12 +252,13 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 		}
 	})
 
-	// A run binds an old run's key between the plan and the commit: the
-	// refusal lists that conflict, as a dry run would have.
+	// A run for an old run's nominal time binds its key between the plan
+	// and the commit: the refusal lists that conflict, as a dry run would
+	// have.
 	t.Run("conflict at commit", func(t *testing.T) {
 		led, data := openLedger(t, newDriverURL(t, "sqlite")), t.TempDir()
 		w29 := time.Date(2026, 7, 13, 2, 0, 0, 0, time.UTC)
-		beforeImportCommit = func() { allocateIn(led, w29, ledger.LegacyKey("weekly-video", "2026-W29")) }
+		beforeImportCommit = func() { allocateIn(led, w29, workflows.AllocationKey("weekly-video", w29)) }
 		t.Cleanup(func() { beforeImportCommit = nil })
 		res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: exampleLines, DataDir: data})
 		var ce *ledger.ImportConflictError
@@ -322,6 +323,14 @@ func TestImportRefusesRecordsThatDoNotFitThePlan(t *testing.T) {
 			` {"step": "publish", "path": "b/m.json", "sha256": "` + sha + `"}]}`, "would both be m.json"},
 		{`{"old_id": "x", ` + head + `, "cost": 3}`, `unknown field "cost"`},
 		{`{"old_id": "x", ` + head + `} {"old_id": "y"}`, "more than one JSON value"},
+		// What the old system could not have done: finish or be approved
+		// before its nominal time, charge an absurd amount.
+		{`{"old_id": "x", "nominal_time": "2026-07-13T02:00:00Z", "completed_at": "2026-07-13T01:00:00Z"}`,
+			"completed_at 2026-07-13T01:00:00Z is before nominal_time 2026-07-13T02:00:00Z"},
+		{`{"old_id": "x", ` + head + `, "approvals": [{"decision": "approved", "at": "2026-07-12T09:00:00Z"}]}`,
+			"approval of approve at 2026-07-12T09:00:00Z is before nominal_time 2026-07-13T02:00:00Z"},
+		{`{"old_id": "x", ` + head + `, "references": [{"step": "video", "remote_ref": "r1"}], "costs": [{"remote_ref": "r1", "amount": 18446744073709551, "currency": "USD"}]}`,
+			"above the bound of 10000000000.00 USD"},
 	} {
 		_, err := Import(context.Background(), led, set, ImportInput{Pipeline: "weekly-video", From: writeSource(t, nil, tc.record), DryRun: true, DataDir: t.TempDir()})
 		var ce *ledger.ImportConflictError
@@ -399,13 +408,65 @@ func dumpDiffLedger(before, after map[string][]string) string {
 	return ""
 }
 
-// TestLegacyKeyIsPlaceKeys: the key an import gives an old run is the one
-// workflows.PlaceKey gives "legacy/<old id>", which the audit relies on.
-func TestLegacyKeyIsPlaceKeys(t *testing.T) {
+// TestLegacyKeysAreReservedForImports: the key an import gives an old run
+// that was not a scheduled run is "legacy/<old id>" under the pipeline's
+// prefix, which no operator's --key can take (workflows.PlaceKey refuses
+// it, as given or in full).
+func TestLegacyKeysAreReservedForImports(t *testing.T) {
 	for _, c := range []struct{ pipeline, oldID string }{{"weekly-video", "2026-W31"}, {"x", "legacy"}, {"daily-report", "2026-08-07.1"}} {
-		key, err := workflows.PlaceKey(c.pipeline, "legacy/"+c.oldID, nil)
-		if err != nil || key != ledger.LegacyKey(c.pipeline, c.oldID) || key != workflows.KeyPrefix(c.pipeline)+"legacy/"+c.oldID {
-			t.Errorf("PlaceKey(%s, legacy/%s) = %q, %v; ledger.LegacyKey = %q", c.pipeline, c.oldID, key, err, ledger.LegacyKey(c.pipeline, c.oldID))
+		if key := ledger.LegacyKey(c.pipeline, c.oldID); key != workflows.KeyPrefix(c.pipeline)+"legacy/"+c.oldID {
+			t.Errorf("ledger.LegacyKey(%s, %s) = %q: not legacy/<old id> under the pipeline's prefix", c.pipeline, c.oldID, key)
 		}
+		for _, given := range []string{"legacy/" + c.oldID, ledger.LegacyKey(c.pipeline, c.oldID)} {
+			if key, err := workflows.PlaceKey(c.pipeline, given, nil); !errors.Is(err, workflows.ErrReservedKey) {
+				t.Errorf("PlaceKey(%s, %s) = %q, %v; want ErrReservedKey", c.pipeline, given, key, err)
+			}
+		}
+	}
+}
+
+// TestImportOwnsTheNominalTimesItImports: each old run of the example is
+// bound to the key every run for its nominal time forms (so the backfill
+// dry run counts those times as existing), unless its record says it was
+// not a scheduled run; the import's result says which.
+func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
+	ctx := context.Background()
+	led, set := openLedger(t, newDriverURL(t, "sqlite")), importSet(t)
+	res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: exampleLines, InPlace: true})
+	if err != nil || len(res.Imported) != 3 {
+		t.Fatalf("import: %+v, %v", res, err)
+	}
+	var keys []string
+	for _, e := range res.Imported {
+		keys = append(keys, workflows.AllocationKey("weekly-video", e.NominalTime))
+		if e.AllocationKey != keys[len(keys)-1] || !e.Scheduled {
+			t.Errorf("old ID %s: key %q, scheduled %v; want its time's key %q", e.OldID, e.AllocationKey, e.Scheduled, keys[len(keys)-1])
+		}
+	}
+	// An extra run of 2026-W31 at the same time, marked as not scheduled.
+	w31 := res.Imported[2].NominalTime
+	extra := writeSource(t, nil, `{"old_id": "2026-W31-extra", "nominal_time": "`+w31.Format(time.RFC3339)+`", "completed_at": "2026-07-29T10:00:00Z", "scheduled": false}`)
+	more, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: extra, InPlace: true})
+	if err != nil || len(more.Imported) != 1 {
+		t.Fatalf("import of the extra run: %+v, %v", more, err)
+	}
+	if e := more.Imported[0]; e.AllocationKey != ledger.LegacyKey("weekly-video", "2026-W31-extra") || e.Scheduled || e.EpisodeID != "2026-W31-1" ||
+		len(e.Notes) == 0 || !strings.Contains(e.Notes[len(e.Notes)-1], "not a scheduled run") {
+		t.Fatalf("the extra run: %+v", e)
+	}
+	// Without "scheduled": false it would claim a time another old run has.
+	claim := writeSource(t, nil, `{"old_id": "2026-W31-again", "nominal_time": "`+w31.Format(time.RFC3339)+`", "completed_at": "2026-07-29T10:00:00Z"}`)
+	if _, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: claim, InPlace: true, DryRun: true}); !slices.Equal(conflictList(err), []string{"key_bound 2026-W31-again"}) {
+		t.Fatalf("a second claim on 2026-W31's time: %v", err)
+	}
+
+	// The backfill dry run's count: the imported times exist, the extra
+	// run binds none, a new time does not.
+	n, err := existingEpisodes(ctx, led, "weekly-video", append(keys, workflows.AllocationKey("weekly-video", w31.Add(7*24*time.Hour))))
+	if err != nil || n != 3 {
+		t.Fatalf("existing episodes among the imported times and one new time: %d, %v; want 3", n, err)
+	}
+	if check, err := Check(ctx, led, ""); err != nil || !check.OK {
+		t.Fatalf("check: %+v, %v", check.Violations, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -353,4 +354,48 @@ func episodeIDs(eps []EpisodeView) []string {
 		ids = append(ids, e.ID)
 	}
 	return ids
+}
+
+// TestTotalsThatWouldOverflowAreRefusedAndChecked: absurd amounts written
+// around the ledger's bound (an import before v10 could write them) make
+// costs and episode show fail with ErrAmountOverflow instead of printing a
+// wrapped total, and check reports them.
+func TestTotalsThatWouldOverflowAreRefusedAndChecked(t *testing.T) {
+	l := newTestLedger(t)
+	ep := l.allocate("weekly", mon)
+	l.charge(ep, "video", 0, "vt_a", 250, "USD")
+	l.charge(ep, "cover", 0, "vt_b", 40, "USD")
+	ctx := context.Background()
+	l.led.Close()
+	db, err := sql.Open("sqlite", l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE cost_entries SET amount = 9223372036854775807 WHERE remote_ref = 'vt_a'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	led, err := ledger.OpenReadOnly(ctx, "sqlite:"+l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+
+	if res, err := Costs(ctx, led, CostsInput{Pipeline: "weekly"}); !errors.Is(err, allot.ErrAmountOverflow) || !strings.Contains(err.Error(), "starter check --pipeline weekly") {
+		t.Errorf("costs over an absurd entry: %+v, %v; want ErrAmountOverflow naming the check", res, err)
+	}
+	if res, err := Show(ctx, led, nil, "weekly", ep.ID); !errors.Is(err, allot.ErrAmountOverflow) {
+		t.Errorf("episode show over an absurd entry: %+v, %v; want ErrAmountOverflow", res.Totals, err)
+	}
+	check, err := Check(ctx, led, "weekly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, v := range check.Violations {
+		kinds = append(kinds, v.Kind)
+	}
+	if check.OK || !slices.Contains(kinds, ledger.KindCostOutOfRange) {
+		t.Fatalf("check of an absurd cost: ok %v, %v", check.OK, check.Violations)
+	}
 }

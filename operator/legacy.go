@@ -25,6 +25,7 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
+	"allot/workflows"
 )
 
 // LegacyRecord is one old run.
@@ -33,6 +34,13 @@ type LegacyRecord struct {
 	// the directory form it defaults to the folder's name.
 	OldID       string    `json:"old_id"`
 	NominalTime time.Time `json:"nominal_time"`
+	// Scheduled says whether the old run was the pipeline's scheduled run
+	// for NominalTime (absent: it was). A scheduled run's episode is bound
+	// to the key the Schedule, starter run and backfills form for its
+	// time, so a later run for that time gets it back and pays nothing.
+	// false: an extra run of its period; it keeps the key
+	// <pipeline>/legacy/<old id> and binds no time.
+	Scheduled *bool `json:"scheduled,omitempty"`
 	// CompletedAt is when the run completed; a run whose last approval
 	// was rejected may leave it out.
 	CompletedAt time.Time         `json:"completed_at,omitzero"`
@@ -265,6 +273,12 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 	if !rec.CompletedAt.IsZero() && !inRFC3339Years(rec.CompletedAt) {
 		bad("completed_at is %s in UTC: give a time of the years 0000-9999", rec.CompletedAt.Format(time.RFC3339))
 	}
+	// The old system could not finish a run before the time it was
+	// planned for: a record that says so is wrong somewhere.
+	if !rec.CompletedAt.IsZero() && rec.CompletedAt.Before(rec.NominalTime) {
+		bad("completed_at %s is before nominal_time %s: a run completes after the time it was planned for; correct either time",
+			rec.CompletedAt.Format(time.RFC3339), rec.NominalTime.Format(time.RFC3339))
+	}
 
 	// References.
 	refs := map[string][]LegacyReference{} // by step
@@ -318,6 +332,9 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 			bad("cost of %q: it is effect step %s's reference, and an effect costs nothing", c.RemoteRef, s.Name)
 		case c.Amount < 0:
 			bad("cost of %q is %d: amounts are absolute, in minor units", c.RemoteRef, c.Amount)
+		case c.Amount > allot.MaxAmount:
+			bad("cost of %q is %d minor units (%s), above the bound of %s for one charge: amounts are minor units (cents); correct the amount",
+				c.RemoteRef, c.Amount, allot.Money{Amount: c.Amount, Currency: c.Currency}, allot.Money{Amount: allot.MaxAmount, Currency: c.Currency})
 		case !currencyPattern.MatchString(c.Currency):
 			bad("cost of %q has currency %q: use the ISO 4217 code, e.g. USD", c.RemoteRef, c.Currency)
 		default:
@@ -370,6 +387,11 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 		a.At = a.At.UTC()
 		if !inRFC3339Years(a.At) {
 			bad("approval of %s is at %s in UTC: give a time of the years 0000-9999", a.Step, a.At.Format(time.RFC3339))
+			continue
+		}
+		if a.At.Before(rec.NominalTime) {
+			bad("approval of %s at %s is before nominal_time %s: a run is approved after the time it was planned for; correct either time",
+				a.Step, a.At.Format(time.RFC3339), rec.NominalTime.Format(time.RFC3339))
 			continue
 		}
 		approvals[a.Step] = append(approvals[a.Step], a)
@@ -448,13 +470,17 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 		return plannedRecord{}, conflicts
 	}
 
-	// "legacy/<old id>" under the pipeline's prefix, as workflows.PlaceKey
-	// places an operator's key (always prefixed, even in a pipeline named
-	// "legacy", whose keys PlaceKey would leave as they are).
+	// A scheduled run (the default) binds the key every run for its
+	// nominal time forms; any other run "legacy/<old id>" under the
+	// pipeline's prefix, which no operator's key can take.
+	scheduled := rec.Scheduled == nil || *rec.Scheduled
 	key := ledger.LegacyKey(p.Name, rec.OldID)
+	if scheduled {
+		key = workflows.AllocationKey(p.Name, rec.NominalTime)
+	}
 	pr := plannedRecord{src: src}
 	pr.rec = ledger.ImportRecord{
-		OldID: rec.OldID, Source: src.source, Key: key, Period: p.PeriodOf(rec.NominalTime),
+		OldID: rec.OldID, Source: src.source, Scheduled: scheduled, Key: key, Period: p.PeriodOf(rec.NominalTime),
 		NominalTime: rec.NominalTime, Outcome: allot.OutcomeCompleted, Reason: importReason, CompletedAt: rec.CompletedAt,
 	}
 	if rejectedAt != "" {
@@ -577,6 +603,11 @@ func legacyDigest(rec LegacyRecord, artifacts []LegacyArtifact) string {
 		return cmp.Or(strings.Compare(x.Step, y.Step), *x.Revision-*y.Revision, strings.Compare(x.Path, y.Path), strings.Compare(x.SHA256, y.SHA256))
 	})
 	c.NominalTime, c.CompletedAt = rec.NominalTime.UTC(), rec.CompletedAt.UTC()
+	// Absent and true are the same claim; records imported before the
+	// field existed keep their digest.
+	if c.Scheduled != nil && *c.Scheduled {
+		c.Scheduled = nil
+	}
 	data, err := json.Marshal(c)
 	if err != nil {
 		panic(fmt.Sprintf("encode a legacy record: %v", err)) // strings, numbers and times always encode

@@ -32,6 +32,12 @@ type Runs struct {
 	// LedgerID is the identity of the ledger the runs must be allocated in
 	// (the starter's ledger); "" leaves it to the worker.
 	LedgerID string
+	// OnNoWorker, when set, is called once when a wait for a run (Wait,
+	// FollowEpisode) has gone on for NoWorkerAfter (default
+	// DefaultNoWorkerAfter) and no worker polls TaskQueue in Namespace.
+	OnNoWorker    func(NoWorker)
+	NoWorkerAfter time.Duration
+	Namespace     string
 }
 
 // RunInput is one request to run a pipeline.
@@ -185,6 +191,7 @@ func (r *Runs) follow(ctx context.Context, action, key, runID string, wait bool)
 	if !wait {
 		return out, nil
 	}
+	defer r.watchForWorker(ctx)()
 	var res workflows.ScheduledRunResult
 	if err := r.Client.GetWorkflow(ctx, key, runID).Get(ctx, &res); err != nil {
 		return out, fmt.Errorf("ScheduledRun %q failed: %w", key, err)

@@ -12,41 +12,18 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"allot"
 )
 
 // Month buckets by calendar month, e.g. 2026-08. Budgets only: a
 // pipeline's episodes count in days or ISO weeks.
 const Month PeriodKind = "month"
 
-// MaxAmount bounds every amount of money in the pipeline file (a budget's
-// limit, a step's max_cost) and every raise: 10^15 minor units, ten
-// trillion dollars. Nine thousand of them still add up inside an int64, and
-// every sum is checked all the same (AddAmounts).
-const MaxAmount int64 = 1_000_000_000_000_000
-
-// ErrAmountOverflow: a sum of amounts left the int64 range.
-var ErrAmountOverflow = errors.New("amount overflows int64 minor units")
-
-// AddAmounts adds amounts of one currency, refusing an overflow instead of
-// wrapping around.
-func AddAmounts(xs ...int64) (int64, error) {
-	var sum int64
-	for _, x := range xs {
-		if x > 0 && sum > math.MaxInt64-x || x < 0 && sum < math.MinInt64-x {
-			return 0, fmt.Errorf("%w: %d + %d", ErrAmountOverflow, sum, x)
-		}
-		sum += x
-	}
-	return sum, nil
-}
-
-// Money is an amount in minor units (cents for USD) and its ISO 4217
-// currency code. Amounts are exact integers; there are no floats and no
-// conversion between currencies.
-type Money struct {
-	Amount   int64  `toml:"amount" json:"amount"`
-	Currency string `toml:"currency" json:"currency"`
-}
+// MaxBudgetLimit bounds a budget's limit and its raises: 10^15 minor
+// units, a thousand times a cost entry's bound (allot.MaxAmount). Every
+// sum of amounts is checked all the same (allot.AddAmount).
+const MaxBudgetLimit int64 = 1_000_000_000_000_000
 
 var currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 
@@ -59,46 +36,17 @@ func CheckCurrency(code string) error {
 	return nil
 }
 
-// check refuses an amount that is not positive or above MaxAmount, and a
+// checkMoney refuses an amount that is not positive or above max, and a
 // currency that is not an ISO 4217 code.
-func (m Money) check(what string) error {
+func checkMoney(m allot.Money, what string, max int64) error {
 	if err := CheckCurrency(m.Currency); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if m.Amount <= 0 || m.Amount > MaxAmount {
+	if m.Amount <= 0 || m.Amount > max {
 		return fmt.Errorf("%s: amount %d is not between 1 and %d minor units (amounts are integers in the currency's smallest unit: 250 = %s)",
-			what, m.Amount, MaxAmount, Money{Amount: 250, Currency: m.Currency})
+			what, m.Amount, max, allot.Money{Amount: 250, Currency: m.Currency})
 	}
 	return nil
-}
-
-// minorDigits are the currencies whose minor unit is not a hundredth
-// (ISO 4217's exponent); every other has two digits.
-var minorDigits = map[string]int{
-	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
-	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
-	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3, "CLF": 4, "UYW": 4,
-}
-
-// String prints the amount in major units with its currency: "750.00 USD".
-func (m Money) String() string {
-	digits, ok := minorDigits[m.Currency]
-	if !ok {
-		digits = 2
-	}
-	sign, a := "", m.Amount
-	if a < 0 {
-		sign = "-"
-	}
-	u := uint64(a)
-	if a < 0 {
-		u = uint64(-(a + 1)) + 1 // math.MinInt64 has no positive int64
-	}
-	if digits == 0 {
-		return fmt.Sprintf("%s%d %s", sign, u, m.Currency)
-	}
-	scale := uint64(math.Pow10(digits))
-	return fmt.Sprintf("%s%d.%0*d %s", sign, u/scale, digits, u%scale, m.Currency)
 }
 
 // Budget is a [[budget]] of the pipeline file: a money limit per period
@@ -108,11 +56,11 @@ type Budget struct {
 	Name string `toml:"name" json:"name"`
 	// Pipeline and Vendor are its scope; at least one is set. A step with
 	// no vendor is the default vendor's ("default").
-	Pipeline string     `toml:"pipeline" json:"pipeline,omitempty"`
-	Vendor   string     `toml:"vendor" json:"vendor,omitempty"`
-	Period   PeriodKind `toml:"period" json:"period"`
-	TimeZone string     `toml:"time_zone" json:"time_zone"`
-	Limit    Money      `toml:"limit" json:"limit"`
+	Pipeline string      `toml:"pipeline" json:"pipeline,omitempty"`
+	Vendor   string      `toml:"vendor" json:"vendor,omitempty"`
+	Period   PeriodKind  `toml:"period" json:"period"`
+	TimeZone string      `toml:"time_zone" json:"time_zone"`
+	Limit    allot.Money `toml:"limit" json:"limit"`
 	// Alerts are soft thresholds, fractions of the limit in (0, 1) in
 	// ascending order: settled spend crossing one is logged and counted,
 	// once per threshold and period.
@@ -194,7 +142,7 @@ func (b *Budget) normalize() error {
 		return fmt.Errorf("budget %q: time_zone %q is not an IANA zone name (e.g. \"Europe/Berlin\"): %v", b.Name, b.TimeZone, err)
 	}
 	b.location = loc
-	if err := b.Limit.check(fmt.Sprintf("budget %q: limit", b.Name)); err != nil {
+	if err := checkMoney(b.Limit, fmt.Sprintf("budget %q: limit", b.Name), MaxBudgetLimit); err != nil {
 		return err
 	}
 	for i, a := range b.Alerts {
@@ -291,7 +239,7 @@ func (s *Set) BudgetsFor(pipelineName string, st Step) []Budget {
 // MaxCostOf is the max_cost of a step as the episode's pinned plan has it,
 // or, for a plan pinned before max_cost existed, as the pipeline file has
 // it now; nil if neither declares one.
-func (s *Set) MaxCostOf(pipelineName string, pinned Step) *Money {
+func (s *Set) MaxCostOf(pipelineName string, pinned Step) *allot.Money {
 	if pinned.MaxCost != nil {
 		return pinned.MaxCost
 	}

@@ -180,7 +180,7 @@ func FuzzParse(f *testing.F) {
 		}
 		fl.Budgets = set.Budgets()
 		for _, b := range fl.Budgets {
-			if b.Location() == time.Local || b.Limit.Amount <= 0 || b.Limit.Amount > MaxAmount || CheckCurrency(b.Limit.Currency) != nil {
+			if b.Location() == time.Local || b.Limit.Amount <= 0 || b.Limit.Amount > MaxBudgetLimit || CheckCurrency(b.Limit.Currency) != nil {
 				t.Fatalf("accepted budget is not usable: %+v", b)
 			}
 		}
@@ -272,6 +272,11 @@ func checkRefusal(t *testing.T, data []byte, err error) {
 		return
 	}
 	switch {
+	case keyInFile(data, md.Undecoded()) != nil:
+		if !strings.Contains(msg, "api_key_env") || !strings.Contains(msg, "api_key_file") {
+			t.Fatalf("a vendor's key in the file, but the refusal is %q", msg)
+		}
+		return
 	case len(md.Undecoded()) > 0:
 		if !strings.Contains(msg, "unknown keys "+md.Undecoded()[0].String()) {
 			t.Fatalf("unknown keys %v, but the refusal is %q", md.Undecoded(), msg)

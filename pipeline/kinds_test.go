@@ -97,7 +97,7 @@ func TestStepAndVendorMistakesAreNamed(t *testing.T) {
 		"activity without queue":  {step("  kind = \"activity\"\n  activity = \"A\""), "task_queue"},
 		"bad retry exit code":     {step("  kind = \"exec\"\n  command = [\"x\"]\n  retry_exit_codes = [300]"), "not an exit code"},
 		"unknown vendor":          {step("  kind = \"paid\"\n  vendor = \"nope\""), `names vendor "nope", which is not defined`},
-		"vendor key in the file":  {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key = \"sk\"\n" + step(`  kind = "local"`+"\n  action = \"plan\""), "unknown keys"},
+		"vendor key in the file":  {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key = \"sk\"\n" + step(`  kind = "local"`+"\n  action = \"plan\""), "never goes in the pipeline file"},
 		"http vendor without key": {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\n" + step("  kind = \"local\"\n  action = \"plan\""), "api_key_env"},
 		"reserved vendor name":    {"[[vendor]]\nname = \"default\"\nadapter = \"go\"\n" + step("  kind = \"local\"\n  action = \"plan\""), "reserved"},
 		"activity adapter for paid needs status": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\n[vendor.activities]\nsubmit = \"S\"\n" +

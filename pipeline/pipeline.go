@@ -6,13 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // periods in named zones must not depend on the host's zoneinfo
+
+	"allot"
+	"allot/execstep"
 )
 
 // PeriodKind is the bucket that sequences count in.
@@ -85,13 +90,19 @@ type Step struct {
 	// Vendor names the [[vendor]] of a paid or effect step; "" is the
 	// worker's default vendor (ALLOT_VENDOR_URL).
 	Vendor string `toml:"vendor" json:"vendor,omitempty"`
-	// Command is an exec step's program and arguments; {period},
-	// {episode}, {pipeline}, {sequence}, {key}, {nominal_time}, {dir},
-	// {revision} and {param.NAME} are replaced.
+	// Command is an exec step's program and arguments; the placeholders
+	// of Placeholders are replaced. A program path with a slash that is
+	// not absolute is relative to the pipeline file's directory; one
+	// without is looked up in the worker's PATH.
 	Command []string `toml:"command" json:"command,omitempty"`
 	// Outputs are the files (relative to the episode's directory) an exec
 	// step writes; each is hashed and recorded.
 	Outputs []string `toml:"outputs" json:"outputs,omitempty"`
+	// Env names the worker's environment variables an exec step gets on
+	// top of PATH, HOME, LANG, TZ and its ALLOT_* variables. It is read
+	// from the pipeline file, not pinned with the plan: it describes the
+	// worker's machine, like PATH, and a fix to it applies to a retry.
+	Env []string `toml:"env" json:"-"`
 	// RetryExitCodes are the exit codes that mean "run me again later"
 	// (default 75); any other non-zero exit parks the episode.
 	RetryExitCodes []int `toml:"retry_exit_codes" json:"retry_exit_codes,omitempty"`
@@ -107,7 +118,7 @@ type Step struct {
 	// MaxCost is the most one task of a paid (or effect) step may cost:
 	// what a budget reserves for it when its vendor gives no quote. It is
 	// pinned with the plan, so a later change applies to new episodes only.
-	MaxCost *Money `toml:"max_cost" json:"max_cost,omitempty"`
+	MaxCost *allot.Money `toml:"max_cost" json:"max_cost,omitempty"`
 }
 
 // Retry is an activity step's retry policy. Unset fields take Temporal's
@@ -172,6 +183,9 @@ type Pipeline struct {
 	// none ready is skipped (no_ready_input).
 	Inputs *Inputs `toml:"inputs" json:"inputs,omitempty"`
 
+	// dir is the directory of the pipeline file, which relative command
+	// paths start from; "" for a file that was not loaded from a path.
+	dir        string
 	location   *time.Location
 	offsetDays int
 	offset     time.Duration
@@ -288,9 +302,122 @@ func (p *Pipeline) normalize() error {
 		if err := s.normalize(); err != nil {
 			return fmt.Errorf("pipeline %q: step %q: %w", p.Name, s.Name, err)
 		}
+		if err := p.checkPlaceholders(*s); err != nil {
+			return fmt.Errorf("pipeline %q: step %q: %w", p.Name, s.Name, err)
+		}
 	}
 	return nil
 }
+
+// Placeholders are the names an exec step's command may use in braces
+// ({period}): the episode's, the step's params as param.NAME, and input
+// for a pipeline that consumes inputs. The worker gives each also as an
+// ALLOT_* variable.
+func (p *Pipeline) Placeholders(s Step) []string {
+	names := []string{"pipeline", "episode", "period", "sequence", "key", "nominal_time", "dir", "revision", "step", "idempotency_key"}
+	if p.ClaimsInputs() {
+		names = append(names, "input")
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Params)) {
+		names = append(names, "param."+k)
+	}
+	return names
+}
+
+// checkPlaceholders refuses an exec step whose command names a placeholder
+// that no episode has, before any episode runs it.
+func (p *Pipeline) checkPlaceholders(s Step) error {
+	if s.Kind != Exec {
+		return nil
+	}
+	used, err := execstep.Placeholders(s.Command)
+	if err != nil {
+		return fmt.Errorf("command: %w", err)
+	}
+	known := p.Placeholders(s)
+	for _, name := range used {
+		if slices.Contains(known, name) {
+			continue
+		}
+		valid := make([]string, len(known))
+		for i, k := range known {
+			valid[i] = "{" + k + "}"
+		}
+		hint := ""
+		switch param, isParam := strings.CutPrefix(name, "param."); {
+		case isParam:
+			hint = fmt.Sprintf(": add %s to the step's params, or use", param)
+		case name == "input":
+			hint = ": {input} is the claimed input of a pipeline with [pipeline.inputs]; use"
+		default:
+			hint = ", which is not a placeholder: use"
+		}
+		return fmt.Errorf("command names {%s}%s one of %s (write {{ and }} for literal braces)", name, hint, strings.Join(valid, ", "))
+	}
+	return nil
+}
+
+// checkOutput refuses an output that is not a file path inside the
+// episode's directory: empty, absolute, the directory itself ("." or
+// "a/.."), or above it ("../x"). A name that only starts with two dots
+// ("..data.csv") is a file like any other.
+func checkOutput(o string) error {
+	if !filepath.IsLocal(o) || filepath.Clean(o) == "." {
+		return fmt.Errorf("output %q must be a file path inside the episode's directory, e.g. \"settlement.csv\" or \"out/settlement.csv\"", o)
+	}
+	return nil
+}
+
+// AlwaysPassedEnv are the worker's variables every exec step gets, besides
+// its own ALLOT_* variables and the names its env lists.
+var AlwaysPassedEnv = []string{"PATH", "HOME", "LANG", "TZ"}
+
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkEnv refuses env names an exec step must not take from the worker:
+// allot's own settings (ALLOT_*; the step's ALLOT_* variables are given
+// anyway) and Temporal's connection and credentials (TEMPORAL_*). The
+// vendors' key variables are refused by the set (checkExecEnv).
+func checkEnv(names []string) error {
+	seen := map[string]bool{}
+	for _, name := range names {
+		switch {
+		case !envNamePattern.MatchString(name):
+			return fmt.Errorf("env %q is not a variable name: use letters, digits and '_', not starting with a digit", name)
+		case seen[name]:
+			return fmt.Errorf("env names %s twice", name)
+		case slices.Contains(AlwaysPassedEnv, name):
+			return fmt.Errorf("env names %s, which every exec step gets (%s): remove it", name, strings.Join(AlwaysPassedEnv, ", "))
+		case strings.HasPrefix(name, "ALLOT_"):
+			return fmt.Errorf("env names %s: ALLOT_* variables are the worker's settings and keys, never a step's; the step gets its own ALLOT_* variables anyway: remove it", name)
+		case strings.HasPrefix(name, "TEMPORAL_"):
+			return fmt.Errorf("env names %s: TEMPORAL_* variables hold the worker's Temporal connection and credentials, which exec steps never get: remove it", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// CommandPath is where the worker finds an exec step's program: a path
+// with a slash that is not absolute is relative to the pipeline file's
+// directory (the worker's working directory for a file parsed from
+// memory); a bare name is left for a look-up in PATH.
+func (p *Pipeline) CommandPath(program string) string {
+	if !strings.ContainsRune(program, '/') && !strings.ContainsRune(program, filepath.Separator) || filepath.IsAbs(program) {
+		return program
+	}
+	if p.dir == "" {
+		if abs, err := filepath.Abs(program); err == nil {
+			return abs
+		}
+		return program
+	}
+	return filepath.Join(p.dir, program)
+}
+
+// Dir is the directory of the pipeline file p was loaded from; "" for a
+// file parsed from memory.
+func (p *Pipeline) Dir() string { return p.dir }
 
 // normalize fills a step's defaults and refuses fields its kind does not
 // take, so that a misplaced setting never silently does nothing.
@@ -299,13 +426,13 @@ func (s *Step) normalize() error {
 		"action": s.Action != "" && s.Kind != Go, "func": s.Func != "", "params": len(s.Params) > 0,
 		"vendor": s.Vendor != "", "command": len(s.Command) > 0, "outputs": len(s.Outputs) > 0,
 		"retry_exit_codes": len(s.RetryExitCodes) > 0, "timeout": s.Timeout != "", "activity": s.Activity != "",
-		"task_queue": s.TaskQueue != "", "heartbeat": s.Heartbeat != "", "retry": s.Retry != nil,
+		"task_queue": s.TaskQueue != "", "heartbeat": s.Heartbeat != "", "retry": s.Retry != nil, "env": len(s.Env) > 0,
 		"max_cost": s.MaxCost != nil,
 	}
 	allowed := map[StepKind][]string{
 		Local:    {"action", "params"},
 		Go:       {"func", "params"},
-		Exec:     {"command", "outputs", "retry_exit_codes", "timeout", "params"},
+		Exec:     {"command", "outputs", "retry_exit_codes", "timeout", "params", "env"},
 		Activity: {"activity", "task_queue", "timeout", "heartbeat", "retry", "params"},
 		Paid:     {"action", "params", "vendor", "max_cost"},
 		Effect:   {"action", "params", "vendor", "max_cost"},
@@ -319,7 +446,7 @@ func (s *Step) normalize() error {
 		}
 		return fmt.Errorf("kind %q is unknown: use one of %s", s.Kind, strings.Join(kinds, ", "))
 	}
-	for _, name := range []string{"action", "func", "params", "vendor", "command", "outputs", "retry_exit_codes", "timeout", "activity", "task_queue", "heartbeat", "retry", "max_cost"} {
+	for _, name := range []string{"action", "func", "params", "vendor", "command", "outputs", "retry_exit_codes", "timeout", "activity", "task_queue", "heartbeat", "retry", "env", "max_cost"} {
 		if used[name] && !contains(fields, name) {
 			return fmt.Errorf("a %s step takes no %s: remove it (a %s step takes %s)", s.Kind, name, s.Kind, orNothing(fields))
 		}
@@ -344,9 +471,12 @@ func (s *Step) normalize() error {
 			return fmt.Errorf("an exec step needs command = [\"program\", \"arg\", ...]")
 		}
 		for _, o := range s.Outputs {
-			if o == "" || filepath.IsAbs(o) || strings.HasPrefix(filepath.Clean(o), "..") {
-				return fmt.Errorf("output %q must be a path inside the episode's directory, e.g. \"settlement.csv\"", o)
+			if err := checkOutput(o); err != nil {
+				return err
 			}
+		}
+		if err := checkEnv(s.Env); err != nil {
+			return err
 		}
 		for _, c := range s.RetryExitCodes {
 			if c <= 0 || c > 255 {
@@ -371,7 +501,7 @@ func (s *Step) normalize() error {
 			s.Action = s.Name
 		}
 		if s.MaxCost != nil {
-			if err := s.MaxCost.check("max_cost"); err != nil {
+			if err := checkMoney(*s.MaxCost, "max_cost", allot.MaxAmount); err != nil {
 				return err
 			}
 		}

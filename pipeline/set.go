@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,9 @@ type Set struct {
 	names   []string
 	vendors map[string]Vendor
 	budgets []Budget
+	// source names where the set was read from, for errors that send
+	// the reader to the file (PipelineNotFound).
+	source string
 }
 
 type file struct {
@@ -32,16 +36,31 @@ type file struct {
 	Budgets   []Budget   `toml:"budget"`
 }
 
+// EmbeddedSource is the source name of the embedded default file.
+const EmbeddedSource = "embedded default"
+
 // Load reads a pipeline file; an empty path means the embedded default.
 func Load(path string) (*Set, error) {
 	if path == "" {
-		return Parse(DefaultConfig, "embedded default")
+		return Parse(DefaultConfig, EmbeddedSource)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read pipeline file: %w (set ALLOT_PIPELINES or --pipelines to a readable TOML file, or leave it empty for the embedded default)", err)
 	}
-	return Parse(data, path)
+	s, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	// Relative command paths start from the file's directory.
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", path, err)
+	}
+	for _, p := range s.byName {
+		p.dir = dir
+	}
+	return s, nil
 }
 
 // Parse decodes and validates pipeline definitions in TOML. Unknown keys are
@@ -53,6 +72,9 @@ func Parse(data []byte, source string) (*Set, error) {
 		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		if err := keyInFile(data, undecoded); err != nil {
+			return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+		}
 		keys := make([]string, len(undecoded))
 		for i, k := range undecoded {
 			keys[i] = k.String()
@@ -75,7 +97,7 @@ func Parse(data []byte, source string) (*Set, error) {
 	if len(f.Pipelines) == 0 {
 		return nil, fmt.Errorf("pipeline file %s defines no pipelines: add a [[pipeline]] table", source)
 	}
-	s := &Set{byName: map[string]*Pipeline{}, vendors: map[string]Vendor{}}
+	s := &Set{byName: map[string]*Pipeline{}, vendors: map[string]Vendor{}, source: source}
 	for i := range f.Vendors {
 		v := f.Vendors[i]
 		if err := v.normalize(); err != nil {
@@ -111,10 +133,31 @@ func Parse(data []byte, source string) (*Set, error) {
 	if err := s.checkBudgets(); err != nil {
 		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
+	if err := s.checkExecEnv(); err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
+	}
 	return s, nil
 }
 
 func sortStrings(xs []string) { sort.Strings(xs) }
+
+// checkExecEnv refuses an exec step whose env names a vendor's key
+// variable: keys reach only the paid activities (invariant 11).
+func (s *Set) checkExecEnv() error {
+	for _, name := range s.names {
+		for _, st := range s.byName[name].Steps {
+			for _, env := range st.Env {
+				for _, vname := range s.VendorNames() {
+					if v := s.vendors[vname]; v.APIKeyEnv == env {
+						return fmt.Errorf("pipeline %q: step %q: env names %s, the API key of vendor %q: vendor keys never reach exec steps (invariant 11); remove it, and give the step its own credential under another name if it needs one",
+							name, st.Name, env, vname)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // Get returns the named pipeline, or an error naming the known ones.
 func (s *Set) Get(name string) (*Pipeline, error) {
@@ -123,7 +166,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 	}
 	p, ok := s.byName[name]
 	if !ok {
-		return nil, &UnknownError{Name: name, Known: s.names}
+		return nil, &UnknownError{Name: name, Known: s.names, Source: s.source}
 	}
 	return p, nil
 }
@@ -131,7 +174,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // WithAutoApprove is a copy of the set in which every pipeline passes its
 // approval steps by itself: for demos, never for real work.
 func (s *Set) WithAutoApprove() *Set {
-	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets}
+	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets, source: s.source}
 	for name, p := range s.byName {
 		cp := *p
 		cp.AutoApprove = true
@@ -152,12 +195,24 @@ func (s *Set) StallAfter(name string) time.Duration {
 // Names lists the pipeline names, sorted.
 func (s *Set) Names() []string { return append([]string(nil), s.names...) }
 
-// UnknownError says a pipeline name is valid but not defined.
+// UnknownError says a pipeline name is valid but not defined in the
+// pipeline file Source (a path, or EmbeddedSource).
 type UnknownError struct {
-	Name  string
-	Known []string
+	Name   string
+	Known  []string
+	Source string
 }
 
 func (e *UnknownError) Error() string {
-	return fmt.Sprintf("pipeline %q is not defined: known pipelines are %s (add it to the pipeline file)", e.Name, strings.Join(e.Known, ", "))
+	where := "the pipeline file"
+	switch e.Source {
+	case "":
+	case EmbeddedSource:
+		// A worker or starter on the embedded file was most likely
+		// meant to read the user's own.
+		where = "the embedded default pipeline file (no ALLOT_PIPELINES or --pipelines was given)"
+	default:
+		where = "the pipeline file " + e.Source
+	}
+	return fmt.Sprintf("pipeline %q is not defined in %s: known pipelines are %s (add it to that file, or point ALLOT_PIPELINES or --pipelines at the file that defines it)", e.Name, where, strings.Join(e.Known, ", "))
 }

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 // Vendor adapters: how allot reaches a vendor. allot keeps the protocol
@@ -41,6 +44,36 @@ type Vendor struct {
 	Activities VendorActivities `toml:"activities" json:"activities,omitzero"`
 	// Timeout bounds one call (default 30s).
 	Timeout string `toml:"timeout" json:"timeout,omitempty"`
+}
+
+// secretKeys are settings a [[vendor]] might be given its key with, which
+// the file never takes.
+var secretKeys = []string{"api_key", "apikey", "key", "token", "secret"}
+
+// keyInFile refuses a [[vendor]] that carries its API key in the file
+// (one of the unknown keys undecoded), naming the vendor and the two
+// settings that say where the key is read instead; nil if none does.
+func keyInFile(data []byte, undecoded []toml.Key) error {
+	for _, k := range undecoded {
+		if len(k) != 2 || k[0] != "vendor" || !slices.Contains(secretKeys, k[1]) {
+			continue
+		}
+		// The key's path does not say which [[vendor]] it is in.
+		var raw struct {
+			Vendor []map[string]any `toml:"vendor"`
+		}
+		name := "?"
+		if _, err := toml.Decode(string(data), &raw); err == nil {
+			for _, v := range raw.Vendor {
+				if _, ok := v[k[1]]; ok {
+					name, _ = v["name"].(string)
+					break
+				}
+			}
+		}
+		return fmt.Errorf("vendor %q: %s: an API key never goes in the pipeline file, which is read by everyone who reads the pipelines (and ends up in backups and diffs): name where the worker reads it instead, api_key_env = \"VAR\" (an environment variable) or api_key_file = \"/run/secrets/NAME\" (a file), and remove %s", name, k[1], k[1])
+	}
+	return nil
 }
 
 // VendorActivities name the activity adapter's activity types.

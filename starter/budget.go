@@ -46,14 +46,9 @@ func budgetName(args []string) (string, []string) {
 	return "", args
 }
 
-// budgetMoney prints an amount in major units with its currency.
-func budgetMoney(minor int64, currency string) string {
-	return pipeline.Money{Amount: minor, Currency: currency}.String()
-}
-
 func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView) {
 	for _, p := range ps {
-		limit := budgetMoney(p.Limit, p.Currency)
+		limit := money(p.Limit, p.Currency)
 		if p.Raised {
 			limit += " (raised)"
 		}
@@ -61,7 +56,7 @@ func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView
 		if len(p.Parked) > 0 {
 			parked = strings.Join(p.Parked, ", ")
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Period, limit, budgetMoney(p.Settled, p.Currency), budgetMoney(p.Reserved, p.Currency), budgetMoney(p.Free, p.Currency), parked)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Period, limit, money(p.Settled, p.Currency), money(p.Reserved, p.Currency), money(p.Free, p.Currency), parked)
 	}
 }
 
@@ -123,12 +118,12 @@ func budgetShow(ctx context.Context, c *cli, args []string) error {
 		for _, e := range res.Tasks {
 			settled := "-"
 			if e.State == ledger.EntrySettled {
-				settled = budgetMoney(e.Settled, e.Currency)
+				settled = money(e.Settled, e.Currency)
 			}
-			fmt.Fprintf(w, "%s/%s\t%s\t%d\t%s\t%s\t%s\n", e.Pipeline, e.EpisodeID, e.Step, e.Revision, e.State, budgetMoney(e.Reserved, e.Currency), settled)
+			fmt.Fprintf(w, "%s/%s\t%s\t%d\t%s\t%s\t%s\n", e.Pipeline, e.EpisodeID, e.Step, e.Revision, e.State, money(e.Reserved, e.Currency), settled)
 		}
 		for _, r := range res.Raises {
-			fmt.Fprintf(w, "raised\t%s by %s at %s: %s\n", budgetMoney(r.Limit, r.Currency), r.By, r.At.Format("2006-01-02T15:04:05Z07:00"), r.Reason)
+			fmt.Fprintf(w, "raised\t%s by %s at %s: %s\n", money(r.Limit, r.Currency), r.By, r.At.Format("2006-01-02T15:04:05Z07:00"), r.Reason)
 		}
 	})
 	return nil
@@ -153,7 +148,7 @@ func budgetRaise(ctx context.Context, c *cli, args []string) error {
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
 		return err
 	}
-	led, err := ledger.Open(ctx, c.cfg.Ledger)
+	led, err := c.openLedgerToWrite(ctx)
 	if err != nil {
 		return err
 	}
@@ -184,7 +179,7 @@ func budgetRaise(ctx context.Context, c *cli, args []string) error {
 		if !res.Applied {
 			what = "already recorded (request " + res.Raise.RequestID + ")"
 		}
-		fmt.Fprintf(w, "%s\tbudget %s period %s to %s, by %s: %s\n", what, res.Raise.Budget, res.Raise.Period, budgetMoney(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
+		fmt.Fprintf(w, "%s\tbudget %s period %s to %s, by %s: %s\n", what, res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
 		fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
 		printBudgetPeriods(w, res.Raise.Budget, []operator.BudgetPeriodView{res.Period})
 		for _, id := range res.Nudged {
@@ -220,16 +215,25 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 	if key == "" {
 		key = workflows.AllocationKey(in.Pipeline, nominal.UTC().Truncate(time.Second))
 	}
-	led, err := c.openLedgerReadOnly(ctx)
-	if err == nil {
-		defer led.Close()
-		if _, err := led.EpisodeByKey(ctx, in.Pipeline, key); err == nil || errors.Is(err, ledger.ErrKeyAmbiguous) {
-			return nil, nil
-		}
-	} else {
-		led = nil
+	type forecast struct {
+		fs       []operator.BudgetForecast
+		existing bool
 	}
-	return operator.ForecastBudgets(ctx, led, set, in.Pipeline, []time.Time{nominal})
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (forecast, error) {
+		if _, err := led.EpisodeByKey(ctx, in.Pipeline, key); err == nil || errors.Is(err, ledger.ErrKeyAmbiguous) {
+			return forecast{existing: true}, nil
+		}
+		fs, err := operator.ForecastBudgets(ctx, led, set, in.Pipeline, []time.Time{nominal})
+		return forecast{fs: fs}, err
+	})
+	switch {
+	case err == nil && res.existing:
+		return nil, nil
+	case err == nil:
+		return res.fs, nil
+	}
+	// Without a readable ledger the forecast takes the limits.
+	return operator.ForecastBudgets(ctx, nil, set, in.Pipeline, []time.Time{nominal})
 }
 
 // printBudgetSpend writes the spend against each budget (stats, costs).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"allot"
@@ -66,7 +67,17 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	c.print(res, func(w io.Writer) { printShow(w, res) })
+	hint := ""
+	if wf := res.Workflow; wf != nil && wf.NoWorker != nil {
+		wf.NoWorker.Namespace = c.resolvedNamespace
+		hint = c.noWorkerHint(*wf.NoWorker)
+	}
+	c.print(res, func(w io.Writer) {
+		printShow(w, res)
+		if hint != "" {
+			fmt.Fprintf(w, "\nno worker\t%s\n", strings.ReplaceAll(hint, "\n", "\n\t"))
+		}
+	})
 	return nil
 }
 
@@ -108,13 +119,34 @@ func printShow(w io.Writer, res operator.ShowResult) {
 			fmt.Fprintf(w, "pending\t%s\n", line)
 		}
 	}
-	fmt.Fprintln(w, "\nPAID STEP\tREV\tSTATE\tREMOTE REF\tCOST\tSHA256")
+	for _, next := range res.Next {
+		fmt.Fprintf(w, "next\t%s\n", next)
+	}
 	costs := map[string]string{}
 	for _, c := range res.Costs {
 		costs[c.RemoteRef] = money(c.Amount, c.Currency)
 	}
+	// Paid steps' tasks, then effect steps' (which cost nothing and
+	// fetch nothing).
+	var paid, effects []ledger.PaidTask
 	for _, t := range res.PaidTasks {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", t.Step, t.Revision, t.State, dash(t.RemoteRef), dash(costs[t.RemoteRef]), dash(t.SHA256))
+		if res.StepKinds[t.Step] == pipeline.Effect {
+			effects = append(effects, t)
+		} else {
+			paid = append(paid, t)
+		}
+	}
+	if len(paid) > 0 || len(effects) == 0 {
+		fmt.Fprintln(w, "\nPAID STEP\tREV\tSTATE\tREMOTE REF\tCOST\tSHA256")
+		for _, t := range paid {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", t.Step, t.Revision, t.State, dash(t.RemoteRef), dash(costs[t.RemoteRef]), dash(t.SHA256))
+		}
+	}
+	if len(effects) > 0 {
+		fmt.Fprintln(w, "\nEFFECT STEP\tREV\tSTATE\tREMOTE REF")
+		for _, t := range effects {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", t.Step, t.Revision, t.State, dash(t.RemoteRef))
+		}
 	}
 	fmt.Fprintln(w, "\nSTEP\tSTATUS\tSHA256")
 	for _, s := range res.Steps {
@@ -328,11 +360,13 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
+// money prints an amount as every command does (allot.Money); "" when
+// there is no currency (no cost).
 func money(minor int64, currency string) string {
 	if currency == "" {
 		return ""
 	}
-	return fmt.Sprintf("%d.%02d %s", minor/100, minor%100, currency)
+	return allot.Money{Amount: minor, Currency: currency}.String()
 }
 
 func dash(s string) string {

@@ -16,7 +16,7 @@ import (
 )
 
 // importCommand: starter import --pipeline P --from PATH [--dry-run]
-// [--in-place]. It never contacts a vendor.
+// [--in-place] [--over-cap]. It never contacts a vendor.
 func importCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("import", false)
 	var in operator.ImportInput
@@ -24,6 +24,7 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&in.From, "from", "", "a JSON Lines file of old runs, or a folder with one folder per old ID holding a state.json (required)")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "check everything and say what would be imported; write nothing")
 	fs.BoolVar(&in.InPlace, "in-place", false, "record the artifact files where they are instead of copying them into the data folder")
+	fs.BoolVar(&in.OverCap, "over-cap", false, "import old runs beyond the pipeline's max_episodes_per_period (refused without it); each such episode's import metadata records it")
 	fs.StringVar(&c.cfg.DataDir, "data-dir", c.cfg.DataDir, "artifacts are copied to DATA_DIR/artifacts/<pipeline>/<episode>/ (env "+app.EnvDataDir+", default data)")
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -39,17 +40,21 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 	if _, err := pipelines.Get(in.Pipeline); err != nil {
 		return err
 	}
-	// A dry run writes nothing, not even a migration.
-	open := ledger.Open
+	var res operator.ImportResult
 	if in.DryRun {
-		open = ledger.OpenReadOnly
+		// A dry run writes nothing, not even a migration or a file
+		// beside the ledger.
+		res, err = readLedger(ctx, c, func(led *ledger.Ledger) (operator.ImportResult, error) {
+			return operator.Import(ctx, led, pipelines, in)
+		})
+	} else {
+		var led *ledger.Ledger
+		if led, err = c.openLedgerToWrite(ctx); err != nil {
+			return err
+		}
+		defer led.Close()
+		res, err = operator.Import(ctx, led, pipelines, in)
 	}
-	led, err := open(ctx, c.cfg.Ledger)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	res, err := operator.Import(ctx, led, pipelines, in)
 	var conflicts *ledger.ImportConflictError
 	if err != nil && !errors.As(err, &conflicts) {
 		return err
@@ -68,9 +73,9 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		fmt.Fprintf(w, "%s %d old run(s) from %s into %s; %d already imported, skipped\n", verb, len(res.Imported), res.Source, res.Pipeline, len(res.Skipped))
 		if len(res.Imported) > 0 {
-			fmt.Fprintln(w, "OLD ID\tEPISODE\tNOMINAL TIME\tOUTCOME\tREFS\tFILES")
+			fmt.Fprintln(w, "OLD ID\tEPISODE\tNOMINAL TIME\tOUTCOME\tREFS\tFILES\tKEY")
 			for _, e := range res.Imported {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", e.OldID, e.EpisodeID, e.NominalTime.Format(time.RFC3339), e.Outcome, e.References, e.Artifacts)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.OldID, e.EpisodeID, e.NominalTime.Format(time.RFC3339), e.Outcome, e.References, e.Artifacts, e.AllocationKey)
 				for _, n := range e.Notes {
 					fmt.Fprintf(w, "\tnote:\t%s\n", n)
 				}
@@ -84,7 +89,11 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 	})
 	if conflicts != nil {
 		if !c.json {
-			fmt.Fprintf(c.stderr, "starter import: refused, nothing was written: fix the source (or the ledger) and run it again\n")
+			if res.Next != "" {
+				fmt.Fprintf(c.stderr, "starter import: refused, nothing was written: if the old system did run those episodes, import them over the cap:\n  %s\n", res.Next)
+			} else {
+				fmt.Fprintf(c.stderr, "starter import: refused, nothing was written: fix the source (or the ledger) and run it again\n")
+			}
 		}
 		return errReported
 	}

@@ -18,6 +18,7 @@ import (
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/operator"
+	"allot/workflows"
 )
 
 // The worked example of the README's "Import" section.
@@ -246,7 +247,7 @@ func TestImportPaysNothingAndCheckPasses(t *testing.T) {
 			if len(got.Imported) != 1 || got.Imported[0].EpisodeID != "2026-W32-0" || got.Imported[0].Outcome != "rejected" {
 				t.Fatalf("the directory form imported %+v, want 2026-W32 as the rejected episode 2026-W32-0", got.Imported)
 			}
-			if dry.Imported[1].EpisodeID != "2026-W30-0" || dry.Imported[1].AllocationKey != "weekly-video/legacy/2026-W30" {
+			if dry.Imported[1].EpisodeID != "2026-W30-0" || dry.Imported[1].AllocationKey != "weekly-video/scheduled-2026-07-20T02:00:00Z" || !dry.Imported[1].Scheduled {
 				t.Fatalf("dry run planned %+v", dry.Imported[1])
 			}
 
@@ -373,5 +374,76 @@ func TestREADMEShowsTheExampleRecord(t *testing.T) {
 	jb, _ := json.Marshal(b)
 	if string(ja) != string(jb) {
 		t.Fatalf("the README shows\n%s\nbut the example's first record is\n%s", ja, jb)
+	}
+}
+
+// TestImportOverTheCapNeedsConsent: old runs beyond the pipeline's
+// max_episodes_per_period are refused, naming the period and the old IDs,
+// with the command that imports them anyway; that command, run as printed,
+// imports them and records the choice in each such episode's metadata.
+func TestImportOverTheCapNeedsConsent(t *testing.T) {
+	vendor, _ := failingVendor(t)
+	capped := strings.Replace(fmt.Sprintf(importPipelines, vendor.URL), "name = \"weekly-video\"\n", "name = \"weekly-video\"\nmax_episodes_per_period = 1\n", 1)
+	pipes := filepath.Join(t.TempDir(), "pipelines.toml")
+	if err := os.WriteFile(pipes, []byte(capped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := filepath.Join(t.TempDir(), "old.jsonl")
+	if err := os.WriteFile(from, []byte(
+		`{"old_id": "w29-mon", "nominal_time": "2026-07-13T02:00:00Z", "completed_at": "2026-07-14T10:00:00Z"}`+"\n"+
+			`{"old_id": "w29-thu", "nominal_time": "2026-07-16T02:00:00Z", "completed_at": "2026-07-16T10:00:00Z"}`+"\n"+
+			`{"old_id": "w30-mon", "nominal_time": "2026-07-20T02:00:00Z", "completed_at": "2026-07-21T10:00:00Z"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := testLedgers(t)[0]
+	t.Setenv("ALLOT_LEDGER", l.url)
+	t.Setenv("ALLOT_PIPELINES", pipes)
+	led, err := ledger.Open(context.Background(), l.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led.Close()
+	before := l.dump(t)
+
+	code, stdout, _ := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place", "--json")
+	var res operator.ImportResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitError || res.OK || len(res.Conflicts) != 1 ||
+		res.Conflicts[0].Kind != ledger.ConflictOverCap || !strings.Contains(res.Conflicts[0].Detail, "2026-W29") || !strings.Contains(res.Conflicts[0].Detail, "w29-thu") {
+		t.Fatalf("import over the cap: exit %d, %v, %s", code, err, stdout)
+	}
+	if diff := dumpDiff(before, l.dump(t)); diff != "" {
+		t.Fatalf("a refused import wrote: %s", diff)
+	}
+	code, _, stderr := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place")
+	if code != exitError || !strings.Contains(stderr, res.Next) || !strings.HasSuffix(res.Next, " --over-cap") {
+		t.Fatalf("the refusal does not print the command with --over-cap (%q): exit %d, %s", res.Next, code, stderr)
+	}
+
+	words, err := workflows.SplitCommand(res.Next)
+	if err != nil || words[0] != "starter" {
+		t.Fatalf("the printed command %q: %v", res.Next, err)
+	}
+	code, stdout, stderr = run(t, append(words[1:], "--json")...)
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitOK || !res.OK || !res.OverCap || len(res.Imported) != 3 {
+		t.Fatalf("%s: exit %d, %s %s", res.Next, code, stdout, stderr)
+	}
+	for _, e := range res.Imported {
+		if e.OverCap != (e.OldID == "w29-thu") {
+			t.Errorf("imported %s: over cap %v", e.OldID, e.OverCap)
+		}
+	}
+	led, err = ledger.OpenReadOnly(context.Background(), l.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	metas, err := led.Imports(context.Background(), "weekly-video")
+	if err != nil || len(metas) != 3 {
+		t.Fatalf("metadata %+v, %v", metas, err)
+	}
+	for _, m := range metas {
+		if m.OverCap != (m.OldID == "w29-thu") {
+			t.Errorf("metadata of %s: over cap %v", m.OldID, m.OverCap)
+		}
 	}
 }

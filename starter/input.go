@@ -149,13 +149,13 @@ func inputWithdraw(ctx context.Context, c *cli, args []string) error {
 }
 
 // inputLedger opens what adding and withdrawing inputs need: the pipelines
-// and the ledger, read-write.
+// and the existing ledger, read-write.
 func (c *cli) inputLedger(ctx context.Context) (*pipeline.Set, *ledger.Ledger, error) {
 	pipelines, err := c.cfg.LoadPipelines()
 	if err != nil {
 		return nil, nil, err
 	}
-	led, err := ledger.Open(ctx, c.cfg.Ledger)
+	led, err := c.openLedgerToWrite(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

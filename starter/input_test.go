@@ -41,6 +41,11 @@ func TestInputAddListWithdraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := "sqlite:" + filepath.Join(dir, "allot.db")
+	led, err := ledger.Open(context.Background(), url) // created as the worker does
+	if err != nil {
+		t.Fatal(err)
+	}
+	led.Close()
 	t.Setenv("ALLOT_PIPELINES", pipelines)
 	t.Setenv("ALLOT_LEDGER", url)
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
@@ -80,7 +85,7 @@ func TestInputAddListWithdraw(t *testing.T) {
 	}
 
 	// A claim, as the allocation of a run at 08:30 makes it.
-	led, err := ledger.Open(context.Background(), url)
+	led, err = ledger.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}

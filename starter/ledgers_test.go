@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"allot/ledger"
 )
 
 // testLedger is an empty ledger database for one test, on one driver, with
@@ -24,8 +26,22 @@ type testLedger struct {
 }
 
 // testLedgers returns a fresh ledger on SQLite and, when
-// ALLOT_TEST_POSTGRES_DSN is set, one on PostgreSQL (its own schema).
+// ALLOT_TEST_POSTGRES_DSN is set, one on PostgreSQL (its own schema), each
+// created as the worker creates it (the starter's commands create none).
 func testLedgers(t *testing.T) []testLedger {
+	t.Helper()
+	out := emptyTestLedgers(t)
+	for _, l := range out {
+		led, err := ledger.Open(context.Background(), l.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		led.Close()
+	}
+	return out
+}
+
+func emptyTestLedgers(t *testing.T) []testLedger {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger", "allot.db")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -132,4 +148,15 @@ func (l testLedger) dump(t *testing.T) map[string][]string {
 		slices.Sort(out[table])
 	}
 	return out
+}
+
+// createLedger creates the ledger at url as the worker does: the starter's
+// commands never create one.
+func createLedger(t *testing.T, url string) {
+	t.Helper()
+	led, err := ledger.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led.Close()
 }

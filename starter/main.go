@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/activities"
 	"allot/app"
 	"allot/ledger"
@@ -34,6 +36,9 @@ const (
 	exitError      = 1
 	exitUsage      = 2
 	exitViolations = 3
+	// exitInterrupted: Ctrl-C (SIGINT) or SIGTERM stopped the command; what
+	// it started goes on (128 + SIGINT, as a shell reports it).
+	exitInterrupted = 130
 )
 
 type command struct {
@@ -44,7 +49,7 @@ type command struct {
 var commands = map[string]command{
 	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
 	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
-	"check":    {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations", checkCommand},
+	"check":    {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations or a vendor not reconciled", checkCommand},
 	"import":   {"import an old system's runs as completed episodes, paying nothing (JSON Lines or one folder per old ID)", importCommand},
 	"input":    {"the inputs a pipeline consumes, one per new episode: add|list|withdraw", inputCommand},
 	"episode":  {"show or command one episode: show|lookup|approve|reject|rework|reassemble|resolve|resume", episodeCommand},
@@ -66,6 +71,10 @@ type cli struct {
 	json              bool
 	stdout            io.Writer
 	stderr            io.Writer
+
+	// given are the flags set on the command line, with their values: the
+	// commands the CLI prints carry them (see givenFlags).
+	given map[string]string
 }
 
 // usageError is a command line mistake: exit 2, with the command's usage.
@@ -73,6 +82,10 @@ type usageError struct{ error }
 
 // violationsError means check found violations: exit 3.
 var errViolations = errors.New("ledger invariants violated")
+
+// errInterrupted: the command was stopped while it watched something that
+// goes on; it has said so and how to watch again. Exit 130.
+var errInterrupted = errors.New("interrupted")
 
 // errReported is an error the command has printed already (as part of its
 // JSON result): exit 1 without printing it again.
@@ -120,6 +133,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitViolations
 	case errors.Is(err, errReported):
 		return exitError
+	case errors.Is(err, errInterrupted):
+		return exitInterrupted
 	default:
 		env.printError(args[0], err)
 		return exitError
@@ -164,6 +179,8 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q: every value goes with a flag", fs.Args())}
 	}
+	c.given = map[string]string{}
+	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = f.Value.String() })
 	c.cfg = c.cfg.WithDefaults()
 	if err := c.cfg.Validate(); err != nil {
 		return usageError{settingFlags(fs, err)}
@@ -204,19 +221,54 @@ func (c *cli) dial(ctx context.Context) (client.Client, error) {
 	return cl, nil
 }
 
+// openLedgerReadOnly opens the ledger for a command that reads it for a
+// while (it may follow a worker's progress); one that reads once uses
+// readLedger.
 func (c *cli) openLedgerReadOnly(ctx context.Context) (*ledger.Ledger, error) {
-	return ledger.OpenReadOnly(ctx, c.cfg.Ledger)
+	led, err := ledger.OpenReadOnly(ctx, c.cfg.Ledger)
+	return led, c.ledgerError(err)
 }
 
-// readLedger answers one query from the ledger, opened read-only.
+// openLedgerToWrite opens the ledger for a command that writes it. Only the
+// worker creates a ledger: a mistyped --ledger is refused, not made into a
+// new, empty ledger.
+func (c *cli) openLedgerToWrite(ctx context.Context) (*ledger.Ledger, error) {
+	led, err := ledger.OpenExisting(ctx, c.cfg.Ledger)
+	return led, c.ledgerError(err)
+}
+
+// readLedger answers one query from the ledger, opened read-only: it creates
+// and changes no file and works on a read-only copy (invariant 19).
 func readLedger[T any](ctx context.Context, c *cli, query func(*ledger.Ledger) (T, error)) (T, error) {
-	led, err := c.openLedgerReadOnly(ctx)
-	if err != nil {
-		var zero T
-		return zero, err
+	var res T
+	err := ledger.View(ctx, c.cfg.Ledger, func(led *ledger.Ledger) error {
+		var err error
+		res, err = query(led)
+		return err
+	})
+	return res, c.ledgerError(err)
+}
+
+// ledgerError adds to a ledger that does not exist where the ledger comes
+// from and the command that creates one: the worker's first start.
+func (c *cli) ledgerError(err error) error {
+	if !errors.Is(err, ledger.ErrNotCreated) {
+		return err
 	}
-	defer led.Close()
-	return query(led)
+	return fmt.Errorf("%w (--ledger or %s), or start the worker once to create a new ledger there: %s", err, app.EnvLedger, workerCommand(c.cfg.Ledger))
+}
+
+// workerCommand starts the worker on the ledger at url, which it creates if
+// there is none. A SQLite path is made absolute, a password redacted.
+func workerCommand(url string) string {
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		if abs, err := filepath.Abs(path); err == nil {
+			url = "sqlite:" + abs
+		}
+	} else {
+		url = app.RedactURL(url)
+	}
+	return "go run ./worker --ledger " + allot.ShellQuote(url)
 }
 
 // print writes v as JSON, or calls text for people.
@@ -277,8 +329,21 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := pipelines.Get(pipelineName); err != nil {
+	p, err := pipelines.Get(pipelineName)
+	if err != nil {
 		return err
+	}
+	if key != "" {
+		// A key another pipeline's, or under a reserved prefix, is refused
+		// before anything is contacted (Runs.Run refuses it too).
+		if _, err := workflows.PlaceKey(pipelineName, key, pipelines.Names()); err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, err)
+		}
+	}
+	if nominal != "" && in.NominalTime.IsZero() {
+		// Runs.Run takes the zero time for "now": a zero time given on
+		// purpose is an absurd one.
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("--nominal-time %s: %v", nominal, p.CheckNominalTime(in.NominalTime, time.Now())), allot.InvalidInput, nil)
 	}
 	ledgerID, err := c.ledgerID(ctx)
 	if err != nil {
@@ -295,15 +360,45 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID}
+	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID,
+		Namespace: c.resolvedNamespace, OnNoWorker: func(nw operator.NoWorker) { c.printNoWorker("run", nw) }}
+	// Stopped while it watches, the run goes on: say so and how to watch
+	// it again, instead of failing with "context canceled".
+	stopped := func(key string) error {
+		if key == "" {
+			fmt.Fprintf(c.stderr, "starter run: interrupted; the run may have started: run the same command again, it attaches to the run if there is one\n")
+			return errInterrupted
+		}
+		again := []string{"starter", "run", "--pipeline", pipelineName, "--key", key}
+		if nominal != "" {
+			again = append(again, "--nominal-time", nominal)
+		}
+		if follow {
+			again = append(again, "--follow")
+		} else {
+			again = append(again, "--wait")
+		}
+		again = append(again, c.givenFlags("ledger", "pipelines", "task-queue", "address", "namespace")...)
+		fmt.Fprintf(c.stderr, "starter run: stopped watching; the run goes on. Follow it again with:\n  %s\n", shellJoin(again))
+		if c.json {
+			printJSONError(c.stdout, "stopped watching; the run goes on: follow it again with "+shellJoin(again), "interrupted")
+		}
+		return errInterrupted
+	}
 	res, err := runs.Run(ctx, in)
 	if err != nil {
+		if ctx.Err() != nil {
+			return stopped(res.WorkflowID)
+		}
 		return err
 	}
 	out := followedRun{RunResult: res, Budgets: forecast}
 	if follow && res.Result != nil && res.Result.EpisodeID != "" {
-		st, err := operator.FollowEpisode(ctx, cl, pipelineName, res.Result.EpisodeID, 0)
+		st, err := runs.FollowEpisode(ctx, pipelineName, res.Result.EpisodeID)
 		if err != nil {
+			if ctx.Err() != nil {
+				return stopped(res.WorkflowID)
+			}
 			return err
 		}
 		out.Episode = &st
@@ -392,7 +487,6 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	if in.StaleIntent <= 0 {
 		return usageError{fmt.Errorf("--stale-intent %s: give a positive duration, e.g. 1h", in.StaleIntent)}
 	}
-	var skipped []string
 	// The pipeline file gives the budgets whose limits and reservations
 	// are checked, and the vendors to reconcile.
 	pipelines, err := c.cfg.LoadPipelines()
@@ -401,11 +495,9 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	in.Pipelines = pipelines
 	if vendor {
-		if in.Vendors, skipped, err = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
+		in.Vendors = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
 			return activities.EnvCredentials{}.VendorAPIKey(ctx)
-		}); err != nil {
-			return err
-		}
+		})
 	}
 	if wfs {
 		cl, err := c.dial(ctx)
@@ -427,13 +519,16 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	res.NotReconciled = skipped
 	c.print(res, func(w io.Writer) {
 		for _, v := range res.Vendors {
-			fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled\n", v.Name, v.Charges, v.Costs)
-		}
-		for _, s := range skipped {
-			fmt.Fprintf(w, "vendor %s (not reconciled)\n", s)
+			switch v.Status {
+			case operator.VendorReconciled:
+				fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled\n", v.Name, v.Charges, v.Costs)
+			case operator.VendorNotReconciled:
+				fmt.Fprintf(w, "vendor %s\tNOT RECONCILED: %s\n", v.Name, v.Reason)
+			default:
+				fmt.Fprintf(w, "vendor %s\tnothing to reconcile: %s\n", v.Name, v.Reason)
+			}
 		}
 		if res.OK {
 			fmt.Fprintf(w, "ok: the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
@@ -445,10 +540,62 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 				fmt.Fprintf(w, "\tfix:\t%s\n", v.Fix)
 			}
 		}
-		fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
+		if len(res.Violations) > 0 {
+			fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
+		} else {
+			fmt.Fprintf(w, "the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
+		}
+		if res.Incomplete != "" {
+			fmt.Fprintf(w, "not ok: %s\n", res.Incomplete)
+		}
 	})
 	if !res.OK {
 		return errViolations
 	}
 	return nil
+}
+
+// givenFlags are the named flags given on the command line, as arguments
+// for a command the CLI prints: run in the same environment, it reaches
+// what this one did.
+func (c *cli) givenFlags(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if v, ok := c.given[n]; ok {
+			out = append(out, "--"+n, v)
+		}
+	}
+	return out
+}
+
+// printNoWorker tells, on stderr, that what cmd waits on sits in a task
+// queue no worker polls, and how to start one.
+func (c *cli) printNoWorker(cmd string, nw operator.NoWorker) {
+	fmt.Fprintf(c.stderr, "starter %s: %s\n", cmd, c.noWorkerHint(nw))
+}
+
+// noWorkerHint says that no worker polls nw's task queue and gives the
+// commands that start one for it.
+func (c *cli) noWorkerHint(nw operator.NoWorker) string {
+	if nw.Namespace == "" {
+		nw.Namespace = c.resolvedNamespace
+	}
+	worker := append([]string{"go", "run", "./worker", "--task-queue", nw.TaskQueue, "--namespace", nw.Namespace}, c.givenFlags("address", "ledger", "pipelines")...)
+	return fmt.Sprintf("no worker polls task queue %q in namespace %q, so nothing runs until one does; start one with\n  %s\n(`go run ./devserver` runs one itself unless started with --no-worker; a worker says at start what it lacks, e.g. %s for paid steps)",
+		nw.TaskQueue, nw.Namespace, shellJoin(worker), app.EnvVendorURL)
+}
+
+// shellJoin joins words into a command line a POSIX shell splits back
+// into them: words of plain characters bare, others quoted.
+func shellJoin(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = w
+		if w == "" || strings.ContainsFunc(w, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r))
+		}) {
+			out[i] = allot.ShellQuote(w)
+		}
+	}
+	return strings.Join(out, " ")
 }

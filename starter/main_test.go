@@ -190,3 +190,24 @@ func TestCheckReportsViolationsWithExit3(t *testing.T) {
 		t.Fatalf("tampered ledger: exit %d, result %s", code, stdout)
 	}
 }
+
+// TestRunRefusesReservedKeys: --key under the pipeline's episode/ (an
+// Episode's workflow ID) or legacy/ (an imported run's key) is refused as an
+// invalid allocation key, naming the fix, before Temporal or the ledger is
+// contacted.
+func TestRunRefusesReservedKeys(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	t.Setenv("ALLOT_LEDGER", "sqlite:"+filepath.Join(t.TempDir(), "not-yet.db"))
+	for _, key := range []string{"episode/2026-W49-0", "legacy/a1", "weekly-video/episode/2026-W49-0", "weekly-video/legacy/a1"} {
+		code, stdout, stderr := run(t, "run", "--pipeline", "weekly-video", "--key", key, "--nominal-time", "2026-08-03T02:00:00Z", "--json")
+		var v map[string]string
+		if code != exitError || json.Unmarshal([]byte(stdout), &v) != nil || v["type"] != "InvalidAllocationKey" ||
+			!strings.Contains(v["error"], "leave --key out") || strings.Contains(stdout+stderr, "connect to Temporal") {
+			t.Errorf("run --key %s: exit %d, stdout %q, stderr %q; want InvalidAllocationKey naming the fix, before dialing", key, code, stdout, stderr)
+		}
+	}
+	// Other keys go on to dial.
+	if code, _, stderr := run(t, "run", "--pipeline", "weekly-video", "--key", "episodes/x", "--nominal-time", "2026-08-03T02:00:00Z"); code != exitError || !strings.Contains(stderr, "connect to Temporal") {
+		t.Errorf("run --key episodes/x: exit %d, stderr %q; want it to dial", code, stderr)
+	}
+}

@@ -70,7 +70,7 @@ func (e *episode) admissible(update string, req DecisionRequest) error {
 	switch update {
 	case ApproveUpdate, RejectUpdate, ReassembleUpdate:
 		action := map[string]allot.Action{ApproveUpdate: allot.ActionApprove, RejectUpdate: allot.ActionReject, ReassembleUpdate: allot.ActionReassemble}[update]
-		if err := allot.EpisodeActionAllowed(action, e.state.Stage); err != nil {
+		if err := allot.EpisodeActionAllowed(action, e.state.Stage, e.approvals()); err != nil {
 			return notReady(err)
 		}
 		return nil
@@ -98,6 +98,17 @@ func (e *episode) admissible(update string, req DecisionRequest) error {
 		return notReady(err)
 	}
 	return nil
+}
+
+// approvals are the statuses of the episode's approval steps, in order.
+func (e *episode) approvals() []allot.StepStatus {
+	out := []allot.StepStatus{}
+	for _, s := range e.state.Steps {
+		if s.Kind == string(pipeline.Approval) {
+			out = append(out, s.Status)
+		}
+	}
+	return out
 }
 
 func (e *episode) step(name string) (activities.StepState, bool) {
@@ -197,9 +208,8 @@ func (e *episode) approve(action allot.Action) func(workflow.Context, DecisionRe
 			return EpisodeState{}, err
 		}
 		defer release()
-		if e.state.Stage != allot.StageWaitingApproval {
-			return EpisodeState{}, temporal.NewApplicationError(
-				fmt.Sprintf("episode %s is %s, not waiting for approval: %s it once it reaches the approval step", e.input.EpisodeID, e.state.Stage, action), allot.NotReady)
+		if err := allot.EpisodeActionAllowed(action, e.state.Stage, e.approvals()); err != nil {
+			return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("episode %s: %v", e.input.EpisodeID, err), allot.NotReady)
 		}
 		return e.decide(ctx, activities.DecisionInput{Action: action, Reason: req.Reason})
 	}

@@ -112,6 +112,9 @@ type episode struct {
 	// budgetNudged: a BudgetRaisedSignal came since the budgets were last
 	// asked.
 	budgetNudged bool
+	// localBookkeeping: the ledger's bookkeeping runs as local activities
+	// (localBookkeepingChange).
+	localBookkeeping bool
 }
 
 // Episode is the execution phase of one episode: paid steps, local steps, an
@@ -169,9 +172,10 @@ func (e *episode) setup(ctx workflow.Context) error {
 func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	var a *activities.Activities
 	e.recordsOutcomes = workflow.GetVersion(ctx, recordOutcomeChange, workflow.DefaultVersion, recordOutcomeVersion) == recordOutcomeVersion
+	e.localBookkeeping = workflow.GetVersion(ctx, localBookkeepingChange, workflow.DefaultVersion, localBookkeepingVersion) == localBookkeepingVersion
 
 	var loaded activities.LoadEpisodeResult
-	if err := workflow.ExecuteActivity(e.ledgerCtx(ctx), a.LoadEpisode, activities.EpisodeRef{
+	if err := e.bookkeep(ctx, ledgerActivityOptions(), a.LoadEpisode, activities.EpisodeRef{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID,
 	}).Get(ctx, &loaded); err != nil {
 		e.loadErr = err
@@ -442,7 +446,7 @@ func (e *episode) waitForBudget(ctx workflow.Context, i int, needs []ledger.Budg
 		}
 		e.budgetNudged = false
 		var room activities.BudgetRoomResult
-		if err := e.call(e.ledgerCtx(ctx), step.Name, "BudgetRoom", a.BudgetRoom, in, &room); err != nil {
+		if err := e.callBookkeeping(ctx, step.Name, "BudgetRoom", a.BudgetRoom, in, &room); err != nil {
 			return err
 		}
 		if room.Room {
@@ -498,7 +502,7 @@ func (e *episode) finish(ctx workflow.Context) (EpisodeResult, error) {
 		}
 	}
 	if e.state.CompletedAt.IsZero() {
-		if err := e.call(e.ledgerCtx(ctx), "", "CompleteEpisode", a.CompleteEpisode, activities.CompleteEpisodeInput{
+		if err := e.callBookkeeping(ctx, "", "CompleteEpisode", a.CompleteEpisode, activities.CompleteEpisodeInput{
 			Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, CompletedAt: workflow.Now(ctx),
 		}, &e.state.CompletedAt); err != nil {
 			return e.fail(ctx, err)
@@ -531,7 +535,7 @@ func (e *episode) recordOutcome(ctx workflow.Context, outcome allot.Outcome, rea
 		return nil
 	}
 	var a *activities.Activities
-	return workflow.ExecuteActivity(e.ledgerCtx(ctx), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
+	return e.bookkeep(ctx, ledgerActivityOptions(), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Outcome: outcome, Reason: reason, At: workflow.Now(ctx),
 	}).Get(ctx, nil)
 }
@@ -562,7 +566,7 @@ func stepTable(steps []activities.StepState) string {
 			rev = fmt.Sprint(s.Revision)
 			ref = "`" + s.RemoteRef + "`"
 			if s.CostCurrency != "" {
-				cost = fmt.Sprintf("%d.%02d %s", s.CostAmount/100, s.CostAmount%100, s.CostCurrency)
+				cost = allot.Money{Amount: s.CostAmount, Currency: s.CostCurrency}.String()
 			}
 		}
 		b.WriteString(fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n", s.Name, s.Kind, s.Status, rev, ref, cost))

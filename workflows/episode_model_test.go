@@ -735,11 +735,11 @@ func modelPredict(update string, req DecisionRequest, st EpisodeState) string {
 	}
 	switch update {
 	case ApproveUpdate:
-		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionApprove, st.Stage))
+		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionApprove, st.Stage, nil))
 	case RejectUpdate:
-		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionReject, st.Stage))
+		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionReject, st.Stage, nil))
 	case ReassembleUpdate:
-		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionReassemble, st.Stage))
+		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionReassemble, st.Stage, nil))
 	}
 	action := allot.ActionRework
 	if update == ResolveUpdate {

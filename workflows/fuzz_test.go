@@ -6,6 +6,7 @@ package workflows
 // testdata/fuzz/<target>; `go test` runs them, .ci/fuzz explores further.
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -60,7 +61,8 @@ func FuzzAllocationKey(f *testing.F) {
 }
 
 // FuzzPlaceKey: an operator's key lands under its pipeline's prefix or is
-// refused with a reason that names the problem; placing is idempotent; a
+// refused with a reason that names the problem (another pipeline's key, a
+// reserved prefix); placing is idempotent; a
 // Schedule's key is kept as it is; and a placed key never belongs to (nor
 // carries a time for) another known pipeline.
 func FuzzPlaceKey(f *testing.F) {
@@ -84,6 +86,16 @@ func FuzzPlaceKey(f *testing.F) {
 			}
 			return
 		}
+		if errors.Is(err, ErrReservedKey) {
+			rest := strings.TrimPrefix(key, KeyPrefix(name))
+			if !slices.ContainsFunc(ReservedKeyPrefixes, func(p string) bool { return strings.HasPrefix(rest, p) }) {
+				t.Fatalf("PlaceKey(%q, %q) refused a key under no reserved prefix: %v", name, key, err)
+			}
+			if !strings.Contains(err.Error(), "leave --key out") {
+				t.Fatalf("PlaceKey(%q, %q): the refusal names no fix: %v", name, key, err)
+			}
+			return
+		}
 		if err != nil {
 			first, _, found := strings.Cut(key, "/")
 			if !found || first == name || !slices.Contains(known, first) {
@@ -99,6 +111,11 @@ func FuzzPlaceKey(f *testing.F) {
 		}
 		if !strings.HasPrefix(placed, KeyPrefix(name)) {
 			t.Fatalf("PlaceKey(%q, %q) = %q: not under the pipeline's prefix", name, key, placed)
+		}
+		for _, reserved := range ReservedKeyPrefixes {
+			if strings.HasPrefix(placed, KeyPrefix(name)+reserved) {
+				t.Fatalf("PlaceKey(%q, %q) = %q: under the reserved %q", name, key, placed, KeyPrefix(name)+reserved)
+			}
 		}
 		if again, err := PlaceKey(name, placed, known); err != nil || again != placed {
 			t.Fatalf("PlaceKey is not idempotent: PlaceKey(%q) = %q, %v", placed, again, err)

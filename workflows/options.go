@@ -60,6 +60,35 @@ func (e *episode) ledgerCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, ledgerActivityOptions())
 }
 
+// localOptions are o for a local activity. A local activity without a
+// schedule-to-close timeout gets its start-to-close one (the SDK's default),
+// which would end its retries after one attempt's time; the regular
+// activity it replaces retries until its policy says no, and so does it.
+func localOptions(o workflow.ActivityOptions) workflow.LocalActivityOptions {
+	lo := workflow.LocalActivityOptions{StartToCloseTimeout: o.StartToCloseTimeout, ScheduleToCloseTimeout: o.ScheduleToCloseTimeout, RetryPolicy: o.RetryPolicy}
+	if lo.ScheduleToCloseTimeout == 0 {
+		lo.ScheduleToCloseTimeout = unboundedRetries
+	}
+	return lo
+}
+
+// unboundedRetries is the schedule-to-close timeout of a local activity that
+// retries for as long as its retry policy allows.
+const unboundedRetries = 10 * 365 * 24 * time.Hour
+
+// bookkeep runs one of allot's ledger bookkeeping activities for the
+// Episode (load, outcomes, completion) under opts: a local activity from
+// localBookkeepingChange on, so that the bookkeeping costs no round trip
+// through the task queue, and a regular one in histories before it. Every
+// bookkeeping activity is idempotent: a local activity whose workflow task
+// is lost runs again.
+func (e *episode) bookkeep(ctx workflow.Context, opts workflow.ActivityOptions, activity, in any) workflow.Future {
+	if e.localBookkeeping {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions(opts)), activity, in)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in)
+}
+
 // retryBatch is how many attempts Temporal makes of a step's activity before
 // the workflow hears of the failures and shows the step as retrying;
 // retryPause is how long it waits before the next batch.
@@ -80,11 +109,25 @@ func (e *episode) call(ctx workflow.Context, step, name string, activity, in, ou
 	policy.MaximumAttempts = retryBatch
 	opts.RetryPolicy = &policy
 	actx := workflow.WithActivityOptions(ctx, opts)
+	return e.callBatches(ctx, step, name, func() error { return workflow.ExecuteActivity(actx, activity, in).Get(ctx, out) })
+}
+
+// callBookkeeping is call for a bookkeeping activity (see bookkeep) under
+// ledgerActivityOptions.
+func (e *episode) callBookkeeping(ctx workflow.Context, step, name string, activity, in, out any) error {
+	opts := ledgerActivityOptions()
+	opts.RetryPolicy.MaximumAttempts = retryBatch
+	return e.callBatches(ctx, step, name, func() error { return e.bookkeep(ctx, opts, activity, in).Get(ctx, out) })
+}
+
+// callBatches runs one batch of attempts after another until exec
+// succeeds or fails for good (see call).
+func (e *episode) callBatches(ctx workflow.Context, step, name string, exec func() error) error {
 	attempts := 0
 	var since time.Time
 	for {
 		start := workflow.Now(ctx)
-		err := workflow.ExecuteActivity(actx, activity, in).Get(ctx, out)
+		err := exec()
 		if err == nil || !retryable(err) {
 			if e.state.Retrying != nil {
 				e.state.Retrying = nil
@@ -129,7 +172,7 @@ func (e *episode) showRetrying(ctx workflow.Context) {
 	opts := ledgerActivityOptions()
 	opts.ScheduleToCloseTimeout = 30 * time.Second
 	opts.RetryPolicy.MaximumAttempts = 2
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
+	if err := e.bookkeep(ctx, opts, a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
 		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Outcome: allot.OutcomeRetrying, Reason: r.ErrorType, At: r.Since,
 	}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("recording the retrying outcome failed", "error", err)

@@ -66,6 +66,9 @@ type scheduledRun struct {
 	refused error
 	// ledgerID is the ledger that allocated the run.
 	ledgerID string
+	// local: the ledger's activities run as local activities
+	// (localBookkeepingChange).
+	local bool
 }
 
 // ScheduledRun is the zero-cost allocation phase: it decides which episode
@@ -139,7 +142,6 @@ func (r *scheduledRun) resolveNominalTime(ctx workflow.Context) error {
 
 func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 	var a *activities.Activities
-	actx := workflow.WithActivityOptions(ctx, allocationActivityOptions())
 	if r.refused != nil {
 		// Nothing is allocated for a start that names no time or another
 		// pipeline's key; the failure says why, and there is no nominal
@@ -151,8 +153,9 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 		return ScheduledRunResult{}, r.refused
 	}
 
+	r.local = workflow.GetVersion(ctx, localBookkeepingChange, workflow.DefaultVersion, localBookkeepingVersion) == localBookkeepingVersion
 	var alloc activities.AllocateResult
-	err := workflow.ExecuteActivity(actx, a.Allocate, activities.AllocateInput{
+	err := r.exec(ctx, a.Allocate, activities.AllocateInput{
 		Pipeline:    r.input.Pipeline,
 		Key:         r.result.WorkflowID,
 		NominalTime: r.result.NominalTime,
@@ -160,7 +163,7 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 		RunID:       r.runID,
 	}).Get(ctx, &alloc)
 	if err != nil {
-		return r.fail(ctx, actx, err)
+		return r.fail(ctx, err)
 	}
 	r.ledgerID = alloc.LedgerID
 	r.result.Outcome, r.result.Reason = alloc.Decision, alloc.Reason
@@ -176,14 +179,14 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 			return ScheduledRunResult{}, err
 		}
 		if err := r.startEpisode(ctx); err != nil {
-			return r.fail(ctx, actx, err)
+			return r.fail(ctx, err)
 		}
 	} else if alloc.Period != "" {
 		if err := workflow.UpsertTypedSearchAttributes(ctx, PeriodAttr.ValueSet(alloc.Period)); err != nil {
 			return ScheduledRunResult{}, err
 		}
 	}
-	if err := r.record(ctx, actx); err != nil {
+	if err := r.record(ctx); err != nil {
 		return ScheduledRunResult{}, err
 	}
 	return r.result, nil
@@ -223,14 +226,26 @@ func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 	// It is this run's episode only if this ledger started it: another
 	// ledger on the namespace may have an episode of the same ID.
 	var a *activities.Activities
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, allocationActivityOptions()), a.VerifyEpisodeLedger, activities.VerifyEpisodeLedgerInput{
+	return r.exec(ctx, a.VerifyEpisodeLedger, activities.VerifyEpisodeLedgerInput{
 		WorkflowID: EpisodeWorkflowID(r.result.Pipeline, r.result.EpisodeID), LedgerID: r.ledgerID,
 	}).Get(ctx, nil)
 }
 
-func (r *scheduledRun) record(ctx, actx workflow.Context) error {
+// exec runs one of allot's ledger activities for the run: a local activity
+// from localBookkeepingChange on (the bookkeeping runs inside the workflow
+// task, without a round trip through the task queue), a regular one in
+// histories before it. Both are idempotent, as a local activity whose
+// workflow task is lost runs again.
+func (r *scheduledRun) exec(ctx workflow.Context, activity, in any) workflow.Future {
+	if r.local {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions(allocationActivityOptions())), activity, in)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, allocationActivityOptions()), activity, in)
+}
+
+func (r *scheduledRun) record(ctx workflow.Context) error {
 	var a *activities.Activities
-	if err := workflow.ExecuteActivity(actx, a.RecordRunOutcome, activities.RecordRunOutcomeInput{
+	if err := r.exec(ctx, a.RecordRunOutcome, activities.RecordRunOutcomeInput{
 		Pipeline:          r.result.Pipeline,
 		Key:               r.result.WorkflowID,
 		RunID:             r.runID,
@@ -252,14 +267,19 @@ func (r *scheduledRun) record(ctx, actx workflow.Context) error {
 // fail records a failed run with the error's type as its reason, then fails
 // the workflow with the original error so callers can match its type. A
 // cancelled run records on a disconnected context: its own context is done.
-func (r *scheduledRun) fail(ctx, actx workflow.Context, cause error) (ScheduledRunResult, error) {
+func (r *scheduledRun) fail(ctx workflow.Context, cause error) (ScheduledRunResult, error) {
 	r.result.Outcome, r.result.Reason = allot.OutcomeFailed, errorType(cause)
 	if temporal.IsCanceledError(cause) || ctx.Err() != nil {
 		r.result.Reason = reasonCanceled
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		ctx, actx = dctx, workflow.WithActivityOptions(dctx, allocationActivityOptions())
+		if !temporal.IsCanceledError(cause) {
+			// A local activity's last attempt ends with its own error
+			// when the run is cancelled between attempts: the run was
+			// cancelled all the same.
+			cause = temporal.NewCanceledError(cause.Error())
+		}
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
-	if err := r.record(ctx, actx); err != nil {
+	if err := r.record(ctx); err != nil {
 		workflow.GetLogger(ctx).Error("recording the failed outcome failed", "error", err)
 	}
 	return ScheduledRunResult{}, cause

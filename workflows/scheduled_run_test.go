@@ -273,11 +273,24 @@ func TestPlaceKey(t *testing.T) {
 		{"daily-report/a/b/c", "", "names pipeline daily-report"},
 		{"   ", "", "blank"},
 		{"", "", "blank"},
+		// Reserved: an Episode's workflow ID, an imported run's key; as
+		// given, and under the pipeline's prefix.
+		{"episode/2026-W49-0", "", "leave --key out"},
+		{"weekly-video/episode/2026-W49-0", "", "weekly-video/episode/"},
+		{"legacy/a1", "", "imported old runs"},
+		{"weekly-video/legacy/a1", "", "weekly-video/legacy/"},
+		// Only the segment itself is reserved.
+		{"episodes/a", "weekly-video/episodes/a", ""},
+		{"a/legacy/b", "weekly-video/a/legacy/b", ""},
+		{"episode", "weekly-video/episode", ""},
 	} {
 		got, err := PlaceKey("weekly-video", c.key, known)
 		if c.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Errorf("PlaceKey(%q) = %q, %v; want an error naming %q", c.key, got, err, c.wantErr)
+			}
+			if reserved := strings.Contains(c.key, "episode/") || strings.Contains(c.key, "legacy/"); reserved != errors.Is(err, ErrReservedKey) {
+				t.Errorf("PlaceKey(%q): %v; ErrReservedKey %v, want %v", c.key, err, errors.Is(err, ErrReservedKey), reserved)
 			}
 			continue
 		}

@@ -40,6 +40,14 @@ const (
 	// Histories: testdata/v3/scheduled_run_episode_running.json.
 	verifyEpisodeLedgerChange  = "verify-episode-ledger"
 	verifyEpisodeLedgerVersion = 1
+
+	// localBookkeepingChange (ScheduledRun, Episode): the ledger's
+	// bookkeeping (Allocate, RecordRunOutcome, VerifyEpisodeLedger;
+	// LoadEpisode, RecordEpisodeOutcome, CompleteEpisode) runs as local
+	// activities, so that a run costs the activities of its steps and
+	// little more (issue 18). Histories before it: testdata/v1 to v4.
+	localBookkeepingChange  = "local-bookkeeping"
+	localBookkeepingVersion = 1
 )
 
 // Changes without a marker, and why none is needed:

@@ -198,7 +198,7 @@ func TestWorkerRefusesAPipelineWithAnUnregisteredGoStep(t *testing.T) {
 
 func runStarter(t *testing.T, bin string, env []string, dir, line string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := allottest.Context(t, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, strings.Fields(strings.TrimPrefix(line, "go run ./starter "))...)
 	cmd.Env, cmd.Dir = env, dir

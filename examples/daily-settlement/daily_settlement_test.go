@@ -144,7 +144,7 @@ func (e *env) sameDateThreeTimes(t *testing.T) {
 	busy := make(chan error, 1)
 	go func() {
 		defer release()
-		deadline := time.Now().Add(2 * time.Minute)
+		deadline := allottest.Deadline(t, 2*time.Minute)
 		for time.Now().Before(deadline) {
 			if data, _ := os.ReadFile(stderr); bytes.Contains(data, []byte("database is busy")) {
 				busy <- nil
@@ -670,7 +670,7 @@ func (e *env) runOutcomes() map[string][]ledger.RunOutcome {
 // and recorded its outcome.
 func (e *env) waitCompleted(dates []string) {
 	e.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := allottest.Deadline(e.t, 2*time.Minute)
 	for {
 		done := map[string]bool{}
 		for _, ep := range e.episodes() {

@@ -285,7 +285,7 @@ func (e *env) concurrentSlots(t *testing.T) {
 		wg      sync.WaitGroup
 		gate    = make(chan struct{})
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := allottest.Context(t, 3*time.Minute)
 	defer cancel()
 	for _, s := range starts {
 		args := []string{"run", "--pipeline", pipelineName, "--nominal-time", s.nominal.Format(time.RFC3339), "--wait", "--json"}
@@ -783,7 +783,7 @@ func (e *env) wantDay(day string, want map[string]int) {
 // completed with its outcome recorded, and returns them.
 func (e *env) waitCompleted(day string, n int) []ledger.Episode {
 	e.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := allottest.Deadline(e.t, 2*time.Minute)
 	for {
 		eps := e.episodes(day)
 		done := len(eps) == n
@@ -889,7 +889,7 @@ func (e *env) posts() []sent {
 // lastResult is the result of the latest ScheduledRun of a key.
 func (e *env) lastResult(key string) workflows.ScheduledRunResult {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := allottest.Context(e.t, time.Minute)
 	defer cancel()
 	var r workflows.ScheduledRunResult
 	if err := e.client.GetWorkflow(ctx, key, "").Get(ctx, &r); err != nil {

@@ -167,8 +167,8 @@ func TestWeeklyMediaTwoVendorsApprovedAndPublishedOnce(t *testing.T) {
 	for _, v := range check.Vendors {
 		reconciled[v.Name] = v
 	}
-	if !check.OK || reconciled["videogen"] != (operator.VendorCheck{Name: "videogen", Charges: 1, Costs: 1}) ||
-		reconciled["coverart"] != (operator.VendorCheck{Name: "coverart", Charges: 1, Costs: 1}) {
+	if !check.OK || reconciled["videogen"] != (operator.VendorCheck{Name: "videogen", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) ||
+		reconciled["coverart"] != (operator.VendorCheck{Name: "coverart", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) {
 		t.Fatalf("starter check --vendor: %+v", check)
 	}
 

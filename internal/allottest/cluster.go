@@ -64,7 +64,7 @@ func NewClusterWithPipelines(t *testing.T, pipelinesTOML []byte) *Cluster {
 	if testing.Short() {
 		t.Skip("integration test: needs an embedded Temporal server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := Context(t, time.Minute)
 	defer cancel()
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
 	logs := &SyncBuffer{}
@@ -115,7 +115,7 @@ func NewClusterWithPipelines(t *testing.T, pipelinesTOML []byte) *Cluster {
 // Ctx is a context for one call into the cluster: two minutes, cancelled
 // when the test ends.
 func (c *Cluster) Ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := Context(c.t, 2*time.Minute)
 	c.t.Cleanup(cancel)
 	return ctx
 }
@@ -191,7 +191,7 @@ func (c *Cluster) WaitEpisode(pipelineName, episodeID string) workflows.EpisodeR
 // WaitStage polls the Episode's state query until it reaches stage (60 s).
 func (c *Cluster) WaitStage(pipelineName, episodeID string, stage allot.Stage) workflows.EpisodeState {
 	c.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := Deadline(c.t, 60*time.Second)
 	var st workflows.EpisodeState
 	for time.Now().Before(deadline) {
 		v, err := c.Client.QueryWorkflow(context.Background(), workflows.EpisodeWorkflowID(pipelineName, episodeID), "", workflows.StateQuery)
@@ -245,7 +245,7 @@ func (c *Cluster) CountRuns(workflowID string) int {
 // returns their IDs. Visibility lags behind the workflows themselves.
 func (c *Cluster) WaitVisible(query string, want int) []string {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := Deadline(c.t, 30*time.Second)
 	for {
 		ids := c.WorkflowIDs(query)
 		if len(ids) == want {
@@ -262,7 +262,7 @@ func (c *Cluster) WaitVisible(query string, want int) []string {
 // returns their IDs.
 func (c *Cluster) WaitAtLeast(query string, n int) []string {
 	c.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := Deadline(c.t, 60*time.Second)
 	for {
 		ids := c.WorkflowIDs(query)
 		if len(ids) >= n {

@@ -91,7 +91,7 @@ func DialDev(t *testing.T, info devstack.Info) client.Client {
 
 func dialDev(t *testing.T, info devstack.Info) client.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := Context(t, time.Minute)
 	defer cancel()
 	c, err := client.DialContext(ctx, client.Options{HostPort: info.Frontend, Namespace: info.Namespace})
 	if err != nil {
@@ -105,7 +105,7 @@ func dialDev(t *testing.T, info devstack.Info) client.Client {
 // complete and returns its ID.
 func RunDemoEpisode(t *testing.T, info devstack.Info, nominal time.Time) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := Context(t, 2*time.Minute)
 	defer cancel()
 	c := dialDev(t, info)
 	defer c.Close()

@@ -59,10 +59,11 @@ func (p *Process) Signal(t *testing.T, sig os.Signal) {
 	}
 }
 
-// Wait waits up to timeout for the process to exit and returns how it
+// Wait waits up to timeout (stretched by Within) for the process to exit and returns how it
 // exited (nil for status 0). It fails the test if the process keeps running.
 func (p *Process) Wait(t *testing.T, timeout time.Duration) error {
 	t.Helper()
+	timeout = Within(t, timeout)
 	select {
 	case <-p.exited:
 		return p.err
@@ -72,11 +73,12 @@ func (p *Process) Wait(t *testing.T, timeout time.Duration) error {
 	}
 }
 
-// WaitOutput waits up to timeout for the output to match re and returns the
+// WaitOutput waits up to timeout (stretched by Within) for the output to match re and returns the
 // match and its submatches. It fails the test if the process exits first or
 // nothing matches in time.
 func (p *Process) WaitOutput(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
 	t.Helper()
+	timeout = Within(t, timeout)
 	deadline := time.After(timeout)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

@@ -19,11 +19,12 @@ type Starter struct {
 	Env      []string
 }
 
-// Run runs the starter with args (3 minutes at most) and returns its
+// Run runs the starter with args (3 minutes at most on an idle machine,
+// stretched by Patience) and returns its
 // standard output; the error carries its standard error. Safe from any
 // goroutine.
 func (s Starter) Run(args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute*Patience())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.Bin, args...)
 	cmd.Env, cmd.Dir = s.Env, s.Dir

@@ -114,7 +114,7 @@ func (s Summary) Line() string {
 
 // usd prints minor units of USD as one word of the summary: "1500.00USD".
 func usd(minor int64) string {
-	return strings.ReplaceAll(pipeline.Money{Amount: minor, Currency: "USD"}.String(), " ", "")
+	return strings.ReplaceAll(allot.Money{Amount: minor, Currency: "USD"}.String(), " ", "")
 }
 
 // run is the state of one chaos run.

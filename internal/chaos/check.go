@@ -245,6 +245,9 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	for _, v := range audit.Violations {
 		bad("audit: %s", v)
 	}
+	if audit.Incomplete != "" {
+		bad("audit: %s", audit.Incomplete)
+	}
 	// And the real `starter check --vendor`, as an operator runs it.
 	out, err := r.starter(ctx, "check", "--vendor", "--json")
 	var res operator.CheckResult

@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -35,7 +34,7 @@ func TestDemoScheduleIsCreatedOncePerDataDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded server three times")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := allottest.Context(t, 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	cfg := devstack.Config{DataDir: dir, DemoInterval: time.Hour}
@@ -82,7 +81,7 @@ func TestNoWorkerRunsTheServerOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := allottest.Context(t, 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	dev := allottest.StartDevWith(t, devstack.Config{DataDir: dir, NoWorker: true, DemoInterval: time.Hour})

@@ -66,7 +66,7 @@ func completedEpisodes(t *testing.T, dir string) (completed []ledger.Episode, al
 
 func waitCompleted(t *testing.T, dir string, p *allottest.Process, atLeast func([]ledger.Episode) bool) []ledger.Episode {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := allottest.Deadline(t, 3*time.Minute)
 	for {
 		done, _ := completedEpisodes(t, dir)
 		if atLeast(done) {

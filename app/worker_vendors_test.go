@@ -1,0 +1,120 @@
+package app_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"allot"
+	"allot/activities"
+	"allot/app"
+	"allot/internal/allottest"
+)
+
+// vendorPipelines: "video" (paid) on the http vendor studio, whose key is
+// in STUDIO_TEST_KEY; "cover" (paid) on the default vendor; "publish"
+// (effect) on the http vendor outbox, whose key is in the file KEYFILE;
+// covers (activity) and spare (http, used by no step) need nothing here.
+const vendorPipelines = `
+[[vendor]]
+name        = "studio"
+url         = "https://studio.invalid"
+api_key_env = "STUDIO_TEST_KEY"
+
+[[vendor]]
+name         = "outbox"
+url          = "https://outbox.invalid"
+api_key_file = "KEYFILE"
+
+[[vendor]]
+name        = "spare"
+url         = "https://spare.invalid"
+api_key_env = "SPARE_TEST_KEY"
+
+[[vendor]]
+name       = "covers"
+adapter    = "activity"
+task_queue = "covers"
+  [vendor.activities]
+  submit = "S"
+  status = "T"
+  fetch  = "F"
+
+[[pipeline]]
+name = "weekly"
+  [[pipeline.step]]
+  name   = "video"
+  kind   = "paid"
+  vendor = "studio"
+  [[pipeline.step]]
+  name   = "thumb"
+  kind   = "paid"
+  vendor = "covers"
+  [[pipeline.step]]
+  name = "cover"
+  kind = "paid"
+  [[pipeline.step]]
+  name   = "publish"
+  kind   = "effect"
+  vendor = "outbox"
+`
+
+// A worker refuses to start when a vendor one of its steps uses has no key
+// it can read (issue 15): the variable unset, the file missing, the
+// default vendor without ALLOT_VENDOR_URL or without its key. The refusal is
+// VendorNotConfigured, names the vendor and the variable or file, and comes
+// before the ledger is created or Temporal is dialed. Vendors no step uses
+// and activity adapters need no key here.
+func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "outbox.key")
+	pipelines := filepath.Join(dir, "pipelines.toml")
+	if err := os.WriteFile(pipelines, []byte(strings.ReplaceAll(vendorPipelines, "KEYFILE", keyFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Unsetenv("SPARE_TEST_KEY")
+	start := func(vendorURL string, creds activities.CredentialsSource) error {
+		ctx, cancel := allottest.Context(t, 30*time.Second)
+		defer cancel()
+		return app.RunWorker(ctx, app.WorkerConfig{
+			Config:      app.Config{Ledger: "sqlite:" + filepath.Join(dir, "allot.db"), DataDir: dir, Pipelines: pipelines, VendorURL: vendorURL},
+			Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // never reached
+			Credentials: creds,
+		})
+	}
+	refused := func(what string, err error, want ...string) {
+		t.Helper()
+		if allottest.ErrorType(err) != allot.VendorNotConfigured {
+			t.Fatalf("%s: RunWorker = %v, want %s", what, err, allot.VendorNotConfigured)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Fatalf("%s: the refusal %q does not name %q", what, err, w)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "allot.db")); !os.IsNotExist(err) {
+			t.Fatalf("%s: the refused worker created the ledger (%v)", what, err)
+		}
+	}
+
+	t.Setenv("STUDIO_TEST_KEY", "")
+	os.Unsetenv("STUDIO_TEST_KEY")
+	refused("studio's variable unset", start("http://127.0.0.1:1", activities.NewStaticCredentials("k")), "vendor studio", "STUDIO_TEST_KEY")
+	t.Setenv("STUDIO_TEST_KEY", "sk-studio")
+	refused("the default vendor without a URL", start("", nil), "default vendor", app.EnvVendorURL)
+	t.Setenv(activities.EnvVendorAPIKey, "")
+	t.Setenv(activities.EnvVendorAPIKeyFile, "")
+	refused("the default vendor without its key", start("http://127.0.0.1:1", nil), "default vendor", activities.EnvVendorAPIKey)
+	refused("outbox's file missing", start("http://127.0.0.1:1", activities.NewStaticCredentials("k")), "vendor outbox", keyFile)
+	if err := os.WriteFile(keyFile, []byte("sk-outbox\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Every key a step needs is there: the worker gets as far as Temporal.
+	if err := start("http://127.0.0.1:1", activities.NewStaticCredentials("k")); allottest.ErrorType(err) != "" || err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
+		t.Fatalf("with every key: RunWorker = %v, want it to get as far as dialing Temporal", err)
+	}
+}

@@ -1,0 +1,109 @@
+package allot
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Money is an exact amount: minor units (cents for USD) of an ISO 4217
+// currency. There are no floats anywhere money is kept, summed or printed.
+type Money struct {
+	Amount   int64  `json:"amount" toml:"amount"`
+	Currency string `json:"currency" toml:"currency"`
+}
+
+// MaxAmount bounds one cost entry: 10^12 minor units (ten billion dollars
+// in cents). Far above any real charge, and far below int64's limit: over
+// nine million entries at the bound still sum without overflow. The ledger
+// and the import refuse an amount above it.
+const MaxAmount int64 = 1_000_000_000_000
+
+// ErrAmountOverflow: a sum of amounts left int64's range. The sum is
+// refused, never wrapped into a wrong number.
+var ErrAmountOverflow = errors.New("amount overflow")
+
+// ErrCurrencyMismatch: amounts of two currencies were added.
+var ErrCurrencyMismatch = errors.New("currencies differ")
+
+// currencyDigits are the ISO 4217 currencies whose minor unit is not a
+// hundredth. Every other currency has two decimals.
+var currencyDigits = map[string]int{
+	// No minor unit.
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0,
+	"PYG": 0, "RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	// Thousandths.
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	// Ten-thousandths.
+	"CLF": 4, "UYW": 4,
+}
+
+// CurrencyDigits is how many decimals a currency's major unit has: 0 for
+// JPY, 3 for KWD, 2 for USD and for any currency not known here.
+func CurrencyDigits(currency string) int {
+	if d, ok := currencyDigits[currency]; ok {
+		return d
+	}
+	return 2
+}
+
+// String formats the amount in major units with its currency: "2.50 USD",
+// "-0.16 USD", "500 JPY", "1.250 KWD". It is the one formatter of money:
+// every command prints amounts through it. A Money without a currency
+// prints its number alone.
+func (m Money) String() string {
+	digits := CurrencyDigits(m.Currency)
+	// The magnitude as unsigned, so that the most negative int64 has one.
+	mag := uint64(m.Amount)
+	sign := ""
+	if m.Amount < 0 {
+		mag, sign = -mag, "-"
+	}
+	s := strconv.FormatUint(mag, 10)
+	if digits > 0 {
+		if len(s) <= digits {
+			s = strings.Repeat("0", digits-len(s)+1) + s
+		}
+		s = s[:len(s)-digits] + "." + s[len(s)-digits:]
+	}
+	if m.Currency == "" {
+		return sign + s
+	}
+	return sign + s + " " + m.Currency
+}
+
+// Add returns m + n. Both must have the same currency (ErrCurrencyMismatch),
+// and the sum must fit an int64 (ErrAmountOverflow).
+func (m Money) Add(n Money) (Money, error) {
+	if m.Currency != n.Currency {
+		return m, fmt.Errorf("%w: %s + %s: add amounts of one currency only", ErrCurrencyMismatch, m, n)
+	}
+	sum, err := AddAmount(m.Amount, n.Amount)
+	if err != nil {
+		return m, fmt.Errorf("%s + %s: %w", m, n, err)
+	}
+	return Money{Amount: sum, Currency: m.Currency}, nil
+}
+
+// AddAmount adds two amounts in minor units of one currency, refusing a
+// sum that leaves int64's range (ErrAmountOverflow) instead of wrapping it.
+func AddAmount(a, b int64) (int64, error) {
+	sum := a + b
+	// Overflow only when both have the sign the sum lacks.
+	if a > 0 && b > 0 && sum < 0 || a < 0 && b < 0 && sum >= 0 {
+		return 0, fmt.Errorf("%w: %d + %d minor units leaves the range of 64 bits", ErrAmountOverflow, a, b)
+	}
+	return sum, nil
+}
+
+// AddTo adds amount to totals[currency], refusing an overflow and leaving
+// totals unchanged then. It is how every per-currency total is summed.
+func AddTo(totals map[string]int64, m Money) error {
+	sum, err := AddAmount(totals[m.Currency], m.Amount)
+	if err != nil {
+		return fmt.Errorf("the total in %s: %w", m.Currency, err)
+	}
+	totals[m.Currency] = sum
+	return nil
+}
