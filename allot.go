@@ -22,10 +22,15 @@ const (
 	// may fix; the episode goes on trying and says since when.
 	StageRetrying        Stage = "retrying"
 	StageWaitingApproval Stage = "waiting_approval"
-	StageNeedsAttention  Stage = "needs_attention"
-	StageCompleted       Stage = "completed"
-	StageRejected        Stage = "rejected"
-	StageFailed          Stage = "failed"
+	// StageWaitingVendor: a paid or effect step waits for its vendor (an
+	// operator's pause, an open breaker, its shared limits) and goes on
+	// by itself when the vendor takes requests again; its reason is one
+	// of the ReasonVendor* below.
+	StageWaitingVendor  Stage = "waiting_vendor"
+	StageNeedsAttention Stage = "needs_attention"
+	StageCompleted      Stage = "completed"
+	StageRejected       Stage = "rejected"
+	StageFailed         Stage = "failed"
 )
 
 // Outcome is how a ScheduledRun ended, or how an episode stands. It is the
@@ -46,6 +51,7 @@ const (
 	OutcomeRunning         = Outcome(StageRunning)
 	OutcomeRetrying        = Outcome(StageRetrying)
 	OutcomeWaitingApproval = Outcome(StageWaitingApproval)
+	OutcomeWaitingVendor   = Outcome(StageWaitingVendor)
 	OutcomeNeedsAttention  = Outcome(StageNeedsAttention)
 	OutcomeCompleted       = Outcome(StageCompleted)
 	OutcomeRejected        = Outcome(StageRejected)
@@ -67,6 +73,15 @@ const (
 	ReasonAwaitingApproval = "awaiting_approval" // waiting_approval: at the gate
 	ReasonStepsCompleted   = "steps_completed"   // completed: every step of its plan
 	ReasonApprovalRejected = "approval_rejected" // rejected: an operator rejected it at the gate
+)
+
+// Reasons of the waiting_vendor stage (docs/design.md, "Vendor controls"):
+// why the vendor takes no request of the step now.
+const (
+	ReasonVendorPaused  = "vendor_paused"  // an operator paused it (starter vendor pause)
+	ReasonVendorTripped = "vendor_tripped" // its breaker is open, or its one probe is under way
+	ReasonVendorBusy    = "vendor_busy"    // max_in_flight requests are in flight at it
+	ReasonVendorRate    = "vendor_rate"    // its rate's submissions are spent for now
 )
 
 // Reason is the reason an episode at stage s stands there when no error

@@ -29,6 +29,9 @@ var PaidCommandTable = []PaidCommandRule{
 	// episode by itself; retry asks the budget again at once.
 	{PaidPlanned, BudgetExhausted, []Action{ActionRetry, ActionAbandon}},
 	{PaidIntent, OutcomeUnknown, []Action{ActionAdopt, ActionResubmit, ActionRetry, ActionAbandon}},
+	// Past the vendor's idempotency horizon a retry would only park again:
+	// a person checks the vendor, then adopts, resends or gives up.
+	{PaidIntent, IdempotencyHorizonPassed, []Action{ActionAdopt, ActionResubmit, ActionAbandon}},
 	{PaidIntent, VendorNotConfigured, []Action{ActionAdopt, ActionRetry, ActionAbandon}},
 	{PaidSubmitted, VendorNotConfigured, []Action{ActionRetry, ActionAbandon}},
 	{PaidSubmitted, InvalidRemoteRef, []Action{ActionRetry, ActionAbandon}},

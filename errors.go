@@ -16,12 +16,17 @@ const (
 
 	// Paid steps. Each parks the episode as needs_attention until an
 	// operator decides.
-	OutcomeUnknown      = "OutcomeUnknown"      // an intent that may have reached the vendor, and the vendor cannot tell
-	VendorRejected      = "VendorRejected"      // the vendor definitely refused the submission
-	VendorTaskFailed    = "VendorTaskFailed"    // the vendor accepted the task and reports it failed
-	ResultHashMismatch  = "ResultHashMismatch"  // the downloaded result is not the bytes the vendor promised
-	InvalidRemoteRef    = "InvalidRemoteRef"    // a reference that is not the vendor's, or not this task's
-	VendorNotConfigured = "VendorNotConfigured" // no vendor client or credentials on this worker
+	OutcomeUnknown = "OutcomeUnknown" // an intent that may have reached the vendor, and the vendor cannot tell
+	// IdempotencyHorizonPassed: an intent that may have reached the
+	// vendor is older than the vendor keeps idempotency keys
+	// (idempotency_horizon): a look-up that finds nothing proves nothing
+	// and a resend could pay twice, so a person checks the vendor's side.
+	IdempotencyHorizonPassed = "IdempotencyHorizonPassed"
+	VendorRejected           = "VendorRejected"      // the vendor definitely refused the submission
+	VendorTaskFailed         = "VendorTaskFailed"    // the vendor accepted the task and reports it failed
+	ResultHashMismatch       = "ResultHashMismatch"  // the downloaded result is not the bytes the vendor promised
+	InvalidRemoteRef         = "InvalidRemoteRef"    // a reference that is not the vendor's, or not this task's
+	VendorNotConfigured      = "VendorNotConfigured" // no vendor client or credentials on this worker
 
 	// BudgetExhausted: a paid task whose reservation does not fit in a
 	// budget that covers it (settled + reserved + asked > limit for the
@@ -68,7 +73,7 @@ const (
 var NonRetryableErrorTypes = []string{
 	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
-	OutcomeUnknown, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, StepFailure,
+	OutcomeUnknown, IdempotencyHorizonPassed, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, StepFailure,
 	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired,
 	InputConflict, InputNotFound, InputClaimed,
 }
@@ -85,3 +90,10 @@ const SendUnanswered = "SendUnanswered"
 // until its deadline has passed. The error carries the delay to that
 // deadline as its next retry delay.
 const SendInFlight = "SendInFlight"
+
+// VendorWaiting is retryable too: the step's vendor takes no request of
+// this kind now (paused, its breaker open, its slots or tokens taken), and
+// nothing was sent. The error's next retry delay says when to ask again;
+// its details are an activities.VendorWait. The Episode shows the wait as
+// the stage waiting_vendor instead of counting it as a failed attempt.
+const VendorWaiting = "VendorWaiting"

@@ -54,6 +54,10 @@ type StepRun struct {
 	Heartbeat time.Duration     `json:"heartbeat,omitempty"`
 	Retry     *pipeline.Retry   `json:"retry,omitempty"`
 	Vendor    *VendorActivities `json:"vendor,omitempty"`
+	// SendTimeout is a paid or effect step's vendor's send_timeout where
+	// it is not the default: a short one makes a killed sender's attempt
+	// be retried sooner (the submit's heartbeat timeout).
+	SendTimeout time.Duration `json:"send_timeout,omitempty"`
 }
 
 // VendorActivities are a vendor's activity adapter: its queue, its
@@ -149,6 +153,9 @@ func (a *Activities) stepRun(s pipeline.Step) *StepRun {
 	case pipeline.Paid, pipeline.Effect:
 		v, ok := a.Pipelines.Vendor(s.Vendor)
 		if !ok || v.Adapter != pipeline.AdapterActivity {
+			if d := a.sendTimeout(vendorOf(s)); d != pipeline.DefaultSendTimeout {
+				return &StepRun{SendTimeout: d}
+			}
 			return nil
 		}
 		return &StepRun{Vendor: &VendorActivities{

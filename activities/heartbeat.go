@@ -9,9 +9,11 @@ import (
 )
 
 // heartbeatEvery is how often a waiting activity heartbeats. The workflows
-// give such activities a 10 s heartbeat timeout, so a killed worker's
-// attempt is retried within seconds, not after its start-to-close timeout.
-const heartbeatEvery = 2 * time.Second
+// give such activities a 10 s heartbeat timeout (2 s for a vendor with a
+// short send_timeout), so a killed worker's attempt is retried within
+// seconds, not after its start-to-close timeout. The SDK sends at most one
+// heartbeat per 80% of the timeout, so beating often costs nothing.
+const heartbeatEvery = 500 * time.Millisecond
 
 // withHeartbeat runs call (typically one vendor request) while heartbeating,
 // so that the attempt stays alive while the call waits and a killed worker

@@ -47,12 +47,6 @@ type PaidTaskResult struct {
 	Error          string              `json:"error,omitempty"`
 }
 
-// sendWindow bounds one send to the vendor: the request is given up at its
-// deadline, which the ledger keeps (SendingUntil), so that after it no
-// earlier send can still arrive and a look-up that finds nothing means
-// nothing was accepted.
-const sendWindow = 30 * time.Second
-
 // attemptToken names this activity attempt: the owner of the intents it
 // writes. A retry is another attempt, so it never mistakes an intent an
 // earlier attempt wrote (and may have sent) for its own.
@@ -131,8 +125,16 @@ func (a *Activities) awaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 	if err != nil {
 		return PaidTaskResult{}, err
 	}
+	// Each poll and the download pass the vendor's gate (vendor_gate.go).
+	gate := vendorGateOf{a: a, vendor: vendorOf(step), holder: attemptToken(ctx) + "/poll"}
 	for {
+		pass, err := gate.enter(ctx)
+		if err != nil {
+			return PaidTaskResult{}, err
+		}
 		vt, err := vendor.Task(ctx, task.RemoteRef)
+		pass.observe(err)
+		pass.leave(ctx)
 		switch {
 		case errors.Is(err, paidvendor.ErrInvalidTaskID) || errors.Is(err, paidvendor.ErrNotFound):
 			return PaidTaskResult{}, nonRetryable(allot.InvalidRemoteRef, "vendor has no task %q for step %s: %v", task.RemoteRef, step.Name, err)
@@ -144,7 +146,13 @@ func (a *Activities) awaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 		activity.RecordHeartbeat(ctx, string(vt.Status))
 		switch vt.Status {
 		case paidvendor.StatusSucceeded:
-			return a.download(ctx, ref, task, vt, vendor)
+			pass, err := gate.enter(ctx)
+			if err != nil {
+				return PaidTaskResult{}, err
+			}
+			res, err := a.download(ctx, ref, task, vt, vendor, pass)
+			pass.leave(ctx)
+			return res, err
 		case paidvendor.StatusFailed:
 			if _, err := a.Ledger.RecordPaidFailure(ctx, ref, task.RemoteRef, vt.Error); err != nil {
 				return PaidTaskResult{}, classify(err)
@@ -159,8 +167,9 @@ func (a *Activities) awaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 	}
 }
 
-func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task ledger.PaidTask, vt paidvendor.Task, vendor paidvendor.Client) (PaidTaskResult, error) {
+func (a *Activities) download(ctx context.Context, ref ledger.PaidTaskRef, task ledger.PaidTask, vt paidvendor.Task, vendor paidvendor.Client, pass *vendorPass) (PaidTaskResult, error) {
 	body, err := vendor.Result(ctx, vt.ID)
+	pass.observe(err)
 	switch {
 	case errors.Is(err, paidvendor.ErrUnauthorized):
 		return PaidTaskResult{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while downloading task %s of step %s: %v", vt.ID, ref.Step, err)

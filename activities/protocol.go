@@ -214,7 +214,12 @@ func (a *Activities) SubmitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 }
 
 func (a *Activities) submitPaidTask(ctx context.Context, in PaidTaskInput) (PaidTaskResult, error) {
-	return DrivePaidTask(&activityDriver{a: a, ctx: ctx, in: in, phase: PaidPhaseInput{PaidTaskInput: in, Owner: attemptToken(ctx)}})
+	d := &activityDriver{a: a, ctx: ctx, in: in, phase: PaidPhaseInput{PaidTaskInput: in, Owner: attemptToken(ctx)}}
+	defer func() { d.pass.leave(ctx) }()
+	// The whole attempt heartbeats, not only its vendor calls: a killed
+	// worker's attempt is retried at the heartbeat timeout, which a short
+	// send_timeout makes short too.
+	return withHeartbeat(ctx, func(context.Context) (PaidTaskResult, error) { return DrivePaidTask(d) })
 }
 
 // activityDriver drives a paid task inside one activity attempt (http and
@@ -228,9 +233,73 @@ type activityDriver struct {
 	// vendor is built at the first call to it, after the episode check
 	// (invariant 6): a task that is done or must wait reads no credential.
 	vendor paidvendor.Submitter
+	// pass is the vendor gate's leave for this attempt's requests (nil
+	// when the task needed none); vendorName is the step's vendor.
+	pass       *vendorPass
+	vendorName string
 }
 
-func (d *activityDriver) Prepare(int) (PaidPlan, error) { return d.a.PaidPrepare(d.ctx, d.phase) }
+func (d *activityDriver) Prepare(int) (PaidPlan, error) {
+	if err := d.enter(); err != nil {
+		return PaidPlan{}, err
+	}
+	return d.a.PaidPrepare(d.ctx, d.phase)
+}
+
+// enter passes the vendor's gate (vendor_gate.go) before the intent is
+// written, so that a paused, tripped or busy vendor costs a wait and
+// nothing else; a task that is done, or waits for an earlier send's
+// deadline, makes no request and needs no pass.
+func (d *activityDriver) enter() error {
+	if d.pass != nil {
+		return nil
+	}
+	if err := d.resolveVendor(); err != nil {
+		return err
+	}
+	task, err := d.a.Ledger.PaidTask(d.ctx, d.in.ref())
+	switch {
+	case errors.Is(err, ledger.ErrPaidTaskNotFound):
+	case err != nil:
+		return classify(err)
+	case task.State != allot.PaidPlanned && task.State != allot.PaidIntent:
+		return nil
+	case task.MaybeSent && time.Now().Before(task.SendingUntil):
+		return nil
+	}
+	return d.gate()
+}
+
+// gate takes the attempt's pass whatever the task's state: a look-up or a
+// send that enter let go without one (the earlier send's deadline passed
+// meanwhile) takes it here, before the request.
+func (d *activityDriver) gate() error {
+	if d.pass != nil {
+		return nil
+	}
+	if err := d.resolveVendor(); err != nil {
+		return err
+	}
+	p, err := d.a.enterVendor(d.ctx, d.vendorName, ledger.VendorSend, d.phase.Owner+"/send")
+	if err != nil {
+		return err
+	}
+	d.pass = p
+	return nil
+}
+
+// resolveVendor names the step's vendor, after the episode check.
+func (d *activityDriver) resolveVendor() error {
+	if d.vendorName != "" {
+		return nil
+	}
+	_, _, st, err := d.a.paidStep(d.ctx, d.in)
+	if err != nil {
+		return err
+	}
+	d.vendorName = vendorOf(st)
+	return nil
+}
 
 // Quote asks a Go adapter that implements paidvendor.Quoter; any other
 // adapter gives no quote.
@@ -269,6 +338,9 @@ func (d *activityDriver) submitter() (paidvendor.Submitter, error) {
 }
 
 func (d *activityDriver) Lookup(plan PaidPlan) (LookupOutcome, error) {
+	if err := d.gate(); err != nil {
+		return LookupOutcome{}, err
+	}
 	vendor, err := d.submitter()
 	if err != nil {
 		return LookupOutcome{}, err
@@ -276,6 +348,7 @@ func (d *activityDriver) Lookup(plan PaidPlan) (LookupOutcome, error) {
 	found, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Task, error) {
 		return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
 	})
+	d.pass.observe(err)
 	return lookupOutcome(found, err), nil
 }
 
@@ -288,13 +361,41 @@ func (d *activityDriver) AfterLookup(plan PaidPlan, out LookupOutcome) (PaidPlan
 // backoff, 1 s, 2 s, ..., the step's batch of attempts ran out long before
 // a 30 s send window did, and the step then paused a minute more).
 func (d *activityDriver) Wait(plan PaidPlan) error {
+	// A deadline that is near is waited for here (the attempt heartbeats
+	// meanwhile): an attempt scheduled again would only come later.
+	if wait := time.Until(plan.WaitUntil) + nearDeadlineMargin; wait <= nearDeadline {
+		select {
+		case <-d.ctx.Done():
+			return d.ctx.Err()
+		case <-time.After(max(wait, 0)):
+			return nil
+		}
+	}
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("an earlier attempt's send of %s step %s may reach the vendor until %s; asking then",
 			d.in.EpisodeID, d.in.Step, plan.WaitUntil.Format(time.RFC3339)),
-		allot.SendInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: max(time.Until(plan.WaitUntil), 0) + time.Second})
+		allot.SendInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: max(time.Until(plan.WaitUntil), 0) + afterDeadline})
 }
 
+// afterDeadline is how long after an earlier send's deadline the next
+// attempt comes. Only efficiency rides on it: an attempt that comes too
+// soon (another worker's clock) finds the send in flight and waits again
+// (nextPhase, TakeIntent). A recovery from a killed sender takes the send's
+// deadline, this and a look-up, so it is kept short.
+const afterDeadline = 250 * time.Millisecond
+
+// nearDeadline: an attempt whose earlier send's deadline is this close
+// waits for it within the activity, and asks the vendor nearDeadlineMargin
+// after it.
+const (
+	nearDeadline       = 2 * time.Second
+	nearDeadlineMargin = 50 * time.Millisecond
+)
+
 func (d *activityDriver) Send(plan PaidPlan) (PaidTaskResult, error) {
+	if err := d.gate(); err != nil {
+		return PaidTaskResult{}, err
+	}
 	vendor, err := d.submitter()
 	if err != nil {
 		return PaidTaskResult{}, err
@@ -308,6 +409,7 @@ func (d *activityDriver) Send(plan PaidPlan) (PaidTaskResult, error) {
 		return vendor.Submit(ctx, send.Request)
 	})
 	cancel()
+	d.pass.observe(err)
 	return d.a.PaidAfterSend(d.ctx, PaidAfterSendInput{PaidPhaseInput: d.phase, Plan: plan, Outcome: sendOutcome(accepted, err)})
 }
 
@@ -423,8 +525,16 @@ func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, pla
 		plan.Next, plan.Result = PaidNextDone, &res
 		return plan, nil
 	case out.NotFound:
+		if err := a.checkHorizon(p.Name, ep.ID, st, task, plan.IdempotencyKey); err != nil {
+			countSubmission(ctx, p.Name, st.Name, SubmissionUnknown)
+			return PaidPlan{}, err
+		}
 		plan.AskedAbsent = true
 	case out.Unsupported:
+		if err := a.checkHorizon(p.Name, ep.ID, st, task, plan.IdempotencyKey); err != nil {
+			countSubmission(ctx, p.Name, st.Name, SubmissionUnknown)
+			return PaidPlan{}, err
+		}
 		if task.MaybeSent && task.ResubmitRequest == "" {
 			countSubmission(ctx, p.Name, st.Name, SubmissionUnknown)
 			return PaidPlan{}, nonRetryable(allot.OutcomeUnknown,
@@ -449,6 +559,20 @@ func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, pla
 	return plan, nil
 }
 
+// checkHorizon parks a task that may have reached the vendor (and no
+// operator allowed a send without the answer) once its intent is older than
+// the vendor keeps idempotency keys: the vendor's "nothing" may then mean it
+// forgot the key, and a resend could pay twice (IdempotencyHorizonPassed).
+func (a *Activities) checkHorizon(pipelineName, episodeID string, st pipeline.Step, task ledger.PaidTask, key string) error {
+	horizon := a.vendorLimits(vendorOf(st)).Horizon()
+	if horizon <= 0 || !task.MaybeSent || task.ResubmitRequest != "" || clock().Sub(task.CreatedAt) <= horizon {
+		return nil
+	}
+	return nonRetryable(allot.IdempotencyHorizonPassed,
+		"paid task %s/%s step %s revision %d may have reached vendor %s, and its intent (written %s) is older than the vendor keeps idempotency keys (idempotency_horizon %s): the vendor may have forgotten key %s, so allot neither trusts a look-up that finds nothing nor sends it again. Check the vendor's side for a task with that key or sent around then: adopt it if it is there (starter episode lookup, or resolve --adopt REF), else resubmit or abandon the step",
+		pipelineName, episodeID, st.Name, task.Revision, vendorOf(st), task.CreatedAt.Format(time.RFC3339), horizon, key)
+}
+
 // PaidSendInput begins a send.
 type PaidSendInput struct {
 	PaidPhaseInput
@@ -469,7 +593,7 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 		return SendRequest{}, err
 	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
-	until := time.Now().Add(sendWindow)
+	until := time.Now().Add(a.sendTimeout(vendorOf(st)))
 	if _, err := a.Ledger.MarkSending(ctx, ref, in.Owner, until); err != nil {
 		if errors.Is(err, ledger.ErrPaidTaskState) {
 			// Another attempt took the intent over and settled it after

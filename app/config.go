@@ -51,16 +51,24 @@ type Config struct {
 	// VendorURL is the paid vendor's API; its key is read by the paid
 	// activities from ALLOT_VENDOR_API_KEY(_FILE), never from here.
 	VendorURL string
+	// VendorLimits are the default vendor's controls from ALLOT_VENDOR_*
+	// (pipeline.DefaultVendorEnv); vendorLimitsErr says why they did not
+	// parse (Validate reports it).
+	VendorLimits    pipeline.VendorLimits
+	vendorLimitsErr error
 }
 
 // ConfigFromEnv reads the ALLOT_* variables; unset ones keep their defaults.
 func ConfigFromEnv() Config {
+	limits, err := pipeline.LimitsFromEnv(os.Getenv)
 	return Config{
-		Ledger:    os.Getenv(EnvLedger),
-		Pipelines: os.Getenv(EnvPipelines),
-		DataDir:   os.Getenv(EnvDataDir),
-		TaskQueue: os.Getenv(EnvTaskQueue),
-		VendorURL: os.Getenv(EnvVendorURL),
+		Ledger:          os.Getenv(EnvLedger),
+		Pipelines:       os.Getenv(EnvPipelines),
+		DataDir:         os.Getenv(EnvDataDir),
+		TaskQueue:       os.Getenv(EnvTaskQueue),
+		VendorURL:       os.Getenv(EnvVendorURL),
+		VendorLimits:    limits,
+		vendorLimitsErr: err,
 	}
 }
 
@@ -97,12 +105,20 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must not carry credentials: put the API key in ALLOT_VENDOR_API_KEY or ALLOT_VENDOR_API_KEY_FILE", EnvVendorURL))
 		}
 	}
+	if c.vendorLimitsErr != nil {
+		errs = append(errs, c.vendorLimitsErr)
+	}
 	return errors.Join(errs...)
 }
 
-// LoadPipelines reads the configured pipeline file.
+// LoadPipelines reads the configured pipeline file, with the default
+// vendor's controls from ALLOT_VENDOR_*.
 func (c Config) LoadPipelines() (*pipeline.Set, error) {
-	return pipeline.Load(c.Pipelines)
+	set, err := pipeline.Load(c.Pipelines)
+	if err != nil {
+		return nil, err
+	}
+	return set.WithDefaultLimits(c.VendorLimits)
 }
 
 // TemporalOptions loads the Temporal connection from envconfig (config file,

@@ -21,6 +21,7 @@ import (
 	"allot/activities"
 	"allot/internal/allottest"
 	"allot/internal/protocoltest"
+	"allot/ledger"
 	"allot/operator"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
@@ -274,4 +275,75 @@ func TestSaveHistoriesAdapterFaults(t *testing.T) {
 		t.Fatalf("the look-up was called %d times, want at least 5 (a batch without answer, then one)", n)
 	}
 	saveHistory(t, c, dir, "adapter_faults_episode.json", workflows.EpisodeWorkflowID("adapter-faults", ep), "")
+}
+
+const vendorWaitTOML = `
+[[vendor]]
+name       = "covers"
+adapter    = "activity"
+task_queue = "covers-vendor"
+  [vendor.activities]
+  submit = "CoversSubmit"
+  lookup = "CoversLookup"
+  status = "CoversStatus"
+  fetch  = "CoversFetch"
+
+[[pipeline]]
+name = "vendor-wait"
+  [[pipeline.step]]
+  name = "video"
+  kind = "paid"
+  [[pipeline.step]]
+  name   = "cover"
+  kind   = "paid"
+  vendor = "covers"
+`
+
+// TestSaveHistoriesVendorWait saves, with TestSaveHistories, the history of
+// an episode whose two paid steps wait for their paused vendors (the
+// default one through SubmitPaidTask, an activity adapter through
+// PaidVendorGate behind the vendor-gate marker) and go on after resume: the
+// shape of issue 17's waits, for later changes to replay.
+func TestSaveHistoriesVendorWait(t *testing.T) {
+	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	if dir == "" {
+		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+	}
+	c := allottest.NewClusterWithPipelines(t, []byte(vendorWaitTOML))
+	covers := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: allottest.VendorKey, Seed: 6})
+	a := &protocoltest.Adapter{Client: protocoltest.NewInProcessClient(covers, allottest.VendorKey)}
+	w := worker.New(c.Client, "covers-vendor", worker.Options{})
+	a.Register(w, protocoltest.Names{Submit: "CoversSubmit", Lookup: "CoversLookup", Status: "CoversStatus", Fetch: "CoversFetch"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx := c.Ctx()
+	for _, v := range []string{"default", "covers"} {
+		if _, err := c.Ledger.PauseVendor(ctx, ledger.VendorPause{Vendor: v, Reason: "saving a history", By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep := c.Allocate("vendor-wait", monday())
+	c.WaitStage("vendor-wait", ep, allot.StageWaitingVendor)
+	if _, err := c.Ledger.ResumeVendor(ctx, "default", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st := c.WaitStage("vendor-wait", ep, allot.StageWaitingVendor)
+		if st.Waiting != nil && st.Waiting.Step == "cover" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := c.Ledger.ResumeVendor(ctx, "covers", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.WaitEpisode("vendor-wait", ep); st.Stage != allot.StageCompleted {
+		t.Fatalf("vendor-wait episode ended %s", st.Stage)
+	}
+	if c.Vendor.Sim.ChargeCount() != 1 || len(covers.Charges()) != 1 {
+		t.Fatalf("charges: %d and %d, want one each", c.Vendor.Sim.ChargeCount(), len(covers.Charges()))
+	}
+	saveHistory(t, c, dir, "vendor_wait_episode.json", workflows.EpisodeWorkflowID("vendor-wait", ep), "")
 }

@@ -170,6 +170,9 @@ func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 		Stalled: func(ctx context.Context) (map[string]int, error) {
 			return led.CountStalled(ctx, set.StallAfter, time.Now())
 		},
+		Vendors: func(ctx context.Context) ([]metrics.VendorGauge, error) {
+			return VendorGauges(ctx, led, set)
+		},
 	}
 	if len(set.Budgets()) > 0 {
 		g.Budgets = func(ctx context.Context) ([]metrics.Budget, error) {
@@ -182,6 +185,38 @@ func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 		}
 	}
 	return g
+}
+
+// VendorGauges are the vendors' states for the metrics: every vendor of
+// set (active when the ledger has nothing of it) and any other the ledger
+// has state of.
+func VendorGauges(ctx context.Context, led *ledger.Ledger, set *pipeline.Set) ([]metrics.VendorGauge, error) {
+	ss, err := led.VendorStates(ctx, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]ledger.VendorState{}
+	for _, s := range ss {
+		byName[s.Vendor] = s
+	}
+	var out []metrics.VendorGauge
+	add := func(s ledger.VendorState) {
+		out = append(out, metrics.VendorGauge{Vendor: s.Vendor, State: s.Status(), InFlight: s.InFlightSend + s.InFlightPoll, Failures: s.Failures})
+	}
+	for _, name := range set.ControlledVendors() {
+		s, ok := byName[name]
+		if !ok {
+			s = ledger.VendorState{Vendor: name}
+		}
+		delete(byName, name)
+		add(s)
+	}
+	for _, s := range ss {
+		if _, ok := byName[s.Vendor]; ok {
+			add(s)
+		}
+	}
+	return out, nil
 }
 
 // Serve runs a worker for the task queue until ctx ends.

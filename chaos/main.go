@@ -42,6 +42,7 @@ func run(args []string) int {
 		keep, quiet, measure, broken bool
 		episodes, kills              int
 		load, timeout, latency       time.Duration
+		sendTimeout                  time.Duration
 	)
 	names := make([]string, 0, len(chaos.Scales))
 	for n := range chaos.Scales {
@@ -64,6 +65,7 @@ func run(args []string) int {
 	fs.IntVar(&kills, "kills", 10, "--measure-kills: worker kills")
 	fs.DurationVar(&load, "load", 60*time.Second, "--measure-kills: the runs are started evenly over this")
 	fs.DurationVar(&latency, "vendor-latency", time.Second, "--measure-kills: added to every vendor request")
+	fs.DurationVar(&sendTimeout, "send-timeout", 3*time.Second, "--measure-kills: the default vendor's send_timeout (ALLOT_VENDOR_SEND_TIMEOUT; 0: unset, 30s)")
 	fs.DurationVar(&timeout, "timeout", 20*time.Minute, "--measure-kills: how long to wait for the last episode")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -115,7 +117,7 @@ func run(args []string) int {
 			bins.VendorSim = vendorBin
 		}
 		mc := chaos.MeasureConfig{Seed: seed, Postgres: postgres, Workers: workers, Dir: dir, Keep: keep, Bins: bins,
-			Episodes: episodes, Kills: kills, Load: load, Timeout: timeout, VendorLatency: latency}
+			Episodes: episodes, Kills: kills, Load: load, Timeout: timeout, VendorLatency: latency, SendTimeout: sendTimeout}
 		if progress != nil {
 			mc.Progress = progress
 		}

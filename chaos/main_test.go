@@ -47,7 +47,8 @@ func TestSmallScale(t *testing.T) {
 	for _, v := range sum.Violations {
 		t.Errorf("violation: %s", v)
 	}
-	if sum.Episodes == 0 || sum.PaidTasks == 0 || sum.WorkerKills == 0 || sum.TemporalRestarts != 1 || sum.VendorRestarts != 1 {
+	if sum.Episodes == 0 || sum.PaidTasks == 0 || sum.WorkerKills == 0 || sum.TemporalRestarts != 1 || sum.VendorRestarts != 1 ||
+		sum.VendorPauses != 1 || sum.VendorTrips == 0 || sum.VendorMaxInFlight == 0 {
 		t.Errorf("the run did not do what it should have: %s", sum.Line())
 	}
 	if sum.Charges != sum.PaidTasks {

@@ -39,6 +39,10 @@ type AuditOptions struct {
 	// settled costs are checked against (a raise overrides one period's).
 	// Budget entries are audited with or without them.
 	Budgets []BudgetLimit
+	// Horizon gives a vendor's idempotency_horizon ("" is the default
+	// vendor; 0: it keeps keys forever): an intent older than its step's
+	// vendor's is reported. Nil checks none.
+	Horizon func(vendor string) time.Duration
 }
 
 // Audit is what the ledger says about itself.
@@ -304,6 +308,21 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 			add(KindUnknownOutcome, t.EpisodeID, fix,
 				"%s has been an intent without a remote reference since %s (over %s): the vendor may have accepted it; ask it by idempotency key %q and adopt what it has, or retry",
 				describe(t.PaidTaskRef), t.UpdatedAt.Format(time.RFC3339), opts.StaleAfter, t.IdempotencyKey)
+		}
+		if t.State == allot.PaidIntent && opts.Horizon != nil {
+			vendor := ""
+			if e := eps[t.EpisodeID]; e != nil {
+				vendor = e.steps[t.Step].Vendor
+			}
+			if h := opts.Horizon(vendor); h > 0 && t.CreatedAt.Before(opts.Now.Add(-h)) {
+				fix := LookupCommand(pipeline, t.EpisodeID, t.Step)
+				if kind == planEffect {
+					fix = ""
+				}
+				add(KindPastHorizon, t.EpisodeID, fix,
+					"%s is an intent written %s, longer ago than its vendor keeps idempotency keys (idempotency_horizon %s): the vendor may have forgotten key %q, so nothing is sent or looked up by itself; check the vendor's side for the task, then adopt it (the lookup command prints the adopt command when the vendor still knows the key), resubmit or abandon the step",
+					describe(t.PaidTaskRef), t.CreatedAt.Format(time.RFC3339), h, t.IdempotencyKey)
+			}
 		}
 		if t.RemoteRef != "" {
 			_, costed := costByRef[t.RemoteRef]

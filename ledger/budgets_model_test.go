@@ -49,7 +49,6 @@ type budgetModelTask struct {
 	settled   map[string]int64 // budget -> cost booked, once submitted
 	reserved  map[string]int64 // budget -> what it reserved when admitted last
 	granted   map[string]int64 // budget -> the reservation, lowered to the lowest cost recorded
-	released  bool
 }
 
 type budgetModel struct {

@@ -27,6 +27,7 @@ const (
 	KindCostMissing       = "cost_missing"        // a paid step's reference without its cost entry
 	KindCostOnEffect      = "cost_on_effect"      // an effect step's reference with a cost entry
 	KindUnknownOutcome    = "unknown_outcome"     // an intent older than the threshold without a reference
+	KindPastHorizon       = "intent_past_horizon" // an intent older than its vendor keeps idempotency keys
 	KindNoOutcome         = "no_outcome"          // an episode without an outcome
 	KindNoReason          = "no_reason"           // an episode outcome without its reason
 	KindStepIncomplete    = "step_incomplete"     // a completed episode with a step of its plan not done

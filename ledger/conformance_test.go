@@ -119,6 +119,12 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BudgetAuditTampered", testBudgetAuditTampered},
 		{"BudgetModel", testBudgetModel},
 		{"BudgetGaugedPeriods", testBudgetGaugedPeriods},
+		// Vendor controls: pause, slots, rate, breaker (vendor_conformance_test.go).
+		{"VendorPauseResume", testVendorPauseResume},
+		{"VendorSlots", testVendorSlots},
+		{"VendorSlotsConcurrent", testVendorSlotsConcurrent},
+		{"VendorRate", testVendorRate},
+		{"VendorBreaker", testVendorBreaker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -42,6 +42,9 @@ type Gauges struct {
 	// Budgets feeds allot_budget_limit_minor_units,
 	// allot_budget_settled_minor_units and allot_budget_reserved_minor_units.
 	Budgets func(ctx context.Context) ([]Budget, error)
+	// Vendors feeds allot_vendor_state, allot_vendor_in_flight and
+	// allot_vendor_consecutive_failures (vendors.go).
+	Vendors VendorStates
 }
 
 // Budget is one budget period's amounts, in minor units of Currency.
@@ -92,6 +95,9 @@ func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	}
 	if gauges.Budgets != nil {
 		reg.MustRegister(&budgetGauges{read: gauges.Budgets, logger: logger})
+	}
+	if gauges.Vendors != nil {
+		reg.MustRegister(&vendorGauge{read: gauges.Vendors, logger: logger})
 	}
 	return &Metrics{
 		registry: reg,

@@ -34,8 +34,9 @@ type CheckInput struct {
 	// (check --vendor); none when empty.
 	Vendors []VendorCharges
 	// Pipelines names the vendor of a cost whose episode has no pinned
-	// plan (the step's vendor as configured now), and the budgets whose
-	// limits and reservations are checked; may be nil.
+	// plan (the step's vendor as configured now), the budgets whose limits
+	// and reservations are checked, and the vendors' idempotency horizons
+	// (intents older are reported); may be nil.
 	Pipelines *pipeline.Set
 	// Workflows, when set, also asks Temporal about the workflow of every
 	// unsettled episode (CheckWorkflows); its Grace defaults to
@@ -122,6 +123,7 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 			opts.Budgets = append(opts.Budgets, limitOf(b))
 		}
 		opts.WithRefs = opts.WithRefs || len(opts.Budgets) > 0
+		opts.Horizon = func(vendor string) time.Duration { return in.Pipelines.Limits(vendor).Horizon() }
 	}
 	a, err := led.Audit(ctx, opts)
 	if err != nil {

@@ -332,6 +332,26 @@ func (c *HTTPClient) Charges(ctx context.Context) ([]Charge, error) {
 	return out, nil
 }
 
+// Stats is what the vendor reports it saw (GET /v1/stats; allot's
+// simulated vendor serves it). Like Charges it is not part of Client: tests
+// and the chaos run assert allot's shared limits with it.
+func (c *HTTPClient) Stats(ctx context.Context) (vendorapi.Stats, error) {
+	const op = "stats"
+	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.StatsPath, nil, nil, "")
+	if err != nil {
+		return vendorapi.Stats{}, err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return vendorapi.Stats{}, c.httpError(op, resp, nil)
+	}
+	var st vendorapi.Stats
+	if err := c.decode(op, resp, maxTaskBody, &st); err != nil {
+		return vendorapi.Stats{}, err
+	}
+	return st, nil
+}
+
 // do sends one request. Transport failures come back as *TransportError.
 func (c *HTTPClient) do(ctx context.Context, op, method, path string, query url.Values, body []byte, idempotencyKey string) (*http.Response, error) {
 	target := c.base + path

@@ -153,6 +153,9 @@ func FuzzParse(f *testing.F) {
 			}
 			checkUsable(t, set, p)
 		}
+		for _, n := range set.ControlledVendors() {
+			checkLimitsUsable(t, n, set.Limits(n))
+		}
 		if a, b := describeSet(t, set), describeSet(t, set2); a != b {
 			t.Fatalf("Parse is not deterministic:\n%s\nthen\n%s", a, b)
 		}
@@ -173,6 +176,9 @@ func FuzzParse(f *testing.F) {
 		for _, n := range set.VendorNames() {
 			v, _ := set.Vendor(n)
 			fl.Vendors = append(fl.Vendors, v)
+		}
+		if d := set.DefaultLimits(); d != (VendorLimits{}) {
+			fl.Vendors = append(fl.Vendors, Vendor{Name: DefaultVendor, VendorLimits: d})
 		}
 		for _, n := range set.Names() {
 			p, _ := set.Get(n)
@@ -243,6 +249,18 @@ func checkUsable(t *testing.T, set *Set, p *Pipeline) {
 				t.Fatalf("pipeline %q: step %q names unknown vendor %q", p.Name, s.Name, s.Vendor)
 			}
 		}
+	}
+}
+
+// checkLimitsUsable asserts what the vendor gate relies on in accepted
+// controls.
+func checkLimitsUsable(t *testing.T, name string, l VendorLimits) {
+	t.Helper()
+	if l.MaxInFlight < 0 || l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0) || l.TripAfter < 0 || l.Burst < 0 || (l.Rate > 0 && l.BurstSize() < 1) {
+		t.Fatalf("vendor %q: accepted controls are not usable: %+v", name, l)
+	}
+	if d := l.SendTimeoutDuration(); d < MinSendTimeout || d > MaxSendTimeout || l.CoolDownDuration() <= 0 || l.Horizon() < 0 {
+		t.Fatalf("vendor %q: accepted durations are not usable: %+v", name, l)
 	}
 }
 
@@ -376,6 +394,7 @@ func describeSet(t *testing.T, s *Set) string {
 		}
 		fmt.Fprintf(&b, "vendor %s %s\n", data, v.CallTimeout())
 	}
+	fmt.Fprintf(&b, "default vendor %+v\n", s.DefaultLimits())
 	for _, n := range s.Names() {
 		p, _ := s.Get(n)
 		fmt.Fprintf(&b, "pipeline %s\n", describePipeline(t, p))

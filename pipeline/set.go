@@ -28,6 +28,8 @@ type Set struct {
 	// source names where the set was read from, for errors that send
 	// the reader to the file (PipelineNotFound).
 	source string
+	// defaultLimits are the default vendor's controls (vendor_limits.go).
+	defaultLimits VendorLimits
 }
 
 type file struct {
@@ -98,13 +100,20 @@ func Parse(data []byte, source string) (*Set, error) {
 		return nil, fmt.Errorf("pipeline file %s defines no pipelines: add a [[pipeline]] table", source)
 	}
 	s := &Set{byName: map[string]*Pipeline{}, vendors: map[string]Vendor{}, source: source}
+	seenDefault := false
 	for i := range f.Vendors {
 		v := f.Vendors[i]
 		if err := v.normalize(); err != nil {
 			return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 		}
-		if _, dup := s.vendors[v.Name]; dup {
+		if _, dup := s.vendors[v.Name]; dup || (v.Name == DefaultVendor && seenDefault) {
 			return nil, fmt.Errorf("pipeline file %s: vendor %q is defined twice", source, v.Name)
+		}
+		if v.Name == DefaultVendor {
+			// Settings of the worker's default vendor, not a vendor of
+			// its own (Limits).
+			s.defaultLimits, seenDefault = v.VendorLimits, true
+			continue
 		}
 		s.vendors[v.Name] = v
 	}
@@ -174,7 +183,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // WithAutoApprove is a copy of the set in which every pipeline passes its
 // approval steps by itself: for demos, never for real work.
 func (s *Set) WithAutoApprove() *Set {
-	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets, source: s.source}
+	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets, source: s.source, defaultLimits: s.defaultLimits}
 	for name, p := range s.byName {
 		cp := *p
 		cp.AutoApprove = true

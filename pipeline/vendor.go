@@ -44,6 +44,8 @@ type Vendor struct {
 	Activities VendorActivities `toml:"activities" json:"activities,omitzero"`
 	// Timeout bounds one call (default 30s).
 	Timeout string `toml:"timeout" json:"timeout,omitempty"`
+	// VendorLimits are its controls (vendor_limits.go).
+	VendorLimits
 }
 
 // secretKeys are settings a [[vendor]] might be given its key with, which
@@ -103,8 +105,11 @@ func (v *Vendor) normalize() error {
 	if !namePattern.MatchString(v.Name) {
 		return fmt.Errorf("vendor name %q is invalid: use 1-63 lowercase letters, digits and '-', starting with a letter or digit (pattern %s)", v.Name, namePattern)
 	}
+	if err := v.VendorLimits.check(); err != nil {
+		return fmt.Errorf("vendor %q: %w", v.Name, err)
+	}
 	if v.Name == DefaultVendor {
-		return fmt.Errorf("vendor %q: the name is reserved for the worker's ALLOT_VENDOR_URL: choose another", v.Name)
+		return v.normalizeDefault()
 	}
 	if v.Adapter == "" {
 		v.Adapter = AdapterHTTP

@@ -102,6 +102,9 @@ func printShow(w io.Writer, res operator.ShowResult) {
 				stage += fmt.Sprintf(" (%s of %s retrying: %d attempts since %s; last error %s: %s)",
 					r.Activity, r.Step, r.Attempts, r.Since.Format(time.RFC3339), r.ErrorType, r.Error)
 			}
+			if v := res.Workflow.State.Waiting; v != nil {
+				stage += fmt.Sprintf(" (%s waits for vendor %s since %s, %s: %s)", v.Step, v.Vendor, v.Since.Format(time.RFC3339), v.Reason, v.Message)
+			}
 		}
 		fmt.Fprintf(w, "workflow\t%s %s%s\n", res.Workflow.WorkflowID, res.Workflow.Status, stage)
 		for _, a := range res.Workflow.PendingActivities {

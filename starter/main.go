@@ -59,6 +59,7 @@ var commands = map[string]command{
 	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|delete", scheduleCommand},
 	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility", runsCommand},
 	"budget":   {"money budgets per period: list|show|raise", budgetCommand},
+	"vendor":   {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
 }
 
 // cli carries what every command shares: config, output mode and streams.
@@ -488,7 +489,8 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 		return usageError{fmt.Errorf("--stale-intent %s: give a positive duration, e.g. 1h", in.StaleIntent)}
 	}
 	// The pipeline file gives the budgets whose limits and reservations
-	// are checked, and the vendors to reconcile.
+	// are checked, the vendors' idempotency horizons, and the vendors to
+	// reconcile.
 	pipelines, err := c.cfg.LoadPipelines()
 	if err != nil {
 		return err

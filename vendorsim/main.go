@@ -21,6 +21,10 @@
 //	--seed N                            seed of the fault sequence (default 1)
 //	--state FILE                        keep tasks and charges in FILE across restarts
 //
+// GET /v1/stats (with the same key) reports what it saw: the most requests
+// served at once, the requests and submissions, and the most submissions
+// within one second.
+//
 // A bad flag value exits with status 2. SIGINT or SIGTERM stops it cleanly.
 package main
 

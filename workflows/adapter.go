@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"allot"
 	"allot/activities"
+	"allot/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
 )
@@ -23,14 +25,17 @@ func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 	st := e.state.Steps[i]
 	v := st.Run.Vendor
 	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: st.Name, Revision: st.Revision}
-	res, err := e.remoteSubmit(ctx, in, v)
+	// The Episode's requests to the adapter pass the vendor's gate
+	// (PaidVendorGate); histories from before it replay without.
+	gated := workflow.GetVersion(ctx, vendorGateChange, workflow.DefaultVersion, vendorGateVersion) == vendorGateVersion
+	res, err := e.remoteSubmit(ctx, in, v, gated)
 	if err == nil {
 		e.applyPaid(i, res)
 		if res.State == allot.PaidAbandoned || st.Kind == string(pipeline.Effect) {
 			return nil
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", st.Name, st.Revision, res.RemoteRef))
-		if res, err = e.remoteAwait(ctx, in, v, res.RemoteRef); err == nil {
+		if res, err = e.remoteAwait(ctx, in, v, res.RemoteRef, gated); err == nil {
 			e.applyPaid(i, res)
 			return nil
 		}
@@ -50,8 +55,11 @@ func adapterBackoff(attempt int) time.Duration {
 
 // remoteSubmit is SubmitPaidTask for an activity adapter: the one protocol
 // loop (activities.DrivePaidTask) with the workflow as its driver.
-func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities) (activities.PaidTaskResult, error) {
-	return activities.DrivePaidTask(&workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v})
+func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, gated bool) (activities.PaidTaskResult, error) {
+	d := &workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v, gated: gated}
+	res, err := activities.DrivePaidTask(d)
+	d.release()
+	return res, err
 }
 
 // workflowDriver drives a paid task from the Episode workflow: each ledger
@@ -64,14 +72,26 @@ type workflowDriver struct {
 	in        activities.PaidTaskInput
 	v         *activities.VendorActivities
 	phase     activities.PaidPhaseInput // the current attempt's
+	// gated: each attempt passes the vendor's gate before its intent is
+	// written; pass is the attempt's, until released.
+	gated bool
+	pass  workflowPass
 }
 
 func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
 	var a *activities.Activities
+	d.release()
 	// Each attempt owns its intent under a name of its own; a retry is
 	// another owner, which asks the vendor before it sends.
 	info := workflow.GetInfo(d.ctx).WorkflowExecution
 	d.phase = activities.PaidPhaseInput{PaidTaskInput: d.in, Owner: fmt.Sprintf("%s/%s/%s/r%d/%d", info.ID, info.RunID, d.in.Step, d.in.Revision, attempt)}
+	if d.gated {
+		pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, false)
+		if err != nil {
+			return activities.PaidPlan{}, err
+		}
+		d.pass = pass
+	}
 	var plan activities.PaidPlan
 	err := d.e.call(d.lctx, d.in.Step, "PaidPrepare", a.PaidPrepare, d.phase, &plan)
 	return plan, err
@@ -108,9 +128,34 @@ func (d *workflowDriver) Quote(plan activities.PaidPlan) (activities.PaidPlan, e
 	return next, err
 }
 
+// gate makes sure the attempt passed the vendor's gate before a look-up or
+// a send: Prepare's gate lets a task that waited for an earlier send's
+// deadline go without a pass, and the deadline may have passed since.
+func (d *workflowDriver) gate() error {
+	if !d.gated || d.pass.passed {
+		return nil
+	}
+	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true)
+	if err != nil {
+		return err
+	}
+	d.pass = pass
+	return nil
+}
+
+// release gives back the attempt's pass, with how its requests went.
+func (d *workflowDriver) release() {
+	d.e.leaveVendor(d.ctx, d.in, d.pass)
+	d.pass = workflowPass{}
+}
+
 func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutcome, error) {
+	if err := d.gate(); err != nil {
+		return activities.LookupOutcome{}, err
+	}
 	for asked := 0; ; asked++ {
 		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey)
+		d.pass.observe(true, out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized, out.Error)
 		if out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized &&
 			workflow.GetVersion(d.ctx, adapterLookupAgainChange, workflow.DefaultVersion, adapterLookupAgainVersion) == adapterLookupAgainVersion {
 			// The vendor did not answer (the look-up's own retries are
@@ -140,6 +185,9 @@ func (d *workflowDriver) Wait(plan activities.PaidPlan) error {
 
 func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResult, error) {
 	var a *activities.Activities
+	if err := d.gate(); err != nil {
+		return activities.PaidTaskResult{}, err
+	}
 	var send activities.SendRequest
 	if err := d.e.call(d.lctx, d.in.Step, "PaidBeginSend", a.PaidBeginSend, activities.PaidSendInput{PaidPhaseInput: d.phase, Plan: plan}, &send); err != nil {
 		return activities.PaidTaskResult{}, err
@@ -155,6 +203,7 @@ func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResu
 	out := sendOutcomeOf(workflow.ExecuteActivity(sctx, d.v.Submit, paidvendor.ActivitySubmitRequest{
 		IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
 	}).Get(d.ctx, &reported), reported)
+	d.pass.observe(true, out.Accepted == nil && !out.Refused, out.Error)
 	// A send without an answer fails PaidAfterSend with SendUnanswered,
 	// once (retrying it would only record the same non-answer again):
 	// this attempt ends and the next one asks the vendor. Other failures
@@ -240,12 +289,29 @@ func (e *episode) adapterCtx(ctx workflow.Context, v *activities.VendorActivitie
 // remoteAwait polls the adapter's status activity until the task ends,
 // then fetches its result through the adapter and has allot store and
 // verify it.
-func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, remoteRef string) (activities.PaidTaskResult, error) {
+func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, remoteRef string, gated bool) (activities.PaidTaskResult, error) {
 	var a *activities.Activities
 	lctx := e.ledgerCtx(ctx)
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	holder := fmt.Sprintf("%s/%s/%s/r%d/poll", info.ID, info.RunID, in.Step, in.Revision)
+	// adapterCall is one call of the adapter, through the vendor's gate
+	// when gated.
+	adapterCall := func(activity string, req, out any) error {
+		var pass workflowPass
+		if gated {
+			var err error
+			if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true); err != nil {
+				return err
+			}
+		}
+		err := e.call(e.adapterCtx(ctx, v), in.Step, activity, activity, req, out)
+		pass.observe(adapterVerdict(err))
+		e.leaveVendor(ctx, in, pass)
+		return err
+	}
 	for poll := 0; ; poll++ {
 		var t paidvendor.ActivityTask
-		err := e.call(e.adapterCtx(ctx, v), in.Step, v.Status, v.Status, paidvendor.ActivityTaskRequest{ID: remoteRef}, &t)
+		err := adapterCall(v.Status, paidvendor.ActivityTaskRequest{ID: remoteRef}, &t)
 		switch {
 		case err == nil:
 			if workflow.GetVersion(ctx, adapterAwaitFetchChange, workflow.DefaultVersion, adapterAwaitFetchVersion) == workflow.DefaultVersion {
@@ -265,7 +331,7 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 		switch t.Status {
 		case paidvendor.StatusSucceeded:
 			var fetched paidvendor.ActivityFetchResult
-			if err := e.call(e.adapterCtx(ctx, v), in.Step, v.Fetch, v.Fetch, paidvendor.ActivityTaskRequest{ID: remoteRef}, &fetched); err != nil {
+			if err := adapterCall(v.Fetch, paidvendor.ActivityTaskRequest{ID: remoteRef}, &fetched); err != nil {
 				return activities.PaidTaskResult{}, err
 			}
 			err := e.call(lctx, in.Step, "PaidStoreResult", a.PaidStoreResult, activities.PaidStoreResultInput{PaidTaskInput: in, Task: t, Fetch: fetched}, &res)
@@ -285,4 +351,77 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 			return activities.PaidTaskResult{}, err
 		}
 	}
+}
+
+// workflowPass is a request of the Episode's that the vendor's gate let
+// go (PaidVendorGate): held until released, with how the vendor answered.
+type workflowPass struct {
+	holder  string
+	passed  bool
+	held    bool
+	verdict bool // a request was made and answered or failed
+	failed  bool
+	error   string
+}
+
+// observe records one request's outcome: whether it says anything of the
+// vendor (a cancellation does not), and whether it failed (no answer: a
+// timeout, an adapter's failure) or was answered.
+func (p *workflowPass) observe(verdict, failed bool, err string) {
+	if verdict {
+		p.verdict, p.failed, p.error = true, failed, err
+	}
+}
+
+// enterVendor asks the vendor's gate for one of the Episode's requests to
+// an activity adapter; a wait is shown and waited out (call).
+func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind ledger.VendorKind, always bool) (workflowPass, error) {
+	var a *activities.Activities
+	var g activities.VendorGateResult
+	if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always}, &g); err != nil {
+		return workflowPass{}, err
+	}
+	return workflowPass{holder: holder, passed: g.Passed, held: g.Held}, nil
+}
+
+// leaveVendor releases a held pass. A release that fails leaves the slot to
+// its lease: the episode goes on.
+func (e *episode) leaveVendor(ctx workflow.Context, in activities.PaidTaskInput, p workflowPass) {
+	if !p.held {
+		return
+	}
+	var a *activities.Activities
+	outcome := ledger.VendorNoVerdict
+	if p.verdict {
+		outcome = ledger.VendorAnswered
+		if p.failed {
+			outcome = ledger.VendorFailed
+		}
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	opts := ledgerActivityOptions()
+	opts.RetryPolicy.MaximumAttempts = retryBatch
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, opts), a.PaidVendorRelease, activities.VendorReleaseInput{
+		PaidTaskInput: in, Holder: p.holder, Outcome: outcome, Error: p.error,
+	}).Get(dctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("releasing a vendor slot failed; it comes back when its lease expires", "step", in.Step, "error", err)
+	}
+}
+
+// adapterVerdict is what an adapter's call says of the vendor: nothing
+// when it was cancelled; answered when it succeeded or the adapter refused
+// (not found, unauthorized); else failed.
+func adapterVerdict(err error) (verdict, failed bool, text string) {
+	var canceled *temporal.CanceledError
+	switch {
+	case err == nil:
+		return true, false, ""
+	case errors.As(err, &canceled) || errors.Is(err, workflow.ErrCanceled):
+		return false, false, ""
+	}
+	switch errorType(err) {
+	case paidvendor.ActivityErrNotFound, paidvendor.ActivityErrLookupUnsupported, paidvendor.ActivityErrRefused, paidvendor.ActivityErrUnauthorized:
+		return true, false, ""
+	}
+	return true, true, rootMessage(err)
 }

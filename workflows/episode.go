@@ -80,8 +80,11 @@ type EpisodeState struct {
 	Steps       []activities.StepState `json:"steps"`
 	Attention   *Attention             `json:"attention,omitempty"`
 	Retrying    *Retrying              `json:"retrying,omitempty"`
-	CompletedAt time.Time              `json:"completed_at,omitzero"`
-	Error       string                 `json:"error,omitempty"`
+	// Waiting: a paid or effect step waits for its vendor (stage
+	// waiting_vendor).
+	Waiting     *WaitingVendor `json:"waiting,omitempty"`
+	CompletedAt time.Time      `json:"completed_at,omitzero"`
+	Error       string         `json:"error,omitempty"`
 }
 
 // EpisodeResult is the episode's final state.
@@ -298,7 +301,15 @@ func (e *episode) runPaid(ctx workflow.Context, i int) error {
 	step := e.state.Steps[i]
 	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: step.Name, Revision: step.Revision}
 	var res activities.PaidTaskResult
-	err := e.call(workflow.WithActivityOptions(ctx, vendorActivityOptions()), step.Name, "SubmitPaidTask", a.SubmitPaidTask, in, &res)
+	sopts := vendorActivityOptions()
+	if step.Run != nil && step.Run.SendTimeout > 0 {
+		// A killed sender is noticed within the heartbeat timeout and
+		// retried at once: the retry waits for the send's deadline
+		// anyway (SendInFlight), and then asks the vendor.
+		sopts.HeartbeatTimeout = senderHeartbeat(step.Run.SendTimeout)
+		sopts.RetryPolicy.InitialInterval = senderRetry
+	}
+	err := e.call(workflow.WithActivityOptions(ctx, sopts), step.Name, "SubmitPaidTask", a.SubmitPaidTask, in, &res)
 	if err == nil {
 		e.applyPaid(i, res)
 		if res.State == allot.PaidAbandoned || step.Kind == string(pipeline.Effect) {
@@ -327,7 +338,7 @@ func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
 // needsOperator lists the paid failures a retry cannot fix and a person can.
 func needsOperator(errType string) bool {
 	switch errType {
-	case allot.OutcomeUnknown, allot.VendorRejected, allot.VendorTaskFailed,
+	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed, allot.VendorRejected, allot.VendorTaskFailed,
 		allot.ResultHashMismatch, allot.InvalidRemoteRef, allot.VendorNotConfigured, allot.BudgetExhausted, allot.StepFailure:
 		return true
 	}
@@ -338,7 +349,7 @@ func needsOperator(errType string) bool {
 // leaves its step in, where the result of the failed activity does not say.
 func parkedTaskState(errType string, cur allot.PaidTaskState) allot.PaidTaskState {
 	switch errType {
-	case allot.OutcomeUnknown:
+	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed:
 		return allot.PaidIntent
 	case allot.VendorRejected, allot.BudgetExhausted:
 		return allot.PaidPlanned
@@ -372,7 +383,7 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 		step.TaskState = parkedTaskState(errType, step.TaskState)
 	}
 	switch errType {
-	case allot.OutcomeUnknown:
+	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed:
 		step.Status = allot.StepIntent
 	case allot.StepFailure:
 		step.Status = allot.StepFailed

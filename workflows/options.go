@@ -48,6 +48,17 @@ func vendorActivityOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{StartToCloseTimeout: vendorStartToClose, HeartbeatTimeout: vendorHeartbeat, RetryPolicy: retryPolicy()}
 }
 
+// senderHeartbeat is the heartbeat timeout of a submit whose vendor's
+// send_timeout is d: a killed sender's attempt is retried within it, and a
+// short send_timeout (a vendor that answers fast and can be asked by key)
+// brings that down from 10 s to 2 s.
+func senderHeartbeat(d time.Duration) time.Duration {
+	return min(vendorHeartbeat, max(2*time.Second, d*2/3))
+}
+
+// senderRetry is the first retry interval of such a submit.
+const senderRetry = 200 * time.Millisecond
+
 // awaitActivityOptions let a paid task run long; the heartbeat timeout brings
 // a crashed worker's poll back quickly, and the retry resumes by reference.
 func awaitActivityOptions() workflow.ActivityOptions {
@@ -105,11 +116,21 @@ const (
 // non-retryable error (a named type) or a cancellation ends it at once.
 func (e *episode) call(ctx workflow.Context, step, name string, activity, in, out any) error {
 	opts := workflow.GetActivityOptions(ctx)
+	waitOpts := opts
 	policy := *opts.RetryPolicy
 	policy.MaximumAttempts = retryBatch
+	// A vendor that takes no request now comes back at once, to be shown
+	// as a wait (waitForVendor), not retried as a failure.
+	policy.NonRetryableErrorTypes = append(slices.Clone(policy.NonRetryableErrorTypes), allot.VendorWaiting)
 	opts.RetryPolicy = &policy
 	actx := workflow.WithActivityOptions(ctx, opts)
-	return e.callBatches(ctx, step, name, func() error { return workflow.ExecuteActivity(actx, activity, in).Get(ctx, out) })
+	return e.callBatches(ctx, step, name, func() error {
+		err := workflow.ExecuteActivity(actx, activity, in).Get(ctx, out)
+		if errorType(err) == allot.VendorWaiting {
+			err = e.waitForVendor(ctx, step, waitOpts, activity, in, out, err)
+		}
+		return err
+	})
 }
 
 // callBookkeeping is call for a bookkeeping activity (see bookkeep) under

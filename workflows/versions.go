@@ -35,6 +35,16 @@ const (
 	adapterAwaitFetchChange  = "adapter-await-fetch"
 	adapterAwaitFetchVersion = 1
 
+	// vendorGateChange (Episode, activity adapters): each request of the
+	// Episode to an activity adapter (a send's attempt, a status poll, a
+	// fetch) first passes the vendor's gate (PaidVendorGate: a pause, the
+	// breaker, max_in_flight, rate) and is released after
+	// (PaidVendorRelease). Histories: testdata/v3/custom_steps_episode.json
+	// and testdata/v4/adapter_faults_episode.json (before),
+	// testdata/v5/vendor_wait_episode.json (after).
+	vendorGateChange  = "vendor-gate"
+	vendorGateVersion = 1
+
 	// verifyEpisodeLedgerChange (ScheduledRun): an Episode workflow that
 	// already exists is checked to belong to this run's ledger.
 	// Histories: testdata/v3/scheduled_run_episode_running.json.

@@ -11,6 +11,7 @@ import (
 	"allot/activities"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
+	"allot/paidvendor/vendorapi"
 )
 
 // VendorKey is the vendor API key of the tests. It must never show up in
@@ -32,6 +33,7 @@ type Vendor struct {
 	reads   atomic.Int32
 	builds  atomic.Int32
 	corrupt atomic.Bool
+	down    atomic.Bool
 }
 
 type countingCredentials struct{ v *Vendor }
@@ -54,6 +56,10 @@ func NewVendor(t *testing.T, cfg paidvendortest.SimConfig) *Vendor {
 	}
 	v := &Vendor{Sim: sim}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v.down.Load() && r.URL.Path != vendorapi.StatsPath {
+			http.Error(w, `{"error":{"code":"down","message":"the vendor is down (test)"}}`, http.StatusServiceUnavailable)
+			return
+		}
 		if v.corrupt.Load() && strings.HasSuffix(r.URL.Path, "/result") {
 			rec := httptest.NewRecorder()
 			sim.ServeHTTP(rec, r)
@@ -73,6 +79,10 @@ func NewVendor(t *testing.T, cfg paidvendortest.SimConfig) *Vendor {
 	}
 	return v
 }
+
+// Down makes the vendor answer every request but its stats with 503, as a
+// dead vendor behind a load balancer does (on), or serve again (off).
+func (v *Vendor) Down(on bool) { v.down.Store(on) }
 
 // CorruptResults makes the vendor serve result bytes that do not match
 // their sha256 (on) or the true ones (off).

@@ -96,6 +96,13 @@ type Summary struct {
 	BudgetPeriods, BudgetsExhausted, BudgetRefusals int
 	BudgetUseMin                                    int
 	BudgetsOverLimit                                int
+	// Vendor controls: the most requests the default vendor served at
+	// once (its max_in_flight is DefaultMaxInFlight), its pauses, the
+	// most episodes seen waiting for it paused, and its breaker's trips.
+	VendorMaxInFlight int
+	VendorPauses      int
+	PausedWaits       int
+	VendorTrips       int
 	// Bill and Costs are the vendors' charges and the ledger's costs, in
 	// minor units (one currency: USD).
 	Bill, Costs int64
@@ -104,12 +111,13 @@ type Summary struct {
 
 // Line is the one-line summary the command prints.
 func (s Summary) Line() string {
-	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
+	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_waits=%d vendor_trips=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
 		s.Seed, s.Scale, s.Plan, s.Ledger, s.Workers, s.Duration.Round(time.Second), s.Requests, s.Backfills, s.Runs, s.Keys, s.Episodes, s.Skipped,
 		s.PaidTasks, s.Charges, usd(s.Bill), usd(s.Costs),
 		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
 		s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
-		s.Approvals, s.Parked, s.HumanCommands, s.EpisodeP50.Round(100*time.Millisecond), s.EpisodeP95.Round(100*time.Millisecond), s.EpisodeP95NoHuman.Round(100*time.Millisecond), len(s.Violations))
+		s.Approvals, s.Parked, s.HumanCommands, s.VendorMaxInFlight, DefaultMaxInFlight, s.VendorPauses, s.PausedWaits, s.VendorTrips,
+		s.EpisodeP50.Round(100*time.Millisecond), s.EpisodeP95.Round(100*time.Millisecond), s.EpisodeP95NoHuman.Round(100*time.Millisecond), len(s.Violations))
 }
 
 // usd prints minor units of USD as one word of the summary: "1500.00USD".
@@ -148,6 +156,11 @@ type run struct {
 	budgetRefusals int
 
 	requests, backfills, approvals, humanCommands atomic.Int64
+	// Vendor controls: pauses given, the most episodes seen waiting for
+	// the paused vendor, breaker trips seen; faultErrs are violations the
+	// faults found (a paused vendor that got a submission).
+	vendorPauses, pausedWaits, vendorTrips atomic.Int64
+	faultErrs                              []string
 }
 
 // Run runs the chaos test and returns what it found. An error means the
@@ -286,6 +299,9 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	sum.TemporalRestarts = int(r.st.temporalRestarts.Load())
 	sum.Approvals = int(r.approvals.Load())
 	sum.HumanCommands = int(r.humanCommands.Load())
+	sum.VendorPauses = int(r.vendorPauses.Load())
+	sum.PausedWaits = int(r.pausedWaits.Load())
+	sum.VendorTrips = int(r.vendorTrips.Load())
 	r.mu.Lock()
 	sum.Parked = len(r.humans)
 	sum.BudgetRefusals = r.budgetRefusals
@@ -437,6 +453,12 @@ func (r *run) execute(ctx context.Context, p plan) {
 				}
 				r.st.vendorRestarts.Add(1)
 			}()
+		case evVendorPause:
+			faults.Add(1)
+			go func() { defer faults.Done(); r.pauseVendor(ctx, e.Down) }()
+		case evVendorOutage:
+			faults.Add(1)
+			go func() { defer faults.Done(); r.vendorOutage(ctx, e.Down) }()
 		case evTemporalRestart:
 			faults.Add(1)
 			go func() {

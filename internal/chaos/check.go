@@ -50,6 +50,29 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 		}
 		bills = append(bills, vendorBill{v.Name, charges})
 	}
+	// The default vendor's own count of requests at once, over the run.
+	if err := r.vendor.sample(ctx); err != nil {
+		return fmt.Errorf("default vendor stats: %w", err)
+	}
+	sum.VendorMaxInFlight, _ = r.vendor.seen()
+	if sum.VendorMaxInFlight > DefaultMaxInFlight {
+		bad("the default vendor served %d requests at once; its max_in_flight is %d", sum.VendorMaxInFlight, DefaultMaxInFlight)
+	}
+	r.mu.Lock()
+	for _, f := range r.faultErrs {
+		bad("%s", f)
+	}
+	r.mu.Unlock()
+	// Every pause was resumed and every breaker closed again.
+	states, err := r.led.VendorStates(ctx, time.Time{})
+	if err != nil {
+		return err
+	}
+	for _, s := range states {
+		if s.Status() != "active" {
+			bad("vendor %s is still %s after the run: %s", s.Vendor, s.Status(), s.Reason())
+		}
+	}
 	chargesByKey := map[string][]paidvendor.Charge{}
 	chargesByRef := map[string]paidvendor.Charge{}
 	var chargedTotal int64

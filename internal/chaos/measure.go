@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,28 +44,40 @@ type MeasureConfig struct {
 	// plausible vendor API): it keeps submissions in flight long enough
 	// for kills to land on them.
 	VendorLatency time.Duration
-	Progress      io.Writer
+	// SendTimeout is the default vendor's send_timeout the workers get
+	// (ALLOT_VENDOR_SEND_TIMEOUT; a worker from before it ignores it);
+	// zero leaves it unset (30 s).
+	SendTimeout time.Duration
+	Progress    io.Writer
 }
 
 // MeasureResult is what a kill measurement found.
 type MeasureResult struct {
-	Seed              uint64
-	Plan              string
-	Worker            string
-	Episodes, Closed  int
-	Kills             int
-	P50, P95, Max     time.Duration
-	Duration          time.Duration
-	UnexpectedExits   int
-	NotClosedInTime   bool
-	EpisodeStartClose []time.Duration
+	Seed             uint64
+	Plan             string
+	Worker           string
+	Episodes, Closed int
+	Kills            int
+	P50, P95, Max    time.Duration
+	// KilledSends are the submissions (SubmitPaidTask attempts) running
+	// on a worker when it was killed; SendRecovery* is the time from such
+	// a kill to that submission settled (the activity completed: the
+	// vendor's answer is in the ledger).
+	KilledSends                      int
+	SendRecoveryP50, SendRecoveryP95 time.Duration
+	SendRecoveryMax                  time.Duration
+	Duration                         time.Duration
+	UnexpectedExits                  int
+	NotClosedInTime                  bool
+	EpisodeStartClose                []time.Duration
 }
 
 // Line is the one-line result.
 func (m MeasureResult) Line() string {
-	return fmt.Sprintf("measure-kills seed=%d plan=%s worker=%s episodes=%d closed=%d kills=%d episode_p50=%s episode_p95=%s episode_max=%s duration=%s",
-		m.Seed, m.Plan, m.Worker, m.Episodes, m.Closed, m.Kills, m.P50.Round(100*time.Millisecond), m.P95.Round(100*time.Millisecond),
-		m.Max.Round(100*time.Millisecond), m.Duration.Round(time.Second))
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	return fmt.Sprintf("measure-kills seed=%d plan=%s worker=%s episodes=%d closed=%d kills=%d episode_p50=%s episode_p95=%s episode_max=%s killed_sends=%d send_recovery_p50=%s send_recovery_p95=%s send_recovery_max=%s duration=%s",
+		m.Seed, m.Plan, m.Worker, m.Episodes, m.Closed, m.Kills, r(m.P50), r(m.P95), r(m.Max),
+		m.KilledSends, r(m.SendRecoveryP50), r(m.SendRecoveryP95), r(m.SendRecoveryMax), m.Duration.Round(time.Second))
 }
 
 type measureEvent struct {
@@ -183,7 +196,25 @@ func Measure(ctx context.Context, cfg MeasureConfig) (res MeasureResult, err err
 		"TEMPORAL_CONFIG_FILE="+filepath.Join(dir, "no-temporal-config.toml"),
 		"ALLOT_LEDGER="+ledgerURL, "ALLOT_PIPELINES="+pipes, "ALLOT_DATA_DIR="+filepath.Join(dir, "data"),
 		"ALLOT_VENDOR_URL="+v.url, "ALLOT_VENDOR_API_KEY="+key)
+	if cfg.SendTimeout > 0 {
+		env = append(env, "ALLOT_VENDOR_SEND_TIMEOUT="+cfg.SendTimeout.String())
+	}
 	st.addWorkers(workers, env)
+	// Every kill: which submissions were running on the killed worker.
+	var killedMu sync.Mutex
+	var killed []killedSend
+	st.afterKill = func(pid int, at time.Time) {
+		found, err := runningSends(ctx, st.client, pid)
+		if err != nil {
+			logf("finding the sends of killed worker pid %d: %v", pid, err)
+		}
+		for i := range found {
+			found[i].At = at
+		}
+		killedMu.Lock()
+		killed = append(killed, found...)
+		killedMu.Unlock()
+	}
 	for i := range workers {
 		if err := st.startWorker(ctx, i); err != nil {
 			return res, err
@@ -256,6 +287,14 @@ func Measure(ctx context.Context, cfg MeasureConfig) (res MeasureResult, err err
 		sleep(ctx, 2*time.Second)
 	}
 	explainSlowest(ctx, st.client, execs, 3, logf)
+	killedMu.Lock()
+	recovery := sendRecoveries(ctx, st.client, killed, logf)
+	killedMu.Unlock()
+	res.KilledSends = len(recovery)
+	res.SendRecoveryP50, res.SendRecoveryP95 = percentile(recovery, 0.5), percentile(recovery, 0.95)
+	if len(recovery) > 0 {
+		res.SendRecoveryMax = recovery[len(recovery)-1]
+	}
 	times := episodeTimes(execs)
 	res.EpisodeStartClose = times
 	res.P50, res.P95 = percentile(times, 0.5), percentile(times, 0.95)
@@ -312,4 +351,109 @@ func explainSlowest(ctx context.Context, c client.Client, execs []*workflowExecu
 			prev = at
 		}
 	}
+}
+
+// killedSend is a submission (a SubmitPaidTask activity) that was running
+// on a worker when it was killed.
+type killedSend struct {
+	WorkflowID, RunID, ActivityID string
+	At                            time.Time
+}
+
+// runningSends finds the SubmitPaidTask activities that the worker of
+// process pid ran (by its identity "pid@host@") when it was killed a
+// moment ago, among the running Episodes: they are still started there
+// until their heartbeat timeout, and then scheduled again with it as
+// their last worker.
+func runningSends(ctx context.Context, c client.Client, pid int) ([]killedSend, error) {
+	execs, err := listWorkflows(ctx, c, `WorkflowType = "Episode" AND ExecutionStatus = "Running"`)
+	if err != nil {
+		return nil, err
+	}
+	prefix := fmt.Sprintf("%d@", pid)
+	var (
+		mu   sync.Mutex
+		out  []killedSend
+		wg   sync.WaitGroup
+		errs []error
+	)
+	for _, e := range execs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.DescribeWorkflowExecution(ctx, e.ID, e.RunID)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for _, pa := range d.GetPendingActivities() {
+				// Started there, or (the heartbeat timeout came before
+				// this look) its failed attempt ran there.
+				ran := pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED ||
+					pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED && pa.GetAttempt() > 1
+				if pa.GetActivityType().GetName() == "SubmitPaidTask" && ran && strings.HasPrefix(pa.GetLastWorkerIdentity(), prefix) {
+					out = append(out, killedSend{WorkflowID: e.ID, RunID: e.RunID, ActivityID: pa.GetActivityId()})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// sendRecoveries is, for each killed send, the time from its (last) kill
+// to the submission's activity completing, sorted; a send that never completed
+// (its episode parked or failed) is reported and left out.
+func sendRecoveries(ctx context.Context, c client.Client, killed []killedSend, logf func(string, ...any)) []time.Duration {
+	// A send whose retry was killed too counts once, from its last kill:
+	// the later kill started its recovery again.
+	last := map[killedSend]time.Time{}
+	for _, k := range killed {
+		at := k.At
+		k.At = time.Time{}
+		if at.After(last[k]) {
+			last[k] = at
+		}
+	}
+	killed = killed[:0]
+	for k, at := range last {
+		k.At = at
+		killed = append(killed, k)
+	}
+	sort.Slice(killed, func(i, j int) bool { return killed[i].At.Before(killed[j].At) })
+	var out []time.Duration
+	for _, k := range killed {
+		iter := c.GetWorkflowHistory(ctx, k.WorkflowID, k.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		scheduled := int64(-1)
+		var done, started time.Time
+		var attempt int32
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				logf("history of %s: %v", k.WorkflowID, err)
+				break
+			}
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityId() == k.ActivityID {
+				scheduled = ev.GetEventId()
+			}
+			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetScheduledEventId() == scheduled {
+				started, attempt = ev.GetEventTime().AsTime(), a.GetAttempt()
+			}
+			if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && a.GetScheduledEventId() == scheduled {
+				done = ev.GetEventTime().AsTime()
+				break
+			}
+		}
+		if done.IsZero() {
+			logf("killed send %s activity %s never completed", k.WorkflowID, k.ActivityID)
+			continue
+		}
+		logf("killed send %s activity %s: settled %s after the kill (last attempt %d started at +%s)", k.WorkflowID, k.ActivityID,
+			done.Sub(k.At).Round(100*time.Millisecond), attempt, started.Sub(k.At).Round(100*time.Millisecond))
+		out = append(out, done.Sub(k.At))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }

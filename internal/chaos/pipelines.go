@@ -25,12 +25,19 @@ import (
 // months in Auckland (6 tasks of the ~10 a month asks), and the default
 // vendor's ISO weeks in New York (7 tasks of the ~10 a week asks of it).
 // Every covered step's max_cost is the simulator's price, 250 USD cents.
+//
+// The default vendor takes at most DefaultMaxInFlight requests at once
+// from all workers, and its breaker trips after 3 consecutive failures.
 const (
 	PipelineVideo  = "chaos-video"
 	PipelineReview = "chaos-review"
 	PipelineDaily  = "chaos-daily"
 	PipelineStrict = "chaos-strict"
 )
+
+// DefaultMaxInFlight is the default vendor's max_in_flight in the chaos
+// run; the vendor's own count of requests at once is checked against it.
+const DefaultMaxInFlight = 2
 
 // StrictVendorKeyEnv names the variable the workers and the starter read
 // the strict vendor's key from.
@@ -105,6 +112,12 @@ const (
 func pipelinesTOML(sc Scale, strictURL string) string {
 	s := schedules(sc)
 	return fmt.Sprintf(`# Written by the chaos run (internal/chaos); see chaos/README.md.
+
+[[vendor]]
+name          = "default"
+max_in_flight = %d
+trip_after    = 3
+cool_down     = "5s"
 
 [[vendor]]
 name        = "strict"
@@ -220,7 +233,7 @@ time_zone = "Europe/Berlin"
   [[pipeline.step]]
   name = "publish"
   kind = "local"
-`, strictURL, StrictVendorKeyEnv,
+`, DefaultMaxInFlight, strictURL, StrictVendorKeyEnv,
 		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),
 		PipelineReview, s[PipelineReview].cron(),

@@ -71,6 +71,12 @@ const (
 	evKill            = "kill"
 	evVendorRestart   = "vendor-restart"
 	evTemporalRestart = "temporal-restart"
+	// evVendorPause: an operator pauses the default vendor (starter
+	// vendor pause) and resumes it after Down.
+	evVendorPause = "vendor-pause"
+	// evVendorOutage: the default vendor is killed for Down (20 s): its
+	// breaker trips, and closes when it is back.
+	evVendorOutage = "vendor-outage"
 )
 
 // Ways a run is started.
@@ -105,6 +111,10 @@ func (e event) String() string {
 		return fmt.Sprintf("%s %s down=%s", e.At.Round(time.Millisecond), e.Kind, e.Down.Round(time.Millisecond))
 	}
 }
+
+// vendorOutage is how long the default vendor is down once: long enough
+// for its breaker to trip (trip_after 3) and probe a few times.
+const vendorOutage = 20 * time.Second
 
 // plan is the whole load and fault schedule of a run: a function of the
 // seed, the scale and the number of workers only.
@@ -207,6 +217,8 @@ func newPlan(seed uint64, sc Scale, workers int) plan {
 	evs = append(evs,
 		event{At: between(f, frac(sc.Load, 0.25), frac(sc.Load, 0.5)), Kind: evVendorRestart, Down: between(f, time.Second, 3*time.Second)},
 		event{At: between(f, frac(sc.Load, 0.5), frac(sc.Load, 0.75)), Kind: evTemporalRestart, Down: between(f, time.Second, 2*time.Second)},
+		event{At: between(f, frac(sc.Load, 0.1), frac(sc.Load, 0.25)), Kind: evVendorPause, Down: 15 * time.Second},
+		event{At: between(f, frac(sc.Load, 0.55), frac(sc.Load, 0.7)), Kind: evVendorOutage, Down: vendorOutage},
 	)
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At < evs[j].At })
 	h := sha256.New()

@@ -126,6 +126,16 @@ func (p *proc) signal(sig syscall.Signal, timeout time.Duration) {
 // kill SIGKILLs the current generation and waits for it to be gone.
 func (p *proc) kill() { p.signal(syscall.SIGKILL, 10*time.Second) }
 
+// pid is the current generation's process ID; 0 if none was started.
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // stop asks the current generation to stop (SIGTERM), then kills it.
 func (p *proc) stop(timeout time.Duration) { p.signal(syscall.SIGTERM, timeout) }
 

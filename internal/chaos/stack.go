@@ -13,9 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"net/http"
+
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+
+	"allot/paidvendor"
+	"allot/paidvendor/vendorapi"
 )
 
 // stack is the system under test, every part a real process: the Temporal
@@ -39,6 +44,10 @@ type stack struct {
 
 	stopMonitor chan struct{}
 	monitorDone chan struct{}
+
+	// afterKill, when set, is told of every worker kill (the process ID it
+	// had and when), in a goroutine of its own.
+	afterKill func(pid int, at time.Time)
 }
 
 // vendorProc is one vendorsim and the faults it runs with.
@@ -50,6 +59,50 @@ type vendorProc struct {
 	state  string
 	seed   int64
 	faults vendorFaults
+
+	// What the vendor saw (GET /v1/stats), over all its generations: a
+	// restart starts its counts again, so each generation is sampled
+	// before it goes down.
+	statsMu     sync.Mutex
+	maxInFlight int
+	submissions int64 // of the generations before the current one
+	last        vendorapi.Stats
+}
+
+// sample reads the current generation's stats; a vendor that does not
+// answer keeps what was read before.
+func (v *vendorProc) sample(ctx context.Context) error {
+	c, err := paidvendor.NewHTTPClient(v.url, v.key, &http.Client{Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	st, err := c.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	v.statsMu.Lock()
+	defer v.statsMu.Unlock()
+	v.last = st
+	v.maxInFlight = max(v.maxInFlight, st.MaxInFlight)
+	return nil
+}
+
+// down samples the vendor before it goes down, and starts its next
+// generation's counts.
+func (v *vendorProc) down(ctx context.Context) {
+	_ = v.sample(ctx)
+	v.statsMu.Lock()
+	defer v.statsMu.Unlock()
+	v.submissions += v.last.Submissions
+	v.last = vendorapi.Stats{}
+}
+
+// seen is the most requests the vendor served at once, and its
+// submissions, over every generation sampled so far.
+func (v *vendorProc) seen() (maxInFlight int, submissions int64) {
+	v.statsMu.Lock()
+	defer v.statsMu.Unlock()
+	return v.maxInFlight, v.submissions + v.last.Submissions
 }
 
 type vendorFaults struct {
@@ -182,6 +235,7 @@ func (s *stack) addVendor(name string, seed int64, key string, faults vendorFaul
 // their faults.
 func (s *stack) restartVendors(ctx context.Context, down time.Duration, faults bool, kill bool) error {
 	for _, v := range s.vendors {
+		v.down(ctx)
 		if kill {
 			v.p.kill()
 		} else {
@@ -237,9 +291,14 @@ func (s *stack) killWorker(ctx context.Context, i int, down time.Duration) bool 
 		sleep(ctx, 100*time.Millisecond)
 	}
 	w.wantUp = false
+	pid := w.p.pid()
 	w.p.kill()
+	at := time.Now()
 	w.mu.Unlock()
 	s.kills.Add(1)
+	if s.afterKill != nil {
+		go s.afterKill(pid, at)
+	}
 	sleep(ctx, down)
 	w.mu.Lock()
 	w.wantUp = true

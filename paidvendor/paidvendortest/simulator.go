@@ -126,6 +126,12 @@ type Simulator struct {
 	order   []string          // task IDs in creation order
 	byKey   map[string]string // idempotency key -> first task created with it
 	charges []paidvendor.Charge
+
+	// stats are what GET /v1/stats reports; recent holds the arrival
+	// times of the submissions of the last second.
+	statsMu sync.Mutex
+	stats   vendorapi.Stats
+	recent  []time.Time
 }
 
 type simTask struct {
@@ -208,6 +214,7 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 	s.mux.HandleFunc("GET "+vendorapi.TaskPath("{id}"), s.handleTask)
 	s.mux.HandleFunc("GET "+vendorapi.ResultPath("{id}"), s.handleResult)
 	s.mux.HandleFunc("GET "+vendorapi.ChargesPath, s.handleCharges)
+	s.mux.HandleFunc("GET "+vendorapi.StatsPath, s.handleStats)
 	return s, nil
 }
 
@@ -250,8 +257,50 @@ func (s *Simulator) TaskCount() int {
 	return len(s.tasks)
 }
 
+// Stats returns what the simulator saw (GET /v1/stats).
+func (s *Simulator) Stats() vendorapi.Stats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.stats
+}
+
+// counted reports whether r counts in Stats: the API's requests, not the
+// reports about them.
+func counted(r *http.Request) bool {
+	return r.URL.Path != vendorapi.StatsPath && r.URL.Path != vendorapi.ChargesPath
+}
+
+// arrive counts a request as it arrives (before any latency), and returns
+// the function that counts it gone.
+func (s *Simulator) arrive(r *http.Request) func() {
+	if !counted(r) {
+		return func() {}
+	}
+	at := s.now()
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	s.stats.Requests++
+	s.stats.InFlight++
+	s.stats.MaxInFlight = max(s.stats.MaxInFlight, s.stats.InFlight)
+	if r.Method == http.MethodPost && r.URL.Path == vendorapi.TasksPath {
+		s.stats.Submissions++
+		cut := 0
+		for cut < len(s.recent) && at.Sub(s.recent[cut]) >= time.Second {
+			cut++
+		}
+		s.recent = append(s.recent[cut:], at)
+		s.stats.MaxSubmissionsPerSecond = max(s.stats.MaxSubmissionsPerSecond, len(s.recent))
+	}
+	return func() {
+		s.statsMu.Lock()
+		s.stats.InFlight--
+		s.statsMu.Unlock()
+	}
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.arrive(r)()
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	defer func() {
@@ -485,6 +534,10 @@ func (s *Simulator) handleResult(w http.ResponseWriter, r *http.Request) {
 
 func (s *Simulator) handleCharges(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, wireCharges(s.Charges()))
+}
+
+func (s *Simulator) handleStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
 }
 
 // taskFromPath finds the task named in the path or answers 400/404.

@@ -11,6 +11,7 @@
 //	GET  /v1/tasks/{id}                   -> 200 Task, 404
 //	GET  /v1/tasks/{id}/result            -> 200 result bytes (their sha256 is Task.SHA256), 409 while unfinished or failed
 //	GET  /v1/charges                      -> 200 []Charge, oldest first
+//	GET  /v1/stats                        -> 200 Stats: what the vendor saw (the simulator; tests assert limits with it)
 //
 // Errors are an ErrorBody with one of the Code constants. The client
 // classifies answers by HTTP status, not by code: codes are for people
@@ -26,6 +27,7 @@ import "time"
 const (
 	TasksPath   = "/v1/tasks"
 	ChargesPath = "/v1/charges"
+	StatsPath   = "/v1/stats"
 )
 
 // TaskPath is the path of one task.
@@ -83,6 +85,23 @@ type Charge struct {
 	Amount         int64     `json:"amount"`
 	Currency       string    `json:"currency"`
 	At             time.Time `json:"at"`
+}
+
+// Stats is what a vendor saw of its clients' requests (not counting
+// /v1/stats and /v1/charges), so that tests assert allot's shared limits
+// from the vendor's side.
+type Stats struct {
+	// MaxInFlight is the most requests it served at once; InFlight how
+	// many it serves now.
+	MaxInFlight int `json:"max_in_flight"`
+	InFlight    int `json:"in_flight"`
+	// Requests counts every request; Submissions the POSTs of tasks
+	// among them.
+	Requests    int64 `json:"requests"`
+	Submissions int64 `json:"submissions"`
+	// MaxSubmissionsPerSecond is the most submissions that arrived within
+	// any one second.
+	MaxSubmissionsPerSecond int `json:"max_submissions_per_second"`
 }
 
 // ErrorBody is the body of every non-2xx answer.

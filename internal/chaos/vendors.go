@@ -1,0 +1,103 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"allot"
+	"allot/pipeline"
+)
+
+// pauseVendor is an operator pausing the default vendor with the starter
+// binary and resuming it after d. From a grace after the pause (a send
+// that passed the gate before it may still go out) until the resume, the
+// vendor must see no submission; meanwhile the episodes that reach a paid
+// step wait, visibly, for it.
+func (r *run) pauseVendor(ctx context.Context, d time.Duration) {
+	const grace = 5 * time.Second
+	r.logf("operator pauses the default vendor for %s (starter vendor pause)", d)
+	if _, err := r.starter(ctx, "vendor", "pause", pipeline.DefaultVendor, "--reason", "chaos: the vendor bills twice", "--by", "chaos", "--json"); err != nil {
+		r.faultViolation("starter vendor pause: %v", err)
+		return
+	}
+	r.vendorPauses.Add(1)
+	resumeAt := time.Now().Add(d)
+	sleep(ctx, grace)
+	_ = r.vendor.sample(ctx)
+	_, before := r.vendor.seen()
+	for time.Now().Before(resumeAt) && ctx.Err() == nil {
+		r.countPausedWaits(ctx)
+		sleep(ctx, time.Second)
+	}
+	_ = r.vendor.sample(ctx)
+	_, after := r.vendor.seen()
+	if after != before {
+		r.faultViolation("the paused default vendor got %d submissions between %s after the pause and its resume", after-before, grace)
+	}
+	if err := r.retry(ctx, time.Now().Add(time.Minute), func(ctx context.Context) error {
+		_, err := r.starter(ctx, "vendor", "resume", pipeline.DefaultVendor, "--json")
+		return err
+	}); err != nil {
+		r.faultViolation("starter vendor resume: %v", err)
+		return
+	}
+	r.logf("operator resumed the default vendor")
+}
+
+// countPausedWaits keeps the most episodes seen waiting for the paused
+// vendor at once, from the ledger's outcomes.
+func (r *run) countPausedWaits(ctx context.Context) {
+	n := 0
+	for _, name := range r.pipelines.Names() {
+		eps, err := r.led.ListEpisodes(ctx, name, "")
+		if err != nil {
+			return
+		}
+		for _, ep := range eps {
+			if allot.Outcome(ep.Outcome) == allot.OutcomeWaitingVendor && ep.OutcomeReason == allot.ReasonVendorPaused {
+				n++
+			}
+		}
+	}
+	for {
+		cur := r.pausedWaits.Load()
+		if int64(n) <= cur || r.pausedWaits.CompareAndSwap(cur, int64(n)) {
+			return
+		}
+	}
+}
+
+// vendorOutage kills the default vendor for d: its breaker must trip (the
+// ledger shows it tripped) and, once the vendor is back, close again (the
+// drain completes every episode; check finds it active).
+func (r *run) vendorOutage(ctx context.Context, d time.Duration) {
+	r.logf("default vendor killed (SIGKILL) for %s: its breaker should trip", d)
+	r.vendor.down(ctx)
+	r.vendor.p.kill()
+	back := time.Now().Add(d)
+	var seen time.Time
+	for time.Now().Before(back) && ctx.Err() == nil {
+		s, err := r.led.VendorStateOf(ctx, pipeline.DefaultVendor, time.Time{})
+		if err == nil && s.Tripped() && !s.TrippedAt.Equal(seen) {
+			seen = s.TrippedAt
+			r.vendorTrips.Add(1)
+			r.logf("default vendor's breaker open: %s", s.Reason())
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+	if err := r.vendor.start(ctx, true); err != nil {
+		r.faultViolation("restart the default vendor after its outage: %v", err)
+		return
+	}
+	if r.vendorTrips.Load() == 0 {
+		r.faultViolation("the default vendor was down %s and its breaker never tripped", d)
+	}
+	r.logf("default vendor back")
+}
+
+func (r *run) faultViolation(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faultErrs = append(r.faultErrs, fmt.Sprintf(format, args...))
+}

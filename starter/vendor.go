@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"allot/ledger"
+	"allot/operator"
+)
+
+// vendorCommand dispatches `starter vendor <subcommand>`: the vendors'
+// shared state in the ledger (docs/design.md, "Vendor controls").
+func vendorCommand(ctx context.Context, c *cli, args []string) error {
+	subs := map[string]func(context.Context, *cli, []string) error{
+		"pause":  vendorPause,
+		"resume": vendorResume,
+		"list":   vendorList,
+	}
+	if len(args) == 0 || subs[args[0]] == nil {
+		names := make([]string, 0, len(subs))
+		for n := range subs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return usageError{fmt.Errorf("vendor takes a subcommand: one of %v", names)}
+	}
+	return subs[args[0]](ctx, c, args[1:])
+}
+
+// vendorName takes the vendor's name, which comes first: `pause NAME
+// --reason TEXT`.
+func vendorName(sub string, args []string) (string, []string, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return "", nil, usageError{fmt.Errorf("name the vendor first: starter vendor %s NAME (starter vendor list shows them)", sub)}
+	}
+	return args[0], args[1:], nil
+}
+
+func vendorPause(ctx context.Context, c *cli, args []string) error {
+	name, args, err := vendorName("pause", args)
+	if err != nil {
+		return err
+	}
+	fs := c.flags("vendor pause", false)
+	in := operator.VendorPauseInput{Name: name}
+	fs.StringVar(&in.Reason, "reason", "", "why (required): every waiting episode shows it")
+	fs.StringVar(&in.By, "by", os.Getenv("USER"), "who pauses it (default: $USER)")
+	fs.BoolVar(&in.Polls, "polls", false, "pause look-ups, polls and downloads too, not only sends")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if strings.TrimSpace(in.Reason) == "" {
+		return usageError{fmt.Errorf("--reason is required: starter vendor pause %s --reason TEXT", name)}
+	}
+	pipelines, led, err := c.inputLedger(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	v, err := operator.PauseVendor(ctx, led, pipelines, in)
+	if err != nil {
+		return err
+	}
+	c.print(v, func(w io.Writer) {
+		what := "sends"
+		if v.PausePolls {
+			what = "sends, look-ups, polls and downloads"
+		}
+		fmt.Fprintf(w, "paused\t%s (%s) since %s: %s\n", v.Name, what, v.Since.Format(time.RFC3339), v.Reason)
+		fmt.Fprintf(w, "its steps wait (waiting_vendor) and go on by themselves after: starter vendor resume %s\n", v.Name)
+	})
+	return nil
+}
+
+func vendorResume(ctx context.Context, c *cli, args []string) error {
+	name, args, err := vendorName("resume", args)
+	if err != nil {
+		return err
+	}
+	fs := c.flags("vendor resume", false)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	pipelines, led, err := c.inputLedger(ctx)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	v, err := operator.ResumeVendor(ctx, led, pipelines, name)
+	if err != nil {
+		return err
+	}
+	c.print(v, func(w io.Writer) {
+		fmt.Fprintf(w, "%s\t%s: its waiting steps go on within seconds\n", v.Status, v.Name)
+	})
+	return nil
+}
+
+func vendorList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("vendor list", false)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	led, err := c.openLedgerReadOnly(ctx)
+	switch {
+	case errors.Is(err, ledger.ErrNotCreated):
+		led = nil // no state yet: every vendor is active
+	case err != nil:
+		return err
+	default:
+		defer led.Close()
+	}
+	vs, err := operator.ListVendors(ctx, led, pipelines)
+	if err != nil {
+		return err
+	}
+	c.print(vs, func(w io.Writer) {
+		fmt.Fprintln(w, "VENDOR\tSTATE\tSINCE\tIN FLIGHT\tTOKENS\tFAILURES\tREASON")
+		for _, v := range vs {
+			since := "-"
+			if !v.Since.IsZero() {
+				since = v.Since.Format(time.RFC3339)
+			}
+			inFlight := strconv.Itoa(v.InFlightSend + v.InFlightPoll)
+			if m := v.Limits.MaxInFlight; m > 0 {
+				inFlight += "/" + strconv.Itoa(m)
+			}
+			tokens := "-"
+			if v.Tokens != nil {
+				tokens = fmt.Sprintf("%.1f/%d", *v.Tokens, v.Limits.BurstSize())
+			}
+			failures := strconv.Itoa(v.Failures)
+			if v.Limits.TripAfter > 0 {
+				failures += "/" + strconv.Itoa(v.Limits.TripAfter)
+			}
+			reason := v.Reason
+			if v.Status == "paused" && v.PausedBy != "" {
+				reason += " (by " + v.PausedBy + ")"
+			}
+			if v.Unknown {
+				reason = strings.TrimSpace(reason + " (not in the pipeline file)")
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Status, since, inFlight, tokens, failures, dash(reason))
+		}
+	})
+	return nil
+}

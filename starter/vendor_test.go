@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"allot"
+	"allot/ledger"
+	"allot/operator"
+	"allot/workflows"
+)
+
+const vendorPipelines = `
+[[vendor]]
+name          = "videogen"
+url           = "https://api.videogen.example"
+api_key_env   = "VIDEOGEN_API_KEY"
+max_in_flight = 4
+rate          = 2.0
+burst         = 4
+trip_after    = 5
+
+[[pipeline]]
+name = "weekly"
+  [[pipeline.step]]
+  name   = "video"
+  kind   = "paid"
+  vendor = "videogen"
+`
+
+func vendorEnv(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	pipes := filepath.Join(dir, "pipelines.toml")
+	if err := os.WriteFile(pipes, []byte(vendorPipelines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ALLOT_PIPELINES", pipes)
+	t.Setenv("ALLOT_LEDGER", "sqlite:"+filepath.Join(dir, "allot.db"))
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1") // nothing here talks to Temporal
+	return dir
+}
+
+func listVendors(t *testing.T) map[string]operator.VendorView {
+	t.Helper()
+	code, stdout, stderr := run(t, "vendor", "list", "--json")
+	if code != exitOK {
+		t.Fatalf("vendor list: exit %d: %s", code, stderr)
+	}
+	var vs []operator.VendorView
+	if err := json.Unmarshal([]byte(stdout), &vs); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]operator.VendorView{}
+	for _, v := range vs {
+		out[v.Name] = v
+	}
+	return out
+}
+
+// `starter vendor pause NAME --reason TEXT`, `resume NAME` and `list`: the
+// state is in the ledger; the command pause prints runs as printed; refused
+// commands change nothing.
+func TestVendorPauseResumeList(t *testing.T) {
+	vendorEnv(t)
+	// Before the ledger exists every vendor is active, with its controls.
+	vs := listVendors(t)
+	if len(vs) != 2 || vs["default"].Status != "active" || vs["videogen"].Limits.MaxInFlight != 4 || vs["videogen"].Tokens == nil || *vs["videogen"].Tokens != 4 {
+		t.Fatalf("before anything: %+v", vs)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"vendor", "pause", "videogen"}, exitUsage, "--reason is required"},
+		{[]string{"vendor", "pause", "--reason", "x"}, exitUsage, "name the vendor first"},
+		{[]string{"vendor", "pause", "videogne", "--reason", "typo"}, exitError, `InvalidInput: vendor "videogne" is not in the pipeline file: name one of default, videogen`},
+		{[]string{"vendor", "resume", "nope"}, exitError, "InvalidInput"},
+		{[]string{"vendor", "stop", "videogen"}, exitUsage, "vendor takes a subcommand"},
+	} {
+		code, _, stderr := run(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	if vs := listVendors(t); vs["videogen"].Status != "active" || len(vs) != 2 {
+		t.Fatalf("a refused command changed something: %+v", vs)
+	}
+
+	code, stdout, stderr := run(t, "vendor", "pause", "videogen", "--reason", "bills twice", "--by", "alice", "--polls")
+	if code != exitOK {
+		t.Fatalf("pause: exit %d: %s", code, stderr)
+	}
+	v := listVendors(t)["videogen"]
+	if v.Status != "paused" || v.Reason != "bills twice" || v.PausedBy != "alice" || !v.PausePolls || v.Since.IsZero() {
+		t.Fatalf("paused: %+v", v)
+	}
+	var text bytes.Buffer
+	c2, out, _ := run(t, "vendor", "list")
+	text.WriteString(out)
+	if c2 != exitOK || !regexp.MustCompile(`videogen\s+paused\s+\S+\s+0/4\s+4\.0/4\s+0/5\s+bills twice \(by alice\)`).MatchString(text.String()) {
+		t.Fatalf("vendor list:\n%s", text.String())
+	}
+	// The command pause prints for going on, run as printed.
+	m := regexp.MustCompile(`starter vendor resume \S+`).FindString(stdout)
+	words, err := workflows.SplitCommand(m)
+	if err != nil || len(words) != 4 || words[0] != "starter" {
+		t.Fatalf("pause printed %q", stdout)
+	}
+	if code, _, stderr := run(t, words[1:]...); code != exitOK {
+		t.Fatalf("%s: exit %d: %s", m, code, stderr)
+	}
+	if v := listVendors(t)["videogen"]; v.Status != "active" || v.Reason != "" {
+		t.Fatalf("resumed: %+v", v)
+	}
+	// A tripped breaker shows why, and resume closes it.
+	led, err := ledger.Open(t.Context(), os.Getenv("ALLOT_LEDGER"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ledger.VendorLimits{TripAfter: 1, CoolDown: time.Minute}
+	if _, err := led.AcquireVendor(t.Context(), ledger.VendorRequest{Vendor: "videogen", Holder: "h", Kind: ledger.VendorSend, Limits: lim, Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := led.ReleaseVendor(t.Context(), ledger.VendorRelease{Vendor: "videogen", Holder: "h", Outcome: ledger.VendorFailed, Error: "503 Service Unavailable", Limits: lim}); err != nil {
+		t.Fatal(err)
+	}
+	led.Close()
+	if v := listVendors(t)["videogen"]; v.Status != "tripped" || v.Reason != "tripped: 503 Service Unavailable" || v.Failures != 1 {
+		t.Fatalf("tripped: %+v", v)
+	}
+	if code, _, stderr := run(t, "vendor", "resume", "videogen"); code != exitOK {
+		t.Fatalf("resume: %d %s", code, stderr)
+	}
+	if v := listVendors(t)["videogen"]; v.Status != "active" || v.Failures != 0 {
+		t.Fatalf("resumed a tripped vendor: %+v", v)
+	}
+}
+
+// `episode show` prints a step waiting for its vendor, and why.
+func TestShowPrintsAStepWaitingForItsVendor(t *testing.T) {
+	since := time.Date(2026, 8, 3, 2, 0, 5, 0, time.UTC)
+	res := operator.ShowResult{
+		Episode: operator.ViewEpisode(ledger.Episode{Pipeline: "weekly", ID: "2026-W32-0", Period: "2026-W32", Status: ledger.EpisodeAllocated,
+			Outcome: string(allot.OutcomeWaitingVendor), OutcomeReason: allot.ReasonVendorPaused}),
+		Workflow: &operator.WorkflowStatus{
+			WorkflowID: "weekly/episode/2026-W32-0", Status: "WORKFLOW_EXECUTION_STATUS_RUNNING",
+			State: &workflows.EpisodeState{Stage: allot.StageWaitingVendor, Waiting: &workflows.WaitingVendor{
+				Step: "video", Vendor: "videogen", Reason: allot.ReasonVendorPaused, Message: "vendor videogen is paused by alice: bills twice", Since: since,
+			}},
+		},
+	}
+	var b bytes.Buffer
+	printShow(&b, res)
+	out := b.String()
+	for _, want := range []string{
+		"status\twaiting_vendor",
+		"video waits for vendor videogen since 2026-08-03T02:00:05Z, vendor_paused: vendor videogen is paused by alice: bills twice",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("episode show lacks %q:\n%s", want, out)
+		}
+	}
+}
