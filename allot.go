@@ -109,6 +109,20 @@ const (
 	// ReasonNoReadyInput: skipped, a pipeline that consumes inputs had
 	// none ready to claim. Like cap_reached, a normal skip.
 	ReasonNoReadyInput = "no_ready_input"
+	// ReasonMissedCatchUp: skipped, the schedule's time passed while
+	// nothing ran (workers or server down, or the schedule paused) and the
+	// pipeline's catch_up policy does not run it (docs/design.md,
+	// "Catch-up"). The key stays free: a later run of it allocates.
+	ReasonMissedCatchUp = "missed_catch_up"
+)
+
+// Catch-up policies: what a pipeline's schedule runs of the times it
+// missed (pipeline.CatchUp parses them; "up_to:N" carries its N).
+const (
+	CatchUpSkip   = "skip"   // none of them
+	CatchUpLatest = "latest" // the latest only
+	CatchUpAll    = "all"    // every one (the default)
+	CatchUpUpTo   = "up_to"  // the latest N
 )
 
 // OutcomeStalled is how stats and the allot_episodes_stalled gauge show an

@@ -347,3 +347,34 @@ func TestSaveHistoriesVendorWait(t *testing.T) {
 	}
 	saveHistory(t, c, dir, "vendor_wait_episode.json", workflows.EpisodeWorkflowID("vendor-wait", ep), "")
 }
+
+// TestSaveHistoriesCatchUp saves, with TestSaveHistories, the history of a
+// scheduled run whose time passed while no worker ran, and which its
+// pipeline's catch-up policy (skip) records as skipped, missed_catch_up,
+// behind the catch-up marker.
+func TestSaveHistoriesCatchUp(t *testing.T) {
+	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	if dir == "" {
+		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+	}
+	const grace = time.Second
+	c := allottest.NewClusterWithPipelines(t, catchUpPipelines("2s", grace.String()))
+	c.StopWorker()
+	if _, err := c.Schedules().Create(c.Ctx(), operator.ScheduleInput{Pipeline: "cu-skip"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := c.WaitAtLeast(`WorkflowType = "ScheduledRun" AND AllotPipeline = "cu-skip"`, 1)
+	nominal, _ := workflows.NominalTimeOfKey("cu-skip", ids[0])
+	for time.Now().Before(nominal.Add(grace + 500*time.Millisecond)) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.StartWorker()
+	var res workflows.ScheduledRunResult
+	if err := c.Client.GetWorkflow(c.Ctx(), ids[0], "").Get(c.Ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != allot.OutcomeSkipped || res.Reason != allot.ReasonMissedCatchUp {
+		t.Fatalf("run %s: %+v, want skipped as missed_catch_up", ids[0], res)
+	}
+	saveHistory(t, c, dir, "scheduled_run_missed.json", ids[0], "")
+}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"allot/activities"
+	"allot/catchup"
 	"allot/ledger"
 	"allot/metrics"
 	"allot/paidvendor"
@@ -156,7 +157,25 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),
 		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "vendors", pipelines.VendorNames(), "go_steps", slices.Sorted(maps.Keys(cfg.Steps)), "temporal", hostPort(opts), "namespace", opts.Namespace)
+	// The times Temporal will not start any more (the server was down
+	// past a schedule's catchup_window) are settled once the worker
+	// serves: run or skipped under each pipeline's catch_up policy.
+	go sweepMissed(ctx, &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID()}, logger)
 	return Serve(ctx, c, cfg.TaskQueue, acts)
+}
+
+// sweepMissed runs the catch-up sweep of every scheduled pipeline and logs
+// what it did; a failure is logged with the command that settles it later
+// (the next worker start also does).
+func sweepMissed(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) {
+	for _, r := range sw.SweepAll(ctx, time.Now()) {
+		switch {
+		case r.Error != "" && ctx.Err() == nil:
+			logger.Error("catch-up of missed times failed", "pipeline", r.Pipeline, "error", r.Error, "retry", workflows.CatchUpCommand(r.Pipeline, r.Until))
+		case len(r.Missed) > 0:
+			logger.Info("caught up missed times", "pipeline", r.Pipeline, "policy", r.Policy, "missed", len(r.Missed), "started", len(r.Started), "skipped", len(r.Skipped))
+		}
+	}
 }
 
 // LedgerGauges are the metrics gauges read from the ledger for the

@@ -131,6 +131,7 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
 	}
 
+	rerun := false
 	desc, err := r.Client.DescribeWorkflowExecution(ctx, in.Key, "")
 	var notFound *serviceerror.NotFound
 	switch {
@@ -148,7 +149,13 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			return r.follow(ctx, RunAttached, in.Key, info.GetExecution().GetRunId(), in.Wait)
 		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-			return r.follow(ctx, RunExisting, in.Key, info.GetExecution().GetRunId(), true)
+			existing, err := r.follow(ctx, RunExisting, in.Key, info.GetExecution().GetRunId(), true)
+			if err != nil || !missedCatchUp(existing.Result) {
+				return existing, err
+			}
+			// The catch-up policy skipped this time (docs/design.md,
+			// "Catch-up"): asked for by name, it runs now.
+			rerun = true
 		}
 		// Failed, terminated, canceled or timed out: start it again; the
 		// ledger hands back the episode the key already owns.
@@ -159,6 +166,9 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	// to a concurrent one learns that it attached instead of started.
 	opts := StartOptions(in.Key, r.TaskQueue, p.Name, nominal)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	if rerun {
+		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	}
 	run, err := r.Client.ExecuteWorkflow(ctx, opts,
 		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: r.LedgerID})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
@@ -171,6 +181,12 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		return RunResult{}, fmt.Errorf("start ScheduledRun %q: %w", in.Key, err)
 	}
 	return r.follow(ctx, RunStarted, in.Key, run.GetRunID(), in.Wait)
+}
+
+// missedCatchUp: the run was skipped by its pipeline's catch-up policy,
+// which leaves the key free.
+func missedCatchUp(res *workflows.ScheduledRunResult) bool {
+	return res != nil && res.Outcome == allot.OutcomeSkipped && res.Reason == allot.ReasonMissedCatchUp
 }
 
 // attach follows a run another start began: attached while it runs,

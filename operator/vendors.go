@@ -110,7 +110,7 @@ type VendorPauseInput struct {
 // on by themselves after ResumeVendor. An unknown name or a missing reason
 // is refused (InvalidInput) and nothing is written.
 func PauseVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, in VendorPauseInput) (VendorView, error) {
-	if err := knownVendor(set, in.Name); err != nil {
+	if err := KnownVendor(set, in.Name); err != nil {
 		return VendorView{}, err
 	}
 	if strings.TrimSpace(in.Reason) == "" {
@@ -127,7 +127,7 @@ func PauseVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, in 
 // closes a tripped breaker. The steps waiting for it go on by themselves
 // within seconds. Resuming an active vendor changes nothing.
 func ResumeVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name string) (VendorView, error) {
-	if err := knownVendor(set, name); err != nil {
+	if err := KnownVendor(set, name); err != nil {
 		if s, serr := led.VendorStateOf(ctx, name, time.Time{}); serr != nil || s.Status() == "active" {
 			return VendorView{}, err
 		}
@@ -153,9 +153,9 @@ func vendorView(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name
 	return VendorView{Name: name, Status: "active"}, nil
 }
 
-// knownVendor refuses a name the pipeline file does not define: pausing a
+// KnownVendor refuses a name the pipeline file does not define: pausing a
 // typo would pause nothing and look as if it had.
-func knownVendor(set *pipeline.Set, name string) error {
+func KnownVendor(set *pipeline.Set, name string) error {
 	known := set.ControlledVendors()
 	if slices.Contains(known, name) {
 		return nil

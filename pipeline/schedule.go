@@ -32,6 +32,12 @@ type Schedule struct {
 	// MaxBackfillRuns is how many runs one backfill may start without
 	// --yes (0: DefaultMaxBackfillRuns).
 	MaxBackfillRuns int `toml:"max_backfill_runs" json:"max_backfill_runs,omitempty"`
+	// CatchUp is what the schedule runs of the times it missed: "skip",
+	// "latest", "all" (default) or "up_to:N" (see CatchUp).
+	CatchUp string `toml:"catch_up" json:"catch_up,omitempty"`
+	// CatchUpGrace is how late (beyond the jitter) a scheduled run may
+	// begin and still count as on time (default DefaultCatchUpGrace).
+	CatchUpGrace string `toml:"catch_up_grace" json:"catch_up_grace,omitempty"`
 }
 
 // ScheduleSpec is a validated schedule, ready to send.
@@ -43,7 +49,9 @@ type ScheduleSpec struct {
 	CatchupWindow time.Duration `json:"catchup_window"`
 	MaxBackfill   time.Duration `json:"max_backfill"`
 	// MaxBackfillRuns: a backfill that would start more runs needs --yes.
-	MaxBackfillRuns int `json:"max_backfill_runs"`
+	MaxBackfillRuns int           `json:"max_backfill_runs"`
+	CatchUp         CatchUp       `json:"catch_up"`
+	CatchUpGrace    time.Duration `json:"catch_up_grace"`
 }
 
 // Defaults of a schedule's settings.
@@ -82,6 +90,12 @@ func (s Schedule) Merge(override Schedule) Schedule {
 	}
 	if override.MaxBackfillRuns != 0 {
 		s.MaxBackfillRuns = override.MaxBackfillRuns
+	}
+	if override.CatchUp != "" {
+		s.CatchUp = override.CatchUp
+	}
+	if override.CatchUpGrace != "" {
+		s.CatchUpGrace = override.CatchUpGrace
 	}
 	return s
 }
@@ -124,6 +138,15 @@ func (s Schedule) Spec() (ScheduleSpec, error) {
 	}
 	if out.MaxBackfillRuns, err = s.MaxBackfillRunCount(); err != nil {
 		return out, err
+	}
+	if out.CatchUp, err = ParseCatchUp(s.CatchUp); err != nil {
+		return out, err
+	}
+	if out.CatchUpGrace, err = nonNegative("catch_up_grace", s.CatchUpGrace, DefaultCatchUpGrace); err != nil {
+		return out, err
+	}
+	if out.CatchUpGrace < MinCatchUpGrace {
+		return out, fmt.Errorf("catch_up_grace %s is under %s: a scheduled run may always begin that late and be on time; write e.g. catch_up_grace = \"5m\"", out.CatchUpGrace, MinCatchUpGrace)
 	}
 	out.Overlap = strings.ReplaceAll(strings.ToLower(s.Overlap), "-", "_")
 	if out.Overlap == "" {

@@ -26,6 +26,7 @@ func scheduleCommand(ctx context.Context, c *cli, args []string) error {
 		"unpause":  scheduleSimple("unpause"),
 		"trigger":  scheduleSimple("trigger"),
 		"backfill": scheduleBackfill,
+		"catch-up": scheduleCatchUp,
 		"delete":   scheduleSimple("delete"),
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
@@ -142,6 +143,9 @@ func scheduleSimple(name string) func(context.Context, *cli, []string) error {
 			return err
 		}
 		c.printSchedule(res)
+		if name == "unpause" {
+			return c.catchUpAfterUnpause(ctx, s, pipelineName)
+		}
 		return nil
 	}
 }

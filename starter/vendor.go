@@ -59,6 +59,9 @@ func vendorPause(ctx context.Context, c *cli, args []string) error {
 	if strings.TrimSpace(in.Reason) == "" {
 		return usageError{fmt.Errorf("--reason is required: starter vendor pause %s --reason TEXT", name)}
 	}
+	if err := c.knownVendor(name); err != nil {
+		return err
+	}
 	pipelines, led, err := c.inputLedger(ctx)
 	if err != nil {
 		return err
@@ -86,6 +89,9 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 	}
 	fs := c.flags("vendor resume", false)
 	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.knownVendor(name); err != nil {
 		return err
 	}
 	pipelines, led, err := c.inputLedger(ctx)
@@ -155,4 +161,15 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 		}
 	})
 	return nil
+}
+
+// knownVendor refuses a vendor the pipeline file does not define before
+// the ledger is opened, so that a typo is named as one wherever the
+// ledger is.
+func (c *cli) knownVendor(name string) error {
+	pipelines, err := c.cfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	return operator.KnownVendor(pipelines, name)
 }

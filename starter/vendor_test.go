@@ -93,6 +93,15 @@ func TestVendorPauseResumeList(t *testing.T) {
 	if vs := listVendors(t); vs["videogen"].Status != "active" || len(vs) != 2 {
 		t.Fatalf("a refused command changed something: %+v", vs)
 	}
+	// Pausing writes the ledger, which only the worker creates.
+	if code, _, stderr := run(t, "vendor", "pause", "videogen", "--reason", "x"); code != exitError || !strings.Contains(stderr, "go run ./worker --ledger") {
+		t.Fatalf("pause without a ledger: exit %d: %s", code, stderr)
+	}
+	created, err := ledger.Open(t.Context(), os.Getenv("ALLOT_LEDGER"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Close()
 
 	code, stdout, stderr := run(t, "vendor", "pause", "videogen", "--reason", "bills twice", "--by", "alice", "--polls")
 	if code != exitOK {

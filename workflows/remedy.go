@@ -71,6 +71,12 @@ func ReopenCommands(pipelineName, episodeID string, steps []string) []string {
 	return out
 }
 
+// CatchUpCommand settles the times pipeline's schedule missed up to until
+// (starter schedule catch-up).
+func CatchUpCommand(pipelineName string, until time.Time) string {
+	return fmt.Sprintf("starter schedule catch-up --pipeline %s --until %s", pipelineName, until.UTC().Format(time.RFC3339))
+}
+
 // BackfillCommand backfills pipeline's schedule over [from, to), with the
 // given extra flags (--dry-run, --yes, --no-wait).
 func BackfillCommand(pipelineName string, from, to time.Time, flags ...string) string {

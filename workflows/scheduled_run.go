@@ -12,6 +12,7 @@ import (
 
 	"allot"
 	"allot/activities"
+	"allot/pipeline"
 )
 
 // ScheduledRunInput starts one logical run of a pipeline. The allocation key
@@ -154,8 +155,18 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 	}
 
 	r.local = workflow.GetVersion(ctx, localBookkeepingChange, workflow.DefaultVersion, localBookkeepingVersion) == localBookkeepingVersion
+	skip, err := r.catchUp(ctx)
+	if err != nil {
+		return r.fail(ctx, err)
+	}
+	if skip {
+		if err := r.record(ctx); err != nil {
+			return ScheduledRunResult{}, err
+		}
+		return r.result, nil
+	}
 	var alloc activities.AllocateResult
-	err := r.exec(ctx, a.Allocate, activities.AllocateInput{
+	err = r.exec(ctx, a.Allocate, activities.AllocateInput{
 		Pipeline:    r.input.Pipeline,
 		Key:         r.result.WorkflowID,
 		NominalTime: r.result.NominalTime,
@@ -190,6 +201,42 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 		return ScheduledRunResult{}, err
 	}
 	return r.result, nil
+}
+
+// catchUp applies the pipeline's catch_up policy to a run its Schedule
+// started that begins late (catchUpChange; docs/design.md, "Catch-up"): a
+// missed time the policy does not run is skipped, reason missed_catch_up,
+// before anything is allocated, so its key stays free for a later manual
+// run or backfill. Runs started with a nominal time (starter run, a
+// backfill, the catch-up sweep, which decided already) are never skipped
+// here, and a run that begins within MinCatchUpGrace asks nothing.
+func (r *scheduledRun) catchUp(ctx workflow.Context) (skip bool, err error) {
+	switch r.result.NominalTimeSource {
+	case allot.NominalFromSchedule, allot.NominalFromStartTime:
+	default:
+		return false, nil
+	}
+	began := workflow.Now(ctx)
+	if !began.After(r.result.NominalTime.Add(pipeline.MinCatchUpGrace)) {
+		return false, nil
+	}
+	if workflow.GetVersion(ctx, catchUpChange, workflow.DefaultVersion, catchUpVersion) == workflow.DefaultVersion {
+		return false, nil
+	}
+	var a *activities.Activities
+	var d activities.DecideCatchUpResult
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions(allocationActivityOptions()))
+	if err := workflow.ExecuteLocalActivity(lctx, a.DecideCatchUp, activities.DecideCatchUpInput{
+		Pipeline: r.input.Pipeline, NominalTime: r.result.NominalTime, BeganAt: began,
+	}).Get(ctx, &d); err != nil {
+		return false, err
+	}
+	if d.Run {
+		return false, nil
+	}
+	workflow.GetLogger(ctx).Info("missed time skipped by the catch-up policy", "nominal", r.result.NominalTime, "policy", d.Policy, "later_missed", d.LaterMissed)
+	r.result.Outcome, r.result.Reason = allot.OutcomeSkipped, allot.ReasonMissedCatchUp
+	return true, nil
 }
 
 // startEpisode starts the Episode workflow and lets it outlive this run. An

@@ -14,6 +14,7 @@ import (
 
 	"allot"
 	"allot/activities"
+	"allot/pipeline"
 )
 
 var a *activities.Activities
@@ -27,6 +28,8 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivity(a)
 	// Outcome records are asserted where they matter; elsewhere they may happen.
 	env.OnActivity(a.RecordEpisodeOutcome, mock.Anything, mock.Anything).Return(nil).Maybe()
+	// A late scheduled run asks the catch-up policy; runs by default.
+	env.OnActivity(a.DecideCatchUp, mock.Anything, mock.Anything).Return(activities.DecideCatchUpResult{CatchUpDecision: pipeline.CatchUpDecision{Run: true}, Policy: "all"}, nil).Maybe()
 	return env
 }
 

@@ -58,6 +58,14 @@ const (
 	// little more (issue 18). Histories before it: testdata/v1 to v4.
 	localBookkeepingChange  = "local-bookkeeping"
 	localBookkeepingVersion = 1
+
+	// catchUpChange (ScheduledRun): a run its Schedule started that begins
+	// late asks the pipeline's catch_up policy (DecideCatchUp, a local
+	// activity) and, for a missed time the policy does not run, records a
+	// skipped run (missed_catch_up) instead of allocating. Histories before
+	// it: testdata/v1 to v5; after: testdata/v6/scheduled_run_missed.json.
+	catchUpChange  = "catch-up"
+	catchUpVersion = 1
 )
 
 // Changes without a marker, and why none is needed:

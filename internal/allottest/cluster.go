@@ -48,6 +48,8 @@ type Cluster struct {
 	Logs *SyncBuffer
 	// MetricsURL serves the worker's Prometheus metrics at /metrics.
 	MetricsURL string
+
+	stopWorker func() // nil while no worker runs
 }
 
 // NewCluster starts a cluster on the test pipelines (see Pipelines). It skips
@@ -100,16 +102,35 @@ func NewClusterWithPipelines(t *testing.T, pipelinesTOML []byte) *Cluster {
 	}
 	cl.Runs = &operator.Runs{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, LedgerID: led.ID()}
 	cl.Commands = &operator.EpisodeCommands{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, Ledger: led}
+	cl.StartWorker()
+	t.Cleanup(cl.StopWorker)
+	return cl
+}
+
+// StartWorker starts the cluster's worker (NewCluster starts one); it is a
+// no-op while one runs.
+func (c *Cluster) StartWorker() {
+	if c.stopWorker != nil {
+		return
+	}
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.Serve(wctx, c, workflows.TaskQueue, cl.Activities) }()
-	t.Cleanup(func() {
+	go func() { done <- app.Serve(wctx, c.Client, workflows.TaskQueue, c.Activities) }()
+	c.stopWorker = func() {
 		stop()
 		if err := <-done; err != nil {
-			t.Error(err)
+			c.t.Error(err)
 		}
-	})
-	return cl
+	}
+}
+
+// StopWorker stops the cluster's worker and waits until it has stopped:
+// an outage of the workers, until StartWorker.
+func (c *Cluster) StopWorker() {
+	if c.stopWorker != nil {
+		c.stopWorker()
+		c.stopWorker = nil
+	}
 }
 
 // Ctx is a context for one call into the cluster: two minutes, cancelled

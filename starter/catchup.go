@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"allot/catchup"
+	"allot/operator"
+	"allot/workflows"
+)
+
+// scheduleCatchUp is `starter schedule catch-up`: settle the times the
+// pipeline's schedule matched while nothing ran them (the worker does it
+// when it starts, `schedule unpause` for the paused time).
+func scheduleCatchUp(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("schedule catch-up", true)
+	var pipelineName, until string
+	var dryRun bool
+	fs.StringVar(&pipelineName, "pipeline", "", "pipeline (required)")
+	fs.StringVar(&until, "until", "", "settle the times up to this one (RFC3339); default: those older than the schedule's catchup_window, which Temporal will not start any more")
+	fs.BoolVar(&dryRun, "dry-run", false, "say what the policy would run and skip; write and start nothing")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if pipelineName == "" {
+		return usageError{errors.New("--pipeline is required")}
+	}
+	in := catchup.SweepInput{Pipeline: pipelineName, DryRun: dryRun}
+	if until != "" {
+		t, err := time.Parse(time.RFC3339, until)
+		if err != nil {
+			return usageError{fmt.Errorf("--until %q is not an RFC3339 time (e.g. 2026-12-01T09:00:00Z)", until)}
+		}
+		in.Until = t
+	} else {
+		pipelines, err := c.cfg.LoadPipelines()
+		if err != nil {
+			return err
+		}
+		p, err := pipelines.Get(pipelineName)
+		if err != nil {
+			return err
+		}
+		if p.Schedule == nil {
+			return fmt.Errorf("pipeline %s has no schedule: nothing to catch up", pipelineName)
+		}
+		spec, err := p.Schedule.Spec()
+		if err != nil {
+			return fmt.Errorf("pipeline %s: %w", pipelineName, err)
+		}
+		in.Until = time.Now().Add(-(spec.CatchupWindow + spec.Jitter + spec.CatchUpGrace))
+	}
+	s, done, err := c.schedules(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := c.sweep(ctx, s, in)
+	if err != nil {
+		return err
+	}
+	c.printSweep(res)
+	return nil
+}
+
+// sweep runs one catch-up sweep with the schedules' client, on the ledger
+// opened to write (read-only for a dry run).
+func (c *cli) sweep(ctx context.Context, s *operator.Schedules, in catchup.SweepInput) (catchup.SweepResult, error) {
+	open := c.openLedgerToWrite
+	if in.DryRun {
+		open = c.openLedgerReadOnly
+	}
+	led, err := open(ctx)
+	if err != nil {
+		return catchup.SweepResult{}, err
+	}
+	defer led.Close()
+	sw := &catchup.Sweeper{Client: s.Client, Pipelines: s.Pipelines, Ledger: led, TaskQueue: s.TaskQueue, LedgerID: s.LedgerID}
+	return sw.Sweep(ctx, in)
+}
+
+// catchUpAfterUnpause settles the times a schedule skipped while paused,
+// under its catch_up policy. The schedule is unpaused whatever happens
+// here; a failure says how to settle them later.
+func (c *cli) catchUpAfterUnpause(ctx context.Context, s *operator.Schedules, pipelineName string) error {
+	// Every time up to now: a time the Schedule starts from now on has
+	// its workflow, and a missed one within its grace runs.
+	pausedUntil := time.Now()
+	res, err := c.sweep(ctx, s, catchup.SweepInput{Pipeline: pipelineName, Until: pausedUntil})
+	if err != nil {
+		return fmt.Errorf("the schedule of %s is unpaused, but the times it missed while paused are not settled yet: %w; settle them with `%s`",
+			pipelineName, err, workflows.CatchUpCommand(pipelineName, pausedUntil))
+	}
+	c.printSweep(res)
+	return nil
+}
+
+func (c *cli) printSweep(res catchup.SweepResult) {
+	c.print(res, func(w io.Writer) {
+		switch {
+		case res.NoSchedule:
+			fmt.Fprintf(w, "catch-up\t%s has no schedule: nothing to catch up\n", res.Pipeline)
+			return
+		case res.Paused:
+			fmt.Fprintf(w, "catch-up\tthe schedule of %s is paused: its missed times are settled when it is unpaused (starter schedule unpause --pipeline %s)\n", res.Pipeline, res.Pipeline)
+			return
+		}
+		verb := "started"
+		if res.DryRun {
+			verb = "would start"
+		}
+		fmt.Fprintf(w, "catch-up\t%s, policy %s: %d missed times up to %s, %s %d, skipped %d (missed_catch_up)\n",
+			res.Pipeline, res.Policy, len(res.Missed), res.Until.Format(time.RFC3339), verb, len(res.Started), len(res.Skipped))
+		for _, t := range res.Started {
+			fmt.Fprintf(w, "run\t%s\n", t.Format(time.RFC3339))
+		}
+		for _, t := range res.Skipped {
+			fmt.Fprintf(w, "skipped\t%s\n", t.Format(time.RFC3339))
+		}
+	})
+}
