@@ -334,8 +334,9 @@ func (s *Schedules) List(ctx context.Context) ([]ScheduleSummary, error) {
 	return out, nil
 }
 
-// Pause stops the schedule's future actions. Times missed while paused are
-// not caught up: backfill them to run them.
+// Pause stops the schedule's future actions. Temporal skips the times that
+// come while paused; unpausing settles them under the pipeline's catch_up
+// policy (package catchup, run by `starter schedule unpause`).
 func (s *Schedules) Pause(ctx context.Context, pipelineName, note string) (ScheduleResult, error) {
 	h, err := s.handle(ctx, pipelineName)
 	if err != nil {
