@@ -11,7 +11,7 @@ import (
 // (an error type above; "" when the step is not the reason the episode is
 // parked). This table is the one place that decides it: the Episode
 // workflow's update validators refuse everything else at once, before
-// anything is written, and the README's table is rendered from it (see
+// anything is written, and the table in docs/operating.md is rendered from it (see
 // docs/design.md, "Every parked state has an exit").
 type PaidCommandRule struct {
 	State     PaidTaskState
@@ -44,7 +44,7 @@ var PaidCommandTable = []PaidCommandRule{
 	{PaidAbandoned, "", []Action{ActionRework}},
 }
 
-// ActionEffects says what each paid-step action does, for the README's
+// ActionEffects says what each paid-step action does, for the docs'
 // table and the refusal messages.
 var ActionEffects = map[Action]string{
 	ActionAdopt:    "the vendor's task with this step's idempotency key becomes the step's submission (checked with the vendor first); nothing is charged again",
@@ -128,8 +128,8 @@ func pastApproval(approvals []StepStatus) StepStatus {
 	return last
 }
 
-// PaidCommandTableMarkdown renders the command table for the README (a test
-// keeps the README's copy equal to it).
+// PaidCommandTableMarkdown renders the command table for docs/operating.md (a test
+// keeps that copy equal to it).
 func PaidCommandTableMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| paid task state | parked for | commands allowed |\n|---|---|---|\n")

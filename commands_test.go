@@ -8,12 +8,15 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's generated sections from the code")
+var update = flag.Bool("update", false, "rewrite the docs' generated sections from the code")
 
-// The README's command table is the one the code enforces. After changing
-// the table, run `go test -run TestREADMECommandTable . -update`.
-func TestREADMECommandTableMatchesTheCode(t *testing.T) {
-	data, err := os.ReadFile("README.md")
+// commandTablePage holds the paid command table.
+const commandTablePage = "docs/operating.md"
+
+// The command table in docs/operating.md is the one the code enforces. After changing
+// the table, run `go test -run TestCommandTable . -update`.
+func TestCommandTableMatchesTheCode(t *testing.T) {
+	data, err := os.ReadFile(commandTablePage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,16 +24,16 @@ func TestREADMECommandTableMatchesTheCode(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q ... %q section", begin, end)
+		t.Fatalf("docs/operating.md has no %q ... %q section", begin, end)
 	}
 	if got, want := s[i+len(begin):j], PaidCommandTableMarkdown(); got != want {
 		if *update {
-			if err := os.WriteFile("README.md", []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+			if err := os.WriteFile(commandTablePage, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Fatalf("README.md's command table differs from the code's: run `go test -run TestREADMECommandTable . -update`; it should read:\n%s", want)
+		t.Fatalf("docs/operating.md's command table differs from the code's: run `go test -run TestCommandTable . -update`; it should read:\n%s", want)
 	}
 }
 

@@ -21,11 +21,11 @@ import (
 	"allot/workflows"
 )
 
-// readmeCommands returns the README's `temporal ...` commands, each as its
+// readmeCommands returns the `temporal ...` commands of docs/operating.md, each as its
 // flags (flag -> values), keyed by the subcommand ("workflow start", ...).
 func readmeCommands(t *testing.T) map[string]map[string][]string {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func readmeCommands(t *testing.T) map[string]map[string][]string {
 func one(t *testing.T, flags map[string][]string, name string) string {
 	t.Helper()
 	if len(flags[name]) != 1 {
-		t.Fatalf("README command: --%s given %d times", name, len(flags[name]))
+		t.Fatalf("docs command: --%s given %d times", name, len(flags[name]))
 	}
 	return flags[name][0]
 }
@@ -73,7 +73,7 @@ func searchAttributes(t *testing.T, flags map[string][]string) temporal.SearchAt
 		k, v, ok := strings.Cut(kv, "=")
 		var s string
 		if !ok || json.Unmarshal([]byte(v), &s) != nil || k != workflows.PipelineAttr.GetName() {
-			t.Fatalf("README search attribute %q", kv)
+			t.Fatalf("docs search attribute %q", kv)
 		}
 		updates = append(updates, workflows.PipelineAttr.ValueSet(s))
 	}
@@ -93,10 +93,10 @@ var cliOverlap = map[string]enumspb.ScheduleOverlapPolicy{
 	"BufferAll": enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL, "AllowAll": enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
 }
 
-// TestTemporalCLICommandsInREADMEMatchStarter sends the README's `temporal`
+// TestTemporalCLICommandsInDocsMatchStarter sends the `temporal`
 // commands as the same requests through the SDK client, and checks they do
 // what the starter does.
-func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
+func TestTemporalCLICommandsInDocsMatchStarter(t *testing.T) {
 	cmds := readmeCommands(t)
 	c := allottest.NewClusterWithPipelines(t, pipeline.DefaultConfig)
 	ctx := c.Ctx()
@@ -110,12 +110,12 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	cliType := map[string]enumspb.IndexedValueType{"Keyword": enumspb.INDEXED_VALUE_TYPE_KEYWORD, "Int": enumspb.INDEXED_VALUE_TYPE_INT}
 	for i, name := range sa["name"] {
 		if want[name] != cliType[sa["type"][i]] {
-			t.Fatalf("README registers %s as %s; allot needs %s", name, sa["type"][i], want[name])
+			t.Fatalf("docs/operating.md registers %s as %s; allot needs %s", name, sa["type"][i], want[name])
 		}
 		delete(want, name)
 	}
 	if len(want) != 0 {
-		t.Fatalf("README does not register %v", want)
+		t.Fatalf("docs/operating.md does not register %v", want)
 	}
 
 	// temporal workflow start: the same options as `starter run`.
@@ -134,7 +134,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	}
 	starterOpts := operator.StartOptions(workflows.AllocationKey(input.Pipeline, input.NominalTime), workflows.TaskQueue, input.Pipeline, input.NominalTime)
 	if opts.ID != starterOpts.ID || opts.TaskQueue != starterOpts.TaskQueue || opts.WorkflowIDConflictPolicy != starterOpts.WorkflowIDConflictPolicy || opts.WorkflowIDReusePolicy != starterOpts.WorkflowIDReusePolicy {
-		t.Fatalf("README start options %+v differ from starter's %+v", opts, starterOpts)
+		t.Fatalf("docs start options %+v differ from starter's %+v", opts, starterOpts)
 	}
 	run, err := c.Client.ExecuteWorkflow(ctx, opts, one(t, ws, "type"), json.RawMessage(one(t, ws, "input")))
 	if err != nil {
@@ -155,7 +155,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	// temporal workflow update execute: the same update as `starter episode approve`.
 	up := cmds["workflow update execute"]
 	if one(t, up, "workflow-id") != workflows.EpisodeWorkflowID(viaCLI.Pipeline, viaCLI.EpisodeID) {
-		t.Fatalf("README update targets %s, the run's episode is %s", one(t, up, "workflow-id"), viaCLI.EpisodeID)
+		t.Fatalf("docs update targets %s, the run's episode is %s", one(t, up, "workflow-id"), viaCLI.EpisodeID)
 	}
 	c.WaitStage(viaCLI.Pipeline, viaCLI.EpisodeID, allot.StageWaitingApproval)
 	var req workflows.DecisionRequest
@@ -185,7 +185,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	// temporal schedule create: the schedule `starter schedule create` makes.
 	sc := cmds["schedule create"]
 	if one(t, sc, "schedule-id") != workflows.ScheduleID("weekly-video") || one(t, sc, "workflow-id") != workflows.ScheduleActionID("weekly-video") {
-		t.Fatalf("README schedule IDs %v", sc)
+		t.Fatalf("docs schedule IDs %v", sc)
 	}
 	catchup, err := time.ParseDuration(one(t, sc, "catchup-window"))
 	if err != nil {
@@ -204,7 +204,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schedREADME := describeSchedule(t, c, "weekly-video")
+	schedDocs := describeSchedule(t, c, "weekly-video")
 	if err := c.Schedules().Delete(ctx, "weekly-video"); err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +212,8 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 		t.Fatal(err)
 	}
 	schedStarter := describeSchedule(t, c, "weekly-video")
-	if !reflect.DeepEqual(schedREADME, schedStarter) {
-		t.Fatalf("the README's schedule differs from starter's:\nREADME:  %+v\nstarter: %+v", schedREADME, schedStarter)
+	if !reflect.DeepEqual(schedDocs, schedStarter) {
+		t.Fatalf("the docs' schedule differs from starter's:\ndocs:    %+v\nstarter: %+v", schedDocs, schedStarter)
 	}
 	if d, err := c.Schedules().Describe(ctx, "weekly-video"); err != nil || d.Spec.Cron != "0 2 * * 1" {
 		t.Fatalf("describe shows cron %q (%v), want the calendar of \"0 2 * * MON\"", d.Spec.Cron, err)
@@ -230,7 +230,7 @@ func TestTemporalCLICommandsInREADMEMatchStarter(t *testing.T) {
 	}
 	monday := time.Date(2026, 7, 27, 2, 0, 0, 0, time.UTC)
 	if monday.Before(start) || !monday.Before(end) {
-		t.Fatalf("the README's backfill range %s..%s should hold %s", start, end, monday)
+		t.Fatalf("the docs' backfill range %s..%s should hold %s", start, end, monday)
 	}
 	key := workflows.AllocationKey("weekly-video", monday)
 	var backfilled workflows.ScheduledRunResult

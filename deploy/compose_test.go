@@ -911,18 +911,18 @@ func TestPostgresInitScript(t *testing.T) {
 	}
 }
 
-// The README section's ALLOT_LEDGER is the ledger database this stack
+// docs/deploying.md's ALLOT_LEDGER is the ledger database this stack
 // creates, at the address it publishes, with its default password.
-func TestReadmeLedgerURL(t *testing.T) {
+func TestDocsLedgerURL(t *testing.T) {
 	c := loadCompose(t)
 	pg := c.service(t, svcPostgres)
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../docs/deploying.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`ALLOT_LEDGER='([^']+)'`).FindSubmatch(data)
 	if m == nil {
-		t.Fatal("README.md sets no ALLOT_LEDGER='...'")
+		t.Fatal("docs/deploying.md sets no ALLOT_LEDGER='...'")
 	}
 	u, err := url.Parse(string(m[1]))
 	if err != nil {
@@ -942,7 +942,7 @@ func TestReadmeLedgerURL(t *testing.T) {
 	}
 	for _, s := range []string{"TEMPORAL_ADDRESS=127.0.0.1:7233", "TEMPORAL_NAMESPACE=default", composeFile, "temporal operator search-attribute create"} {
 		if !bytes.Contains(data, []byte(s)) {
-			t.Errorf("README.md does not mention %q", s)
+			t.Errorf("docs/deploying.md does not mention %q", s)
 		}
 	}
 }

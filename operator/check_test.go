@@ -96,7 +96,7 @@ type fakeBill []paidvendor.Charge
 
 func (b *fakeBill) Charges(context.Context) ([]paidvendor.Charge, error) { return *b, nil }
 
-// checkedLedger is a ledger with ordinary history (the README's import
+// checkedLedger is a ledger with ordinary history (the docs' import
 // example, and an episode a run allocated whose video was submitted) and,
 // per vendor, a bill that matches it.
 type checkedLedger struct {

@@ -1,6 +1,6 @@
 package operator
 
-// Fuzz targets for the import format (README, "Import"): a JSON Lines file
+// Fuzz targets for the import format (docs/import-and-check.md, "Import"): a JSON Lines file
 // or a state.json is read by decodeLegacy and checked against a pipeline's
 // plan by planRecord. Seeds are in testdata/fuzz/<target>; `go test` runs
 // them, .ci/fuzz explores further.
@@ -92,7 +92,7 @@ var (
 
 // FuzzImportRecord: one record (a line of JSON Lines, or a state.json)
 // never panics the reader or the planner. A record the planner accepts
-// satisfies the README's constraints: its key, period, outcome and times;
+// satisfies the docs' constraints: its key, period, outcome and times;
 // references as succeeded tasks with valid references, revisions and
 // costs; decisions of approval steps; files with sha256; a digest that is
 // the same however its lists are ordered and its times written. A refused
@@ -153,7 +153,7 @@ func FuzzImportRecord(f *testing.F) {
 	})
 }
 
-// checkPlanned asserts the README's constraints on an accepted record.
+// checkPlanned asserts the docs' constraints on an accepted record.
 func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plannedRecord) {
 	t.Helper()
 	rec, ir := src.rec, pr.rec

@@ -90,7 +90,7 @@ var beforeImportCommit func()
 const importAttempts = 3
 
 // Import turns the legacy records at in.From into episodes of the pipeline
-// (README, "Import"), paying nothing: no vendor is contacted. It is all or
+// (docs/import-and-check.md, "Import"), paying nothing: no vendor is contacted. It is all or
 // nothing and can be run again:
 //
 //  1. every record is read and checked against the pipeline's plan;

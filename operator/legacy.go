@@ -1,6 +1,6 @@
 package operator
 
-// The legacy format starter import reads (README, "Import"): one JSON
+// The legacy format starter import reads (docs/import-and-check.md, "Import"): one JSON
 // record per old run, as JSON Lines or as one folder per old ID holding a
 // state.json. This file reads and checks records and turns each into the
 // ledger's ImportRecord for a pipeline's plan.

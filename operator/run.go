@@ -69,7 +69,7 @@ type RunResult struct {
 }
 
 // StartOptions are the options every entry uses to start a ScheduledRun; the
-// README's `temporal workflow start` command sets the same ones.
+// `temporal workflow start` command of docs/operating.md sets the same ones.
 //   - conflict UseExisting: a second start of a running key attaches to it;
 //   - reuse AllowDuplicateFailedOnly: a finished key is never run again, a
 //     failed one may be (the ledger then hands back the same episode).

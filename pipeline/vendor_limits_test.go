@@ -128,10 +128,10 @@ func TestDefaultVendorLimitsFromEnv(t *testing.T) {
 	}
 }
 
-// The README's Vendors section shows a [[vendor]] with every control: it
+// The Vendors section of docs/steps-and-vendors.md shows a [[vendor]] with every control: it
 // parses, with the values it says.
-func TestREADMEVendorExampleParses(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+func TestDocsVendorExampleParses(t *testing.T) {
+	data, err := os.ReadFile("../docs/steps-and-vendors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,14 +139,14 @@ func TestREADMEVendorExampleParses(t *testing.T) {
 	_, block, ok2 := strings.Cut(section, "```toml\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README.md has no ## Vendors section with a toml block")
+		t.Fatal("docs/steps-and-vendors.md has no ## Vendors section with a toml block")
 	}
-	set, err := Parse([]byte(block+limitsStep), "README.md")
+	set, err := Parse([]byte(block+limitsStep), "docs/steps-and-vendors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := VendorLimits{MaxInFlight: 4, Rate: 2, Burst: 4, TripAfter: 5, CoolDown: "30s", IdempotencyHorizon: "24h", SendTimeout: "30s"}
 	if got := set.Limits("videogen"); got != want {
-		t.Fatalf("README's videogen: %+v", got)
+		t.Fatalf("the docs' videogen: %+v", got)
 	}
 }

@@ -79,7 +79,7 @@ func budgetList(ctx context.Context, c *cli, args []string) error {
 	}
 	c.print(res, func(w io.Writer) {
 		if len(res.Budgets) == 0 {
-			fmt.Fprintln(w, "no budgets: add [[budget]] tables to the pipeline file (README \"Budgets\")")
+			fmt.Fprintln(w, "no budgets: add [[budget]] tables to the pipeline file (docs/budgets.md)")
 			return
 		}
 		fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")

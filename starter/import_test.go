@@ -21,7 +21,7 @@ import (
 	"allot/workflows"
 )
 
-// The worked example of the README's "Import" section.
+// The worked example of the "Import" section of docs/import-and-check.md.
 const (
 	exampleJSONL = "../examples/import/weekly-video.jsonl"
 	exampleDir   = "../examples/import/weekly-video-state"
@@ -201,7 +201,7 @@ func filesUnder(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// TestImportPaysNothingAndCheckPasses imports the README's example (JSON
+// TestImportPaysNothingAndCheckPasses imports the docs' example (JSON
 // Lines and the directory form) with vendors that fail every request: none
 // is asked anything, check passes afterwards, and the artifact hashes, the
 // cost total and the number of references are the source's.
@@ -349,10 +349,10 @@ func TestImportRefusalListsEveryConflict(t *testing.T) {
 	}
 }
 
-// TestREADMEShowsTheExampleRecord: the record the README's Import section
+// TestDocsShowTheExampleRecord: the record the docs' Import section
 // shows is the example file's first, exactly.
-func TestREADMEShowsTheExampleRecord(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestDocsShowTheExampleRecord(t *testing.T) {
+	readme, err := os.ReadFile("../docs/import-and-check.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,12 +360,12 @@ func TestREADMEShowsTheExampleRecord(t *testing.T) {
 	shown, _, ok2 := strings.Cut(rest, "```")
 	lines, err := os.ReadFile(exampleJSONL)
 	if !ok || !ok2 || err != nil {
-		t.Fatalf("the README's Import section has no example record (%v)", err)
+		t.Fatalf("docs/import-and-check.md has no example record (%v)", err)
 	}
 	first, _, _ := strings.Cut(string(lines), "\n")
 	var a, b operator.LegacyRecord
 	if err := json.Unmarshal([]byte(shown), &a); err != nil {
-		t.Fatalf("the README's record is not a record: %v", err)
+		t.Fatalf("the docs' record is not a record: %v", err)
 	}
 	if err := json.Unmarshal([]byte(first), &b); err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestREADMEShowsTheExampleRecord(t *testing.T) {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	if string(ja) != string(jb) {
-		t.Fatalf("the README shows\n%s\nbut the example's first record is\n%s", ja, jb)
+		t.Fatalf("docs/import-and-check.md shows\n%s\nbut the example's first record is\n%s", ja, jb)
 	}
 }
 

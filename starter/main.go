@@ -56,7 +56,7 @@ var commands = map[string]command{
 	"costs":    {"costs per episode and step, from the ledger", costsCommand},
 	"stats":    {"count runs and episodes by outcome and reason, from the ledger", statsCommand},
 	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
-	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|delete", scheduleCommand},
+	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|catch-up|delete", scheduleCommand},
 	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility", runsCommand},
 	"budget":   {"money budgets per period: list|show|raise", budgetCommand},
 	"vendor":   {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},

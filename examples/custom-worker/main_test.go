@@ -62,16 +62,16 @@ func TestOutboxDeliversOncePerKeyAndLooksUp(t *testing.T) {
 	}
 }
 
-// The README's "Build your own worker" is followed to the letter: its Go
+// The "Build your own worker" section of docs/steps-and-vendors.md is followed to the letter: its Go
 // excerpt is this program's, and its commands, run as written (with the
 // embedded server in-process and the data in temporary directories), start
 // one episode whose Go step's file is recorded with its sha256 and whose
 // effect reached the outbox once, however often the run is started.
-func TestREADMEBuildsAndRunsTheCustomWorker(t *testing.T) {
+func TestDocsBuildAndRunTheCustomWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries and starts the embedded server")
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/steps-and-vendors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
