@@ -13,7 +13,6 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/paidvendor"
-	"allot/pipeline"
 )
 
 // countingHandler is a metrics handler that adds up every counter by name.
@@ -88,7 +87,7 @@ func TestRunsAndCostsAreCountedOncePerFact(t *testing.T) {
 	vt := paidvendor.Task{ID: "vt_1", Cost: paidvendor.Cost{Amount: 250, Currency: "USD"}}
 	env.RegisterActivityWithOptions(func(ctx context.Context, amount int64) error {
 		vt.Cost.Amount = amount
-		_, err := f.acts.recordSubmission(ctx, ref, vt, pipeline.Paid)
+		_, err := f.acts.recordSubmission(ctx, ref, vt, allot.KindPaid)
 		return err
 	}, activity.RegisterOptions{Name: "RecordSubmissionForTest"})
 	for _, c := range []struct{ amount, total int64 }{{250, 250}, {250, 250}, {250, 250}, {300, 300}, {300, 300}} {

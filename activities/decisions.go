@@ -78,7 +78,7 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 		req.Step, req.Reset = "", unpaidFrom(p, i)
 	case allot.ActionRework, allot.ActionAdopt, allot.ActionResubmit, allot.ActionAbandon, allot.ActionRetry:
 		step, ok := p.Step(in.Step)
-		if ok && !step.Kind.Remote() && step.Kind != pipeline.Approval && (in.Action == allot.ActionRetry || in.Action == allot.ActionAbandon) {
+		if ok && step.Kind.Free() && (in.Action == allot.ActionRetry || in.Action == allot.ActionAbandon) {
 			// A go, exec or activity step parked with StepFailure.
 			req.Unpaid = true
 			break
@@ -183,7 +183,7 @@ func (a *Activities) verifyAdoption(ctx context.Context, p *pipeline.Pipeline, e
 
 func approvalStep(p *pipeline.Pipeline) (pipeline.Step, bool) {
 	for _, s := range p.Steps {
-		if s.Kind == pipeline.Approval {
+		if s.Kind.Gate() {
 			return s, true
 		}
 	}
@@ -192,7 +192,7 @@ func approvalStep(p *pipeline.Pipeline) (pipeline.Step, bool) {
 
 func firstAction(p *pipeline.Pipeline, action string) (int, bool) {
 	for i, s := range p.Steps {
-		if s.Kind == pipeline.Local && s.Action == action {
+		if s.Kind == allot.KindLocal && s.Action == action {
 			return i, true
 		}
 	}
@@ -213,7 +213,7 @@ func stepIndex(p *pipeline.Pipeline, name string) (int, bool) {
 func unpaidFrom(p *pipeline.Pipeline, i int) []string {
 	var names []string
 	for _, s := range p.Steps[i:] {
-		if s.Kind != pipeline.Paid {
+		if !s.Kind.Costs() {
 			names = append(names, s.Name)
 		}
 	}

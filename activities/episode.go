@@ -115,11 +115,11 @@ func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisod
 	for _, s := range p.Steps {
 		st := StepState{Name: s.Name, Kind: string(s.Kind), Action: s.Action, Status: allot.StepPending}
 		switch {
-		case s.Kind == pipeline.Paid:
+		case s.Kind == allot.KindPaid:
 			if st, err = a.paidStepState(ctx, p.Name, ep.ID, s, st); err != nil {
 				return LoadEpisodeResult{}, err
 			}
-		case s.Kind == pipeline.Effect:
+		case s.Kind == allot.KindEffect:
 			// An effect's revision is its step's: a reset (after a rework
 			// or reassembly) acts again, under a new key.
 			if st, err = a.effectStepState(ctx, p.Name, ep.ID, s, done[s.Name].Revision); err != nil {
@@ -142,15 +142,15 @@ func (a *Activities) LoadEpisode(ctx context.Context, in EpisodeRef) (LoadEpisod
 // of this worker with the default timeouts.
 func (a *Activities) stepRun(s pipeline.Step) *StepRun {
 	switch s.Kind {
-	case pipeline.Go, pipeline.Exec:
+	case allot.KindGo, allot.KindExec:
 		return &StepRun{Timeout: s.TimeoutDuration()}
-	case pipeline.Activity:
+	case allot.KindActivity:
 		r := &StepRun{Timeout: s.TimeoutDuration(), Activity: s.Activity, TaskQueue: s.TaskQueue, Retry: s.Retry}
 		if d, err := time.ParseDuration(s.Heartbeat); err == nil {
 			r.Heartbeat = d
 		}
 		return r
-	case pipeline.Paid, pipeline.Effect:
+	case allot.KindPaid, allot.KindEffect:
 		v, ok := a.Pipelines.Vendor(s.Vendor)
 		if !ok || v.Adapter != pipeline.AdapterActivity {
 			if d := a.sendTimeout(vendorOf(s)); d != pipeline.DefaultSendTimeout {
@@ -212,7 +212,7 @@ func (r PaidTaskResult) StepStatus() allot.StepStatus {
 	switch {
 	case r.State == allot.PaidSucceeded:
 		return allot.StepCompleted
-	case r.State == allot.PaidSubmitted && r.Kind == pipeline.Effect:
+	case r.State == allot.PaidSubmitted && r.Kind == allot.KindEffect:
 		// An effect is done when the downstream took it.
 		return allot.StepCompleted
 	case r.State == allot.PaidPlanned:

@@ -18,7 +18,6 @@ import (
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/paidvendor"
-	"allot/pipeline"
 )
 
 // PaidTaskInput names one paid task: (episode, step, revision).
@@ -35,7 +34,7 @@ type PaidTaskInput struct {
 // PaidTaskResult is the ledger's view of a paid task after the activity.
 type PaidTaskResult struct {
 	Step           string              `json:"step"`
-	Kind           pipeline.StepKind   `json:"kind,omitempty"` // paid (or "" from older workers) or effect
+	Kind           allot.StepKind      `json:"kind,omitempty"` // paid (or "" from older workers) or effect
 	Revision       int                 `json:"revision"`
 	State          allot.PaidTaskState `json:"state"`
 	IdempotencyKey string              `json:"idempotency_key"`
@@ -70,9 +69,9 @@ func refused(err error) bool {
 // recordSubmission writes the vendor's reference and cost; the cost is
 // counted in the metrics only by what this write added to the ledger (a
 // retried or repeated write adds nothing).
-func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRef, t paidvendor.Task, kind pipeline.StepKind) (PaidTaskResult, error) {
+func (a *Activities) recordSubmission(ctx context.Context, ref ledger.PaidTaskRef, t paidvendor.Task, kind allot.StepKind) (PaidTaskResult, error) {
 	sub := ledger.Submission{PaidTaskRef: ref, RemoteRef: t.ID, Amount: t.Cost.Amount, Currency: t.Cost.Currency}
-	if kind == pipeline.Effect {
+	if kind == allot.KindEffect {
 		// An effect costs nothing; whatever the downstream reports is not
 		// a charge.
 		sub.Amount, sub.Currency = 0, ""
@@ -112,7 +111,7 @@ func (a *Activities) awaitPaidTask(ctx context.Context, in PaidTaskInput) (PaidT
 	switch task.State {
 	case allot.PaidSucceeded:
 		if sum, err := artifacts.SHA256File(task.Artifact); err == nil && sum == task.SHA256 {
-			return a.paidResult(ctx, task, pipeline.Paid)
+			return a.paidResult(ctx, task, allot.KindPaid)
 		}
 		// The recorded file is gone or damaged: fetch it again below.
 	case allot.PaidSubmitted:
@@ -205,13 +204,13 @@ func (a *Activities) storeResult(ctx context.Context, ref ledger.PaidTaskRef, ta
 		return PaidTaskResult{}, classify(err)
 	}
 	activity.GetLogger(ctx).Info("paid result stored", "step", ref.Step, "revision", ref.Revision, "remote_ref", vt.ID, "sha256", sum)
-	return a.paidResult(ctx, done, pipeline.Paid)
+	return a.paidResult(ctx, done, allot.KindPaid)
 }
 
 // maxResultBytes bounds one downloaded result.
 const maxResultBytes = 1 << 30
 
-func (a *Activities) paidResult(ctx context.Context, t ledger.PaidTask, kind pipeline.StepKind) (PaidTaskResult, error) {
+func (a *Activities) paidResult(ctx context.Context, t ledger.PaidTask, kind allot.StepKind) (PaidTaskResult, error) {
 	out := PaidTaskResult{
 		Step: t.Step, Kind: kind, Revision: t.Revision, State: t.State, IdempotencyKey: t.IdempotencyKey,
 		RemoteRef: t.RemoteRef, Artifact: t.Artifact, SHA256: t.SHA256, Error: t.Error,

@@ -69,7 +69,7 @@ func (a *Activities) stepFunc(name string) (step.Func, bool) {
 // recorded. An error the function returns is retried; one marked with
 // step.Park parks the episode (StepFailure).
 func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (StepState, error) {
-	sc, done, err := a.prepareStep(ctx, in, pipeline.Local, pipeline.Go)
+	sc, done, err := a.prepareStep(ctx, in, allot.KindLocal, allot.KindGo)
 	if err != nil || done != nil {
 		return deref(done), err
 	}
@@ -101,7 +101,7 @@ func (a *Activities) RunLocalStep(ctx context.Context, in RunLocalStepInput) (St
 // episode with the last lines of stderr (StepFailure). Every process the
 // command started is ended with it (package execstep).
 func (a *Activities) RunExecStep(ctx context.Context, in RunLocalStepInput) (StepState, error) {
-	sc, done, err := a.prepareStep(ctx, in, pipeline.Exec)
+	sc, done, err := a.prepareStep(ctx, in, allot.KindExec)
 	if err != nil || done != nil {
 		return deref(done), err
 	}
@@ -157,7 +157,7 @@ type PrepareStepResult struct {
 // sends to the step's activity on its task queue; a step completed at its
 // revision with intact outputs comes back as Done instead.
 func (a *Activities) PrepareStep(ctx context.Context, in RunLocalStepInput) (PrepareStepResult, error) {
-	sc, done, err := a.prepareStep(ctx, in, pipeline.Activity)
+	sc, done, err := a.prepareStep(ctx, in, allot.KindActivity)
 	if err != nil {
 		return PrepareStepResult{}, err
 	}
@@ -183,7 +183,7 @@ type RecordStepOutputInput struct {
 // must be in the episode's directory, on storage this worker sees) and its
 // result.
 func (a *Activities) RecordStepOutput(ctx context.Context, in RecordStepOutputInput) (StepState, error) {
-	sc, done, err := a.prepareStep(ctx, in.RunLocalStepInput, pipeline.Activity)
+	sc, done, err := a.prepareStep(ctx, in.RunLocalStepInput, allot.KindActivity)
 	if err != nil || done != nil {
 		return deref(done), err
 	}
@@ -204,7 +204,7 @@ type stepContext struct {
 // prepareStep resolves a step of an existing episode, of one of kinds, and
 // builds its input. If the ledger has it completed at its current revision
 // with every output file intact, that record is returned as done.
-func (a *Activities) prepareStep(ctx context.Context, in RunLocalStepInput, kinds ...pipeline.StepKind) (*stepContext, *StepState, error) {
+func (a *Activities) prepareStep(ctx context.Context, in RunLocalStepInput, kinds ...allot.StepKind) (*stepContext, *StepState, error) {
 	p, ep, err := a.episode(ctx, EpisodeRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, LedgerID: in.LedgerID})
 	if err != nil {
 		return nil, nil, err
@@ -546,7 +546,7 @@ func CheckSteps(set *pipeline.Set, steps map[string]step.Func) error {
 			return err
 		}
 		for _, st := range p.Steps {
-			if st.Kind != pipeline.Go {
+			if st.Kind != allot.KindGo {
 				continue
 			}
 			if _, ok := steps[st.Action]; !ok {
@@ -572,7 +572,7 @@ func CheckExecCommands(set *pipeline.Set) error {
 			return err
 		}
 		for _, st := range p.Steps {
-			if st.Kind != pipeline.Exec || len(st.Command) == 0 {
+			if st.Kind != allot.KindExec || len(st.Command) == 0 {
 				continue
 			}
 			if err := checkExecCommand(p, st); err != nil {

@@ -399,7 +399,7 @@ func TestGoVendorThroughThePaidProtocol(t *testing.T) {
 	if len(sent) != 1 || sent[0].Kind != "video" || sent[0].IdempotencyKey != res.IdempotencyKey || sent[0].Params["length"] != "30s" {
 		t.Fatalf("videogen was sent %+v, want one video request with key %s and the step's params", sent, res.IdempotencyKey)
 	}
-	if res.State != allot.PaidSubmitted || res.Kind != pipeline.Paid || res.RemoteRef != taskIDFor(res.IdempotencyKey) || res.CostAmount != 250 || res.CostCurrency != "USD" {
+	if res.State != allot.PaidSubmitted || res.Kind != allot.KindPaid || res.RemoteRef != taskIDFor(res.IdempotencyKey) || res.CostAmount != 250 || res.CostCurrency != "USD" {
 		t.Fatalf("video = %+v, want submitted with videogen's task and cost", res)
 	}
 
@@ -410,7 +410,7 @@ func TestGoVendorThroughThePaidProtocol(t *testing.T) {
 	if !equalStrings(notifier.builtWith(), []string{"sk-notifier"}) || len(notifier.sent()) != 1 || notifier.sent()[0].Kind != "announce" {
 		t.Fatalf("notifier was built with %q and sent %+v, want [sk-notifier] and one announce", notifier.builtWith(), notifier.sent())
 	}
-	if res.State != allot.PaidSubmitted || res.Kind != pipeline.Effect || res.CostAmount != 0 {
+	if res.State != allot.PaidSubmitted || res.Kind != allot.KindEffect || res.CostAmount != 0 {
 		t.Fatalf("announce = %+v, want a submitted effect that costs nothing", res)
 	}
 

@@ -187,7 +187,7 @@ type planStep struct {
 	Vendor string `json:"vendor"`
 }
 
-// Step kinds as pinned plans name them (pipeline.StepKind).
+// Step kinds as pinned plans name them (allot.StepKind).
 const (
 	planPaid     = "paid"
 	planEffect   = "effect"

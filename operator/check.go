@@ -379,7 +379,7 @@ func effectTask(set *pipeline.Set, t ledger.PaidTask) bool {
 		return false
 	}
 	st, ok := p.Step(t.Step)
-	return ok && st.Kind == pipeline.Effect
+	return ok && st.Kind == allot.KindEffect
 }
 
 // paidVendors are the vendors some paid step uses ("" and
@@ -392,7 +392,7 @@ func paidVendors(set *pipeline.Set) map[string]bool {
 			continue
 		}
 		for _, st := range p.Steps {
-			if st.Kind == pipeline.Paid {
+			if st.Kind == allot.KindPaid {
 				v := st.Vendor
 				if v == "" {
 					v = pipeline.DefaultVendor

@@ -201,7 +201,7 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 			decided = "rejected"
 		}
 		stands = fmt.Sprintf("%s, already %s and past approval", outcome, decided)
-		if p, err := o.Pipelines.Get(pipelineName); err == nil && !slices.ContainsFunc(p.Steps, func(s pipeline.Step) bool { return s.Kind == pipeline.Approval }) {
+		if p, err := o.Pipelines.Get(pipelineName); err == nil && !slices.ContainsFunc(p.Steps, func(s pipeline.Step) bool { return s.Kind.Gate() }) {
 			stands = fmt.Sprintf("%s and its pipeline has no approval step", outcome)
 		}
 	}
@@ -217,7 +217,7 @@ func checkStep(p *pipeline.Pipeline, in CommandInput) error {
 	}
 	s, ok := p.Step(in.Request.Step)
 	// Rework is for paid steps; resolve for any step that can park.
-	if !ok || s.Kind == pipeline.Approval || in.Update == workflows.ReworkUpdate && s.Kind != pipeline.Paid {
+	if !ok || s.Kind.Gate() || in.Update == workflows.ReworkUpdate && !s.Kind.Costs() {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("pipeline %s has no paid step %q: its paid steps are %v", p.Name, in.Request.Step, p.PaidStepNames()),
 			allot.StepNotFound, nil)
@@ -237,7 +237,7 @@ type ShowResult struct {
 	Workflow  *WorkflowStatus           `json:"workflow,omitempty"`
 	// StepKinds are the kinds of the steps of the episode's pinned plan
 	// (paid tasks are paid or effect steps' tasks).
-	StepKinds map[string]pipeline.StepKind `json:"step_kinds,omitempty"`
+	StepKinds map[string]allot.StepKind `json:"step_kinds,omitempty"`
 	// Next are the commands that move a waiting episode on: at the
 	// approval gate, its approve and reject (a parked episode's are its
 	// attention's remedies).
@@ -313,7 +313,7 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 	if plan, err := led.EpisodePlan(ctx, pipelineName, episodeID); err == nil && plan != "" {
 		var steps []pipeline.Step
 		if json.Unmarshal([]byte(plan), &steps) == nil {
-			out.StepKinds = map[string]pipeline.StepKind{}
+			out.StepKinds = map[string]allot.StepKind{}
 			for _, s := range steps {
 				out.StepKinds[s.Name] = s.Kind
 			}

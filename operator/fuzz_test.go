@@ -213,10 +213,10 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 			if strings.ContainsAny(tk.IdempotencyKey, " \t\r\n") {
 				fail("idempotency key %q has spaces", tk.IdempotencyKey)
 			}
-			if s.Kind == pipeline.Paid && (!fuzzCurrency.MatchString(tk.Currency) || tk.Amount < 0 || tk.Amount > allot.MaxAmount) {
+			if s.Kind == allot.KindPaid && (!fuzzCurrency.MatchString(tk.Currency) || tk.Amount < 0 || tk.Amount > allot.MaxAmount) {
 				fail("paid reference %q costs %d %q", tk.RemoteRef, tk.Amount, tk.Currency)
 			}
-			if s.Kind == pipeline.Effect && (tk.Amount != 0 || tk.Currency != "") {
+			if s.Kind == allot.KindEffect && (tk.Amount != 0 || tk.Currency != "") {
 				fail("effect reference %q costs %d %q", tk.RemoteRef, tk.Amount, tk.Currency)
 			}
 		case allot.PaidAbandoned:
@@ -240,14 +240,14 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 	// rejecting approval.
 	approvalSteps := map[string]bool{}
 	for _, s := range p.Steps {
-		if s.Kind == pipeline.Approval {
+		if s.Kind == allot.KindApproval {
 			approvalSteps[s.Name] = true
 		}
 	}
 	recorded := map[string]bool{}
 	for _, sr := range ir.Steps {
 		s, ok := p.Step(sr.Step)
-		if !ok || s.Kind == pipeline.Paid || recorded[sr.Step] {
+		if !ok || s.Kind == allot.KindPaid || recorded[sr.Step] {
 			fail("step record of %q", sr.Step)
 		}
 		recorded[sr.Step] = true
@@ -256,7 +256,7 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 		default:
 			fail("step %s has status %q", sr.Step, sr.Status)
 		}
-		if (sr.Status == allot.StepApproved || sr.Status == allot.StepRejected) != (s.Kind == pipeline.Approval && sr.Status != allot.StepAbandoned) {
+		if (sr.Status == allot.StepApproved || sr.Status == allot.StepRejected) != (s.Kind == allot.KindApproval && sr.Status != allot.StepAbandoned) {
 			fail("step %s (%s) has status %s", sr.Step, s.Kind, sr.Status)
 		}
 		if !encodable(sr.CompletedAt) {

@@ -328,7 +328,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 			bad("cost of %q: the record has no such reference; a cost belongs to one of its references", c.RemoteRef)
 		case !ok:
 			// Its reference was refused above.
-		case s.Kind == pipeline.Effect:
+		case s.Kind == allot.KindEffect:
 			bad("cost of %q: it is effect step %s's reference, and an effect costs nothing", c.RemoteRef, s.Name)
 		case c.Amount < 0:
 			bad("cost of %q is %d: amounts are absolute, in minor units", c.RemoteRef, c.Amount)
@@ -346,7 +346,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 	}
 	for _, r := range rec.References { // in the record's order, not a map's
 		ref := r.RemoteRef
-		if s, ok := refStep[ref]; ok && !costed[ref] && s.Kind == pipeline.Paid {
+		if s, ok := refStep[ref]; ok && !costed[ref] && s.Kind == allot.KindPaid {
 			costed[ref] = true // once per reference
 			bad("reference %q of paid step %s has no cost: add {\"remote_ref\": %q, \"amount\": N, \"currency\": \"USD\"} (amount 0 if it cost nothing)", ref, s.Name, ref)
 		}
@@ -355,7 +355,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 	// Approvals.
 	var approvalSteps []string
 	for _, s := range p.Steps {
-		if s.Kind == pipeline.Approval {
+		if s.Kind.Gate() {
 			approvalSteps = append(approvalSteps, s.Name)
 		}
 	}
@@ -369,7 +369,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 			}
 			a.Step = approvalSteps[0]
 		}
-		if s, ok := p.Step(a.Step); !ok || s.Kind != pipeline.Approval {
+		if s, ok := p.Step(a.Step); !ok || !s.Kind.Gate() {
 			bad("approval names step %q, which is not an approval step of pipeline %s (those are: %s)", a.Step, p.Name, strings.Join(approvalSteps, ", "))
 			continue
 		}
@@ -422,7 +422,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 		case !ok:
 			bad("artifact %q names step %q, which pipeline %s does not have", a.Path, a.Step, p.Name)
 			continue
-		case s.Kind == pipeline.Approval || s.Kind == pipeline.Effect:
+		case s.Kind == allot.KindApproval || s.Kind == allot.KindEffect:
 			bad("artifact %q names %s step %s, which has no files", a.Path, s.Kind, s.Name)
 			continue
 		case a.Path == "":
@@ -433,7 +433,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 			continue
 		}
 		key := fileKey{step: s.Name}
-		if s.Kind == pipeline.Paid {
+		if s.Kind == allot.KindPaid {
 			key.revision = -1
 			for _, r := range refs[s.Name] {
 				key.revision = max(key.revision, r.Revision)
@@ -457,7 +457,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 		artifacts[key] = append(artifacts[key], a)
 		resolved = append(resolved, a)
 		name := filepath.Base(a.Path)
-		if s.Kind == pipeline.Paid {
+		if s.Kind == allot.KindPaid {
 			name = fmt.Sprintf("%s-r%d%s", s.Name, key.revision, filepath.Ext(name))
 		}
 		if other, dup := names[name]; dup {
@@ -507,7 +507,7 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 			continue // a rejected run stopped at its approval
 		}
 		switch s.Kind {
-		case pipeline.Paid, pipeline.Effect:
+		case allot.KindPaid, allot.KindEffect:
 			rs := refs[s.Name]
 			if len(rs) == 0 {
 				pr.rec.Tasks = append(pr.rec.Tasks, ledger.ImportTask{Step: s.Name, State: allot.PaidAbandoned,
@@ -524,12 +524,12 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 					addFile(a, fmt.Sprintf("%s-r%d%s", s.Name, r.Revision, filepath.Ext(filepath.Base(a.Path))), len(pr.rec.Tasks)-1, -1, 0)
 				}
 			}
-			if s.Kind == pipeline.Effect {
+			if s.Kind == allot.KindEffect {
 				// An effect acts at its step record's revision.
 				pr.rec.Steps = append(pr.rec.Steps, ledger.StepRecord{Step: s.Name, Status: allot.StepCompleted,
 					Revision: rs[len(rs)-1].Revision, CompletedAt: stepDone})
 			}
-		case pipeline.Approval:
+		case allot.KindApproval:
 			as := approvals[s.Name]
 			if len(as) == 0 {
 				pr.rec.Steps = append(pr.rec.Steps, ledger.StepRecord{Step: s.Name, Status: allot.StepAbandoned, CompletedAt: stepDone})

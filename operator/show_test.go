@@ -1,11 +1,11 @@
 package operator
 
 import (
+	"allot"
 	"context"
 	"testing"
 
 	"allot/ledger"
-	"allot/pipeline"
 )
 
 // Show gives the kind of each step of the episode's pinned plan, so that
@@ -25,7 +25,7 @@ func TestShowGivesEachStepsKindFromThePinnedPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if show.StepKinds["notify"] != pipeline.Effect || show.StepKinds["video"] != pipeline.Paid || len(show.PaidTasks) != 1 {
+	if show.StepKinds["notify"] != allot.KindEffect || show.StepKinds["video"] != allot.KindPaid || len(show.PaidTasks) != 1 {
 		t.Fatalf("show: kinds %v, tasks %+v", show.StepKinds, show.PaidTasks)
 	}
 }

@@ -30,37 +30,20 @@ const (
 	Day PeriodKind = "day"
 )
 
-// StepKind says who runs a step and whether it costs money.
-type StepKind string
+// StepKind is the vocabulary's step kind (allot.StepKind), whose rules
+// are its methods. The short names below are this package's own: every
+// other package says allot.KindPaid and so on.
+type StepKind = allot.StepKind
 
 const (
-	// Local steps are allot's built-in steps (plan, assemble, publish):
-	// free, run on the worker.
-	Local StepKind = "local"
-	// Go steps are functions registered in a custom worker (app.RunWorker
-	// with Steps): free, run on the worker.
-	Go StepKind = "go"
-	// Exec steps run a command in the episode's directory.
-	Exec StepKind = "exec"
-	// Activity steps call an activity of a worker in any language, on its
-	// own task queue.
-	Activity StepKind = "activity"
-	// Paid steps submit work to a vendor, at most once, and download its
-	// result.
-	Paid StepKind = "paid"
-	// Effect steps act on another system once (publish, notify), under the
-	// paid steps' protocol, without a cost and without a result to fetch.
-	Effect StepKind = "effect"
-	// Approval steps wait for an operator's approve or reject.
-	Approval StepKind = "approval"
+	Local    = allot.KindLocal
+	Go       = allot.KindGo
+	Exec     = allot.KindExec
+	Activity = allot.KindActivity
+	Paid     = allot.KindPaid
+	Effect   = allot.KindEffect
+	Approval = allot.KindApproval
 )
-
-// StepKinds lists every kind.
-var StepKinds = []StepKind{Local, Go, Exec, Activity, Paid, Effect, Approval}
-
-// Remote reports whether steps of kind k go through the paid protocol
-// (intent, submit, reference, look-up, park).
-func (k StepKind) Remote() bool { return k == Paid || k == Effect }
 
 // Local step actions the worker knows how to run.
 const (
@@ -440,8 +423,8 @@ func (s *Step) normalize() error {
 	}
 	fields, ok := allowed[s.Kind]
 	if !ok {
-		kinds := make([]string, len(StepKinds))
-		for i, k := range StepKinds {
+		kinds := make([]string, len(allot.StepKinds))
+		for i, k := range allot.StepKinds {
 			kinds[i] = fmt.Sprintf("%q", k)
 		}
 		return fmt.Errorf("kind %q is unknown: use one of %s", s.Kind, strings.Join(kinds, ", "))

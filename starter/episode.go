@@ -133,7 +133,7 @@ func printShow(w io.Writer, res operator.ShowResult) {
 	// fetch nothing).
 	var paid, effects []ledger.PaidTask
 	for _, t := range res.PaidTasks {
-		if res.StepKinds[t.Step] == pipeline.Effect {
+		if res.StepKinds[t.Step] == allot.KindEffect {
 			effects = append(effects, t)
 		} else {
 			paid = append(paid, t)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"bytes"
 	"strings"
 	"testing"
@@ -8,14 +9,13 @@ import (
 
 	"allot/ledger"
 	"allot/operator"
-	"allot/pipeline"
 )
 
 // episode show prints an effect step's task under EFFECT STEP, without a
 // cost, and a paid step's under PAID STEP (issue 15: both were PAID STEP).
 func TestShowPrintsEffectStepsAsEffects(t *testing.T) {
 	res := operator.ShowResult{
-		StepKinds: map[string]pipeline.StepKind{"video": pipeline.Paid, "notify": pipeline.Effect},
+		StepKinds: map[string]allot.StepKind{"video": allot.KindPaid, "notify": allot.KindEffect},
 		PaidTasks: []ledger.PaidTask{
 			{PaidTaskRef: ledger.PaidTaskRef{Step: "video"}, State: "succeeded", RemoteRef: "vt_1"},
 			{PaidTaskRef: ledger.PaidTaskRef{Step: "notify"}, State: "succeeded", RemoteRef: "msg_1"},

@@ -13,7 +13,6 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/paidvendor"
-	"allot/pipeline"
 )
 
 // runPaidByActivities runs a paid or effect step whose vendor is an
@@ -31,7 +30,7 @@ func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 	res, err := e.remoteSubmit(ctx, in, v, gated)
 	if err == nil {
 		e.applyPaid(i, res)
-		if res.State == allot.PaidAbandoned || st.Kind == string(pipeline.Effect) {
+		if res.State == allot.PaidAbandoned || st.Kind == string(allot.KindEffect) {
 			return nil
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", st.Name, st.Revision, res.RemoteRef))

@@ -9,7 +9,6 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/paidvendor"
-	"allot/pipeline"
 )
 
 // validator refuses, before anything enters history, a command that is
@@ -81,10 +80,10 @@ func (e *episode) admissible(update string, req DecisionRequest) error {
 	}
 	step, ok := e.step(req.Step)
 	// Rework is for paid steps; resolve for any step that can park.
-	if !ok || step.Kind == string(pipeline.Approval) || action == allot.ActionRework && step.Kind != string(pipeline.Paid) {
+	if !ok || allot.StepKind(step.Kind).Gate() || action == allot.ActionRework && !allot.StepKind(step.Kind).Costs() {
 		var names []string
 		for _, s := range e.state.Steps {
-			if s.Kind == string(pipeline.Paid) || action != allot.ActionRework && s.Kind != string(pipeline.Approval) {
+			if allot.StepKind(s.Kind).Costs() || action != allot.ActionRework && !allot.StepKind(s.Kind).Gate() {
 				names = append(names, s.Name)
 			}
 		}
@@ -104,7 +103,7 @@ func (e *episode) admissible(update string, req DecisionRequest) error {
 func (e *episode) approvals() []allot.StepStatus {
 	out := []allot.StepStatus{}
 	for _, s := range e.state.Steps {
-		if s.Kind == string(pipeline.Approval) {
+		if allot.StepKind(s.Kind).Gate() {
 			out = append(out, s.Status)
 		}
 	}

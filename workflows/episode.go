@@ -12,7 +12,6 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/ledger"
-	"allot/pipeline"
 )
 
 // EpisodeInput names an existing episode. The Episode workflow never allocates.
@@ -264,9 +263,9 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 	defer func() { e.state.CurrentStep = "" }()
 	ref := activities.RunLocalStepInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: step.Name}
 	switch step.Kind {
-	case string(pipeline.Local), string(pipeline.Go), string(pipeline.Exec):
+	case string(allot.KindLocal), string(allot.KindGo), string(allot.KindExec):
 		fn, name := a.RunLocalStep, "RunLocalStep"
-		if step.Kind == string(pipeline.Exec) {
+		if step.Kind == string(allot.KindExec) {
 			fn, name = a.RunExecStep, "RunExecStep"
 		}
 		var done activities.StepState
@@ -280,14 +279,14 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 		done.Run = step.Run
 		e.state.Steps[i] = done
 		return nil
-	case string(pipeline.Activity):
+	case string(allot.KindActivity):
 		return e.runActivityStep(ctx, i, ref)
-	case string(pipeline.Paid), string(pipeline.Effect):
+	case string(allot.KindPaid), string(allot.KindEffect):
 		if step.Run != nil && step.Run.Vendor != nil {
 			return e.runPaidByActivities(ctx, i)
 		}
 		return e.runPaid(ctx, i)
-	case string(pipeline.Approval):
+	case string(allot.KindApproval):
 		return e.awaitApproval(ctx, i)
 	}
 	return temporal.NewNonRetryableApplicationError(
@@ -312,7 +311,7 @@ func (e *episode) runPaid(ctx workflow.Context, i int) error {
 	err := e.call(workflow.WithActivityOptions(ctx, sopts), step.Name, "SubmitPaidTask", a.SubmitPaidTask, in, &res)
 	if err == nil {
 		e.applyPaid(i, res)
-		if res.State == allot.PaidAbandoned || step.Kind == string(pipeline.Effect) {
+		if res.State == allot.PaidAbandoned || step.Kind == string(allot.KindEffect) {
 			// An effect is done once the downstream took it.
 			return nil
 		}
@@ -378,7 +377,7 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 	var details activities.ParkDetails
 	if errors.As(cause, &appErr) && appErr.HasDetails() && appErr.Details(&details) == nil && details.TaskState != "" {
 		step.TaskState = details.TaskState
-		step.Status = activities.PaidTaskResult{State: details.TaskState, Kind: pipeline.StepKind(step.Kind)}.StepStatus()
+		step.Status = activities.PaidTaskResult{State: details.TaskState, Kind: allot.StepKind(step.Kind)}.StepStatus()
 	} else {
 		step.TaskState = parkedTaskState(errType, step.TaskState)
 	}
@@ -573,7 +572,7 @@ func stepTable(steps []activities.StepState) string {
 	b.WriteString("| step | kind | status | revision | remote reference | cost |\n|---|---|---|---|---|---|\n")
 	for _, s := range steps {
 		ref, cost, rev := "", "", ""
-		if s.Kind == string(pipeline.Paid) {
+		if allot.StepKind(s.Kind).Costs() {
 			rev = fmt.Sprint(s.Revision)
 			ref = "`" + s.RemoteRef + "`"
 			if s.CostCurrency != "" {

@@ -190,6 +190,9 @@ func TestActivityAdapterQuoteGoesToPaidPrepare(t *testing.T) {
 				return price, nil
 			}, activity.RegisterOptions{Name: "CoversQuote"})
 			env.OnActivity(a.RecordEpisodeOutcome, mock.Anything, mock.Anything).Return(nil).Maybe()
+			// The vendor's gate lets every request go.
+			env.OnActivity(a.PaidVendorGate, mock.Anything, mock.Anything).Return(activities.VendorGateResult{Passed: true}, nil).Maybe()
+			env.OnActivity(a.PaidVendorRelease, mock.Anything, mock.Anything).Return(nil).Maybe()
 			step := activities.StepState{Name: "cover", Kind: "effect", Action: "cover", Status: allot.StepPending,
 				Run: &activities.StepRun{Vendor: &activities.VendorActivities{Name: "covers", TaskQueue: "covers", Submit: "CoversSubmit", Quote: "CoversQuote", CallTimeout: time.Second}}}
 			env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(loaded(step), nil)

@@ -266,7 +266,7 @@ func confConcurrent(confAdapter) confWant { return completes(1, 1) }
 
 func TestProtocolConformance(t *testing.T) {
 	for _, ad := range confAdapters {
-		for _, kind := range []pipeline.StepKind{pipeline.Paid, pipeline.Effect} {
+		for _, kind := range []allot.StepKind{allot.KindPaid, allot.KindEffect} {
 			for _, c := range confCases {
 				if ad.noLookupActivity && !c.noLookup {
 					continue // a vendor without a look-up activity has only no-lookup cases
@@ -283,7 +283,7 @@ func TestProtocolConformance(t *testing.T) {
 type confRun struct {
 	t    *testing.T
 	ad   confAdapter
-	kind pipeline.StepKind
+	kind allot.StepKind
 	c    confCase
 	want confWant
 	ctx  context.Context
@@ -315,7 +315,7 @@ const confMaxActivities = 300
 // confDied is what a worker that dies panics with: nothing after it runs.
 const confDied = "the worker died here (conformance fault)"
 
-func newConfRun(t *testing.T, ad confAdapter, kind pipeline.StepKind, c confCase) *confRun {
+func newConfRun(t *testing.T, ad confAdapter, kind allot.StepKind, c confCase) *confRun {
 	t.Helper()
 	r := &confRun{t: t, ad: ad, kind: kind, c: c, want: c.want(ad), ctx: context.Background()}
 	dir := t.TempDir()
@@ -413,7 +413,7 @@ func newConfRun(t *testing.T, ad confAdapter, kind pipeline.StepKind, c confCase
 	return r
 }
 
-func confPipelines(ad confAdapter, kind pipeline.StepKind, url string) string {
+func confPipelines(ad confAdapter, kind allot.StepKind, url string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[[vendor]]\nname = %q\nadapter = %q\n", confVendor, ad.adapter)
 	switch ad.adapter {
@@ -428,7 +428,7 @@ func confPipelines(ad confAdapter, kind pipeline.StepKind, url string) string {
 		}
 	}
 	action := "render-video"
-	if kind == pipeline.Effect {
+	if kind == allot.KindEffect {
 		action = "notify"
 	}
 	fmt.Fprintf(&b, "\n[[pipeline]]\nname = %q\n\n  [[pipeline.step]]\n  name = %q\n  kind = %q\n  vendor = %q\n  action = %q\n  params = { lang = \"en\" }\n",
@@ -692,7 +692,7 @@ func (r *confRun) check() {
 	wantState := r.want.taskState
 	if r.want.parked == "" {
 		wantState = allot.PaidSucceeded
-		if r.kind == pipeline.Effect {
+		if r.kind == allot.KindEffect {
 			wantState = allot.PaidSubmitted
 		}
 	}
@@ -710,7 +710,7 @@ func (r *confRun) check() {
 		t.Fatal(err)
 	}
 	var wantCosts []string
-	if r.kind == pipeline.Paid {
+	if r.kind == allot.KindPaid {
 		for _, ch := range charges {
 			if ch.TaskID == task.RemoteRef {
 				wantCosts = append(wantCosts, fmt.Sprintf("%s %d %s", ch.TaskID, ch.Amount, ch.Currency))
