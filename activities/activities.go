@@ -4,6 +4,7 @@
 package activities
 
 import (
+	"allot/paidvendor"
 	"context"
 	"fmt"
 	"time"
@@ -27,8 +28,8 @@ type Activities struct {
 
 	// Credentials and NewVendor reach the paid vendor. They are used only
 	// inside paid activities, after the episode check.
-	Credentials  CredentialsSource
-	NewVendor    VendorFactory
+	Credentials  paidvendor.CredentialsSource
+	NewVendor    paidvendor.ClientFactory
 	PollInterval time.Duration // between vendor status polls; default 2s
 
 	// Temporal, when set, lets VerifyEpisodeLedger describe workflows.

@@ -29,7 +29,7 @@ func withVendor(t *testing.T, f *fixture) (*paidvendortest.Simulator, *countingC
 	t.Cleanup(srv.Close)
 	creds := &countingCredentials{}
 	builds := &atomic.Int32{}
-	build := HTTPVendor(srv.URL)
+	build := paidvendor.HTTPClientFactory(srv.URL)
 	f.acts.Credentials = creds
 	f.acts.NewVendor = func(key string) (paidvendor.Client, error) {
 		builds.Add(1)

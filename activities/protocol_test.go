@@ -402,7 +402,7 @@ func (k staticKey) VendorAPIKey(context.Context) (string, error) { return string
 
 // countingVendor counts the submit and lookup requests the clients it
 // builds send.
-func countingVendor(build VendorFactory, submits, lookups *atomic.Int32) VendorFactory {
+func countingVendor(build paidvendor.ClientFactory, submits, lookups *atomic.Int32) paidvendor.ClientFactory {
 	return func(key string) (paidvendor.Client, error) {
 		c, err := build(key)
 		if err != nil {

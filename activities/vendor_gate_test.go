@@ -108,7 +108,7 @@ func TestBreakerTripsOnFailuresNotRefusals(t *testing.T) {
 	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
 	// A refused key (401) is the vendor answering: no count.
 	good := f.acts.Credentials
-	f.acts.Credentials = NewStaticCredentials("wrong-key")
+	f.acts.Credentials = paidvendor.NewStaticCredentials("wrong-key")
 	for range 3 {
 		_, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, videoTask)
 		wantAppError(t, err, allot.VendorNotConfigured)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -18,7 +17,7 @@ import (
 // registered). Activity adapters are the Episode's to call.
 type Vendor struct {
 	// Credentials is where its API key comes from; nil if it has none.
-	Credentials CredentialsSource
+	Credentials paidvendor.CredentialsSource
 	// New builds its adapter for the key.
 	New paidvendor.Factory
 }
@@ -38,7 +37,7 @@ func (a *Activities) submitter(ctx context.Context, in PaidTaskInput) (paidvendo
 func (a *Activities) vendorFor(ctx context.Context, name string) (paidvendor.Submitter, error) {
 	if name == "" || name == pipeline.DefaultVendor {
 		if a.Credentials == nil || a.NewVendor == nil {
-			return nil, nonRetryable(allot.VendorNotConfigured, "this worker has no default vendor configured: set %s (and %s or %s), or name a [[vendor]] in the step", EnvVendorURL, EnvVendorAPIKey, EnvVendorAPIKeyFile)
+			return nil, nonRetryable(allot.VendorNotConfigured, "this worker has no default vendor configured: set %s (and %s or %s), or name a [[vendor]] in the step", paidvendor.EnvVendorURL, paidvendor.EnvVendorAPIKey, paidvendor.EnvVendorAPIKeyFile)
 		}
 		key, err := a.Credentials.VendorAPIKey(ctx)
 		if err != nil {
@@ -85,47 +84,9 @@ func (a *Activities) client(ctx context.Context, name string) (paidvendor.Client
 // String keeps a vendor's credentials out of fmt output.
 func (v Vendor) String() string { return fmt.Sprintf("Vendor{credentials: %T}", v.Credentials) }
 
-// VendorKey is where a [[vendor]]'s API key comes from: the environment
-// variable or the file its api_key_env or api_key_file names. It is read
-// each time a call needs it, so a rotated file is picked up without a
-// restart, and it is only ever handed to the vendor's adapter.
-type VendorKey struct {
-	Vendor string
-	Env    string
-	File   string
-}
-
-// VendorAPIKey implements CredentialsSource.
-func (k VendorKey) VendorAPIKey(context.Context) (string, error) {
-	var key string
-	switch {
-	case k.File != "":
-		data, err := os.ReadFile(k.File)
-		if err != nil {
-			return "", fmt.Errorf("vendor %s: read the API key file %s (its api_key_file): %w", k.Vendor, k.File, err)
-		}
-		key = strings.TrimSpace(string(data))
-	case k.Env != "":
-		key = strings.TrimSpace(os.Getenv(k.Env))
-	default:
-		return "", nil
-	}
-	if key == "" {
-		return "", fmt.Errorf("vendor %s has no API key: set %s", k.Vendor, k.where())
-	}
-	return key, nil
-}
-
-func (k VendorKey) where() string {
-	if k.File != "" {
-		return "the file " + k.File + " (its api_key_file)"
-	}
-	return "the environment variable " + k.Env + " (its api_key_env)"
-}
-
 // VendorKeyOf is the key source the pipeline file names for v.
-func VendorKeyOf(v pipeline.Vendor) VendorKey {
-	return VendorKey{Vendor: v.Name, Env: v.APIKeyEnv, File: v.APIKeyFile}
+func VendorKeyOf(v pipeline.Vendor) paidvendor.VendorKey {
+	return paidvendor.VendorKey{Vendor: v.Name, Env: v.APIKeyEnv, File: v.APIKeyFile}
 }
 
 // NamedVendors builds the [[vendor]]s of set that the worker calls itself:
@@ -140,7 +101,7 @@ func NamedVendors(set *pipeline.Set, adapters map[string]paidvendor.Factory) (ma
 		v, _ := set.Vendor(name)
 		switch v.Adapter {
 		case pipeline.AdapterHTTP:
-			newClient := HTTPVendor(v.URL)
+			newClient := paidvendor.HTTPClientFactory(v.URL)
 			vendors[name] = Vendor{Credentials: VendorKeyOf(v), New: func(key string) (paidvendor.Submitter, error) { return newClient(key) }}
 		case pipeline.AdapterGo:
 			f, ok := adapters[name]
@@ -183,10 +144,10 @@ func CheckVendorKeys(ctx context.Context, set *pipeline.Set, vendors map[string]
 			if st.Vendor == "" || st.Vendor == pipeline.DefaultVendor {
 				if def == nil || def.Credentials == nil {
 					return nonRetryable(allot.VendorNotConfigured, "the worker cannot start: the %s uses the default vendor, and this worker has none: set %s (or --vendor-url) to its API and its key in %s or %s, or name a [[vendor]] in the step",
-						user, EnvVendorURL, EnvVendorAPIKey, EnvVendorAPIKeyFile)
+						user, paidvendor.EnvVendorURL, paidvendor.EnvVendorAPIKey, paidvendor.EnvVendorAPIKeyFile)
 				}
 				if _, err := def.Credentials.VendorAPIKey(ctx); err != nil {
-					return nonRetryable(allot.VendorNotConfigured, "the worker cannot start: the default vendor (%s), which the %s uses, has no readable key: %v", EnvVendorURL, user, err)
+					return nonRetryable(allot.VendorNotConfigured, "the worker cannot start: the default vendor (%s), which the %s uses, has no readable key: %v", paidvendor.EnvVendorURL, user, err)
 				}
 				continue
 			}

@@ -1,7 +1,7 @@
 package activities
 
 // Tests of the worker's named vendors and Go steps: NamedVendors,
-// CheckSteps, VendorKey, VendorKeyEnv, and a go adapter reached through the
+// CheckSteps, paidvendor.VendorKey, VendorKeyEnv, and a go adapter reached through the
 // paid protocol.
 
 import (
@@ -190,7 +190,7 @@ func TestNamedVendorsBuildsHTTPAndGoAdapters(t *testing.T) {
 	if names := slices.Sorted(maps.Keys(vendors)); !equalStrings(names, []string{"clips", "notifier", "outbox", "videogen"}) {
 		t.Fatalf("vendors %v, want clips, notifier, outbox and videogen (not the activity vendor covers)", names)
 	}
-	for name, want := range map[string]VendorKey{
+	for name, want := range map[string]paidvendor.VendorKey{
 		"clips":    {Vendor: "clips", Env: "CLIPS_KEY"},
 		"videogen": {Vendor: "videogen", Env: "VIDEOGEN_KEY"},
 		"notifier": {Vendor: "notifier", Env: "NOTIFIER_KEY"},
@@ -300,13 +300,13 @@ func TestCheckSteps(t *testing.T) {
 	}
 }
 
-// VendorKey reads its variable or its file each time (trimmed), says which
+// paidvendor.VendorKey reads its variable or its file each time (trimmed), says which
 // one to set when it gives nothing, and is "" without a source.
 func TestVendorKey(t *testing.T) {
 	ctx := context.Background()
 
 	t.Setenv("VK_TEST_KEY", "  sk-from-env \n")
-	fromEnv := VendorKey{Vendor: "clips", Env: "VK_TEST_KEY"}
+	fromEnv := paidvendor.VendorKey{Vendor: "clips", Env: "VK_TEST_KEY"}
 	if key, err := fromEnv.VendorAPIKey(ctx); err != nil || key != "sk-from-env" {
 		t.Errorf("key from the environment = %q, %v; want sk-from-env", key, err)
 	}
@@ -320,12 +320,12 @@ func TestVendorKey(t *testing.T) {
 	}
 	t.Setenv("VK_UNSET_KEY", "")
 	os.Unsetenv("VK_UNSET_KEY")
-	if key, err := (VendorKey{Vendor: "clips", Env: "VK_UNSET_KEY"}).VendorAPIKey(ctx); err == nil || key != "" || !strings.Contains(err.Error(), "VK_UNSET_KEY") {
+	if key, err := (paidvendor.VendorKey{Vendor: "clips", Env: "VK_UNSET_KEY"}).VendorAPIKey(ctx); err == nil || key != "" || !strings.Contains(err.Error(), "VK_UNSET_KEY") {
 		t.Errorf("unset variable: %q, %v; want an error naming VK_UNSET_KEY", key, err)
 	}
 
 	file := filepath.Join(t.TempDir(), "outbox.key")
-	fromFile := VendorKey{Vendor: "outbox", File: file}
+	fromFile := paidvendor.VendorKey{Vendor: "outbox", File: file}
 	if err := os.WriteFile(file, []byte("sk-file-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestVendorKey(t *testing.T) {
 		t.Errorf("missing file: %q, %v; want an error naming %s", key, err, file)
 	}
 
-	if key, err := (VendorKey{Vendor: "bare"}).VendorAPIKey(ctx); err != nil || key != "" {
+	if key, err := (paidvendor.VendorKey{Vendor: "bare"}).VendorAPIKey(ctx); err != nil || key != "" {
 		t.Errorf("no key source: %q, %v; want \"\" and no error", key, err)
 	}
 }

@@ -132,7 +132,7 @@ func TestSaveHistoriesCustomSteps(t *testing.T) {
 	c.Activities.Steps = map[string]step.Func{"count": func(ctx context.Context, in step.Input) (step.Output, error) {
 		return step.Output{Result: json.RawMessage(`{"count":3}`)}, nil
 	}}
-	c.Activities.Vendors = map[string]activities.Vendor{"notes": {Credentials: activities.VendorKey{Vendor: "notes", Env: "ALLOT_HISTORY_NOTES_KEY"}, New: protocoltest.Factory(notes)}}
+	c.Activities.Vendors = map[string]activities.Vendor{"notes": {Credentials: paidvendor.VendorKey{Vendor: "notes", Env: "ALLOT_HISTORY_NOTES_KEY"}, New: protocoltest.Factory(notes)}}
 	// The other teams' workers: a scoring activity, and the covers
 	// vendor's adapter activities.
 	for queue, register := range map[string]func(worker.Worker){

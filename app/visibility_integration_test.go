@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot/paidvendor"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +18,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/activities"
 	"allot/internal/allottest"
 	"allot/operator"
 	"allot/workflows"
@@ -87,7 +87,7 @@ func TestUnreachableVendorShowsAsRetryingThenStalled(t *testing.T) {
 	}
 	dead := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens: connection refused
-	c.Activities.NewVendor = activities.HTTPVendor(dead)
+	c.Activities.NewVendor = paidvendor.HTTPClientFactory(dead)
 	ctx := c.Ctx()
 	c.Allocate("weekly-video", monday())
 	ep := c.Allocate("stuck-paid", monday())

@@ -40,7 +40,7 @@ type WorkerConfig struct {
 	// reads them once at start and refuses to start without them when a
 	// paid or effect step uses the default vendor (likewise every named
 	// vendor's key).
-	Credentials activities.CredentialsSource
+	Credentials paidvendor.CredentialsSource
 	// MetricsAddr, when set, serves Prometheus metrics at /metrics there.
 	MetricsAddr string
 	// MetricsReady, when set, gets the address the metrics server bound.
@@ -88,7 +88,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	credentials := cfg.Credentials
 	if credentials == nil {
-		credentials = activities.EnvCredentials{}
+		credentials = paidvendor.EnvCredentials{}
 	}
 	var defaultVendor *activities.Vendor
 	if cfg.VendorURL != "" {
@@ -153,7 +153,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	if cfg.VendorURL != "" {
 		acts.Credentials = credentials
-		acts.NewVendor = activities.HTTPVendor(cfg.VendorURL)
+		acts.NewVendor = paidvendor.HTTPClientFactory(cfg.VendorURL)
 	}
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),
 		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "vendors", pipelines.VendorNames(), "go_steps", slices.Sorted(maps.Keys(cfg.Steps)), "temporal", hostPort(opts), "namespace", opts.Namespace)

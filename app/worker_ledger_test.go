@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot/paidvendor"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,7 +15,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"allot/activities"
 	"allot/app"
 	"allot/internal/allottest"
 	"allot/ledger"
@@ -44,7 +44,7 @@ func TestWorkerRefusesALedgerItCannotWrite(t *testing.T) {
 	err = app.RunWorker(ctx, app.WorkerConfig{
 		Config:      app.Config{Ledger: "sqlite:" + path, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
 		Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // never reached
-		Credentials: activities.NewStaticCredentials("test-key"),
+		Credentials: paidvendor.NewStaticCredentials("test-key"),
 	})
 	if err == nil || !strings.Contains(err.Error(), "cannot be written") || !strings.Contains(err.Error(), "writable by the worker's user") ||
 		strings.Contains(err.Error(), "connect to Temporal") {
@@ -63,7 +63,7 @@ func TestWorkerSaysWhenItCreatesTheLedger(t *testing.T) {
 		err := app.RunWorker(ctx, app.WorkerConfig{
 			Config:      app.Config{Ledger: url, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
 			Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
-			Credentials: activities.NewStaticCredentials("test-key"),
+			Credentials: paidvendor.NewStaticCredentials("test-key"),
 			Logger:      slog.New(slog.NewJSONHandler(&logs, nil)),
 		})
 		cancel()

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot/paidvendor"
 	"context"
 	"net"
 	"testing"
@@ -8,7 +9,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"allot/activities"
 	"allot/app"
 )
 
@@ -45,7 +45,7 @@ func TestWorkerStoppedWhileConnectingStopsCleanly(t *testing.T) {
 		done <- app.RunWorker(ctx, app.WorkerConfig{
 			Config:      app.Config{Ledger: "sqlite:" + dir + "/allot.db", DataDir: dir, VendorURL: "http://127.0.0.1:1"},
 			Temporal:    client.Options{HostPort: ln.Addr().String()},
-			Credentials: activities.NewStaticCredentials("test-key"),
+			Credentials: paidvendor.NewStaticCredentials("test-key"),
 		})
 	}()
 	time.Sleep(500 * time.Millisecond)

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot/paidvendor"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot"
-	"allot/activities"
 	"allot/app"
 	"allot/internal/allottest"
 )
@@ -77,7 +77,7 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Unsetenv("SPARE_TEST_KEY")
-	start := func(vendorURL string, creds activities.CredentialsSource) error {
+	start := func(vendorURL string, creds paidvendor.CredentialsSource) error {
 		ctx, cancel := allottest.Context(t, 30*time.Second)
 		defer cancel()
 		return app.RunWorker(ctx, app.WorkerConfig{
@@ -103,18 +103,18 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 
 	t.Setenv("STUDIO_TEST_KEY", "")
 	os.Unsetenv("STUDIO_TEST_KEY")
-	refused("studio's variable unset", start("http://127.0.0.1:1", activities.NewStaticCredentials("k")), "vendor studio", "STUDIO_TEST_KEY")
+	refused("studio's variable unset", start("http://127.0.0.1:1", paidvendor.NewStaticCredentials("k")), "vendor studio", "STUDIO_TEST_KEY")
 	t.Setenv("STUDIO_TEST_KEY", "sk-studio")
 	refused("the default vendor without a URL", start("", nil), "default vendor", app.EnvVendorURL)
-	t.Setenv(activities.EnvVendorAPIKey, "")
-	t.Setenv(activities.EnvVendorAPIKeyFile, "")
-	refused("the default vendor without its key", start("http://127.0.0.1:1", nil), "default vendor", activities.EnvVendorAPIKey)
-	refused("outbox's file missing", start("http://127.0.0.1:1", activities.NewStaticCredentials("k")), "vendor outbox", keyFile)
+	t.Setenv(paidvendor.EnvVendorAPIKey, "")
+	t.Setenv(paidvendor.EnvVendorAPIKeyFile, "")
+	refused("the default vendor without its key", start("http://127.0.0.1:1", nil), "default vendor", paidvendor.EnvVendorAPIKey)
+	refused("outbox's file missing", start("http://127.0.0.1:1", paidvendor.NewStaticCredentials("k")), "vendor outbox", keyFile)
 	if err := os.WriteFile(keyFile, []byte("sk-outbox\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Every key a step needs is there: the worker gets as far as Temporal.
-	if err := start("http://127.0.0.1:1", activities.NewStaticCredentials("k")); allottest.ErrorType(err) != "" || err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
+	if err := start("http://127.0.0.1:1", paidvendor.NewStaticCredentials("k")); allottest.ErrorType(err) != "" || err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
 		t.Fatalf("with every key: RunWorker = %v, want it to get as far as dialing Temporal", err)
 	}
 }

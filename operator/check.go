@@ -428,7 +428,7 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 	def := VendorCharges{Name: pipeline.DefaultVendor}
 	switch {
 	case defaultURL == "" && paid[pipeline.DefaultVendor]:
-		def.Unavailable = "no URL: set ALLOT_VENDOR_URL or pass --vendor-url, and its key in " + activities.EnvVendorAPIKey + " or " + activities.EnvVendorAPIKeyFile
+		def.Unavailable = "no URL: set ALLOT_VENDOR_URL or pass --vendor-url, and its key in " + paidvendor.EnvVendorAPIKey + " or " + paidvendor.EnvVendorAPIKeyFile
 	case defaultURL == "":
 		def.NoBill = "no paid step uses it and ALLOT_VENDOR_URL is not set"
 	default:

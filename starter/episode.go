@@ -281,13 +281,13 @@ func (c *cli) stepVendor(ctx context.Context, pipelines *pipeline.Set, pipelineN
 	}
 	if st.Vendor == "" || st.Vendor == pipeline.DefaultVendor {
 		if c.cfg.VendorURL == "" {
-			return nil, usageError{fmt.Errorf("no vendor to ask: set %s or pass --vendor-url, and the key in %s or %s", app.EnvVendorURL, activities.EnvVendorAPIKey, activities.EnvVendorAPIKeyFile)}
+			return nil, usageError{fmt.Errorf("no vendor to ask: set %s or pass --vendor-url, and the key in %s or %s", app.EnvVendorURL, paidvendor.EnvVendorAPIKey, paidvendor.EnvVendorAPIKeyFile)}
 		}
-		key, err := activities.EnvCredentials{}.VendorAPIKey(ctx)
+		key, err := paidvendor.EnvCredentials{}.VendorAPIKey(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return activities.HTTPVendor(c.cfg.VendorURL)(key)
+		return paidvendor.HTTPClientFactory(c.cfg.VendorURL)(key)
 	}
 	v, _ := pipelines.Vendor(st.Vendor)
 	if v.Adapter != pipeline.AdapterHTTP {
@@ -297,7 +297,7 @@ func (c *cli) stepVendor(ctx context.Context, pipelines *pipeline.Set, pipelineN
 	if err != nil {
 		return nil, err
 	}
-	return activities.HTTPVendor(v.URL)(key)
+	return paidvendor.HTTPClientFactory(v.URL)(key)
 }
 
 // episodeResume starts the workflow of an unsettled episode that has none
@@ -469,7 +469,7 @@ func episodeLookup(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 	fs.StringVar(&in.EpisodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required)")
 	fs.StringVar(&in.Step, "step", "", "paid step (required)")
-	fs.StringVar(&c.cfg.VendorURL, "vendor-url", c.cfg.VendorURL, "the vendor's API (env "+app.EnvVendorURL+"); its key comes from "+activities.EnvVendorAPIKey+" or "+activities.EnvVendorAPIKeyFile)
+	fs.StringVar(&c.cfg.VendorURL, "vendor-url", c.cfg.VendorURL, "the vendor's API (env "+app.EnvVendorURL+"); its key comes from "+paidvendor.EnvVendorAPIKey+" or "+paidvendor.EnvVendorAPIKeyFile)
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"allot/paidvendor"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/activities"
 	"allot/app"
 	"allot/ledger"
 	"allot/operator"
@@ -480,7 +480,7 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&in.Pipeline, "pipeline", "", "only this pipeline (default: all)")
 	fs.DurationVar(&in.StaleIntent, "stale-intent", ledger.DefaultStaleAfter, "an intent without a reference older than this is an unknown outcome (also the grace for an episode's first outcome and run)")
 	fs.BoolVar(&vendor, "vendor", false, "also reconcile the ledger's costs with each HTTP vendor's charge list (the pipeline file's and the default one)")
-	fs.StringVar(&c.cfg.VendorURL, "vendor-url", c.cfg.VendorURL, "the default vendor's API, for --vendor (env "+app.EnvVendorURL+"); its key comes from "+activities.EnvVendorAPIKey+" or "+activities.EnvVendorAPIKeyFile)
+	fs.StringVar(&c.cfg.VendorURL, "vendor-url", c.cfg.VendorURL, "the default vendor's API, for --vendor (env "+app.EnvVendorURL+"); its key comes from "+paidvendor.EnvVendorAPIKey+" or "+paidvendor.EnvVendorAPIKeyFile)
 	fs.BoolVar(&wfs, "workflows", false, "also ask Temporal whether every unsettled episode has its Episode workflow, of this ledger (read-only)")
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -498,7 +498,7 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	in.Pipelines = pipelines
 	if vendor {
 		in.Vendors = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
-			return activities.EnvCredentials{}.VendorAPIKey(ctx)
+			return paidvendor.EnvCredentials{}.VendorAPIKey(ctx)
 		})
 	}
 	if wfs {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot/paidvendor"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"allot/activities"
 	"allot/app"
 	"allot/ledger"
 	"allot/workflows"
@@ -354,7 +354,7 @@ func TestWritingCommandsNeverCreateALedger(t *testing.T) {
 				Config: app.Config{Ledger: words[4], Pipelines: pipelines, DataDir: filepath.Join(dir, "data"),
 					VendorURL: "http://127.0.0.1:1"}, // the embedded pipelines pay the default vendor
 				Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
-				Credentials: activities.NewStaticCredentials("test-key"),
+				Credentials: paidvendor.NewStaticCredentials("test-key"),
 			})
 			cancel()
 			if err == nil || !strings.Contains(err.Error(), "connect to Temporal") {

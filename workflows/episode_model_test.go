@@ -288,8 +288,8 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 	m.vendorURL = srv.URL
 	m.acts = &activities.Activities{
 		Ledger: led, Pipelines: set, ArtifactsDir: filepath.Join(dir, "artifacts"),
-		Credentials:  activities.NewStaticCredentials(modelVendorKey),
-		NewVendor:    activities.HTTPVendor(srv.URL),
+		Credentials:  paidvendor.NewStaticCredentials(modelVendorKey),
+		NewVendor:    paidvendor.HTTPClientFactory(srv.URL),
 		PollInterval: time.Millisecond,
 	}
 

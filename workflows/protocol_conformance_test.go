@@ -438,7 +438,7 @@ func confPipelines(ad confAdapter, kind allot.StepKind, url string) string {
 
 // confCreds is the vendor's key source with the case's hook.
 type confCreds struct {
-	inner activities.CredentialsSource
+	inner paidvendor.CredentialsSource
 	r     *confRun
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"allot/activities"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
@@ -26,9 +25,9 @@ type Vendor struct {
 	// URL is the vendor's base URL.
 	URL string
 	// Credentials hands out VendorKey and counts the reads.
-	Credentials activities.CredentialsSource
+	Credentials paidvendor.CredentialsSource
 	// NewClient builds HTTP clients of the vendor and counts the builds.
-	NewClient activities.VendorFactory
+	NewClient paidvendor.ClientFactory
 
 	reads   atomic.Int32
 	builds  atomic.Int32
@@ -72,7 +71,7 @@ func NewVendor(t *testing.T, cfg paidvendortest.SimConfig) *Vendor {
 	t.Cleanup(srv.Close)
 	v.URL = srv.URL
 	v.Credentials = countingCredentials{v}
-	build := activities.HTTPVendor(srv.URL)
+	build := paidvendor.HTTPClientFactory(srv.URL)
 	v.NewClient = func(key string) (paidvendor.Client, error) {
 		v.builds.Add(1)
 		return build(key)

@@ -10,6 +10,7 @@
 package devstack
 
 import (
+	"allot/paidvendor"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,6 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
-	"allot/activities"
 	"allot/app"
 	"allot/artifacts"
 	"allot/operator"
@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}.WithDefaults(),
 		Temporal:    client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace()},
 		Logger:      logger,
-		Credentials: activities.NewStaticCredentials(paidvendortest.DevAPIKey),
+		Credentials: paidvendor.NewStaticCredentials(paidvendortest.DevAPIKey),
 		AutoApprove: cfg.AutoApprove,
 		MetricsAddr: cfg.MetricsAddr,
 	}
