@@ -46,11 +46,6 @@ type Activities struct {
 	// SecretEnv names environment variables that hold credentials (the
 	// vendors' api_key_env): exec steps never see them.
 	SecretEnv []string
-
-	// AfterAllocate, when set, runs after the allocation transaction
-	// committed and before the activity returns. Tests use it to fail an
-	// attempt whose write already landed, as a crash or a lost response would.
-	AfterAllocate func(ctx context.Context, res AllocateResult) error
 }
 
 // AllocateInput asks for the episode owned by one logical run.
@@ -132,11 +127,6 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 	count(ctx, MetricAllocations, 1, map[string]string{"pipeline": p.Name, "decision": string(out.Decision)})
 	activity.GetLogger(ctx).Info("allocation decided",
 		"pipeline", p.Name, "key", in.Key, "decision", out.Decision, "reason", out.Reason, "episode", out.EpisodeID)
-	if a.AfterAllocate != nil {
-		if err := a.AfterAllocate(ctx, out); err != nil {
-			return AllocateResult{}, err
-		}
-	}
 	return out, nil
 }
 

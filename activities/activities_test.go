@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"go.temporal.io/sdk/activity"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -79,7 +80,8 @@ type fixture struct {
 
 // newFixture opens a real SQLite ledger in a temporary directory and an
 // activity test environment with the Activities registered. hook, if not
-// nil, becomes Activities.AfterAllocate.
+// nil, runs after every Allocate that committed, before it returns: a
+// failure there is a crash or a lost response after the write landed.
 func newFixture(t *testing.T, hook func(context.Context, AllocateResult) error) *fixture {
 	t.Helper()
 	ctx := context.Background()
@@ -99,14 +101,22 @@ func newFixture(t *testing.T, hook func(context.Context, AllocateResult) error) 
 		t.Fatalf("parse test pipelines: %v", err)
 	}
 	acts := &Activities{
-		Ledger:        led,
-		Pipelines:     set,
-		ArtifactsDir:  filepath.Join(dir, "artifacts"),
-		AfterAllocate: hook,
+		Ledger:       led,
+		Pipelines:    set,
+		ArtifactsDir: filepath.Join(dir, "artifacts"),
 	}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
+	if hook != nil {
+		env.RegisterActivityWithOptions(func(ctx context.Context, in AllocateInput) (AllocateResult, error) {
+			res, err := acts.Allocate(ctx, in)
+			if err == nil {
+				err = hook(ctx, res)
+			}
+			return res, err
+		}, activity.RegisterOptions{Name: "Allocate", DisableAlreadyRegisteredCheck: true})
+	}
 	return &fixture{ctx: ctx, dbPath: dbPath, led: led, acts: acts, env: env}
 }
 

@@ -119,12 +119,12 @@ func TestConcurrentDuplicateStartsShareOneEpisode(t *testing.T) {
 func TestAllocationRetriedAfterCommitReturnsSameEpisode(t *testing.T) {
 	c := allottest.NewCluster(t)
 	var attempts atomic.Int32
-	c.Activities.AfterAllocate = func(ctx context.Context, res activities.AllocateResult) error {
+	c.SetAfterAllocate(func(ctx context.Context, res activities.AllocateResult) error {
 		if attempts.Add(1) == 1 {
 			return errors.New("injected: worker lost the response after the ledger committed")
 		}
 		return nil
-	}
+	})
 	first, err := c.Runs.Run(c.Ctx(), operator.RunInput{Pipeline: "weekly-video", NominalTime: time.Date(2026, 8, 5, 2, 0, 0, 0, time.UTC), Wait: true})
 	if err != nil {
 		t.Fatal(err)
@@ -149,12 +149,12 @@ func TestFailedRunRerunGetsSameEpisode(t *testing.T) {
 	c := allottest.NewCluster(t)
 	var fail atomic.Bool
 	fail.Store(true)
-	c.Activities.AfterAllocate = func(ctx context.Context, res activities.AllocateResult) error {
+	c.SetAfterAllocate(func(ctx context.Context, res activities.AllocateResult) error {
 		if fail.Load() {
 			return temporal.NewNonRetryableApplicationError("injected crash after commit", "InjectedFailure", nil)
 		}
 		return nil
-	}
+	})
 	in := operator.RunInput{Pipeline: "weekly-video", NominalTime: time.Date(2026, 8, 6, 2, 0, 0, 0, time.UTC), Wait: true}
 	if _, err := c.Runs.Run(c.Ctx(), in); allottest.ErrorType(err) != "InjectedFailure" {
 		t.Fatalf("first run error = %v, want the injected failure", err)

@@ -3,9 +3,12 @@ package allottest
 import (
 	"context"
 	"fmt"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,8 +41,7 @@ type Cluster struct {
 	Ledger    *ledger.Ledger
 	LedgerURL string
 	Pipelines *pipeline.Set
-	// Activities are the worker's; tests may set their hooks
-	// (AfterAllocate) before they start runs.
+	// Activities are the worker's.
 	Activities *activities.Activities
 	Runs       *operator.Runs
 	Commands   *operator.EpisodeCommands
@@ -49,7 +51,19 @@ type Cluster struct {
 	// MetricsURL serves the worker's Prometheus metrics at /metrics.
 	MetricsURL string
 
-	stopWorker func() // nil while no worker runs
+	stopWorker    func() // nil while no worker runs
+	afterAllocate atomic.Pointer[func(context.Context, activities.AllocateResult) error]
+}
+
+// SetAfterAllocate makes every Allocate that committed run hook before it
+// returns; an error from hook is the attempt's, as a crash or a lost
+// response after the write landed would be. nil removes it.
+func (c *Cluster) SetAfterAllocate(hook func(context.Context, activities.AllocateResult) error) {
+	if hook == nil {
+		c.afterAllocate.Store(nil)
+		return
+	}
+	c.afterAllocate.Store(&hook)
 }
 
 // NewCluster starts a cluster on the test pipelines (see Pipelines). It skips
@@ -115,7 +129,25 @@ func (c *Cluster) StartWorker() {
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.Serve(wctx, c.Client, workflows.TaskQueue, c.Activities) }()
+	w := worker.New(c.Client, workflows.TaskQueue, worker.Options{})
+	app.Register(w, c.Activities)
+	// Allocate with the test's hook (SetAfterAllocate), in place of the
+	// registered one; the ScheduledRun finds it by name.
+	w.RegisterActivityWithOptions(func(ctx context.Context, in activities.AllocateInput) (activities.AllocateResult, error) {
+		res, err := c.Activities.Allocate(ctx, in)
+		if hook := c.afterAllocate.Load(); err == nil && hook != nil {
+			err = (*hook)(ctx, res)
+		}
+		return res, err
+	}, activity.RegisterOptions{Name: "Allocate", DisableAlreadyRegisteredCheck: true})
+	if err := w.Start(); err != nil {
+		c.t.Fatalf("start worker: %v", err)
+	}
+	go func() {
+		<-wctx.Done()
+		w.Stop()
+		done <- nil
+	}()
 	c.stopWorker = func() {
 		stop()
 		if err := <-done; err != nil {
