@@ -1,17 +1,12 @@
 package workflows
 
 import (
-	"errors"
-	"fmt"
-	"slices"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"allot"
-	"allot/activities"
 )
 
 // Activity timeouts are sized to the work, so that a killed worker's
@@ -98,132 +93,4 @@ func (e *episode) bookkeep(ctx workflow.Context, opts workflow.ActivityOptions, 
 		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions(opts)), activity, in)
 	}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in)
-}
-
-// retryBatch is how many attempts Temporal makes of a step's activity before
-// the workflow hears of the failures and shows the step as retrying;
-// retryPause is how long it waits before the next batch.
-const (
-	retryBatch = 4
-	retryPause = time.Minute
-)
-
-// call runs one activity of a step, under the options of ctx, and keeps it
-// going through failures a retry may fix: after every retryBatch failed
-// attempts the episode shows the step as retrying (stage and AllotOutcome
-// "retrying", the last error, the attempt count and since when, also in the
-// ledger) and tries again after retryPause, for as long as it takes. A
-// non-retryable error (a named type) or a cancellation ends it at once.
-func (e *episode) call(ctx workflow.Context, step, name string, activity, in, out any) error {
-	opts := workflow.GetActivityOptions(ctx)
-	waitOpts := opts
-	policy := *opts.RetryPolicy
-	policy.MaximumAttempts = retryBatch
-	// A vendor that takes no request now comes back at once, to be shown
-	// as a wait (waitForVendor), not retried as a failure.
-	policy.NonRetryableErrorTypes = append(slices.Clone(policy.NonRetryableErrorTypes), allot.VendorWaiting)
-	opts.RetryPolicy = &policy
-	actx := workflow.WithActivityOptions(ctx, opts)
-	return e.callBatches(ctx, step, name, func() error {
-		err := workflow.ExecuteActivity(actx, activity, in).Get(ctx, out)
-		if errorType(err) == allot.VendorWaiting {
-			err = e.waitForVendor(ctx, step, waitOpts, activity, in, out, err)
-		}
-		return err
-	})
-}
-
-// callBookkeeping is call for a bookkeeping activity (see bookkeep) under
-// ledgerActivityOptions.
-func (e *episode) callBookkeeping(ctx workflow.Context, step, name string, activity, in, out any) error {
-	opts := ledgerActivityOptions()
-	opts.RetryPolicy.MaximumAttempts = retryBatch
-	return e.callBatches(ctx, step, name, func() error { return e.bookkeep(ctx, opts, activity, in).Get(ctx, out) })
-}
-
-// callBatches runs one batch of attempts after another until exec
-// succeeds or fails for good (see call).
-func (e *episode) callBatches(ctx workflow.Context, step, name string, exec func() error) error {
-	attempts := 0
-	var since time.Time
-	for {
-		start := workflow.Now(ctx)
-		err := exec()
-		if err == nil || !retryable(err) {
-			if e.state.Retrying != nil {
-				e.state.Retrying = nil
-				if e.state.Stage == allot.StageRetrying {
-					if serr := e.setStage(ctx, allot.StageRunning); serr != nil && err == nil {
-						err = serr
-					}
-				}
-			}
-			return err
-		}
-		attempts += retryBatch
-		if since.IsZero() {
-			since = start
-		}
-		e.state.Retrying = &Retrying{Step: step, Activity: name, ErrorType: errorType(err), Error: rootMessage(err), Attempts: attempts, Since: since}
-		e.showRetrying(ctx)
-		if err := workflow.Sleep(ctx, retryPause); err != nil {
-			return err
-		}
-	}
-}
-
-// showRetrying puts the retrying step where operators look: the stage and
-// AllotOutcome, the current details, and (best effort, since the ledger may
-// be what fails) the episode's outcome in the ledger.
-func (e *episode) showRetrying(ctx workflow.Context) {
-	r := e.state.Retrying
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Retrying** %s of step **%s**: %d attempts since %s; last error (%s): %s",
-		r.Activity, r.Step, r.Attempts, r.Since.UTC().Format(time.RFC3339), r.ErrorType, r.Error))
-	if e.state.Stage == allot.StageRetrying || e.state.Stage == allot.StageLoading {
-		return
-	}
-	e.state.Stage = allot.StageRetrying
-	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(allot.OutcomeRetrying))); err != nil {
-		workflow.GetLogger(ctx).Error("setting the retrying outcome failed", "error", err)
-	}
-	if !e.recordsOutcomes {
-		return
-	}
-	var a *activities.Activities
-	opts := ledgerActivityOptions()
-	opts.ScheduleToCloseTimeout = 30 * time.Second
-	opts.RetryPolicy.MaximumAttempts = 2
-	if err := e.bookkeep(ctx, opts, a.RecordEpisodeOutcome, activities.EpisodeOutcomeInput{
-		Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Outcome: allot.OutcomeRetrying, Reason: r.ErrorType, At: r.Since,
-	}).Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("recording the retrying outcome failed", "error", err)
-	}
-}
-
-// retryable reports whether err is one a later attempt may not get: not a
-// named, non-retryable type, not a cancellation.
-func retryable(err error) bool {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && (appErr.NonRetryable() || slices.Contains(allot.NonRetryableErrorTypes, appErr.Type())) {
-		return false
-	}
-	// The activity's retry policy named the error's type non-retryable.
-	var actErr *temporal.ActivityError
-	if errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE {
-		return false
-	}
-	var canceled *temporal.CanceledError
-	return !errors.As(err, &canceled) && !errors.Is(err, workflow.ErrCanceled)
-}
-
-// rootMessage is the message of the innermost cause, which says what went
-// wrong without the activity wrapping.
-func rootMessage(err error) string {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error()
-		}
-		err = next
-	}
 }

@@ -424,3 +424,172 @@ func adapterVerdict(err error) (verdict, failed bool, text string) {
 	}
 	return true, true, rootMessage(err)
 }
+
+// runPaid submits (at most once) and awaits one paid task. Failures that
+// need a person park the episode until an operator decides.
+func (e *episode) runPaid(ctx workflow.Context, i int) error {
+	var a *activities.Activities
+	step := e.state.Steps[i]
+	in := activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: step.Name, Revision: step.Revision}
+	var res activities.PaidTaskResult
+	sopts := vendorActivityOptions()
+	if step.Run != nil && step.Run.SendTimeout > 0 {
+		// A killed sender is noticed within the heartbeat timeout and
+		// retried at once: the retry waits for the send's deadline
+		// anyway (SendInFlight), and then asks the vendor.
+		sopts.HeartbeatTimeout = senderHeartbeat(step.Run.SendTimeout)
+		sopts.RetryPolicy.InitialInterval = senderRetry
+	}
+	err := e.call(workflow.WithActivityOptions(ctx, sopts), step.Name, "SubmitPaidTask", a.SubmitPaidTask, in, &res)
+	if err == nil {
+		e.applyPaid(i, res)
+		if res.State == allot.PaidAbandoned || step.Kind == string(allot.KindEffect) {
+			// An effect is done once the downstream took it.
+			return nil
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", step.Name, step.Revision, res.RemoteRef))
+		err = e.call(workflow.WithActivityOptions(ctx, awaitActivityOptions()), step.Name, "AwaitPaidTask", a.AwaitPaidTask, in, &res)
+		if err == nil {
+			e.applyPaid(i, res)
+			return nil
+		}
+	}
+	if kind := errorType(err); needsOperator(kind) {
+		return e.park(ctx, i, kind, err)
+	}
+	return err
+}
+
+func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
+	s := &e.state.Steps[i]
+	s.Status, s.TaskState, s.Revision, s.RemoteRef, s.Artifact, s.SHA256, s.Error = r.StepStatus(), r.State, r.Revision, r.RemoteRef, r.Artifact, r.SHA256, r.Error
+	s.CostAmount, s.CostCurrency = r.CostAmount, r.CostCurrency
+}
+
+// waitForBudget waits, as waitIdle does, for an operator's command, and
+// meanwhile asks the budgets that refused step i (read-only) whether they
+// have room now: on a timer with a capped backoff, and at once when a raise
+// nudges it. With room, the attention is cleared and the step runs again:
+// its admission decides, and may park it again. This path is reached only
+// with BudgetExhausted, which no history recorded before budgets existed.
+func (e *episode) waitForBudget(ctx workflow.Context, i int, needs []ledger.BudgetShortfall) error {
+	var a *activities.Activities
+	step := e.state.Steps[i]
+	in := activities.BudgetRoomInput{PaidTaskInput: activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID,
+		LedgerID: e.input.LedgerID, Step: step.Name, Revision: step.Revision}, Needs: needs}
+	wait := budgetRecheck
+	for {
+		e.idle = true
+		timedOut, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return !e.busy && (e.state.Attention == nil || e.budgetNudged) })
+		if err == nil {
+			// A command that took its turn meanwhile finishes first.
+			err = workflow.Await(ctx, func() bool { return !e.busy })
+		}
+		e.idle = false
+		if err != nil {
+			return err
+		}
+		if e.state.Attention == nil {
+			return nil
+		}
+		if timedOut {
+			wait = min(2*wait, budgetRecheckMax)
+		}
+		e.budgetNudged = false
+		var room activities.BudgetRoomResult
+		if err := e.callBookkeeping(ctx, step.Name, "BudgetRoom", a.BudgetRoom, in, &room); err != nil {
+			return err
+		}
+		if room.Room {
+			workflow.GetLogger(ctx).Info("the budgets have room: trying the step again", "step", step.Name)
+			e.state.Attention = nil
+			return nil
+		}
+		if e.state.Attention != nil {
+			e.state.Attention.Budgets = room.Shortfalls
+		}
+	}
+}
+
+// Budget re-checks of a parked episode: the first after budgetRecheck,
+// doubling up to budgetRecheckMax, and at once on a BudgetRaisedSignal.
+const (
+	budgetRecheck    = time.Minute
+	budgetRecheckMax = time.Hour
+)
+
+// WaitingVendor says that a step waits for its vendor (docs/design.md,
+// "Vendor controls"): paused by an operator, its breaker open, or its
+// shared limits taken. The step goes on by itself.
+type WaitingVendor struct {
+	Step    string    `json:"step"`
+	Vendor  string    `json:"vendor"`
+	Reason  string    `json:"reason"` // allot.ReasonVendor*
+	Message string    `json:"message"`
+	Since   time.Time `json:"since"`
+}
+
+// vendorWaitAttempts is how many times Temporal retries an activity that
+// waits for its vendor before the workflow hears of it again: each retry
+// is after the delay the gate asked for (seconds while paused), and none
+// adds to the history, so a long pause costs a few events an hour.
+const vendorWaitAttempts = 100
+
+// waitForVendor shows that step waits for its vendor (stage waiting_vendor,
+// the reason, AllotOutcome, the current details and the ledger) and runs the
+// activity again under a retry policy that keeps asking the gate, with the
+// delay it gives, until the vendor takes the request; then the episode
+// runs on. It returns the activity's first error that is not a wait (or
+// nil), for call to handle as any other.
+func (e *episode) waitForVendor(ctx workflow.Context, step string, opts workflow.ActivityOptions, activity, in, out any, err error) error {
+	policy := *opts.RetryPolicy
+	policy.MaximumAttempts = vendorWaitAttempts
+	policy.NonRetryableErrorTypes = slices.DeleteFunc(slices.Clone(policy.NonRetryableErrorTypes), func(t string) bool { return t == allot.VendorWaiting })
+	opts.RetryPolicy = &policy
+	wctx := workflow.WithActivityOptions(ctx, opts)
+	for errorType(err) == allot.VendorWaiting {
+		if serr := e.showVendorWait(ctx, step, err); serr != nil {
+			return serr
+		}
+		err = workflow.ExecuteActivity(wctx, activity, in).Get(ctx, out)
+	}
+	e.state.Waiting = nil
+	if e.state.Stage == allot.StageWaitingVendor {
+		if serr := e.setStage(ctx, allot.StageRunning); serr != nil && err == nil {
+			return serr
+		}
+	}
+	return err
+}
+
+// showVendorWait puts the wait where operators look; a wait for another
+// reason (a pause that became a trip) is recorded again.
+func (e *episode) showVendorWait(ctx workflow.Context, step string, err error) error {
+	var w activities.VendorWait
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.HasDetails() {
+		_ = appErr.Details(&w)
+	}
+	if w.Reason == "" {
+		w.Reason, w.Message = allot.ReasonVendorBusy, rootMessage(err)
+	}
+	prev := e.state.Waiting
+	if prev != nil && prev.Reason == w.Reason && prev.Vendor == w.Vendor && prev.Step == step {
+		return nil
+	}
+	e.state.Retrying = nil
+	e.state.Waiting = &WaitingVendor{Step: step, Vendor: w.Vendor, Reason: w.Reason, Message: w.Message, Since: workflow.Now(ctx)}
+	how := "It goes on by itself when the vendor takes requests again."
+	switch w.Reason {
+	case allot.ReasonVendorPaused:
+		how = fmt.Sprintf("It goes on by itself after `starter vendor resume %s`; `starter vendor list` shows every vendor.", w.Vendor)
+	case allot.ReasonVendorTripped:
+		how = fmt.Sprintf("One probe goes after the vendor's cool_down, and the step goes on when it is answered; `starter vendor resume %s` closes the breaker at once.", w.Vendor)
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for vendor %s** (%s) at step **%s**: %s\n\n%s", w.Vendor, w.Reason, step, w.Message, how))
+	if e.state.Stage == allot.StageWaitingVendor {
+		// Another reason at the same stage: the ledger keeps the latest.
+		return e.recordOutcome(ctx, allot.OutcomeWaitingVendor, w.Reason)
+	}
+	return e.setStage(ctx, allot.StageWaitingVendor, w.Reason)
+}

@@ -105,3 +105,73 @@ func userRetryPolicy(r *pipeline.Retry) *temporal.RetryPolicy {
 	p.MaximumAttempts = int32(r.MaximumAttempts)
 	return p
 }
+
+func (e *episode) runStep(ctx workflow.Context, i int) error {
+	var a *activities.Activities
+	step := e.state.Steps[i]
+	e.state.CurrentStep = step.Name
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running step **%s** (%s), %d of %d.", step.Name, step.Kind, i+1, len(e.state.Steps)))
+	defer func() { e.state.CurrentStep = "" }()
+	ref := activities.RunLocalStepInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Step: step.Name}
+	switch step.Kind {
+	case string(allot.KindLocal), string(allot.KindGo), string(allot.KindExec):
+		fn, name := a.RunLocalStep, "RunLocalStep"
+		if step.Kind == string(allot.KindExec) {
+			fn, name = a.RunExecStep, "RunExecStep"
+		}
+		var done activities.StepState
+		err := e.call(workflow.WithActivityOptions(ctx, stepActivityOptions(step.Run)), step.Name, name, fn, ref, &done)
+		if errorType(err) == allot.StepFailure {
+			return e.park(ctx, i, allot.StepFailure, err)
+		}
+		if err != nil {
+			return err
+		}
+		done.Run = step.Run
+		e.state.Steps[i] = done
+		return nil
+	case string(allot.KindActivity):
+		return e.runActivityStep(ctx, i, ref)
+	case string(allot.KindPaid), string(allot.KindEffect):
+		if step.Run != nil && step.Run.Vendor != nil {
+			return e.runPaidByActivities(ctx, i)
+		}
+		return e.runPaid(ctx, i)
+	case string(allot.KindApproval):
+		return e.awaitApproval(ctx, i)
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("step %q has kind %q, which this worker cannot run", step.Name, step.Kind), allot.InvalidInput, nil)
+}
+
+func (e *episode) awaitApproval(ctx workflow.Context, i int) error {
+	step := e.state.Steps[i]
+	if e.autoApprove {
+		var a *activities.Activities
+		var res activities.DecisionResult
+		if err := e.call(e.ledgerCtx(ctx), step.Name, "ApplyDecision", a.ApplyDecision, activities.DecisionInput{
+			RequestID: "auto-approve/" + e.input.EpisodeID + "/" + workflow.GetInfo(ctx).WorkflowExecution.RunID,
+			Pipeline:  e.input.Pipeline, EpisodeID: e.input.EpisodeID, LedgerID: e.input.LedgerID, Action: allot.ActionApprove,
+			Reason: "pipeline approves automatically (auto_approve = true)",
+		}, &res); err != nil {
+			return err
+		}
+		e.state.Steps = res.Steps
+		return nil
+	}
+	if err := e.setStage(ctx, allot.StageWaitingApproval); err != nil {
+		return err
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n- `starter episode approve --pipeline %s --episode %s`\n- `starter episode reject --pipeline %s --episode %s --reason TEXT`\n\n%s",
+		step.Name, e.input.Pipeline, e.input.EpisodeID, e.input.Pipeline, e.input.EpisodeID, stepTable(e.state.Steps)))
+	// A decision ends the wait: approve or reject, or a rework or
+	// reassembly that reopened earlier steps.
+	gen := e.generation
+	if err := e.waitIdle(ctx, func() bool { return e.generation != gen }); err != nil {
+		return err
+	}
+	if e.nextStep() < 0 {
+		return nil
+	}
+	return e.setStage(ctx, allot.StageRunning)
+}
