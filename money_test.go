@@ -74,9 +74,9 @@ func TestMoneySumsRefuseOverflow(t *testing.T) {
 	}
 }
 
-func TestScheduledKey(t *testing.T) {
+func TestAllocationKeyIsTheSchedulesForm(t *testing.T) {
 	at := time.Date(2026, 7, 13, 4, 0, 0, 999_000_000, time.FixedZone("CEST", 2*3600))
-	if got := ScheduledKey("weekly-video", at); got != "weekly-video/scheduled-2026-07-13T02:00:00Z" {
-		t.Errorf("ScheduledKey = %q", got)
+	if got := AllocationKey("weekly-video", at); got != "weekly-video/scheduled-2026-07-13T02:00:00Z" {
+		t.Errorf("AllocationKey = %q", got)
 	}
 }

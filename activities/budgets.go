@@ -14,7 +14,6 @@ import (
 
 	"allot"
 	"allot/ledger"
-	"allot/paidvendor"
 	"allot/pipeline"
 )
 
@@ -92,7 +91,7 @@ func (a *Activities) reservations(ctx context.Context, p *pipeline.Pipeline, ep 
 // abandon apply to it.
 func (a *Activities) unpriced(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, revision int, why string) error {
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: revision}
-	t, err := a.Ledger.WritePlanned(ctx, ref, paidvendor.IdempotencyKey(p.Name, ep.ID, st.Name, revision))
+	t, err := a.Ledger.WritePlanned(ctx, ref, allot.IdempotencyKey(p.Name, ep.ID, st.Name, revision))
 	if err != nil {
 		return classify(err)
 	}

@@ -86,7 +86,7 @@ func TestSubmitTwiceChargesAndCostsOnce(t *testing.T) {
 	if err != nil || len(costs) != 1 || costs[0].Amount != first.CostAmount {
 		t.Fatalf("cost entries %+v, %v", costs, err)
 	}
-	if first.IdempotencyKey != paidvendor.IdempotencyKey("tokyo", tokyoEpisode, "video", 0) {
+	if first.IdempotencyKey != allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 0) {
 		t.Fatalf("idempotency key %s is not the (episode, step, revision) key", first.IdempotencyKey)
 	}
 }

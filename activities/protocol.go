@@ -457,7 +457,7 @@ func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPl
 		return PaidPlan{}, nonRetryable(allot.InvalidInput, "paid task %s/%s step %s: no attempt named as its owner", p.Name, ep.ID, st.Name)
 	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
-	key := paidvendor.IdempotencyKey(p.Name, ep.ID, st.Name, in.Revision)
+	key := allot.IdempotencyKey(p.Name, ep.ID, st.Name, in.Revision)
 	rs, quote, err := a.reservations(ctx, p, ep, st, in)
 	if err != nil {
 		return PaidPlan{}, err

@@ -192,7 +192,7 @@ func TestNoLookupParksOnlyWhatMayHaveBeenSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An attempt wrote the intent and died before sending.
-	if _, err := f.led.WriteIntent(f.ctx, videoRef(), paidvendor.IdempotencyKey("tokyo", tokyoEpisode, "video", 0), "dead-attempt"); err != nil {
+	if _, err := f.led.WriteIntent(f.ctx, videoRef(), allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 0), "dead-attempt"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, videoTask)
@@ -203,7 +203,7 @@ func TestNoLookupParksOnlyWhatMayHaveBeenSent(t *testing.T) {
 	// The next episode's attempt marked its send, then died.
 	f.mustAllocate(t, "tokyo", "run-2", tokyoNominal)
 	ref := ledger.PaidTaskRef{Pipeline: "tokyo", EpisodeID: "2026-08-07-1", Step: "video"}
-	if _, err := f.led.WriteIntent(f.ctx, ref, paidvendor.IdempotencyKey("tokyo", "2026-08-07-1", "video", 0), "dying-attempt"); err != nil {
+	if _, err := f.led.WriteIntent(f.ctx, ref, allot.IdempotencyKey("tokyo", "2026-08-07-1", "video", 0), "dying-attempt"); err != nil {
 		t.Fatal(err)
 	}
 	// While its send may still arrive, nobody asks or sends.
@@ -283,7 +283,7 @@ func TestRevokedKeyParksOnLookupAndPoll(t *testing.T) {
 
 	f.mustAllocate(t, "tokyo", "run-2", tokyoNominal)
 	other := ledger.PaidTaskRef{Pipeline: "tokyo", EpisodeID: "2026-08-07-1", Step: "video"}
-	if _, err := f.led.WriteIntent(f.ctx, other, paidvendor.IdempotencyKey("tokyo", "2026-08-07-1", "video", 0), "earlier"); err != nil {
+	if _, err := f.led.WriteIntent(f.ctx, other, allot.IdempotencyKey("tokyo", "2026-08-07-1", "video", 0), "earlier"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, PaidTaskInput{Pipeline: "tokyo", EpisodeID: "2026-08-07-1", Step: "video"})
@@ -321,11 +321,11 @@ func TestDownloadHeartbeatsBytes(t *testing.T) {
 func TestAdoptRefusesTaskWithoutThisKey(t *testing.T) {
 	f := newFixture(t, nil)
 	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
-	if _, err := f.led.WriteIntent(f.ctx, videoRef(), paidvendor.IdempotencyKey("tokyo", tokyoEpisode, "video", 0), "lost"); err != nil {
+	if _, err := f.led.WriteIntent(f.ctx, videoRef(), allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 0), "lost"); err != nil {
 		t.Fatal(err)
 	}
 	f.acts.Credentials = staticKey("k")
-	for _, key := range []string{"", paidvendor.IdempotencyKey("tokyo", tokyoEpisode, "video", 7)} {
+	for _, key := range []string{"", allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 7)} {
 		f.acts.NewVendor = func(string) (paidvendor.Client, error) {
 			return fixedTask{paidvendor.Task{ID: "vt_0123456789abcdef", IdempotencyKey: key, Status: paidvendor.StatusSucceeded, SHA256: strings.Repeat("0", 64)}}, nil
 		}

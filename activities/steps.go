@@ -27,7 +27,6 @@ import (
 	"allot/artifacts"
 	"allot/execstep"
 	"allot/ledger"
-	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"
 )
@@ -253,7 +252,7 @@ func (a *Activities) stepInput(ctx context.Context, p *pipeline.Pipeline, ep led
 	in := step.Input{
 		Pipeline: p.Name, EpisodeID: ep.ID, Period: ep.Period, Sequence: ep.Sequence,
 		AllocationKey: ep.AllocationKey, NominalTime: ep.NominalTime, Step: st.Name, Steps: p.StepNames(), Revision: revision,
-		Params: st.Params, IdempotencyKey: paidvendor.IdempotencyKey(p.Name, ep.ID, st.Name, revision),
+		Params: st.Params, IdempotencyKey: allot.IdempotencyKey(p.Name, ep.ID, st.Name, revision),
 		Dir: artifacts.EpisodeDir(a.ArtifactsDir, p.Name, ep.ID), Artifacts: []step.Artifact{},
 	}
 	claimed, err := a.Ledger.EpisodeInput(ctx, p.Name, ep.ID)

@@ -215,7 +215,7 @@ func TestPastTheHorizonAnUnknownOutcomeParks(t *testing.T) {
 			withLimits(t, f, pipeline.VendorLimits{IdempotencyHorizon: "1h"})
 			f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
 			// A send began and its worker died before the vendor saw it.
-			key := paidvendor.IdempotencyKey("tokyo", tokyoEpisode, "video", 0)
+			key := allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 0)
 			if _, err := f.led.WriteIntent(f.ctx, videoRef(), key, "dead-attempt"); err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +286,7 @@ func TestLookupAndSendAskTheGateWithoutAPass(t *testing.T) {
 	f := newFixture(t, nil)
 	sim, _, _ := withVendor(t, f)
 	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
-	key := paidvendor.IdempotencyKey("tokyo", tokyoEpisode, "video", 0)
+	key := allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 0)
 	task, err := f.led.WriteIntent(f.ctx, videoRef(), key, "attempt-1")
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestNearSendDeadlineIsWaitedInTheAttempt(t *testing.T) {
 	f := newFixture(t, nil)
 	sim, _, _ := withVendor(t, f)
 	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
-	key := paidvendor.IdempotencyKey("tokyo", tokyoEpisode, "video", 0)
+	key := allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 0)
 	if _, err := f.led.WriteIntent(f.ctx, videoRef(), key, "killed-attempt"); err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,7 @@ func TestNamedVendorsBuildsHTTPAndGoAdapters(t *testing.T) {
 	}
 
 	// The http vendor speaks to its URL with the key it is given.
-	key := paidvendor.IdempotencyKey("media", tokyoEpisode, "clip", 0)
+	key := allot.IdempotencyKey("media", tokyoEpisode, "clip", 0)
 	s, err := vendors["clips"].New("clips-secret")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // A backfill is counted before it is sent, with the server's own
@@ -32,7 +32,7 @@ func TestBackfillIsCountedBeforeItIsSentAndEndsBeforeTo(t *testing.T) {
 	to := from.Add(3 * time.Hour)
 	keys := []string{}
 	for i := range 4 {
-		keys = append(keys, workflows.AllocationKey("weekly-video", from.Add(time.Duration(i)*time.Hour)))
+		keys = append(keys, allot.AllocationKey("weekly-video", from.Add(time.Duration(i)*time.Hour)))
 	}
 	// One of the times already ran by hand: the backfill gives it its
 	// episode back.

@@ -95,7 +95,7 @@ func checkPromise(t *testing.T, c *allottest.Cluster, pipelineName string, misse
 	t.Helper()
 	keys := make([]string, len(missed))
 	for i, tm := range missed {
-		keys[i] = workflows.AllocationKey(pipelineName, tm)
+		keys[i] = allot.AllocationKey(pipelineName, tm)
 	}
 	byKey := waitOutcomes(t, c, pipelineName, keys)
 	policy := catchUpPolicies[pipelineName]
@@ -137,7 +137,7 @@ func TestCatchUpAfterAWorkerOutage(t *testing.T) {
 		ids := c.WaitAtLeast(fmt.Sprintf(`WorkflowType = "ScheduledRun" AND AllotPipeline = %q`, name), k)
 		var times []time.Time
 		for _, id := range ids {
-			tm, ok := workflows.NominalTimeOfKey(name, id)
+			tm, ok := allot.NominalTimeOfKey(name, id)
 			if !ok {
 				t.Fatalf("scheduled run %s carries no nominal time", id)
 			}
@@ -216,7 +216,7 @@ func TestCatchUpAfterAPause(t *testing.T) {
 
 	sw := &catchup.Sweeper{Client: c.Client, Pipelines: c.Pipelines, Ledger: c.Ledger, TaskQueue: workflows.TaskQueue, LedgerID: c.Ledger.ID()}
 	for _, name := range []string{"cu-skip", "cu-latest", "cu-up-to-2"} {
-		if err := c.Client.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(name)).Unpause(ctx, client.ScheduleUnpauseOptions{}); err != nil {
+		if err := c.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID(name)).Unpause(ctx, client.ScheduleUnpauseOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// Applied as if it ran at the end of the pause plus the grace:

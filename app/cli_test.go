@@ -132,7 +132,7 @@ func TestTemporalCLICommandsInDocsMatchStarter(t *testing.T) {
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    searchAttributes(t, ws),
 	}
-	starterOpts := operator.StartOptions(workflows.AllocationKey(input.Pipeline, input.NominalTime), workflows.TaskQueue, input.Pipeline, input.NominalTime)
+	starterOpts := operator.StartOptions(allot.AllocationKey(input.Pipeline, input.NominalTime), workflows.TaskQueue, input.Pipeline, input.NominalTime)
 	if opts.ID != starterOpts.ID || opts.TaskQueue != starterOpts.TaskQueue || opts.WorkflowIDConflictPolicy != starterOpts.WorkflowIDConflictPolicy || opts.WorkflowIDReusePolicy != starterOpts.WorkflowIDReusePolicy {
 		t.Fatalf("docs start options %+v differ from starter's %+v", opts, starterOpts)
 	}
@@ -154,7 +154,7 @@ func TestTemporalCLICommandsInDocsMatchStarter(t *testing.T) {
 
 	// temporal workflow update execute: the same update as `starter episode approve`.
 	up := cmds["workflow update execute"]
-	if one(t, up, "workflow-id") != workflows.EpisodeWorkflowID(viaCLI.Pipeline, viaCLI.EpisodeID) {
+	if one(t, up, "workflow-id") != allot.EpisodeWorkflowID(viaCLI.Pipeline, viaCLI.EpisodeID) {
 		t.Fatalf("docs update targets %s, the run's episode is %s", one(t, up, "workflow-id"), viaCLI.EpisodeID)
 	}
 	c.WaitStage(viaCLI.Pipeline, viaCLI.EpisodeID, allot.StageWaitingApproval)
@@ -184,7 +184,7 @@ func TestTemporalCLICommandsInDocsMatchStarter(t *testing.T) {
 
 	// temporal schedule create: the schedule `starter schedule create` makes.
 	sc := cmds["schedule create"]
-	if one(t, sc, "schedule-id") != workflows.ScheduleID("weekly-video") || one(t, sc, "workflow-id") != workflows.ScheduleActionID("weekly-video") {
+	if one(t, sc, "schedule-id") != allot.ScheduleID("weekly-video") || one(t, sc, "workflow-id") != allot.ScheduleActionID("weekly-video") {
 		t.Fatalf("docs schedule IDs %v", sc)
 	}
 	catchup, err := time.ParseDuration(one(t, sc, "catchup-window"))
@@ -232,7 +232,7 @@ func TestTemporalCLICommandsInDocsMatchStarter(t *testing.T) {
 	if monday.Before(start) || !monday.Before(end) {
 		t.Fatalf("the docs' backfill range %s..%s should hold %s", start, end, monday)
 	}
-	key := workflows.AllocationKey("weekly-video", monday)
+	key := allot.AllocationKey("weekly-video", monday)
 	var backfilled workflows.ScheduledRunResult
 	deadline := allottest.Deadline(t, 30*time.Second)
 	for {
@@ -270,7 +270,7 @@ type scheduleShape struct {
 
 func describeSchedule(t *testing.T, c *allottest.Cluster, pipelineName string) scheduleShape {
 	t.Helper()
-	d, err := c.Client.ScheduleClient().GetHandle(context.Background(), workflows.ScheduleID(pipelineName)).Describe(context.Background())
+	d, err := c.Client.ScheduleClient().GetHandle(context.Background(), allot.ScheduleID(pipelineName)).Describe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

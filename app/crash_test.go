@@ -72,7 +72,7 @@ func TestWorkerKilledDuringPaidTaskResumesWithOneChargePerStep(t *testing.T) {
 	var final workflows.EpisodeResult
 	ctx, cancel := allottest.Context(t, 2*time.Minute)
 	defer cancel()
-	if err := c.Client.GetWorkflow(ctx, workflows.EpisodeWorkflowID("auto-paid", ep), "").Get(ctx, &final); err != nil {
+	if err := c.Client.GetWorkflow(ctx, allot.EpisodeWorkflowID("auto-paid", ep), "").Get(ctx, &final); err != nil {
 		t.Fatalf("episode after restart: %v\nworker output:\n%s", err, second.Output.String())
 	}
 	if final.Stage != allot.StageCompleted {

@@ -47,7 +47,7 @@ func TestSaveHistories(t *testing.T) {
 	c.WaitEpisode("weekly-video", res.Result.EpisodeID)
 	save := func(name, id string) { saveHistory(t, c, dir, name, id, "") }
 	save("scheduled_run.json", res.WorkflowID)
-	save("episode.json", workflows.EpisodeWorkflowID("weekly-video", res.Result.EpisodeID))
+	save("episode.json", allot.EpisodeWorkflowID("weekly-video", res.Result.EpisodeID))
 
 	// A paid episode that parks on an unknown outcome, is resolved, waits at
 	// the approval gate and is approved: every path of the Episode workflow.
@@ -67,7 +67,7 @@ func TestSaveHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitEpisode("weekly-paid", ep)
-	save("paid_episode.json", workflows.EpisodeWorkflowID("weekly-paid", ep))
+	save("paid_episode.json", allot.EpisodeWorkflowID("weekly-paid", ep))
 }
 
 const customStepsTOML = `
@@ -178,7 +178,7 @@ func TestSaveHistoriesCustomSteps(t *testing.T) {
 	if st := c.WaitEpisode("custom", ep); st.Stage != allot.StageCompleted {
 		t.Fatalf("custom episode ended %s", st.Stage)
 	}
-	saveHistory(t, c, dir, "custom_steps_episode.json", workflows.EpisodeWorkflowID("custom", ep), "")
+	saveHistory(t, c, dir, "custom_steps_episode.json", allot.EpisodeWorkflowID("custom", ep), "")
 	saveHistory(t, c, dir, "scheduled_run_episode_running.json", res.WorkflowID, again.GetRunID())
 }
 
@@ -274,7 +274,7 @@ func TestSaveHistoriesAdapterFaults(t *testing.T) {
 	if n := lookups.Load(); n < 5 {
 		t.Fatalf("the look-up was called %d times, want at least 5 (a batch without answer, then one)", n)
 	}
-	saveHistory(t, c, dir, "adapter_faults_episode.json", workflows.EpisodeWorkflowID("adapter-faults", ep), "")
+	saveHistory(t, c, dir, "adapter_faults_episode.json", allot.EpisodeWorkflowID("adapter-faults", ep), "")
 }
 
 const vendorWaitTOML = `
@@ -345,7 +345,7 @@ func TestSaveHistoriesVendorWait(t *testing.T) {
 	if c.Vendor.Sim.ChargeCount() != 1 || len(covers.Charges()) != 1 {
 		t.Fatalf("charges: %d and %d, want one each", c.Vendor.Sim.ChargeCount(), len(covers.Charges()))
 	}
-	saveHistory(t, c, dir, "vendor_wait_episode.json", workflows.EpisodeWorkflowID("vendor-wait", ep), "")
+	saveHistory(t, c, dir, "vendor_wait_episode.json", allot.EpisodeWorkflowID("vendor-wait", ep), "")
 }
 
 // TestSaveHistoriesCatchUp saves, with TestSaveHistories, the history of a
@@ -364,7 +364,7 @@ func TestSaveHistoriesCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := c.WaitAtLeast(`WorkflowType = "ScheduledRun" AND AllotPipeline = "cu-skip"`, 1)
-	nominal, _ := workflows.NominalTimeOfKey("cu-skip", ids[0])
+	nominal, _ := allot.NominalTimeOfKey("cu-skip", ids[0])
 	for time.Now().Before(nominal.Add(grace + 500*time.Millisecond)) {
 		time.Sleep(100 * time.Millisecond)
 	}

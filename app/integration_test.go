@@ -270,10 +270,10 @@ func TestScheduleRunsAreKeyedByNominalTimeAndManualRunReusesThem(t *testing.T) {
 	c := allottest.NewCluster(t)
 	ctx := c.Ctx()
 	handle, err := c.Client.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:   workflows.ScheduleID("weekly-video"),
+		ID:   allot.ScheduleID("weekly-video"),
 		Spec: client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: time.Second}}},
 		Action: &client.ScheduleWorkflowAction{
-			ID:        workflows.ScheduleActionID("weekly-video"),
+			ID:        allot.ScheduleActionID("weekly-video"),
 			Workflow:  workflows.ScheduledRunWorkflow,
 			Args:      []any{workflows.ScheduledRunInput{Pipeline: "weekly-video"}},
 			TaskQueue: workflows.TaskQueue,
@@ -287,7 +287,7 @@ func TestScheduleRunsAreKeyedByNominalTimeAndManualRunReusesThem(t *testing.T) {
 	if err := handle.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	prefix := workflows.ScheduleActionID("weekly-video") + "-"
+	prefix := allot.ScheduleActionID("weekly-video") + "-"
 	id := ids[0]
 	if !strings.HasPrefix(id, prefix) {
 		t.Fatalf("scheduled workflow ID %q does not start with %q", id, prefix)
@@ -303,8 +303,8 @@ func TestScheduleRunsAreKeyedByNominalTimeAndManualRunReusesThem(t *testing.T) {
 	if scheduled.NominalTimeSource != allot.NominalFromSchedule || !scheduled.NominalTime.Equal(nominal) {
 		t.Fatalf("scheduled run %s result %+v, want nominal %s from the schedule", id, scheduled, nominal)
 	}
-	if workflows.AllocationKey("weekly-video", nominal) != id {
-		t.Fatalf("AllocationKey(%s) = %q, schedule formed %q", nominal, workflows.AllocationKey("weekly-video", nominal), id)
+	if allot.AllocationKey("weekly-video", nominal) != id {
+		t.Fatalf("AllocationKey(%s) = %q, schedule formed %q", nominal, allot.AllocationKey("weekly-video", nominal), id)
 	}
 	manual, err := c.Runs.Run(ctx, operator.RunInput{Pipeline: "weekly-video", NominalTime: nominal})
 	if err != nil {

@@ -35,7 +35,7 @@ func TestWorkOfAnotherLedgerIsRefusedLoudly(t *testing.T) {
 
 	// Another ledger's Episode 2026-W32-0 runs (on a queue no worker of
 	// this ledger serves); this ledger then allocates its own 2026-W32-0.
-	foreign := workflows.EpisodeWorkflowID("weekly-video", "2026-W32-0")
+	foreign := allot.EpisodeWorkflowID("weekly-video", "2026-W32-0")
 	if _, err := c.Client.ExecuteWorkflow(c.Ctx(), client.StartWorkflowOptions{
 		ID: foreign, TaskQueue: "another-ledgers-queue", Memo: map[string]any{allot.LedgerMemo: "0b7a-another-ledger"},
 	}, workflows.EpisodeWorkflow, workflows.EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-0", LedgerID: "0b7a-another-ledger"}); err != nil {
@@ -62,18 +62,18 @@ func TestCheckFindsEpisodesWithoutTheirWorkflow(t *testing.T) {
 	nominal := time.Date(2026, 8, 7, 5, 0, 0, 0, time.UTC)
 	// Allocated in the ledger, as by a ScheduledRun killed before it
 	// started the Episode: no workflow.
-	alloc, err := c.Ledger.Allocate(ctx, ledger.AllocateInput{Pipeline: "capped", Key: workflows.AllocationKey("capped", nominal), Period: "2026-08-07", NominalTime: nominal, MaxPerPeriod: 1})
+	alloc, err := c.Ledger.Allocate(ctx, ledger.AllocateInput{Pipeline: "capped", Key: allot.AllocationKey("capped", nominal), Period: "2026-08-07", NominalTime: nominal, MaxPerPeriod: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orphan := alloc.Episode.ID
 	// Another ledger's Episode runs under the ID of this ledger's next one.
 	foreignID := c.Allocate("weekly-video", time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC))
-	if err := c.Client.TerminateWorkflow(ctx, workflows.EpisodeWorkflowID("weekly-video", foreignID), "", "make room for another ledger's episode"); err != nil {
+	if err := c.Client.TerminateWorkflow(ctx, allot.EpisodeWorkflowID("weekly-video", foreignID), "", "make room for another ledger's episode"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.EpisodeWorkflowID("weekly-video", foreignID), TaskQueue: "another-ledgers-queue", Memo: map[string]any{allot.LedgerMemo: "0b7a-another-ledger"},
+		ID: allot.EpisodeWorkflowID("weekly-video", foreignID), TaskQueue: "another-ledgers-queue", Memo: map[string]any{allot.LedgerMemo: "0b7a-another-ledger"},
 	}, workflows.EpisodeWorkflow, workflows.EpisodeInput{Pipeline: "weekly-video", EpisodeID: foreignID, LedgerID: "0b7a-another-ledger"}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestCheckFindsEpisodesWithoutTheirWorkflow(t *testing.T) {
 	if res, err := cmds.Resume(ctx, "weekly-paid", running); err != nil || res.Action != operator.ResumeRunning {
 		t.Fatalf("resume of a running episode: %+v, %v; want %s", res, err, operator.ResumeRunning)
 	}
-	if n := c.CountRuns(workflows.EpisodeWorkflowID("weekly-paid", running)); n != 1 {
+	if n := c.CountRuns(allot.EpisodeWorkflowID("weekly-paid", running)); n != 1 {
 		t.Fatalf("resume of a running episode left %d runs", n)
 	}
 }

@@ -89,7 +89,7 @@ func TestShowSaysWhenNoWorkerPollsTheEpisode(t *testing.T) {
 	c := allottest.NewCluster(t)
 	ctx := c.Ctx()
 	nominal := time.Date(2026, 8, 7, 5, 0, 0, 0, time.UTC)
-	alloc, err := c.Ledger.Allocate(ctx, ledger.AllocateInput{Pipeline: "capped", Key: workflows.AllocationKey("capped", nominal), Period: "2026-08-07", NominalTime: nominal, MaxPerPeriod: 1})
+	alloc, err := c.Ledger.Allocate(ctx, ledger.AllocateInput{Pipeline: "capped", Key: allot.AllocationKey("capped", nominal), Period: "2026-08-07", NominalTime: nominal, MaxPerPeriod: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestCommandOnAnEndedEpisodeIsAPlainRefusal(t *testing.T) {
 	c := allottest.NewClusterWithPipelines(t, []byte(failingStepPipelines))
 	ep := c.Allocate("tally", monday())
 	ctx := c.Ctx()
-	if err := c.Client.GetWorkflow(ctx, workflows.EpisodeWorkflowID("tally", ep), "").Get(ctx, nil); allottest.ErrorType(err) != allot.StepNotFound {
+	if err := c.Client.GetWorkflow(ctx, allot.EpisodeWorkflowID("tally", ep), "").Get(ctx, nil); allottest.ErrorType(err) != allot.StepNotFound {
 		t.Fatalf("episode %s ended with %v, want it failed with %s", ep, err, allot.StepNotFound)
 	}
 	_, err := c.Send("tally", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: "count", Resolve: allot.ActionAbandon, Reason: "no such function"})

@@ -171,7 +171,7 @@ func TestServerErrorBeforeAcceptIsRetriedWithOneCharge(t *testing.T) {
 	}
 	ep := c.Allocate("auto-paid", monday())
 	// Wait until the submission has failed at least twice.
-	id := workflows.EpisodeWorkflowID("auto-paid", ep)
+	id := allot.EpisodeWorkflowID("auto-paid", ep)
 	deadline := allottest.Deadline(t, 30*time.Second)
 	for {
 		desc, err := c.Client.DescribeWorkflowExecution(context.Background(), id, "")
@@ -261,7 +261,7 @@ func TestCommandsOnMissingEpisodeSpendNothing(t *testing.T) {
 	if allottest.ErrorType(err) != allot.EpisodeNotFound {
 		t.Fatalf("rework of a missing episode: %v, want %s", err, allot.EpisodeNotFound)
 	}
-	if _, err := c.Client.DescribeWorkflowExecution(context.Background(), workflows.EpisodeWorkflowID("auto-paid", "2026-W32-7"), ""); err == nil {
+	if _, err := c.Client.DescribeWorkflowExecution(context.Background(), allot.EpisodeWorkflowID("auto-paid", "2026-W32-7"), ""); err == nil {
 		t.Fatal("a workflow was started for a missing episode")
 	}
 	// Without the ledger pre-check the workflow itself refuses, before any

@@ -153,7 +153,7 @@ func TestRefusedCommandsOnASettledEpisodeStartNoRun(t *testing.T) {
 	if final := c.WaitEpisode("auto-paid", ep); final.Stage != allot.StageCompleted {
 		t.Fatalf("episode %+v", final)
 	}
-	id := workflows.EpisodeWorkflowID("auto-paid", ep)
+	id := allot.EpisodeWorkflowID("auto-paid", ep)
 	before := c.CountRuns(id)
 	for _, cmd := range []struct {
 		update string

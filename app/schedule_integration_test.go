@@ -33,7 +33,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // let an action already fired finish
-	prefix := workflows.ScheduleActionID("weekly-video") + "-"
+	prefix := allot.ScheduleActionID("weekly-video") + "-"
 	var first, last time.Time
 	for _, id := range ids {
 		nominal, err := time.Parse(time.RFC3339, strings.TrimPrefix(id, prefix))
@@ -45,7 +45,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 		if err := c.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
 			t.Fatal(err)
 		}
-		if !res.NominalTime.Equal(nominal) || res.NominalTimeSource != allot.NominalFromSchedule || workflows.AllocationKey("weekly-video", nominal) != id {
+		if !res.NominalTime.Equal(nominal) || res.NominalTimeSource != allot.NominalFromSchedule || allot.AllocationKey("weekly-video", nominal) != id {
 			t.Fatalf("run %s: result %+v", id, res)
 		}
 		if first.IsZero() || nominal.Before(first) {
@@ -66,7 +66,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 	}
 	var want []string
 	for tm := from; tm.Before(to); tm = tm.Add(time.Second) {
-		want = append(want, workflows.AllocationKey("weekly-video", tm))
+		want = append(want, allot.AllocationKey("weekly-video", tm))
 	}
 	deadline := allottest.Deadline(t, 60*time.Second)
 	for {

@@ -228,7 +228,7 @@ func TestKilledSlotHoldersSlotComesBack(t *testing.T) {
 	for _, ep := range eps {
 		var final workflows.EpisodeResult
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := c.Client.GetWorkflow(ctx, workflows.EpisodeWorkflowID("auto-paid", ep), "").Get(ctx, &final)
+		err := c.Client.GetWorkflow(ctx, allot.EpisodeWorkflowID("auto-paid", ep), "").Get(ctx, &final)
 		cancel()
 		if err != nil || final.Stage != allot.StageCompleted {
 			t.Fatalf("episode %s: %+v, %v\nworker output:\n%s", ep, final, err, second.Output.String())

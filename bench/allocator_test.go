@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"allot"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -18,7 +19,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"allot/ledger"
-	"allot/workflows"
 )
 
 // The Temporal-only allocator: the design allot did not choose, built as
@@ -353,7 +353,7 @@ func realisticBytesPerKey(tb testing.TB) float64 {
 	for range n {
 		y, w := t.ISOWeek()
 		period := fmt.Sprintf("%d-W%02d", y, w)
-		st.Keys[workflows.AllocationKey("weekly-video", t)] = allocatedEpisode{Period: period, Sequence: st.Next[period]}
+		st.Keys[allot.AllocationKey("weekly-video", t)] = allocatedEpisode{Period: period, Sequence: st.Next[period]}
 		st.Next[period]++
 		t = t.Add(time.Hour)
 	}

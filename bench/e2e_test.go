@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"allot"
 	"context"
 	"fmt"
 	"sync"
@@ -12,8 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"allot/workflows"
 )
 
 // BenchmarkEndToEnd sets one run of allot (a ScheduledRun that allocates in
@@ -58,12 +57,12 @@ func BenchmarkEndToEnd(b *testing.B) {
 			if err := w.runAllot(ctx, st.Client, nominal); err != nil {
 				b.Fatal(err)
 			}
-			runActs, runEvents := countHistory(b, st.Client, workflows.AllocationKey(benchPipeline, nominal))
+			runActs, runEvents := countHistory(b, st.Client, allot.AllocationKey(benchPipeline, nominal))
 			eps, err := w.Ledger.ListEpisodes(ctx, benchPipeline, "")
 			if err != nil || len(eps) != 1 {
 				b.Fatalf("episodes after one run: %v, %v", eps, err)
 			}
-			epActs, epEvents := countHistory(b, st.Client, workflows.EpisodeWorkflowID(benchPipeline, eps[0].ID))
+			epActs, epEvents := countHistory(b, st.Client, allot.EpisodeWorkflowID(benchPipeline, eps[0].ID))
 			bare := bareRunner{c: st.Client, parentActs: runActs, childActs: epActs}
 			bareID := 0
 			if err := bare.run(ctx, "warm"); err != nil {

@@ -142,7 +142,7 @@ func BenchmarkWorkerFootprint(b *testing.B) {
 // runWithoutLedger is runAllot for a worker in another process: the run
 // carries no ledger ID (the worker uses its own ledger).
 func (w *allotWorker) runWithoutLedger(ctx context.Context, st *stack, nominal time.Time) error {
-	key := workflows.AllocationKey(benchPipeline, nominal)
+	key := allot.AllocationKey(benchPipeline, nominal)
 	run, err := st.Client.ExecuteWorkflow(ctx, startOptions(key, w.TaskQueue, nominal), workflows.ScheduledRunWorkflow,
 		workflows.ScheduledRunInput{Pipeline: benchPipeline, NominalTime: nominal})
 	if err != nil {
@@ -153,7 +153,7 @@ func (w *allotWorker) runWithoutLedger(ctx context.Context, st *stack, nominal t
 		return fmt.Errorf("run %s: %w", key, err)
 	}
 	var ep workflows.EpisodeResult
-	if err := st.Client.GetWorkflow(ctx, workflows.EpisodeWorkflowID(benchPipeline, res.EpisodeID), "").Get(ctx, &ep); err != nil {
+	if err := st.Client.GetWorkflow(ctx, allot.EpisodeWorkflowID(benchPipeline, res.EpisodeID), "").Get(ctx, &ep); err != nil {
 		return fmt.Errorf("episode %s: %w", res.EpisodeID, err)
 	}
 	if ep.Stage != allot.StageCompleted {

@@ -58,12 +58,12 @@ func BenchmarkRunVsHandWritten(b *testing.B) {
 			if err := w.runAllotOf(ctx, st.Client, twoStepPipeline, nominal); err != nil {
 				b.Fatal(err)
 			}
-			runActs, _ := countHistory(b, st.Client, workflows.AllocationKey(twoStepPipeline, nominal))
+			runActs, _ := countHistory(b, st.Client, allot.AllocationKey(twoStepPipeline, nominal))
 			eps, err := w.Ledger.ListEpisodes(ctx, twoStepPipeline, "")
 			if err != nil || len(eps) != 1 {
 				b.Fatalf("episodes after one run: %v, %v", eps, err)
 			}
-			epActs, _ := countHistory(b, st.Client, workflows.EpisodeWorkflowID(twoStepPipeline, eps[0].ID))
+			epActs, _ := countHistory(b, st.Client, allot.EpisodeWorkflowID(twoStepPipeline, eps[0].ID))
 			warm := clock.take()
 			if err := hand.run(ctx, warm); err != nil {
 				b.Fatal(err)
@@ -123,7 +123,7 @@ func BenchmarkRunVsHandWritten(b *testing.B) {
 
 // runAllotOf is runAllot for another pipeline of the bench's set.
 func (w *allotWorker) runAllotOf(ctx context.Context, c client.Client, pipelineName string, nominal time.Time) error {
-	key := workflows.AllocationKey(pipelineName, nominal)
+	key := allot.AllocationKey(pipelineName, nominal)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: key, TaskQueue: w.TaskQueue}, workflows.ScheduledRunWorkflow,
 		workflows.ScheduledRunInput{Pipeline: pipelineName, NominalTime: nominal, LedgerID: w.Ledger.ID()})
 	if err != nil {
@@ -134,7 +134,7 @@ func (w *allotWorker) runAllotOf(ctx context.Context, c client.Client, pipelineN
 		return fmt.Errorf("run %s: %w", key, err)
 	}
 	var ep workflows.EpisodeResult
-	if err := c.GetWorkflow(ctx, workflows.EpisodeWorkflowID(pipelineName, res.EpisodeID), "").Get(ctx, &ep); err != nil {
+	if err := c.GetWorkflow(ctx, allot.EpisodeWorkflowID(pipelineName, res.EpisodeID), "").Get(ctx, &ep); err != nil {
 		return fmt.Errorf("episode %s: %w", res.EpisodeID, err)
 	}
 	if ep.Stage != allot.StageCompleted {

@@ -183,7 +183,7 @@ func startAllotWorker(tb testing.TB, st *stack) *allotWorker {
 // does (its start options, without the look-up before the start) and waits
 // until the episode it starts has completed.
 func (w *allotWorker) runAllot(ctx context.Context, c client.Client, nominal time.Time) error {
-	key := workflows.AllocationKey(benchPipeline, nominal)
+	key := allot.AllocationKey(benchPipeline, nominal)
 	run, err := c.ExecuteWorkflow(ctx, startOptions(key, w.TaskQueue, nominal), workflows.ScheduledRunWorkflow,
 		workflows.ScheduledRunInput{Pipeline: benchPipeline, NominalTime: nominal, LedgerID: w.Ledger.ID()})
 	if err != nil {
@@ -194,7 +194,7 @@ func (w *allotWorker) runAllot(ctx context.Context, c client.Client, nominal tim
 		return fmt.Errorf("run %s: %w", key, err)
 	}
 	var ep workflows.EpisodeResult
-	if err := c.GetWorkflow(ctx, workflows.EpisodeWorkflowID(benchPipeline, res.EpisodeID), "").Get(ctx, &ep); err != nil {
+	if err := c.GetWorkflow(ctx, allot.EpisodeWorkflowID(benchPipeline, res.EpisodeID), "").Get(ctx, &ep); err != nil {
 		return fmt.Errorf("episode %s: %w", res.EpisodeID, err)
 	}
 	if ep.Stage != allot.StageCompleted {

@@ -94,14 +94,14 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 		return out, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
 	out.Policy = spec.CatchUp.String()
-	desc, err := s.Client.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(p.Name)).Describe(ctx)
+	desc, err := s.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID(p.Name)).Describe(ctx)
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 		out.NoSchedule = true
 		return out, nil
 	case err != nil:
-		return out, fmt.Errorf("describe schedule %s: %w", workflows.ScheduleID(p.Name), err)
+		return out, fmt.Errorf("describe schedule %s: %w", allot.ScheduleID(p.Name), err)
 	}
 	if desc.Schedule.State != nil && desc.Schedule.State.Paused {
 		out.Paused = true
@@ -143,7 +143,7 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	// times to settle, never a time both run and recorded as skipped.
 	for _, t := range out.Skipped {
 		if _, err := s.Ledger.RecordRunOutcome(ctx, ledger.RunOutcome{
-			Pipeline: p.Name, AllocationKey: workflows.AllocationKey(p.Name, t), RunID: SweepRunID,
+			Pipeline: p.Name, AllocationKey: allot.AllocationKey(p.Name, t), RunID: SweepRunID,
 			NominalTime: t, NominalTimeSource: allot.NominalFromSchedule,
 			Outcome: allot.OutcomeSkipped, Reason: allot.ReasonMissedCatchUp,
 			Period: p.PeriodOf(t), Sequence: -1,
@@ -169,7 +169,7 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 func (s *Sweeper) missed(ctx context.Context, pipelineName string, times []time.Time) ([]time.Time, error) {
 	keys := make([]string, len(times))
 	for i, t := range times {
-		keys[i] = workflows.AllocationKey(pipelineName, t)
+		keys[i] = allot.AllocationKey(pipelineName, t)
 	}
 	runs, err := s.Ledger.RunOutcomesOfKeys(ctx, pipelineName, keys)
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *Sweeper) missed(ctx context.Context, pipelineName string, times []time.
 // its nominal time in the input (so the run does not ask the policy
 // again), joining a run of the key that already runs.
 func (s *Sweeper) startRun(ctx context.Context, p *pipeline.Pipeline, nominal time.Time) error {
-	key := workflows.AllocationKey(p.Name, nominal)
+	key := allot.AllocationKey(p.Name, nominal)
 	_, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       key,
 		TaskQueue:                s.TaskQueue,

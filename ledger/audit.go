@@ -82,9 +82,8 @@ type AuditCost struct {
 
 // LegacyKey is the allocation key of an imported old run that was not its
 // pipeline's scheduled run: "legacy/<old id>" under the pipeline's prefix,
-// which workflows.PlaceKey reserves (an operator's --key cannot take it). An
-// imported scheduled run has allot.ScheduledKey of its nominal time instead.
-func LegacyKey(pipeline, oldID string) string { return pipeline + "/legacy/" + oldID }
+// which allot.PlaceKey reserves (an operator's --key cannot take it). An
+// imported scheduled run has allot.AllocationKey of its nominal time instead.
 
 // LookupCommand is the starter command that asks a paid step's vendor what
 // it holds under the step's idempotency key.
@@ -379,9 +378,9 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 				m.OldID, m.Source, m.ImportedAt.Format(time.RFC3339), m.EpisodeID)
 			continue
 		}
-		want, legacy := LegacyKey(pipeline, m.OldID), LegacyKey(pipeline, m.OldID)
+		want, legacy := allot.LegacyKey(pipeline, m.OldID), allot.LegacyKey(pipeline, m.OldID)
 		if m.Scheduled {
-			want = allot.ScheduledKey(pipeline, e.nominal)
+			want = allot.AllocationKey(pipeline, e.nominal)
 		}
 		when := e.nominal.Format(time.RFC3339)
 		switch {
@@ -450,7 +449,7 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 			continue
 		}
 		if len(runsByKey[e.key]) == 0 {
-			if strings.HasPrefix(e.key, LegacyKey(pipeline, "")) {
+			if strings.HasPrefix(e.key, allot.LegacyKey(pipeline, "")) {
 				add(KindImportMetadata, id, "",
 					"episode %s has the legacy key %q but neither import metadata nor a recorded run: it was written outside starter import (which refuses a key already bound), so nothing says where it came from; look at it (%s) and at how it was written",
 					id, e.key, showCommand(pipeline, id))

@@ -10,7 +10,7 @@ package ledger
 //
 // An import owns the nominal times it imports: a record of a scheduled run
 // (the default) binds the key the Schedule, starter run and backfills form
-// for its nominal time (allot.ScheduledKey), so a later run for that time
+// for its nominal time (allot.AllocationKey), so a later run for that time
 // gets the imported episode back and pays nothing. A record that was not a
 // scheduled run keeps LegacyKey and binds no time.
 
@@ -92,7 +92,7 @@ type ImportBatch struct {
 	Plan    string
 	Records []ImportRecord
 	// KeyFor derives the idempotency key of a paid task whose record
-	// gives none (paidvendor.IdempotencyKey). It is needed because the
+	// gives none (allot.IdempotencyKey). It is needed because the
 	// key depends on the episode the import assigns.
 	KeyFor func(pipeline, episodeID, step string, revision int) string
 	// DryRun plans the import in a read-only transaction and writes
@@ -118,7 +118,7 @@ type ImportRecord struct {
 	// digest is skipped, with another digest refused.
 	Digest string
 	// Scheduled: the old run was the pipeline's scheduled run for its
-	// nominal time, and Key is allot.ScheduledKey of it. Otherwise Key is
+	// nominal time, and Key is allot.AllocationKey of it. Otherwise Key is
 	// LegacyKey, which binds no time.
 	Scheduled   bool
 	Key         string
@@ -283,10 +283,10 @@ func checkImportBatch(b ImportBatch) error {
 			return invalid("%s: a completed record needs its completion time", where)
 		case !r.CompletedAt.IsZero() && r.CompletedAt.Before(r.NominalTime):
 			return invalid("%s: completed at %s, before its nominal time %s", where, r.CompletedAt.UTC().Format(time.RFC3339), r.NominalTime.UTC().Format(time.RFC3339))
-		case r.Scheduled && r.Key != allot.ScheduledKey(b.Pipeline, r.NominalTime):
-			return invalid("%s: key %q: a scheduled run's key is its nominal time's, %q", where, r.Key, allot.ScheduledKey(b.Pipeline, r.NominalTime))
-		case !r.Scheduled && r.Key != LegacyKey(b.Pipeline, r.OldID):
-			return invalid("%s: key %q: a run that was not scheduled keeps the legacy key %q", where, r.Key, LegacyKey(b.Pipeline, r.OldID))
+		case r.Scheduled && r.Key != allot.AllocationKey(b.Pipeline, r.NominalTime):
+			return invalid("%s: key %q: a scheduled run's key is its nominal time's, %q", where, r.Key, allot.AllocationKey(b.Pipeline, r.NominalTime))
+		case !r.Scheduled && r.Key != allot.LegacyKey(b.Pipeline, r.OldID):
+			return invalid("%s: key %q: a run that was not scheduled keeps the legacy key %q", where, r.Key, allot.LegacyKey(b.Pipeline, r.OldID))
 		}
 		tasks := map[string]bool{}
 		for _, t := range r.Tasks {

@@ -21,7 +21,7 @@ import (
 const importPlan = `[{"name":"video","kind":"paid"},{"name":"cover","kind":"paid"},{"name":"assemble","kind":"local"},` +
 	`{"name":"approve","kind":"approval"},{"name":"publish","kind":"effect"}]`
 
-// importKeyFor stands in for paidvendor.IdempotencyKey.
+// importKeyFor stands in for allot.IdempotencyKey.
 func importKeyFor(pipeline, episodeID, step string, revision int) string {
 	return fmt.Sprintf("derived/%s/%s/%s/%d", pipeline, episodeID, step, revision)
 }
@@ -35,7 +35,7 @@ func importRecord(pipeline, oldID string, nominal time.Time, videoRevisions ...i
 	}
 	done := nominal.Add(30 * time.Hour)
 	r := ImportRecord{
-		OldID: oldID, Source: "/old/state.jsonl", Digest: "digest-" + oldID, Key: LegacyKey(pipeline, oldID),
+		OldID: oldID, Source: "/old/state.jsonl", Digest: "digest-" + oldID, Key: allot.LegacyKey(pipeline, oldID),
 		Period: isoPeriod(nominal), NominalTime: nominal, Outcome: allot.OutcomeCompleted, Reason: "imported", CompletedAt: done,
 	}
 	for _, rev := range videoRevisions {
@@ -322,7 +322,7 @@ func testImportThenRework(t *testing.T, l *Ledger) {
 // the key of its nominal time.
 func scheduledRecord(pipeline, oldID string, nominal time.Time) ImportRecord {
 	r := importRecord(pipeline, oldID, nominal)
-	r.Scheduled, r.Key = true, allot.ScheduledKey(pipeline, nominal)
+	r.Scheduled, r.Key = true, allot.AllocationKey(pipeline, nominal)
 	return r
 }
 
@@ -337,8 +337,8 @@ func testImportOwnsItsTimes(t *testing.T, l *Ledger) {
 		scheduledRecord("weekly", "2026-W31", w31Mon),
 		importRecord("weekly", "2026-W31-extra", w31Mon))) // an extra run at the same time
 	sched, extra := res.Episodes[0], res.Episodes[1]
-	if sched.AllocationKey != allot.ScheduledKey("weekly", w31Mon) || !sched.Scheduled ||
-		extra.AllocationKey != LegacyKey("weekly", "2026-W31-extra") || extra.Scheduled {
+	if sched.AllocationKey != allot.AllocationKey("weekly", w31Mon) || !sched.Scheduled ||
+		extra.AllocationKey != allot.LegacyKey("weekly", "2026-W31-extra") || extra.Scheduled {
 		t.Fatalf("imported %+v and %+v: want the first bound to its time's key, the second to its legacy key", sched, extra)
 	}
 	metas, err := l.Imports(ctx, "weekly")
@@ -349,7 +349,7 @@ func testImportOwnsItsTimes(t *testing.T, l *Ledger) {
 	// A run for the imported time (starter run, a backfill, the Schedule):
 	// the imported episode, nothing written.
 	before := dumpTables(t, l)
-	run, err := l.Allocate(ctx, AllocateInput{Pipeline: "weekly", Key: allot.ScheduledKey("weekly", w31Mon), Period: isoPeriod(w31Mon),
+	run, err := l.Allocate(ctx, AllocateInput{Pipeline: "weekly", Key: allot.AllocationKey("weekly", w31Mon), Period: isoPeriod(w31Mon),
 		NominalTime: w31Mon, RunID: "run-after-import", MaxPerPeriod: 5})
 	if err != nil || run.Decision != DecisionReused || run.Reason != ReasonKeyBound || run.Episode.ID != sched.EpisodeID {
 		t.Fatalf("a run for the imported time: %+v, %v; want episode %s reused", run, err, sched.EpisodeID)
@@ -361,7 +361,7 @@ func testImportOwnsItsTimes(t *testing.T, l *Ledger) {
 
 	// A time already imported, a time a run already has, a time twice in
 	// the batch.
-	alloc(t, l, "weekly", allot.ScheduledKey("weekly", w32Wed), "2026-W32", 0)
+	alloc(t, l, "weekly", allot.AllocationKey("weekly", w32Wed), "2026-W32", 0)
 	b := importBatch("weekly",
 		scheduledRecord("weekly", "again", w31Mon),
 		scheduledRecord("weekly", "ran", w32Wed),
@@ -511,16 +511,16 @@ func testMigrateV9ToV10(t *testing.T, url string) {
 		seq := map[int]int{0: 0, 1: 1, 2: 2, 3: 0, 4: 2}[i]
 		rawExec(t, v9, `INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, outcome, outcome_reason)
 			VALUES ('weekly', ?, ?, ?, ?, ?, ?, 'completed', 'completed', 'imported')`,
-			o.id, isoPeriod(o.nominal), seq, LegacyKey("weekly", o.oldID), v9.d.timeArg(o.nominal), v9.d.timeArg(t0))
+			o.id, isoPeriod(o.nominal), seq, allot.LegacyKey("weekly", o.oldID), v9.d.timeArg(o.nominal), v9.d.timeArg(t0))
 		rawExec(t, v9, `INSERT INTO imports (pipeline, old_id, episode_id, source, digest, imported_at) VALUES ('weekly', ?, ?, 'old.jsonl', ?, ?)`,
 			o.oldID, o.id, "digest-"+o.oldID, v9.d.timeArg(t0))
 	}
 	// The run that took run-took-it's time, and one under a legacy-looking
 	// key that was never imported.
 	rawExec(t, v9, `INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
-		VALUES ('weekly', '2026-W32-1', '2026-W32', 1, ?, ?, ?, 'allocated')`, allot.ScheduledKey("weekly", w32Mon), v9.d.timeArg(w32Mon), v9.d.timeArg(t0))
+		VALUES ('weekly', '2026-W32-1', '2026-W32', 1, ?, ?, ?, 'allocated')`, allot.AllocationKey("weekly", w32Mon), v9.d.timeArg(w32Mon), v9.d.timeArg(t0))
 	rawExec(t, v9, `INSERT INTO episodes (pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status)
-		VALUES ('weekly', '2026-W33-0', '2026-W33', 0, ?, ?, ?, 'allocated')`, LegacyKey("weekly", "by-hand"), v9.d.timeArg(w32Mon.AddDate(0, 0, 7)), v9.d.timeArg(t0))
+		VALUES ('weekly', '2026-W33-0', '2026-W33', 0, ?, ?, ?, 'allocated')`, allot.LegacyKey("weekly", "by-hand"), v9.d.timeArg(w32Mon.AddDate(0, 0, 7)), v9.d.timeArg(t0))
 	if err := v9.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -528,13 +528,13 @@ func testMigrateV9ToV10(t *testing.T, url string) {
 	l := openURLT(t, url)
 	mustBeAtLatestVersion(t, l)
 	want := map[string]string{
-		"2026-W31-0": allot.ScheduledKey("weekly", w31Mon),
-		"2026-W31-1": LegacyKey("weekly", "twin-a"),
-		"2026-W31-2": LegacyKey("weekly", "twin-b"),
-		"2026-W32-0": LegacyKey("weekly", "run-took-it"),
-		"2026-W32-1": allot.ScheduledKey("weekly", w32Mon),
+		"2026-W31-0": allot.AllocationKey("weekly", w31Mon),
+		"2026-W31-1": allot.LegacyKey("weekly", "twin-a"),
+		"2026-W31-2": allot.LegacyKey("weekly", "twin-b"),
+		"2026-W32-0": allot.LegacyKey("weekly", "run-took-it"),
+		"2026-W32-1": allot.AllocationKey("weekly", w32Mon),
 		"2026-W32-2": "weekly/scheduled-2026-08-05T02:00:00Z",
-		"2026-W33-0": LegacyKey("weekly", "by-hand"),
+		"2026-W33-0": allot.LegacyKey("weekly", "by-hand"),
 	}
 	eps, err := l.ListEpisodes(ctxT(t), "weekly", "")
 	if err != nil || len(eps) != len(want) {
@@ -555,7 +555,7 @@ func testMigrateV9ToV10(t *testing.T, url string) {
 		}
 	}
 	// A run for a rebound time gets its imported episode.
-	res, err := l.Allocate(ctxT(t), AllocateInput{Pipeline: "weekly", Key: allot.ScheduledKey("weekly", w31Mon), Period: "2026-W31", NominalTime: w31Mon, RunID: "r"})
+	res, err := l.Allocate(ctxT(t), AllocateInput{Pipeline: "weekly", Key: allot.AllocationKey("weekly", w31Mon), Period: "2026-W31", NominalTime: w31Mon, RunID: "r"})
 	if err != nil || res.Decision != DecisionReused || res.Episode.ID != "2026-W31-0" {
 		t.Fatalf("a run for a rebound time: %+v, %v", res, err)
 	}

@@ -18,7 +18,6 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // BudgetPeriodView is one (budget, period): its limit, settled, reserved
@@ -291,7 +290,7 @@ func RaiseBudget(ctx context.Context, led *ledger.Ledger, in RaiseInput) (RaiseR
 	out := RaiseResult{Raise: r, Applied: applied, Period: BudgetPeriodView{BudgetPeriod: bp, Parked: nonNilStrings(parked[b.Name][in.Period])}, Nudge: []string{}}
 	for _, ep := range out.Period.Parked {
 		p, id, _ := strings.Cut(ep, "/")
-		out.Nudge = append(out.Nudge, workflows.EpisodeWorkflowID(p, id))
+		out.Nudge = append(out.Nudge, allot.EpisodeWorkflowID(p, id))
 	}
 	return out, nil
 }

@@ -12,9 +12,7 @@ import (
 
 	"allot"
 	"allot/ledger"
-	"allot/paidvendor"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // budgetSet: weekly's video step (250 USD cents at most) is under a weekly
@@ -75,7 +73,7 @@ func budgetPipelines(t *testing.T) *pipeline.Set {
 // does.
 func (l *testLedger) reserve(ep ledger.Episode, amount int64) error {
 	ref := ledger.PaidTaskRef{Pipeline: ep.Pipeline, EpisodeID: ep.ID, Step: "video"}
-	_, err := l.led.WriteIntentReserving(context.Background(), ref, paidvendor.IdempotencyKey(ep.Pipeline, ep.ID, "video", 0), "op-test", []ledger.Reservation{
+	_, err := l.led.WriteIntentReserving(context.Background(), ref, allot.IdempotencyKey(ep.Pipeline, ep.ID, "video", 0), "op-test", []ledger.Reservation{
 		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Amount: amount},
 		{Budget: "default-monthly", Period: "2026-08", Currency: "USD", Limit: 100000, Amount: amount},
 	})
@@ -188,7 +186,7 @@ func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
 	if err != nil || !res.Applied || res.Period.Limit != 1000 || res.Period.Free != 300 || !res.Period.Raised {
 		t.Fatalf("raise: %+v, %v", res, err)
 	}
-	if want := []string{workflows.EpisodeWorkflowID("weekly", eps[3].ID)}; !slices.Equal(res.Nudge, want) {
+	if want := []string{allot.EpisodeWorkflowID("weekly", eps[3].ID)}; !slices.Equal(res.Nudge, want) {
 		t.Fatalf("nudge %v, want %v", res.Nudge, want)
 	}
 	again, err := RaiseBudget(ctx, l.led, ok)
@@ -267,7 +265,7 @@ func TestStatsCostsAndCheckShowBudgets(t *testing.T) {
 	// An intent written without its reservation (before the budget
 	// existed), and a period over its limit once the limit is lowered.
 	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: eps[3].ID, Step: "cover"}
-	if _, err := l.led.WriteIntent(ctx, ref, paidvendor.IdempotencyKey("weekly", eps[3].ID, "cover", 0), "old-worker"); err != nil {
+	if _, err := l.led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly", eps[3].ID, "cover", 0), "old-worker"); err != nil {
 		t.Fatal(err)
 	}
 	lowered := strings.Replace(budgetSet, "amount = 750", "amount = 100", 1)

@@ -18,7 +18,6 @@ import (
 	"allot/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // newDriverURL returns the URL of a fresh ledger on the driver: "sqlite",
@@ -133,7 +132,7 @@ func newCheckedLedger(t *testing.T, url string) *checkedLedger {
 	}
 	p, _ := set.Get("weekly-video")
 	nominal := time.Date(2026, 11, 2, 2, 0, 0, 0, time.UTC)
-	key := workflows.AllocationKey("weekly-video", nominal)
+	key := allot.AllocationKey("weekly-video", nominal)
 	res, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "weekly-video", Key: key, Period: p.PeriodOf(nominal), NominalTime: nominal})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +149,7 @@ func newCheckedLedger(t *testing.T, url string) *checkedLedger {
 		t.Fatal(err)
 	}
 	ref := ledger.PaidTaskRef{Pipeline: "weekly-video", EpisodeID: c.live.ID, Step: "video"}
-	if _, err := led.WriteIntent(ctx, ref, paidvendor.IdempotencyKey("weekly-video", c.live.ID, "video", 0), "attempt-1"); err != nil {
+	if _, err := led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly-video", c.live.ID, "video", 0), "attempt-1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: "vt_11ee0000000000aa", Amount: 250, Currency: "USD"}); err != nil {
@@ -221,7 +220,7 @@ func TestCheckFindsEachPlantedProblem(t *testing.T) {
 				}, func(*checkedLedger) []string { return []string{"charge_unrecorded "} }, ""},
 				{"charge_unrecorded by key", func(c *checkedLedger) {
 					ref := ledger.PaidTaskRef{Pipeline: "weekly-video", EpisodeID: c.live.ID, Step: "cover"}
-					key := paidvendor.IdempotencyKey("weekly-video", c.live.ID, "cover", 0)
+					key := allot.IdempotencyKey("weekly-video", c.live.ID, "cover", 0)
 					if _, err := c.led.WriteIntent(context.Background(), ref, key, "attempt-2"); err != nil {
 						t.Fatal(err)
 					}

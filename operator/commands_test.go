@@ -64,7 +64,7 @@ func errorType(err error) string {
 
 func TestStartOptionsAttachToRunningAndNeverRerunFinished(t *testing.T) {
 	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.FixedZone("CEST", 2*3600))
-	key := workflows.AllocationKey("weekly", nominal)
+	key := allot.AllocationKey("weekly", nominal)
 	o := StartOptions(key, "allot", "weekly", nominal)
 	if o.ID != key || o.TaskQueue != "allot" {
 		t.Errorf("ID %q, task queue %q", o.ID, o.TaskQueue)

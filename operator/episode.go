@@ -52,7 +52,7 @@ type CommandResult struct {
 // one is used, a finished one is started again and resumes from the ledger.
 func EpisodeStartOptions(pipelineName, episodeID, taskQueue string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       workflows.EpisodeWorkflowID(pipelineName, episodeID),
+		ID:                       allot.EpisodeWorkflowID(pipelineName, episodeID),
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -150,7 +150,7 @@ func endedFirst(err error) bool {
 // episode stands and where to look.
 func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName string, in CommandInput) error {
 	ended := "ended"
-	if desc, err := o.Client.DescribeWorkflowExecution(ctx, workflows.EpisodeWorkflowID(pipelineName, in.EpisodeID), ""); err == nil {
+	if desc, err := o.Client.DescribeWorkflowExecution(ctx, allot.EpisodeWorkflowID(pipelineName, in.EpisodeID), ""); err == nil {
 		ended += " (" + strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")) + ")"
 	}
 	stands := ""
@@ -182,7 +182,7 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 	if outcome != allot.OutcomeCompleted && outcome != allot.OutcomeRejected {
 		return nil
 	}
-	id := workflows.EpisodeWorkflowID(pipelineName, ep.ID)
+	id := allot.EpisodeWorkflowID(pipelineName, ep.ID)
 	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
 	var notFound *serviceerror.NotFound
 	switch {
@@ -341,7 +341,7 @@ func ApprovalCommands(pipelineName, episodeID string) []string {
 }
 
 func episodeWorkflow(ctx context.Context, c client.Client, pipelineName, episodeID string) (*WorkflowStatus, error) {
-	id := workflows.EpisodeWorkflowID(pipelineName, episodeID)
+	id := allot.EpisodeWorkflowID(pipelineName, episodeID)
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
@@ -494,7 +494,7 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 	if err != nil {
 		return ResumeResult{}, err
 	}
-	id := workflows.EpisodeWorkflowID(p.Name, ep.ID)
+	id := allot.EpisodeWorkflowID(p.Name, ep.ID)
 	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
 	var notFound *serviceerror.NotFound
 	switch {

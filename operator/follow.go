@@ -88,7 +88,7 @@ func FollowEpisode(ctx context.Context, c client.Client, pipelineName, episodeID
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
-	id := workflows.EpisodeWorkflowID(pipelineName, episodeID)
+	id := allot.EpisodeWorkflowID(pipelineName, episodeID)
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {

@@ -21,7 +21,6 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // fuzzImportPipelines: the embedded weekly-video (two paid steps, one
@@ -166,7 +165,7 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 	}
 	// A scheduled run (the default) holds its time's key, any other its
 	// legacy key.
-	want := workflows.AllocationKey(p.Name, rec.NominalTime)
+	want := allot.AllocationKey(p.Name, rec.NominalTime)
 	if rec.Scheduled != nil && !*rec.Scheduled {
 		want = p.Name + "/legacy/" + rec.OldID
 	}

@@ -1,13 +1,13 @@
 package operator
 
 import (
+	"allot"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"allot/ledger"
-	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -25,7 +25,7 @@ idempotency_horizon = "30m"`, 1)), "test")
 		t.Fatalf("%v", err)
 	}
 	ref := ledger.PaidTaskRef{Pipeline: "weekly-video", EpisodeID: c.live.ID, Step: "cover"}
-	task, err := c.led.WriteIntent(ctx, ref, paidvendor.IdempotencyKey("weekly-video", c.live.ID, "cover", 0), "attempt-1")
+	task, err := c.led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly-video", c.live.ID, "cover", 0), "attempt-1")
 	if err != nil {
 		t.Fatal(err)
 	}

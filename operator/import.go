@@ -13,7 +13,6 @@ import (
 	"allot"
 	"allot/artifacts"
 	"allot/ledger"
-	"allot/paidvendor"
 	"allot/pipeline"
 )
 
@@ -155,7 +154,7 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 
 	for attempt := 1; ; attempt++ {
 		conflicts := slices.Clone(invalid)
-		batch := ledger.ImportBatch{Pipeline: p.Name, Plan: p.Plan(), KeyFor: paidvendor.IdempotencyKey, DryRun: true, At: now,
+		batch := ledger.ImportBatch{Pipeline: p.Name, Plan: p.Plan(), KeyFor: allot.IdempotencyKey, DryRun: true, At: now,
 			MaxPerPeriod: p.MaxPerPeriod, OverCap: in.OverCap}
 		for _, pr := range planned {
 			batch.Records = append(batch.Records, pr.rec)

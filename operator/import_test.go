@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"maps"
@@ -14,7 +15,6 @@ import (
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 const exampleLines = "../examples/import/weekly-video.jsonl"
@@ -258,7 +258,7 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 	t.Run("conflict at commit", func(t *testing.T) {
 		led, data := openLedger(t, newDriverURL(t, "sqlite")), t.TempDir()
 		w29 := time.Date(2026, 7, 13, 2, 0, 0, 0, time.UTC)
-		beforeImportCommit = func() { allocateIn(led, w29, workflows.AllocationKey("weekly-video", w29)) }
+		beforeImportCommit = func() { allocateIn(led, w29, allot.AllocationKey("weekly-video", w29)) }
 		t.Cleanup(func() { beforeImportCommit = nil })
 		res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: exampleLines, DataDir: data})
 		var ce *ledger.ImportConflictError
@@ -410,15 +410,15 @@ func dumpDiffLedger(before, after map[string][]string) string {
 
 // TestLegacyKeysAreReservedForImports: the key an import gives an old run
 // that was not a scheduled run is "legacy/<old id>" under the pipeline's
-// prefix, which no operator's --key can take (workflows.PlaceKey refuses
+// prefix, which no operator's --key can take (allot.PlaceKey refuses
 // it, as given or in full).
 func TestLegacyKeysAreReservedForImports(t *testing.T) {
 	for _, c := range []struct{ pipeline, oldID string }{{"weekly-video", "2026-W31"}, {"x", "legacy"}, {"daily-report", "2026-08-07.1"}} {
-		if key := ledger.LegacyKey(c.pipeline, c.oldID); key != workflows.KeyPrefix(c.pipeline)+"legacy/"+c.oldID {
-			t.Errorf("ledger.LegacyKey(%s, %s) = %q: not legacy/<old id> under the pipeline's prefix", c.pipeline, c.oldID, key)
+		if key := allot.LegacyKey(c.pipeline, c.oldID); key != allot.KeyPrefix(c.pipeline)+"legacy/"+c.oldID {
+			t.Errorf("allot.LegacyKey(%s, %s) = %q: not legacy/<old id> under the pipeline's prefix", c.pipeline, c.oldID, key)
 		}
-		for _, given := range []string{"legacy/" + c.oldID, ledger.LegacyKey(c.pipeline, c.oldID)} {
-			if key, err := workflows.PlaceKey(c.pipeline, given, nil); !errors.Is(err, workflows.ErrReservedKey) {
+		for _, given := range []string{"legacy/" + c.oldID, allot.LegacyKey(c.pipeline, c.oldID)} {
+			if key, err := allot.PlaceKey(c.pipeline, given, nil); !errors.Is(err, allot.ErrReservedKey) {
 				t.Errorf("PlaceKey(%s, %s) = %q, %v; want ErrReservedKey", c.pipeline, given, key, err)
 			}
 		}
@@ -438,7 +438,7 @@ func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
 	}
 	var keys []string
 	for _, e := range res.Imported {
-		keys = append(keys, workflows.AllocationKey("weekly-video", e.NominalTime))
+		keys = append(keys, allot.AllocationKey("weekly-video", e.NominalTime))
 		if e.AllocationKey != keys[len(keys)-1] || !e.Scheduled {
 			t.Errorf("old ID %s: key %q, scheduled %v; want its time's key %q", e.OldID, e.AllocationKey, e.Scheduled, keys[len(keys)-1])
 		}
@@ -450,7 +450,7 @@ func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
 	if err != nil || len(more.Imported) != 1 {
 		t.Fatalf("import of the extra run: %+v, %v", more, err)
 	}
-	if e := more.Imported[0]; e.AllocationKey != ledger.LegacyKey("weekly-video", "2026-W31-extra") || e.Scheduled || e.EpisodeID != "2026-W31-1" ||
+	if e := more.Imported[0]; e.AllocationKey != allot.LegacyKey("weekly-video", "2026-W31-extra") || e.Scheduled || e.EpisodeID != "2026-W31-1" ||
 		len(e.Notes) == 0 || !strings.Contains(e.Notes[len(e.Notes)-1], "not a scheduled run") {
 		t.Fatalf("the extra run: %+v", e)
 	}
@@ -462,7 +462,7 @@ func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
 
 	// The backfill dry run's count: the imported times exist, the extra
 	// run binds none, a new time does not.
-	n, err := existingEpisodes(ctx, led, "weekly-video", append(keys, workflows.AllocationKey("weekly-video", w31.Add(7*24*time.Hour))))
+	n, err := existingEpisodes(ctx, led, "weekly-video", append(keys, allot.AllocationKey("weekly-video", w31.Add(7*24*time.Hour))))
 	if err != nil || n != 3 {
 		t.Fatalf("existing episodes among the imported times and one new time: %d, %v; want 3", n, err)
 	}

@@ -17,8 +17,6 @@ import (
 	_ "modernc.org/sqlite" // the driver the ledger uses; the check test edits the file directly
 
 	"allot/ledger"
-	"allot/paidvendor"
-	"allot/workflows"
 )
 
 // testLedger is a SQLite ledger in the test's temporary directory.
@@ -45,7 +43,7 @@ func (l *testLedger) allocate(pipelineName string, nominal time.Time) ledger.Epi
 	l.t.Helper()
 	y, w := nominal.ISOWeek()
 	res, err := l.led.Allocate(context.Background(), ledger.AllocateInput{
-		Pipeline: pipelineName, Key: workflows.AllocationKey(pipelineName, nominal),
+		Pipeline: pipelineName, Key: allot.AllocationKey(pipelineName, nominal),
 		Period: isoWeek(y, w), NominalTime: nominal,
 	})
 	if err != nil {
@@ -62,7 +60,7 @@ func (l *testLedger) charge(ep ledger.Episode, step string, revision int, remote
 	l.t.Helper()
 	ctx := context.Background()
 	ref := ledger.PaidTaskRef{Pipeline: ep.Pipeline, EpisodeID: ep.ID, Step: step, Revision: revision}
-	if _, err := l.led.WriteIntent(ctx, ref, paidvendor.IdempotencyKey(ep.Pipeline, ep.ID, step, revision), "operator-test"); err != nil {
+	if _, err := l.led.WriteIntent(ctx, ref, allot.IdempotencyKey(ep.Pipeline, ep.ID, step, revision), "operator-test"); err != nil {
 		l.t.Fatal(err)
 	}
 	if _, err := l.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: remoteRef, Amount: amount, Currency: currency}); err != nil {
@@ -98,7 +96,7 @@ func TestEpisodesListsThePipelinesEpisodesByPeriod(t *testing.T) {
 	if got := episodeIDs(w32.Episodes); !reflect.DeepEqual(got, []string{"2026-W32-0", "2026-W32-1"}) || w32.Period != "2026-W32" || w32.Pipeline != "weekly" {
 		t.Fatalf("weekly's 2026-W32: %+v", w32)
 	}
-	if w32.Episodes[1].AllocationKey != workflows.AllocationKey("weekly", tue) || !w32.Episodes[1].NominalTime.Equal(tue) {
+	if w32.Episodes[1].AllocationKey != allot.AllocationKey("weekly", tue) || !w32.Episodes[1].NominalTime.Equal(tue) {
 		t.Fatalf("second episode %+v, want the key and nominal time of %s", w32.Episodes[1], tue)
 	}
 

@@ -25,7 +25,6 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // LegacyRecord is one old run.
@@ -474,9 +473,9 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 	// nominal time forms; any other run "legacy/<old id>" under the
 	// pipeline's prefix, which no operator's key can take.
 	scheduled := rec.Scheduled == nil || *rec.Scheduled
-	key := ledger.LegacyKey(p.Name, rec.OldID)
+	key := allot.LegacyKey(p.Name, rec.OldID)
 	if scheduled {
-		key = workflows.AllocationKey(p.Name, rec.NominalTime)
+		key = allot.AllocationKey(p.Name, rec.NominalTime)
 	}
 	pr := plannedRecord{src: src}
 	pr.rec = ledger.ImportRecord{

@@ -105,15 +105,15 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 			nominal = r.now()
 		}
 		nominal = nominal.UTC().Truncate(time.Second)
-		in.Key = workflows.AllocationKey(p.Name, nominal)
+		in.Key = allot.AllocationKey(p.Name, nominal)
 	} else {
-		if in.Key, err = workflows.PlaceKey(p.Name, in.Key, r.Pipelines.Names()); err != nil {
+		if in.Key, err = allot.PlaceKey(p.Name, in.Key, r.Pipelines.Names()); err != nil {
 			return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
 		}
 		if err := activities.ValidateAllocationKey(in.Key); err != nil {
 			return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
 		}
-		keyTime, ok := workflows.NominalTimeOfKey(p.Name, in.Key)
+		keyTime, ok := allot.NominalTimeOfKey(p.Name, in.Key)
 		switch {
 		case nominal.IsZero() && ok:
 			nominal = keyTime

@@ -23,7 +23,7 @@ import (
 )
 
 // Schedules manages pipelines' Temporal Schedules. A schedule's action starts
-// ScheduledRun with the workflow ID workflows.ScheduleActionID(pipeline), so
+// ScheduledRun with the workflow ID allot.ScheduleActionID(pipeline), so
 // every run it starts (scheduled, triggered or backfilled) is keyed exactly
 // as `starter run` keys a manual run for the same nominal time.
 type Schedules struct {
@@ -129,7 +129,7 @@ func (s *Schedules) temporalSchedule(p *pipeline.Pipeline, spec pipeline.Schedul
 
 func (s *Schedules) action(p *pipeline.Pipeline) *client.ScheduleWorkflowAction {
 	return &client.ScheduleWorkflowAction{
-		ID:                    workflows.ScheduleActionID(p.Name),
+		ID:                    allot.ScheduleActionID(p.Name),
 		Workflow:              workflows.ScheduledRunWorkflow,
 		Args:                  []any{workflows.ScheduledRunInput{Pipeline: p.Name, LedgerID: s.LedgerID}},
 		TaskQueue:             s.TaskQueue,
@@ -146,7 +146,7 @@ func (s *Schedules) Create(ctx context.Context, in ScheduleInput) (ScheduleResul
 	}
 	sched := s.temporalSchedule(p, spec, in.Paused, in.Note)
 	_, err = s.Client.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:                    workflows.ScheduleID(p.Name),
+		ID:                    allot.ScheduleID(p.Name),
 		Spec:                  *sched.Spec,
 		Action:                sched.Action,
 		Overlap:               sched.Policy.Overlap,
@@ -156,10 +156,10 @@ func (s *Schedules) Create(ctx context.Context, in ScheduleInput) (ScheduleResul
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(p.Name)),
 	})
 	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return ScheduleResult{}, fmt.Errorf("%w: pipeline %s already has one (%s): change it with `starter schedule update`", ErrScheduleExists, p.Name, workflows.ScheduleID(p.Name))
+		return ScheduleResult{}, fmt.Errorf("%w: pipeline %s already has one (%s): change it with `starter schedule update`", ErrScheduleExists, p.Name, allot.ScheduleID(p.Name))
 	}
 	if err != nil {
-		return ScheduleResult{}, fmt.Errorf("create schedule %s: %w", workflows.ScheduleID(p.Name), err)
+		return ScheduleResult{}, fmt.Errorf("create schedule %s: %w", allot.ScheduleID(p.Name), err)
 	}
 	return s.Describe(ctx, p.Name)
 }
@@ -218,7 +218,7 @@ func (s *Schedules) handle(ctx context.Context, pipelineName string) (client.Sch
 	if _, err := s.Pipelines.Get(pipelineName); err != nil {
 		return nil, err
 	}
-	h := s.Client.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(pipelineName))
+	h := s.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID(pipelineName))
 	if _, err := h.Describe(ctx); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
@@ -319,7 +319,7 @@ func (s *Schedules) List(ctx context.Context) ([]ScheduleSummary, error) {
 	}
 	byID := map[string]string{}
 	for _, name := range s.Pipelines.Names() {
-		byID[workflows.ScheduleID(name)] = name
+		byID[allot.ScheduleID(name)] = name
 	}
 	out := []ScheduleSummary{}
 	for iter.HasNext() {
@@ -489,7 +489,7 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		out.First, out.Last, out.NominalUnknown = nominal[0], nominal[len(nominal)-1], !ok
 		for _, t := range nominal {
 			if ok {
-				out.Keys = append(out.Keys, workflows.AllocationKey(p.Name, t))
+				out.Keys = append(out.Keys, allot.AllocationKey(p.Name, t))
 			}
 		}
 		now := time.Now()

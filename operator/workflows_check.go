@@ -79,7 +79,7 @@ func settled(ep ledger.Episode) bool {
 }
 
 func checkEpisodeWorkflow(ctx context.Context, in WorkflowCheckInput, p string, ep ledger.Episode) (*ledger.Violation, error) {
-	id := workflows.EpisodeWorkflowID(p, ep.ID)
+	id := allot.EpisodeWorkflowID(p, ep.ID)
 	resume := workflows.ResumeCommand(p, ep.ID)
 	desc, err := in.Client.DescribeWorkflowExecution(ctx, id, "")
 	var notFound *serviceerror.NotFound

@@ -1,6 +1,7 @@
 package paidvendor_test
 
 import (
+	"allot"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,7 +23,7 @@ import (
 func TestRoundTripSubmitTaskResult(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{PricePerKind: map[string]paidvendor.Cost{"render": {Amount: 1234, Currency: "USD"}}})
 	ctx := context.Background()
-	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
+	key := allot.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
 
 	task, err := tv.client.Submit(ctx, submitReq(key))
 	if err != nil {
@@ -83,7 +84,7 @@ func TestTaskProgressesOverDuration(t *testing.T) {
 	clock := newFakeClock()
 	tv := newTestVendor(t, paidvendortest.SimConfig{TaskDuration: 4 * time.Minute, Clock: clock.Now})
 	ctx := context.Background()
-	task, err := tv.client.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "2026-W32-0", "render", 0)))
+	task, err := tv.client.Submit(ctx, submitReq(allot.IdempotencyKey("p", "2026-W32-0", "render", 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestTaskProgressesOverDuration(t *testing.T) {
 func TestSimulatedTaskFailure(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
-	req := paidvendor.SubmitRequest{IdempotencyKey: paidvendor.IdempotencyKey("p", "e", "s", 0), Kind: "render", Params: map[string]string{paidvendortest.FailParam: "model overloaded"}}
+	req := paidvendor.SubmitRequest{IdempotencyKey: allot.IdempotencyKey("p", "e", "s", 0), Kind: "render", Params: map[string]string{paidvendortest.FailParam: "model overloaded"}}
 	task, err := tv.client.Submit(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestSimulatedTaskFailure(t *testing.T) {
 func TestSameIdempotencyKeyTwiceOneTaskOneCharge(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
-	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-1", "voice", 2)
+	key := allot.IdempotencyKey("weekly-video", "2026-W32-1", "voice", 2)
 	first, err := tv.client.Submit(ctx, submitReq(key))
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func TestSameIdempotencyKeyTwiceOneTaskOneCharge(t *testing.T) {
 
 func TestConcurrentSameKeyOneCharge(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{})
-	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-2", "render", 0)
+	key := allot.IdempotencyKey("weekly-video", "2026-W32-2", "render", 0)
 	var wg sync.WaitGroup
 	ids := make([]string, 16)
 	errs := make([]error, 16)
@@ -187,7 +188,7 @@ func TestConcurrentSameKeyOneCharge(t *testing.T) {
 func TestIdempotencyKeyReusedForDifferentRequest(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
-	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
+	key := allot.IdempotencyKey("p", "e", "s", 0)
 	if _, err := tv.client.Submit(ctx, submitReq(key)); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestIdempotencyKeyReusedForDifferentRequest(t *testing.T) {
 func TestIgnoreIdempotencyChargesTwice(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{IgnoreIdempotency: true})
 	ctx := context.Background()
-	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
+	key := allot.IdempotencyKey("p", "e", "s", 0)
 	a, err := tv.client.Submit(ctx, submitReq(key))
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +226,7 @@ func TestIgnoreIdempotencyChargesTwice(t *testing.T) {
 func TestLostResponseAfterAccept(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{LoseResponseAfterAccept: 1})
 	ctx := context.Background()
-	key := paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
+	key := allot.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
 
 	_, err := tv.client.Submit(ctx, submitReq(key))
 	if err == nil {
@@ -266,7 +267,7 @@ func TestLostResponseAfterAccept(t *testing.T) {
 		t.Fatalf("Task(%s): %v", found.ID, err)
 	}
 
-	if _, err := tv.client.LookupByIdempotencyKey(ctx, paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 1)); !errors.Is(err, paidvendor.ErrNotFound) {
+	if _, err := tv.client.LookupByIdempotencyKey(ctx, allot.IdempotencyKey("weekly-video", "2026-W32-0", "render", 1)); !errors.Is(err, paidvendor.ErrNotFound) {
 		t.Fatalf("lookup of an unused key: %v, want ErrNotFound", err)
 	}
 }
@@ -287,7 +288,7 @@ func TestLostResponseIsNotResentOnReusedConnection(t *testing.T) {
 	if err := tv.sim.SetFaults(paidvendortest.SimFaults{IgnoreIdempotency: true, LoseResponseAfterAccept: 1}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := tv.client.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	_, err := tv.client.Submit(ctx, submitReq(allot.IdempotencyKey("p", "e", "s", 0)))
 	if err == nil {
 		t.Fatal("Submit succeeded; the response should have been lost")
 	}
@@ -301,7 +302,7 @@ func TestLostResponseIsNotResentOnReusedConnection(t *testing.T) {
 
 func TestNoLookup(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{NoLookup: true})
-	_, err := tv.client.LookupByIdempotencyKey(context.Background(), paidvendor.IdempotencyKey("p", "e", "s", 0))
+	_, err := tv.client.LookupByIdempotencyKey(context.Background(), allot.IdempotencyKey("p", "e", "s", 0))
 	if !errors.Is(err, paidvendor.ErrLookupUnsupported) {
 		t.Fatalf("err = %v, want ErrLookupUnsupported", err)
 	}
@@ -316,7 +317,7 @@ func TestNoLookup(t *testing.T) {
 
 func TestFailBeforeAccept(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{FailBeforeAccept: 1})
-	_, err := tv.client.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	_, err := tv.client.Submit(context.Background(), submitReq(allot.IdempotencyKey("p", "e", "s", 0)))
 	var he *paidvendor.HTTPError
 	if !errors.As(err, &he) {
 		t.Fatalf("err = %v (%T), want *HTTPError", err, err)
@@ -336,7 +337,7 @@ func TestWrongAPIKey(t *testing.T) {
 	tv := newTestVendor(t, paidvendortest.SimConfig{})
 	ctx := context.Background()
 	bad := tv.newClient(t, "sk-wrong-key")
-	_, err := bad.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	_, err := bad.Submit(ctx, submitReq(allot.IdempotencyKey("p", "e", "s", 0)))
 	if !errors.Is(err, paidvendor.ErrUnauthorized) {
 		t.Fatalf("err = %v, want ErrUnauthorized", err)
 	}
@@ -413,8 +414,8 @@ func TestBadTaskIDsRejectedBeforeAnyRequest(t *testing.T) {
 	for _, req := range []paidvendor.SubmitRequest{
 		{IdempotencyKey: "", Kind: "render"},
 		{IdempotencyKey: "not-a-uuid", Kind: "render"},
-		{IdempotencyKey: strings.ToUpper(paidvendor.IdempotencyKey("p", "e", "s", 0)), Kind: "render"},
-		{IdempotencyKey: paidvendor.IdempotencyKey("p", "e", "s", 0), Kind: ""},
+		{IdempotencyKey: strings.ToUpper(allot.IdempotencyKey("p", "e", "s", 0)), Kind: "render"},
+		{IdempotencyKey: allot.IdempotencyKey("p", "e", "s", 0), Kind: ""},
 	} {
 		if _, err := tv.client.Submit(ctx, req); !errors.Is(err, paidvendor.ErrInvalidRequest) {
 			t.Errorf("Submit(%+v): err = %v, want ErrInvalidRequest", req, err)
@@ -487,7 +488,7 @@ func TestConnectionRefusedIsTransportError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	_, err = c.Submit(context.Background(), submitReq(allot.IdempotencyKey("p", "e", "s", 0)))
 	var opErr *net.OpError
 	if !errors.As(err, &opErr) || !isTemporary(err) {
 		t.Fatalf("err = %v, want a temporary error wrapping *net.OpError", err)
@@ -589,7 +590,7 @@ func TestBasePathPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := c.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	task, err := c.Submit(context.Background(), submitReq(allot.IdempotencyKey("p", "e", "s", 0)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package paidvendor_test
 // explores further.
 
 import (
+	"allot"
 	"bytes"
 	"context"
 	"errors"
@@ -63,7 +64,7 @@ const (
 // and no error ever shows the API key, or any part of it the vendor did not
 // send itself.
 func FuzzHTTPClientResponse(f *testing.F) {
-	idemKey := paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "video", 0)
+	idemKey := allot.IdempotencyKey("weekly-video", "2026-W32-0", "video", 0)
 	f.Fuzz(func(t *testing.T, op uint8, status uint16, body []byte, cut int16, fail bool) {
 		v := &cannedVendor{status: 100 + int(status)%900, body: body, cut: -1}
 		if cut >= 0 && int(cut) < len(body) {

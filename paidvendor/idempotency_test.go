@@ -1,6 +1,7 @@
 package paidvendor
 
 import (
+	"allot"
 	"testing"
 
 	"github.com/google/uuid"
@@ -18,9 +19,9 @@ func TestIdempotencyKeyGolden(t *testing.T) {
 		{"weekly-video", "2026-W32-0", "render", 1, "ffb993c8-cbe3-592a-bc13-a23a1687019d"},
 		{"", "", "", 0, "8fc89ab6-87a4-5a72-b30a-e3b7c80c0641"},
 	} {
-		got := IdempotencyKey(tc.pipeline, tc.episode, tc.step, tc.revision)
+		got := allot.IdempotencyKey(tc.pipeline, tc.episode, tc.step, tc.revision)
 		if got != tc.want {
-			t.Errorf("IdempotencyKey(%q, %q, %q, %d) = %s, want %s", tc.pipeline, tc.episode, tc.step, tc.revision, got, tc.want)
+			t.Errorf("allot.IdempotencyKey(%q, %q, %q, %d) = %s, want %s", tc.pipeline, tc.episode, tc.step, tc.revision, got, tc.want)
 		}
 		u, err := uuid.Parse(got)
 		if err != nil || u.Version() != 5 || u.Variant() != uuid.RFC4122 || u.String() != got {
@@ -60,8 +61,8 @@ func TestIdempotencyKeyStableAndDistinct(t *testing.T) {
 	}
 	seen := map[string]in{}
 	for _, x := range inputs {
-		k := IdempotencyKey(x.p, x.e, x.s, x.r)
-		if again := IdempotencyKey(x.p, x.e, x.s, x.r); again != k {
+		k := allot.IdempotencyKey(x.p, x.e, x.s, x.r)
+		if again := allot.IdempotencyKey(x.p, x.e, x.s, x.r); again != k {
 			t.Fatalf("%+v: %s then %s", x, k, again)
 		}
 		if prev, dup := seen[k]; dup {

@@ -1,6 +1,7 @@
 package paidvendor_test
 
 import (
+	"allot"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -38,7 +39,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 
 	// Errors from every kind of failure against the simulator.
 	tv := newTestVendor(t, paidvendortest.SimConfig{NoLookup: true})
-	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
+	key := allot.IdempotencyKey("p", "e", "s", 0)
 	collect(tv.client.LookupByIdempotencyKey(ctx, key))
 	collect(tv.client.Task(ctx, "vt_0123456789abcdef"))
 	collect(tv.client.Task(ctx, "bad/id"))
@@ -52,7 +53,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	if err := tv.sim.SetFaults(paidvendortest.SimFaults{}); err != nil {
 		t.Fatal(err)
 	}
-	task, err := tv.client.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", "e", "s", 1)))
+	task, err := tv.client.Submit(ctx, submitReq(allot.IdempotencyKey("p", "e", "s", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

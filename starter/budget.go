@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -213,7 +214,7 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 	}
 	key := in.Key
 	if key == "" {
-		key = workflows.AllocationKey(in.Pipeline, nominal.UTC().Truncate(time.Second))
+		key = allot.AllocationKey(in.Pipeline, nominal.UTC().Truncate(time.Second))
 	}
 	type forecast struct {
 		fs       []operator.BudgetForecast

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"context"
 	"encoding/json"
 	"os"
@@ -11,7 +12,6 @@ import (
 
 	"allot/ledger"
 	"allot/operator"
-	"allot/paidvendor"
 )
 
 const budgetPipelinesFile = `
@@ -54,7 +54,7 @@ func TestBudgetListShowRaise(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: res.Episode.ID, Step: "video"}
-	if _, err := led.WriteIntentReserving(ctx, ref, paidvendor.IdempotencyKey("weekly", res.Episode.ID, "video", 0), "w",
+	if _, err := led.WriteIntentReserving(ctx, ref, allot.IdempotencyKey("weekly", res.Episode.ID, "video", 0), "w",
 		[]ledger.Reservation{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 500, Amount: 250}}); err != nil {
 		t.Fatal(err)
 	}

@@ -337,7 +337,7 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	if key != "" {
 		// A key another pipeline's, or under a reserved prefix, is refused
 		// before anything is contacted (Runs.Run refuses it too).
-		if _, err := workflows.PlaceKey(pipelineName, key, pipelines.Names()); err != nil {
+		if _, err := allot.PlaceKey(pipelineName, key, pipelines.Names()); err != nil {
 			return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, err)
 		}
 	}

@@ -72,7 +72,7 @@ func TestUnknownPipelineExitsNamingTheKnownOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC)
-	if _, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "retired", Key: workflows.AllocationKey("retired", nominal), Period: "2026-W32", NominalTime: nominal}); err != nil {
+	if _, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "retired", Key: allot.AllocationKey("retired", nominal), Period: "2026-W32", NominalTime: nominal}); err != nil {
 		t.Fatal(err)
 	}
 	led.Close()
@@ -100,7 +100,7 @@ func TestEpisodesStatusColumnMatchesTheOutcome(t *testing.T) {
 	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC)
 	for i, outcome := range []allot.Outcome{allot.OutcomeWaitingApproval, allot.OutcomeRejected, ""} {
 		t0 := nominal.Add(time.Duration(i) * time.Hour)
-		res, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "weekly-video", Key: workflows.AllocationKey("weekly-video", t0), Period: "2026-W32", NominalTime: t0})
+		res, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "weekly-video", Key: allot.AllocationKey("weekly-video", t0), Period: "2026-W32", NominalTime: t0})
 		if err != nil {
 			t.Fatal(err)
 		}

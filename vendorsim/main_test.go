@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"bytes"
 	"context"
 	"log/slog"
@@ -104,7 +105,7 @@ func TestServeRoundTripAndShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := c.Submit(context.Background(), paidvendor.SubmitRequest{IdempotencyKey: paidvendor.IdempotencyKey("p", "e", "s", 0), Kind: "render"})
+	task, err := c.Submit(context.Background(), paidvendor.SubmitRequest{IdempotencyKey: allot.IdempotencyKey("p", "e", "s", 0), Kind: "render"})
 	if err != nil {
 		t.Fatal(err)
 	}

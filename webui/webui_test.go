@@ -3,6 +3,7 @@
 package webui_test
 
 import (
+	"allot"
 	"bytes"
 	"context"
 	"fmt"
@@ -58,9 +59,9 @@ func TestWebUIListsPipelineAndShowsEpisode(t *testing.T) {
 	if episodeID != "2026-W32-0" {
 		t.Fatalf("demo episode %q, want 2026-W32-0", episodeID)
 	}
-	scheduledID := workflows.AllocationKey(demoPipeline, nominal)
-	episodeWF := workflows.EpisodeWorkflowID(demoPipeline, episodeID)
-	decoyWF := workflows.EpisodeWorkflowID(decoyPipeline, episodeID)
+	scheduledID := allot.AllocationKey(demoPipeline, nominal)
+	episodeWF := allot.EpisodeWorkflowID(demoPipeline, episodeID)
+	decoyWF := allot.EpisodeWorkflowID(decoyPipeline, episodeID)
 
 	c := allottest.DialDev(t, info)
 	startDecoy(t, c, decoyWF)

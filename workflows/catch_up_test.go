@@ -41,7 +41,7 @@ func TestScheduledRunCatchUp(t *testing.T) {
 			env.RegisterWorkflow(Episode)
 			env.RegisterActivity(a)
 			env.SetStartTime(c.began)
-			key := AllocationKey("weekly-video", scheduled)
+			key := allot.AllocationKey("weekly-video", scheduled)
 			env.SetStartWorkflowOptions(startOptions(key))
 			if err := env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(ScheduledStartTimeAttr.ValueSet(scheduled))); err != nil {
 				t.Fatal(err)

@@ -133,7 +133,7 @@ func (e *episode) setup(ctx workflow.Context) error {
 	// One episode, one workflow ID: Temporal runs at most one execution per
 	// ID, which is what keeps two runs from working on one episode's paid
 	// tasks at once. A start under any other ID is refused.
-	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, EpisodeWorkflowID(e.input.Pipeline, e.input.EpisodeID); id != want {
+	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, allot.EpisodeWorkflowID(e.input.Pipeline, e.input.EpisodeID); id != want {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("the Episode of %s/%s runs under workflow ID %q, but an episode's workflow ID is %q: start it under that ID (starter's episode commands do)",
 				e.input.Pipeline, e.input.EpisodeID, id, want),

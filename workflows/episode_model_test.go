@@ -295,7 +295,7 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 
 	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC)
 	res, err := led.Allocate(ctx, ledger.AllocateInput{
-		Pipeline: m.pipe, Key: AllocationKey(m.pipe, nominal), Period: p.PeriodOf(nominal), NominalTime: nominal,
+		Pipeline: m.pipe, Key: allot.AllocationKey(m.pipe, nominal), Period: p.PeriodOf(nominal), NominalTime: nominal,
 	})
 	if err != nil {
 		t.Fatalf("allocate: %v", err)
@@ -668,7 +668,7 @@ func (m *modelRun) operatorLookup(step string) (paidvendor.Task, error) {
 	if err != nil {
 		return paidvendor.Task{}, err
 	}
-	return c.LookupByIdempotencyKey(m.ctx, paidvendor.IdempotencyKey(m.pipe, m.episode, step, t.Revision))
+	return c.LookupByIdempotencyKey(m.ctx, allot.IdempotencyKey(m.pipe, m.episode, step, t.Revision))
 }
 
 // randomCommand sends any command on any step, allowed or not.

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"allot"
+
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 )
@@ -12,6 +14,6 @@ func startOptions(id string) client.StartWorkflowOptions {
 // executeEpisode runs the Episode workflow under its own workflow ID, as
 // every real start does.
 func executeEpisode(env *testsuite.TestWorkflowEnvironment, in EpisodeInput) {
-	env.SetStartWorkflowOptions(startOptions(EpisodeWorkflowID(in.Pipeline, in.EpisodeID)))
+	env.SetStartWorkflowOptions(startOptions(allot.EpisodeWorkflowID(in.Pipeline, in.EpisodeID)))
 	env.ExecuteWorkflow(Episode, in)
 }

@@ -394,7 +394,7 @@ func newConfRun(t *testing.T, ad confAdapter, kind allot.StepKind, c confCase) *
 	}
 	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC)
 	alloc, err := led.Allocate(r.ctx, ledger.AllocateInput{
-		Pipeline: confPipeline, Key: AllocationKey(confPipeline, nominal), Period: p.PeriodOf(nominal), NominalTime: nominal,
+		Pipeline: confPipeline, Key: allot.AllocationKey(confPipeline, nominal), Period: p.PeriodOf(nominal), NominalTime: nominal,
 	})
 	if err != nil {
 		t.Fatalf("allocate: %v", err)
@@ -409,7 +409,7 @@ func newConfRun(t *testing.T, ad confAdapter, kind allot.StepKind, c confCase) *
 	}
 	r.episode = alloc.Episode.ID
 	r.ref = ledger.PaidTaskRef{Pipeline: confPipeline, EpisodeID: r.episode, Step: confStep}
-	r.key = paidvendor.IdempotencyKey(confPipeline, r.episode, confStep, 0)
+	r.key = allot.IdempotencyKey(confPipeline, r.episode, confStep, 0)
 	return r
 }
 

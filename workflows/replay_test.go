@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"allot"
 	"os"
 	"path/filepath"
 	"testing"
@@ -66,13 +67,13 @@ func originalWorkflowID(t *testing.T, h *historypb.History) string {
 		if err := dc.FromPayload(start.GetInput().GetPayloads()[0], &in); err != nil {
 			t.Fatal(err)
 		}
-		return EpisodeWorkflowID(in.Pipeline, in.EpisodeID)
+		return allot.EpisodeWorkflowID(in.Pipeline, in.EpisodeID)
 	case ScheduledRunWorkflow:
 		var in ScheduledRunInput
 		if err := dc.FromPayload(start.GetInput().GetPayloads()[0], &in); err != nil {
 			t.Fatal(err)
 		}
-		return AllocationKey(in.Pipeline, in.NominalTime)
+		return allot.AllocationKey(in.Pipeline, in.NominalTime)
 	}
 	t.Fatalf("saved history of unknown workflow type %q", start.GetWorkflowType().GetName())
 	return ""

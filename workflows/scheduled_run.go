@@ -108,13 +108,13 @@ func (r *scheduledRun) setup(ctx workflow.Context) error {
 // custom key without a nominal time is refused.
 func (r *scheduledRun) resolveNominalTime(ctx workflow.Context) error {
 	key, p := r.result.WorkflowID, r.input.Pipeline
-	if !strings.HasPrefix(key, KeyPrefix(p)) {
+	if !strings.HasPrefix(key, allot.KeyPrefix(p)) {
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("workflow ID %q is not a key of pipeline %s: every ScheduledRun key starts with %q; start it as `starter run --pipeline %s --key ...` does", key, p, KeyPrefix(p), p),
+			fmt.Sprintf("workflow ID %q is not a key of pipeline %s: every ScheduledRun key starts with %q; start it as `starter run --pipeline %s --key ...` does", key, p, allot.KeyPrefix(p), p),
 			allot.InvalidAllocationKey, nil)
 	}
 	attrs := workflow.GetTypedSearchAttributes(ctx)
-	keyTime, keyHasTime := NominalTimeOfKey(p, key)
+	keyTime, keyHasTime := allot.NominalTimeOfKey(p, key)
 	scheduled, fromSchedule := attrs.GetTime(ScheduledStartTimeAttr)
 	_, bySchedule := attrs.GetKeyword(ScheduledByIDAttr)
 	switch {
@@ -135,7 +135,7 @@ func (r *scheduledRun) resolveNominalTime(ctx workflow.Context) error {
 	default:
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("key %q carries no nominal time and the start gave none: start it with one, e.g. `starter run --pipeline %s --key %s --nominal-time 2026-08-03T02:00:00Z` (or \"nominal_time\" in the workflow input)",
-				key, p, strings.TrimPrefix(key, KeyPrefix(p))),
+				key, p, strings.TrimPrefix(key, allot.KeyPrefix(p))),
 			allot.InvalidInput, nil)
 	}
 	return nil
@@ -243,7 +243,7 @@ func (r *scheduledRun) catchUp(ctx workflow.Context) (skip bool, err error) {
 // Episode that already runs, or already completed, is the one this run owns.
 func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            EpisodeWorkflowID(r.result.Pipeline, r.result.EpisodeID),
+		WorkflowID:            allot.EpisodeWorkflowID(r.result.Pipeline, r.result.EpisodeID),
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		StaticSummary:         fmt.Sprintf("%s episode %s (nominal %s)", r.result.Pipeline, r.result.EpisodeID, r.result.NominalTime.Format(time.RFC3339)),
@@ -274,7 +274,7 @@ func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 	// ledger on the namespace may have an episode of the same ID.
 	var a *activities.Activities
 	return r.exec(ctx, a.VerifyEpisodeLedger, activities.VerifyEpisodeLedgerInput{
-		WorkflowID: EpisodeWorkflowID(r.result.Pipeline, r.result.EpisodeID), LedgerID: r.ledgerID,
+		WorkflowID: allot.EpisodeWorkflowID(r.result.Pipeline, r.result.EpisodeID), LedgerID: r.ledgerID,
 	}).Get(ctx, nil)
 }
 

@@ -48,7 +48,7 @@ func recordedOutcomes(env *testsuite.TestWorkflowEnvironment) *[]activities.Reco
 
 func TestScheduledRunAllocatesAndStartsEpisode(t *testing.T) {
 	env := newEnv(t)
-	key := AllocationKey("weekly-video", nominal())
+	key := allot.AllocationKey("weekly-video", nominal())
 	env.SetStartWorkflowOptions(startOptions(key))
 	// The run asks with its own run ID, so a lost reply's retry gets its
 	// own answer back.
@@ -100,7 +100,7 @@ func TestScheduledRunNominalTimeSources(t *testing.T) {
 	}{
 		{"input wins over schedule", "weekly-video/k-1", nominal(), []temporal.SearchAttributeUpdate{ScheduledStartTimeAttr.ValueSet(scheduled)}, nominal(), allot.NominalFromInput},
 		{"schedule when no input", "weekly-video/k-1", time.Time{}, []temporal.SearchAttributeUpdate{ScheduledStartTimeAttr.ValueSet(scheduled)}, scheduled, allot.NominalFromSchedule},
-		{"the key's own time", AllocationKey("weekly-video", keyed), time.Time{}, nil, keyed, allot.NominalFromKey},
+		{"the key's own time", allot.AllocationKey("weekly-video", keyed), time.Time{}, nil, keyed, allot.NominalFromKey},
 		{"start time only for a Schedule's start", "weekly-video/k-1", time.Time{}, []temporal.SearchAttributeUpdate{ScheduledByIDAttr.ValueSet("weekly-video/schedule")}, started, allot.NominalFromStartTime},
 	}
 	for _, c := range cases {
@@ -227,7 +227,7 @@ func TestCancelledScheduledRunRecordsItsOutcome(t *testing.T) {
 func TestAllocationKeyMatchesScheduleForm(t *testing.T) {
 	// A Schedule names its runs "<action id>-<nominal time, UTC, seconds>".
 	in := time.Date(2026, 8, 3, 4, 0, 0, 999, time.FixedZone("CEST", 2*3600))
-	if got, want := AllocationKey("weekly-video", in), "weekly-video/scheduled-2026-08-03T02:00:00Z"; got != want {
+	if got, want := allot.AllocationKey("weekly-video", in), "weekly-video/scheduled-2026-08-03T02:00:00Z"; got != want {
 		t.Fatalf("AllocationKey = %q, want %q", got, want)
 	}
 }
@@ -245,7 +245,7 @@ func TestScheduledRunRefusesKeysWithoutPipelineOrTime(t *testing.T) {
 		{"another pipeline's key", "daily-report/a/b/c", nominal(), allot.InvalidAllocationKey},
 		{"no prefix at all", "a/b/c", nominal(), allot.InvalidAllocationKey},
 		{"custom key without a time", "weekly-video/rerun-7", time.Time{}, allot.InvalidInput},
-		{"input contradicts the key", AllocationKey("weekly-video", nominal()), nominal().Add(24 * time.Hour), allot.InvalidInput},
+		{"input contradicts the key", allot.AllocationKey("weekly-video", nominal()), nominal().Add(24 * time.Hour), allot.InvalidInput},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := newEnv(t)
@@ -287,26 +287,26 @@ func TestPlaceKey(t *testing.T) {
 		{"a/legacy/b", "weekly-video/a/legacy/b", ""},
 		{"episode", "weekly-video/episode", ""},
 	} {
-		got, err := PlaceKey("weekly-video", c.key, known)
+		got, err := allot.PlaceKey("weekly-video", c.key, known)
 		if c.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("PlaceKey(%q) = %q, %v; want an error naming %q", c.key, got, err, c.wantErr)
+				t.Errorf("allot.PlaceKey(%q) = %q, %v; want an error naming %q", c.key, got, err, c.wantErr)
 			}
-			if reserved := strings.Contains(c.key, "episode/") || strings.Contains(c.key, "legacy/"); reserved != errors.Is(err, ErrReservedKey) {
-				t.Errorf("PlaceKey(%q): %v; ErrReservedKey %v, want %v", c.key, err, errors.Is(err, ErrReservedKey), reserved)
+			if reserved := strings.Contains(c.key, "episode/") || strings.Contains(c.key, "legacy/"); reserved != errors.Is(err, allot.ErrReservedKey) {
+				t.Errorf("allot.PlaceKey(%q): %v; allot.ErrReservedKey %v, want %v", c.key, err, errors.Is(err, allot.ErrReservedKey), reserved)
 			}
 			continue
 		}
 		if err != nil || got != c.want {
-			t.Errorf("PlaceKey(%q) = %q, %v; want %q", c.key, got, err, c.want)
+			t.Errorf("allot.PlaceKey(%q) = %q, %v; want %q", c.key, got, err, c.want)
 		}
 	}
-	if tm, ok := NominalTimeOfKey("weekly-video", "weekly-video/scheduled-2026-08-03T02:00:00Z"); !ok || !tm.Equal(nominal()) {
+	if tm, ok := allot.NominalTimeOfKey("weekly-video", "weekly-video/scheduled-2026-08-03T02:00:00Z"); !ok || !tm.Equal(nominal()) {
 		t.Errorf("NominalTimeOfKey = %s, %v", tm, ok)
 	}
 	for _, k := range []string{"weekly-video/scheduled-2026-08-03T02:00:00+02:00", "weekly-video/scheduled-yesterday", "daily-report/scheduled-2026-08-03T02:00:00Z"} {
-		if _, ok := NominalTimeOfKey("weekly-video", k); ok {
-			t.Errorf("NominalTimeOfKey(%q) found a time", k)
+		if _, ok := allot.NominalTimeOfKey("weekly-video", k); ok {
+			t.Errorf("allot.NominalTimeOfKey(%q) found a time", k)
 		}
 	}
 }

@@ -260,7 +260,7 @@ func (e *env) backfillSevenDays(t *testing.T) {
 	for d := time.Date(2026, 10, 19, 0, 0, 0, 0, time.UTC); !d.After(time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC)); d = d.AddDate(0, 0, 1) {
 		dates = append(dates, d.Format(time.DateOnly))
 		run := time.Date(d.Year(), d.Month(), d.Day()+1, 0, 5, 0, 0, berlin)
-		keys = append(keys, workflows.AllocationKey(pipelineName, run))
+		keys = append(keys, allot.AllocationKey(pipelineName, run))
 	}
 	var res operator.BackfillResult
 	e.json(&res, backfill...)
@@ -629,7 +629,7 @@ func (e *env) posts(key string) int {
 }
 
 func notifyIdem(episode string) string {
-	return paidvendor.IdempotencyKey(pipelineName, episode, "notify", 0)
+	return allot.IdempotencyKey(pipelineName, episode, "notify", 0)
 }
 
 func (e *env) episodes() []ledger.Episode {

@@ -267,7 +267,7 @@ func (e *env) concurrentSlots(t *testing.T) {
 	}
 	var starts []start
 	for _, slot := range e.slots(day) {
-		starts = append(starts, start{key: workflows.AllocationKey(pipelineName, slot), nominal: slot})
+		starts = append(starts, start{key: allot.AllocationKey(pipelineName, slot), nominal: slot})
 	}
 	for i, hour := range []int{10, 14, 18} {
 		manual := fmt.Sprintf("manual-%s-%d", day, i)
@@ -403,7 +403,7 @@ func (e *env) dayWithoutDrafts(t *testing.T) {
 		var r operator.RunResult
 		e.json(&r, "run", "--pipeline", pipelineName, "--nominal-time", slot.Format(time.RFC3339), "--wait")
 		if res := r.Result; r.Action != operator.RunStarted || res == nil || res.Outcome != allot.OutcomeSkipped || res.Reason != allot.ReasonNoReadyInput ||
-			res.EpisodeID != "" || res.Input != "" || res.Period != day || r.WorkflowID != workflows.AllocationKey(pipelineName, slot) {
+			res.EpisodeID != "" || res.Input != "" || res.Period != day || r.WorkflowID != allot.AllocationKey(pipelineName, slot) {
 			t.Fatalf("run at %s: %+v, result %+v", slot.Format(time.RFC3339), r, r.Result)
 		}
 	}
@@ -504,7 +504,7 @@ func (e *env) capAcrossBackfill(t *testing.T) {
 	first := map[string]workflows.ScheduledRunResult{}
 	for _, day := range days {
 		for _, slot := range e.slots(day) {
-			key := workflows.AllocationKey(pipelineName, slot)
+			key := allot.AllocationKey(pipelineName, slot)
 			first[key] = e.lastResult(key)
 		}
 	}
@@ -767,7 +767,7 @@ func (e *env) wantDay(day string, want map[string]int) {
 	outcomes := e.runOutcomes()
 	got := map[string]int{}
 	for _, slot := range e.slots(day) {
-		key := workflows.AllocationKey(pipelineName, slot)
+		key := allot.AllocationKey(pipelineName, slot)
 		o := outcomes[key]
 		if len(o) == 0 || o[0].Period != day {
 			e.t.Fatalf("recorded runs of %s: %+v, want one in period %s", key, o, day)
@@ -862,7 +862,7 @@ func (e *env) wantPublished(eps []ledger.Episode) {
 		}
 
 		// publish: one post, one charge, naming the draft.
-		key := paidvendor.IdempotencyKey(pipelineName, ep.ID, "publish", 0)
+		key := allot.IdempotencyKey(pipelineName, ep.ID, "publish", 0)
 		posts, cs := byKey[key], charges[key]
 		if len(posts) != 1 || len(cs) != 1 {
 			e.t.Fatalf("episode %s: the blog was sent %d posts and charged %d times under %s, want one", ep.ID, len(posts), len(cs), key)

@@ -337,7 +337,7 @@ func newVendor(t *testing.T, name string, cfg paidvendortest.SimConfig) *vendor 
 // charge.
 func (v *vendor) wantOneCharge(t *testing.T, step, kind string) paidvendor.Charge {
 	t.Helper()
-	key := paidvendor.IdempotencyKey(pipelineName, episodeID, step, 0)
+	key := allot.IdempotencyKey(pipelineName, episodeID, step, 0)
 	charges := v.sim.Charges()
 	if len(charges) != 1 || charges[0].IdempotencyKey != key {
 		t.Fatalf("vendor %s charged %+v, want one charge for %s/%s step %s revision 0 (key %s)", v.name, charges, pipelineName, episodeID, step, key)
@@ -403,7 +403,7 @@ func (s *starter) run(action string) followedRun {
 	var r followedRun
 	s.json(&r, runCommand...)
 	if r.Action != action || r.Result == nil || r.Result.EpisodeID != episodeID || r.Result.Period != "2026-W32" ||
-		r.WorkflowID != workflows.AllocationKey(pipelineName, mustTime(nominalTime)) {
+		r.WorkflowID != allot.AllocationKey(pipelineName, mustTime(nominalTime)) {
 		s.t.Fatalf("starter run: %+v, want %s episode %s", r, action, episodeID)
 	}
 	if !slices.Contains([]allot.Stage{allot.StageWaitingApproval, allot.StageCompleted}, r.Episode.Stage) {

@@ -3,14 +3,15 @@ package allottest
 import (
 	"context"
 	"fmt"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/worker"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -235,7 +236,7 @@ func (c *Cluster) Allocate(pipelineName string, nominal time.Time) string {
 func (c *Cluster) WaitEpisode(pipelineName, episodeID string) workflows.EpisodeResult {
 	c.t.Helper()
 	var res workflows.EpisodeResult
-	if err := c.Client.GetWorkflow(c.Ctx(), workflows.EpisodeWorkflowID(pipelineName, episodeID), "").Get(c.Ctx(), &res); err != nil {
+	if err := c.Client.GetWorkflow(c.Ctx(), allot.EpisodeWorkflowID(pipelineName, episodeID), "").Get(c.Ctx(), &res); err != nil {
 		c.t.Fatalf("episode %s: %v", episodeID, err)
 	}
 	return res
@@ -247,7 +248,7 @@ func (c *Cluster) WaitStage(pipelineName, episodeID string, stage allot.Stage) w
 	deadline := Deadline(c.t, 60*time.Second)
 	var st workflows.EpisodeState
 	for time.Now().Before(deadline) {
-		v, err := c.Client.QueryWorkflow(context.Background(), workflows.EpisodeWorkflowID(pipelineName, episodeID), "", workflows.StateQuery)
+		v, err := c.Client.QueryWorkflow(context.Background(), allot.EpisodeWorkflowID(pipelineName, episodeID), "", workflows.StateQuery)
 		if err == nil && v.Get(&st) == nil && st.Stage == stage {
 			return st
 		}

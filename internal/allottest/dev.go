@@ -135,7 +135,7 @@ func RunDemoEpisode(t *testing.T, info devstack.Info, nominal time.Time) string 
 		time.Sleep(200 * time.Millisecond)
 	}
 	var final workflows.EpisodeResult
-	if err := c.GetWorkflow(ctx, workflows.EpisodeWorkflowID(devstack.DemoPipeline, res.Result.EpisodeID), "").Get(ctx, &final); err != nil {
+	if err := c.GetWorkflow(ctx, allot.EpisodeWorkflowID(devstack.DemoPipeline, res.Result.EpisodeID), "").Get(ctx, &final); err != nil {
 		t.Fatal(err)
 	}
 	if final.Stage != allot.StageCompleted {

@@ -499,9 +499,9 @@ func (r *run) load(ctx context.Context, e event, giveUp time.Time) {
 		}
 		r.expect(e.Pipeline, res.Keys...)
 	case evManual, evDupScheduled:
-		key := workflows.AllocationKey(e.Pipeline, e.Nominal)
+		key := allot.AllocationKey(e.Pipeline, e.Nominal)
 		if e.Key != "" {
-			key = workflows.KeyPrefix(e.Pipeline) + e.Key
+			key = allot.KeyPrefix(e.Pipeline) + e.Key
 		}
 		var wg sync.WaitGroup
 		for _, via := range e.Via {

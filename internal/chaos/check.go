@@ -12,7 +12,6 @@ import (
 	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // check asserts allot's promises on what the run left, and fills in the
@@ -301,7 +300,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 			return err
 		}
 		for _, ep := range eps {
-			known[workflows.EpisodeWorkflowID(name, ep.ID)] = true
+			known[allot.EpisodeWorkflowID(name, ep.ID)] = true
 		}
 	}
 	for _, e := range episodes {

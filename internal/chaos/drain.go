@@ -157,7 +157,7 @@ func (r *run) resolve(ctx context.Context, ep ledger.Episode) {
 	a := show.Workflow.State.Attention
 	r.logf("human: %s/%s parked (%s on %s: %s); remedies %q", ep.Pipeline, ep.ID, a.ErrorType, a.Step, a.Reason, a.Remedies)
 	r.mu.Lock()
-	r.humans[workflows.EpisodeWorkflowID(ep.Pipeline, ep.ID)] = true
+	r.humans[allot.EpisodeWorkflowID(ep.Pipeline, ep.ID)] = true
 	r.mu.Unlock()
 	if a.ErrorType == allot.BudgetExhausted {
 		r.resolveBudget(ctx, ep, a)
@@ -211,7 +211,7 @@ func (r *run) runRemedy(ctx context.Context, command string, extra ...string) (s
 // `starter episode resume` does.
 func (r *run) resume(ctx context.Context, ep ledger.Episode, why string) {
 	r.mu.Lock()
-	r.humans[workflows.EpisodeWorkflowID(ep.Pipeline, ep.ID)] = true
+	r.humans[allot.EpisodeWorkflowID(ep.Pipeline, ep.ID)] = true
 	r.mu.Unlock()
 	r.logf("human: %s/%s: %s", ep.Pipeline, ep.ID, why)
 	_, _ = r.runRemedy(ctx, workflows.ResumeCommand(ep.Pipeline, ep.ID))
@@ -234,7 +234,7 @@ func (r *run) resumeOrphans(ctx context.Context) {
 		// The fix check prints is `starter episode resume ...`: run it as
 		// printed.
 		r.mu.Lock()
-		r.humans[workflows.EpisodeWorkflowID(v.Pipeline, v.Episode)] = true
+		r.humans[allot.EpisodeWorkflowID(v.Pipeline, v.Episode)] = true
 		r.mu.Unlock()
 		r.logf("human: %s/%s: %s: %s", v.Pipeline, v.Episode, v.Kind, v.Detail)
 		_, _ = r.runRemedy(ctx, v.Fix)

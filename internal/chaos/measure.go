@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"allot"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,8 +18,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-
-	"allot/workflows"
 )
 
 // MeasureConfig is a kill measurement: the same load and the same worker
@@ -243,7 +242,7 @@ func Measure(ctx context.Context, cfg MeasureConfig) (res MeasureResult, err err
 				return
 			}
 			nominal := week.Add(time.Duration(e.Start) * time.Hour)
-			id := workflows.AllocationKey(measurePipeline, nominal)
+			id := allot.AllocationKey(measurePipeline, nominal)
 			// A plain start, as the Schedule sends it: the input every
 			// version of ScheduledRun reads.
 			_, err := st.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "allot"}, "ScheduledRun",

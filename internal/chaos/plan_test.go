@@ -1,13 +1,13 @@
 package chaos
 
 import (
+	"allot"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 func TestPlanIsAFunctionOfTheSeed(t *testing.T) {
@@ -66,7 +66,7 @@ func TestScheduledTimesAreTheCronsAcrossTheNewYear(t *testing.T) {
 	if len(review) != 2*len(weeks(sc)) || review[0] != time.Date(2026, 12, 15, 14, 30, 0, 0, time.UTC) {
 		t.Fatalf("review times %v", review)
 	}
-	if got := workflows.AllocationKey(PipelineVideo, s[PipelineVideo].times(sc.From, sc.To)[0]); got != "chaos-video/scheduled-2026-12-14T02:00:00Z" {
+	if got := allot.AllocationKey(PipelineVideo, s[PipelineVideo].times(sc.From, sc.To)[0]); got != "chaos-video/scheduled-2026-12-14T02:00:00Z" {
 		t.Fatalf("first video key %s", got)
 	}
 }

@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"allot"
 	"errors"
 	"io/fs"
 	"os"
@@ -40,7 +41,7 @@ func TestDemoScheduleIsCreatedOncePerDataDirectory(t *testing.T) {
 	cfg := devstack.Config{DataDir: dir, DemoInterval: time.Hour}
 
 	dev := allottest.StartDevWith(t, cfg)
-	if dev.Info.Schedule != workflows.ScheduleID(devstack.DemoPipeline) || !dev.Info.ScheduleCreated {
+	if dev.Info.Schedule != allot.ScheduleID(devstack.DemoPipeline) || !dev.Info.ScheduleCreated {
 		t.Fatalf("first start: %+v, want the demo schedule created", dev.Info)
 	}
 	if _, err := os.Stat(filepath.Join(dir, devstack.DemoScheduleMarker(devstack.DemoPipeline))); err != nil {

@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"allot"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 
 	"allot/internal/allottest"
 	"allot/ledger"
-	"allot/paidvendor"
 )
 
 // temporalLine is devserver's "where to look" line naming the frontend: it
@@ -141,7 +141,7 @@ func TestOneCommandRunsTheDemoAndResumesAfterSIGINT(t *testing.T) {
 	// tasks it had, plus at most the ones it had not reached yet.
 	for _, e := range allBefore {
 		for _, step := range []string{"video", "cover"} {
-			key := paidvendor.IdempotencyKey("weekly-video", e.ID, step, 0)
+			key := allot.IdempotencyKey("weekly-video", e.ID, step, 0)
 			if chargesBefore[key] == 1 && chargesAfter[key] != 1 {
 				t.Fatalf("episode %s step %s was charged again after the restart", e.ID, step)
 			}

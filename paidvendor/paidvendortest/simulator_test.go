@@ -1,6 +1,7 @@
 package paidvendortest
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ func runFaultSequence(t *testing.T, seed int64) ([]outcome, int) {
 	tv := newTestVendor(t, SimConfig{Seed: seed, FailBeforeAccept: 0.3, LoseResponseAfterAccept: 0.3})
 	var seq []outcome
 	for i := range 40 {
-		_, err := tv.client.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", fmt.Sprintf("2026-W32-%d", i), "render", 0)))
+		_, err := tv.client.Submit(context.Background(), submitReq(allot.IdempotencyKey("p", fmt.Sprintf("2026-W32-%d", i), "render", 0)))
 		seq = append(seq, classifyOutcome(t, err))
 	}
 	return seq, tv.sim.ChargeCount()
@@ -70,7 +71,7 @@ func TestUnauthorizedRequestsDoNotMoveTheFaultSequence(t *testing.T) {
 	noisy := newTestVendor(t, cfg)
 	intruder := noisy.newClient(t, "sk-intruder")
 	for i := range 12 {
-		req := submitReq(paidvendor.IdempotencyKey("p", fmt.Sprint(i), "s", 0))
+		req := submitReq(allot.IdempotencyKey("p", fmt.Sprint(i), "s", 0))
 		_, errPlain := plain.client.Submit(context.Background(), req)
 		_, _ = intruder.Submit(context.Background(), req)
 		_, errNoisy := noisy.client.Submit(context.Background(), req)
@@ -87,8 +88,8 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 
 	first := newTestVendor(t, cfg)
-	keyA := paidvendor.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
-	keyB := paidvendor.IdempotencyKey("weekly-video", "2026-W32-1", "render", 0)
+	keyA := allot.IdempotencyKey("weekly-video", "2026-W32-0", "render", 0)
+	keyB := allot.IdempotencyKey("weekly-video", "2026-W32-1", "render", 0)
 	a, err := first.client.Submit(ctx, submitReq(keyA))
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +158,7 @@ func TestCorruptStateFileIsAnError(t *testing.T) {
 func TestStateSaveFailureChargesNothing(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "no-such-dir", "state.json")
 	tv := newTestVendor(t, SimConfig{StateFile: state})
-	_, err := tv.client.Submit(context.Background(), submitReq(paidvendor.IdempotencyKey("p", "e", "s", 0)))
+	_, err := tv.client.Submit(context.Background(), submitReq(allot.IdempotencyKey("p", "e", "s", 0)))
 	var he *paidvendor.HTTPError
 	if !errors.As(err, &he) || he.StatusCode != 500 {
 		t.Fatalf("err = %v, want HTTP 500", err)
@@ -193,7 +194,7 @@ func TestSimulatorConfigValidation(t *testing.T) {
 func TestSetFaultsAtRuntime(t *testing.T) {
 	tv := newTestVendor(t, SimConfig{})
 	ctx := context.Background()
-	key := paidvendor.IdempotencyKey("p", "e", "s", 0)
+	key := allot.IdempotencyKey("p", "e", "s", 0)
 	if err := tv.sim.SetFaults(SimFaults{FailBeforeAccept: 1}); err != nil {
 		t.Fatal(err)
 	}

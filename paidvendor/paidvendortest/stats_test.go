@@ -1,6 +1,7 @@
 package paidvendortest
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -25,11 +26,11 @@ func TestStatsReportWhatTheVendorSaw(t *testing.T) {
 		if i == 3 {
 			clock.Store(int64(1500 * time.Millisecond))
 		}
-		if _, err := tv.client.Submit(ctx, submitReq(paidvendor.IdempotencyKey("p", fmt.Sprintf("2026-W32-%d", i), "render", 0))); err != nil {
+		if _, err := tv.client.Submit(ctx, submitReq(allot.IdempotencyKey("p", fmt.Sprintf("2026-W32-%d", i), "render", 0))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tv.client.LookupByIdempotencyKey(ctx, paidvendor.IdempotencyKey("p", "2026-W32-0", "render", 0)); err != nil {
+	if _, err := tv.client.LookupByIdempotencyKey(ctx, allot.IdempotencyKey("p", "2026-W32-0", "render", 0)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tv.client.Charges(ctx); err != nil {
