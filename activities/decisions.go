@@ -129,7 +129,7 @@ func (a *Activities) decisionResult(ctx context.Context, p *pipeline.Pipeline, e
 // belongs to another task, or to no known key, is never booked to this one.
 func (a *Activities) verifyAdoption(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, step pipeline.Step, remoteRef string, verified *paidvendor.Task) (ledger.Submission, error) {
 	if remoteRef == "" || len(remoteRef) > 200 || strings.IndexFunc(remoteRef, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "reference %q is not a vendor's task reference: find this step's with `starter episode lookup --pipeline %s --episode %s --step %s`", remoteRef, p.Name, ep.ID, step.Name)
+		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "reference %q is not a vendor's task reference: find this step's with `%s`", remoteRef, allot.LookupCommand(p.Name, ep.ID, step.Name))
 	}
 	latest, err := a.Ledger.LatestPaidTask(ctx, p.Name, ep.ID, step.Name)
 	if err != nil {
@@ -165,7 +165,7 @@ func (a *Activities) verifyAdoption(ctx context.Context, p *pipeline.Pipeline, e
 	case errors.Is(err, paidvendor.ErrLookupUnsupported):
 		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "the downstream of step %s cannot say what it holds, so reference %q cannot be checked: resubmit or abandon the step", step.Name, remoteRef)
 	case errors.Is(err, paidvendor.ErrNotFound) || errors.Is(err, paidvendor.ErrInvalidTaskID):
-		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "the vendor has no task %q: find this step's task with `starter episode lookup --pipeline %s --episode %s --step %s`", remoteRef, p.Name, ep.ID, step.Name)
+		return ledger.Submission{}, nonRetryable(allot.InvalidRemoteRef, "the vendor has no task %q: find this step's task with `%s`", remoteRef, allot.LookupCommand(p.Name, ep.ID, step.Name))
 	case errors.Is(err, paidvendor.ErrUnauthorized):
 		return ledger.Submission{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key: %v", err)
 	case err != nil:

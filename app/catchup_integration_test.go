@@ -234,7 +234,7 @@ func TestCatchUpAfterAPause(t *testing.T) {
 			t.Fatalf("a second sweep of %s settled again: %+v, %v", name, again, err)
 		}
 		// The command a failed catch-up prints runs, and finds nothing.
-		remedy := strings.Fields(workflows.CatchUpCommand(name, pausedUntil))
+		remedy := strings.Fields(allot.CatchUpCommand(name, pausedUntil))
 		code, out := starterCmd(t, bin, c, pipelinesFile, remedy[1:]...)
 		if code != 0 || !strings.Contains(out, "0 missed times") {
 			t.Fatalf("%s: exit %d\n%s", strings.Join(remedy, " "), code, out)

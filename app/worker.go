@@ -1,6 +1,7 @@
 package app
 
 import (
+	"allot"
 	"context"
 	"fmt"
 	"log/slog"
@@ -171,7 +172,7 @@ func sweepMissed(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) 
 	for _, r := range sw.SweepAll(ctx, time.Now()) {
 		switch {
 		case r.Error != "" && ctx.Err() == nil:
-			logger.Error("catch-up of missed times failed", "pipeline", r.Pipeline, "error", r.Error, "retry", workflows.CatchUpCommand(r.Pipeline, r.Until))
+			logger.Error("catch-up of missed times failed", "pipeline", r.Pipeline, "error", r.Error, "retry", allot.CatchUpCommand(r.Pipeline, r.Until))
 		case len(r.Missed) > 0:
 			logger.Info("caught up missed times", "pipeline", r.Pipeline, "policy", r.Policy, "missed", len(r.Missed), "started", len(r.Started), "skipped", len(r.Skipped))
 		}

@@ -85,17 +85,6 @@ type AuditCost struct {
 // which allot.PlaceKey reserves (an operator's --key cannot take it). An
 // imported scheduled run has allot.AllocationKey of its nominal time instead.
 
-// LookupCommand is the starter command that asks a paid step's vendor what
-// it holds under the step's idempotency key.
-func LookupCommand(pipeline, episodeID, step string) string {
-	return fmt.Sprintf("starter episode lookup --pipeline %s --episode %s --step %s", pipeline, episodeID, step)
-}
-
-// showCommand is the starter command that shows an episode.
-func showCommand(pipeline, episodeID string) string {
-	return fmt.Sprintf("starter episode show --pipeline %s --episode %s", pipeline, episodeID)
-}
-
 // Audit runs Check and every other check of the ledger over one pipeline
 // or all, in one read-only transaction, so that what it reports is one
 // consistent state. Beyond Check:
@@ -300,7 +289,7 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 			kind = e.steps[t.Step].Kind
 		}
 		if t.State == allot.PaidIntent && t.RemoteRef == "" && t.UpdatedAt.Before(stale) {
-			fix := LookupCommand(pipeline, t.EpisodeID, t.Step)
+			fix := allot.LookupCommand(pipeline, t.EpisodeID, t.Step)
 			if kind == planEffect {
 				fix = "" // lookup asks a paid step's vendor; an effect's downstream is asked by a person
 			}
@@ -314,7 +303,7 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 				vendor = e.steps[t.Step].Vendor
 			}
 			if h := opts.Horizon(vendor); h > 0 && t.CreatedAt.Before(opts.Now.Add(-h)) {
-				fix := LookupCommand(pipeline, t.EpisodeID, t.Step)
+				fix := allot.LookupCommand(pipeline, t.EpisodeID, t.Step)
 				if kind == planEffect {
 					fix = ""
 				}
@@ -389,7 +378,7 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 			// Imported before v10, and a run took the time's key first.
 			add(KindImportKey, m.EpisodeID, "",
 				"episode %s was imported from old ID %s as the scheduled run of %s before imports bound their times, so it kept key %q; episode %s now holds that time's key %q: a run allocated it after the import and may have paid again for work the import already had. Compare the two (%s; %s) and settle any second charge with the vendor",
-				m.EpisodeID, m.OldID, when, e.key, byKey[want], want, showCommand(pipeline, m.EpisodeID), showCommand(pipeline, byKey[want]))
+				m.EpisodeID, m.OldID, when, e.key, byKey[want], want, allot.ShowCommand(pipeline, m.EpisodeID), allot.ShowCommand(pipeline, byKey[want]))
 		case m.Scheduled && e.key == legacy:
 			// Imported before v10 with other old runs of the same time.
 			add(KindImportKey, m.EpisodeID, "",
@@ -436,10 +425,10 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 		case e.outcome == "" && old:
 			add(KindNoOutcome, id, "",
 				"episode %s (created %s) has no outcome: its Episode workflow never reported one; look at workflow %s/episode/%s (%s)",
-				id, e.created.Format(time.RFC3339), pipeline, id, showCommand(pipeline, id))
+				id, e.created.Format(time.RFC3339), pipeline, id, allot.ShowCommand(pipeline, id))
 		case e.outcome != "" && e.reason == "":
 			add(KindNoReason, id, "",
-				"episode %s is %s without a reason: look at workflow %s/episode/%s (%s)", id, e.outcome, pipeline, id, showCommand(pipeline, id))
+				"episode %s is %s without a reason: look at workflow %s/episode/%s (%s)", id, e.outcome, pipeline, id, allot.ShowCommand(pipeline, id))
 		}
 		completed := e.outcome == string(allot.OutcomeCompleted) || e.outcome == "" && e.status == string(EpisodeCompleted)
 		if completed && e.steps != nil {
@@ -452,7 +441,7 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 			if strings.HasPrefix(e.key, allot.LegacyKey(pipeline, "")) {
 				add(KindImportMetadata, id, "",
 					"episode %s has the legacy key %q but neither import metadata nor a recorded run: it was written outside starter import (which refuses a key already bound), so nothing says where it came from; look at it (%s) and at how it was written",
-					id, e.key, showCommand(pipeline, id))
+					id, e.key, allot.ShowCommand(pipeline, id))
 				continue
 			}
 			add(KindRunLost, id, "",
@@ -503,7 +492,7 @@ func auditCompleteness(pipeline string, e *auditEpisode, latest map[string]PaidT
 		if !done {
 			add(KindStepIncomplete, e.id, "",
 				"episode %s is completed but its %s step %s is %s: every step of its plan must be done; look at the episode (%s)",
-				e.id, s.Kind, name, state, showCommand(pipeline, e.id))
+				e.id, s.Kind, name, state, allot.ShowCommand(pipeline, e.id))
 		}
 	}
 }

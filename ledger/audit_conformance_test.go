@@ -266,7 +266,7 @@ func testAuditPlanted(t *testing.T, l *Ledger) {
 				t.Fatalf("audit found %v, want exactly %v:\n%v", got, want, vs)
 			}
 			for _, v := range vs {
-				if v.Kind == KindUnknownOutcome && v.Fix != LookupCommand(p, r.b.ID, "cover") {
+				if v.Kind == KindUnknownOutcome && v.Fix != allot.LookupCommand(p, r.b.ID, "cover") {
 					t.Errorf("unknown_outcome's fix is %q, want the lookup command", v.Fix)
 				}
 			}

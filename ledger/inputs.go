@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"allot"
 	"bytes"
 	"context"
 	"database/sql"
@@ -189,7 +190,7 @@ func (l *Ledger) inputTx(ctx context.Context, tx *sql.Tx, pipeline, ref string) 
 		return Input{}, err
 	}
 	if len(ins) == 0 {
-		return Input{}, fmt.Errorf("%w: pipeline %s has no input %q: list them with `starter input list --pipeline %s`", ErrInputNotFound, pipeline, ref, pipeline)
+		return Input{}, fmt.Errorf("%w: pipeline %s has no input %q: list them with `%s`", ErrInputNotFound, pipeline, ref, allot.InputListCommand(pipeline))
 	}
 	return ins[0], nil
 }

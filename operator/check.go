@@ -335,7 +335,7 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 				found.Detail = fmt.Sprintf("vendor %s charged %s for task %s under idempotency key %q, which is %s's key, but the ledger holds that task as %s without this reference: the vendor accepted a submission whose answer was lost",
 					v.Name, money, ref, c.key, describeTask(owner), owner.State)
 				if owner.State == allot.PaidIntent {
-					found.Fix = ledger.LookupCommand(owner.Pipeline, owner.EpisodeID, owner.Step)
+					found.Fix = allot.LookupCommand(owner.Pipeline, owner.EpisodeID, owner.Step)
 				}
 			}
 			out = append(out, found)

@@ -333,10 +333,9 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 // ApprovalCommands approve and reject an episode at its approval gate, as
 // complete commands.
 func ApprovalCommands(pipelineName, episodeID string) []string {
-	target := fmt.Sprintf("--pipeline %s --episode %s", pipelineName, episodeID)
 	return []string{
-		"starter episode approve " + target,
-		"starter episode reject " + target + " --reason " + allot.ShellQuote("rejected at the approval step"),
+		allot.ApproveCommand(pipelineName, episodeID),
+		allot.RejectCommand(pipelineName, episodeID, "rejected at the approval step"),
 	}
 }
 

@@ -47,7 +47,7 @@ idempotency_horizon = "30m"`, 1)), "test")
 		t.Fatalf("within the horizon: %+v", vs)
 	}
 	vs := check(task.CreatedAt.Add(40 * time.Minute))
-	if len(vs) != 1 || vs[0].Episode != c.live.ID || vs[0].Fix != ledger.LookupCommand("weekly-video", c.live.ID, "cover") {
+	if len(vs) != 1 || vs[0].Episode != c.live.ID || vs[0].Fix != allot.LookupCommand("weekly-video", c.live.ID, "cover") {
 		t.Fatalf("past the horizon: %+v", vs)
 	}
 	if _, err := workflows.SplitCommand(vs[0].Fix); err != nil {

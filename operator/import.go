@@ -244,19 +244,19 @@ func overCapCommand(in ImportInput, from string, conflicts []ledger.ImportConfli
 		slices.ContainsFunc(conflicts, func(c ledger.ImportConflict) bool { return c.Kind != ledger.ConflictOverCap }) {
 		return ""
 	}
-	cmd := fmt.Sprintf("starter import --pipeline %s --from %s", in.Pipeline, allot.ShellQuote(from))
+	var flags []string
 	switch {
 	case in.InPlace:
-		cmd += " --in-place"
+		flags = append(flags, "--in-place")
 	case in.DataDir != "":
 		if dir, err := filepath.Abs(in.DataDir); err == nil {
-			cmd += " --data-dir " + allot.ShellQuote(dir)
+			flags = append(flags, "--data-dir "+allot.ShellQuote(dir))
 		}
 	}
 	if in.DryRun {
-		cmd += " --dry-run"
+		flags = append(flags, "--dry-run")
 	}
-	return cmd + " --over-cap"
+	return allot.ImportCommand(in.Pipeline, from, append(flags, "--over-cap")...)
 }
 
 // fillImportResult lists the planned episodes and their totals.

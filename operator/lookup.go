@@ -74,16 +74,15 @@ func Lookup(ctx context.Context, led *ledger.Ledger, vendor paidvendor.Submitter
 		Pipeline: p.Name, EpisodeID: in.EpisodeID, Step: in.Step, Revision: task.Revision,
 		IdempotencyKey: task.IdempotencyKey, TaskState: task.State, MaybeSent: task.MaybeSent, LookupSupported: true,
 	}
-	target := fmt.Sprintf("--pipeline %s --episode %s --step %s", p.Name, in.EpisodeID, in.Step)
 	if task.IdempotencyKey == "" {
-		out.Next = "starter episode resolve " + target + " --retry"
+		out.Next = allot.RetryCommand(p.Name, in.EpisodeID, in.Step)
 		return out, nil // planned: nothing was ever sent under this revision
 	}
 	if vendor == nil {
 		v, _ := pipelines.Vendor(st.Vendor)
 		out.LookupSupported = false
-		out.Unreachable = fmt.Sprintf("step %s's vendor %s is reached through a %s adapter in the worker, not from here: ask it what it holds under idempotency key %s, then run `starter episode resolve %s --adopt REF` with its reference, or `--retry` if it has nothing",
-			in.Step, st.Vendor, v.Adapter, task.IdempotencyKey, target)
+		out.Unreachable = fmt.Sprintf("step %s's vendor %s is reached through a %s adapter in the worker, not from here: ask it what it holds under idempotency key %s, then run `%s` with its reference in place of REF, or `%s` if it has nothing",
+			in.Step, st.Vendor, v.Adapter, task.IdempotencyKey, allot.AdoptCommand(p.Name, in.EpisodeID, in.Step, "REF"), allot.RetryCommand(p.Name, in.EpisodeID, in.Step))
 		return out, nil
 	}
 	vt, err := vendor.LookupByIdempotencyKey(ctx, task.IdempotencyKey)
@@ -93,11 +92,11 @@ func Lookup(ctx context.Context, led *ledger.Ledger, vendor paidvendor.Submitter
 		out.VendorTask = &VendorTask{ID: vt.ID, IdempotencyKey: vt.IdempotencyKey, Status: string(vt.Status),
 			CostAmount: vt.Cost.Amount, CostCurrency: vt.Cost.Currency, SHA256: vt.SHA256, Error: vt.Error}
 		if task.State == allot.PaidIntent {
-			out.Next = "starter episode resolve " + target + " --adopt " + vt.ID
+			out.Next = allot.AdoptCommand(p.Name, in.EpisodeID, in.Step, vt.ID)
 		}
 	case errors.Is(err, paidvendor.ErrNotFound):
 		if task.State == allot.PaidIntent || task.State == allot.PaidPlanned {
-			out.Next = "starter episode resolve " + target + " --retry"
+			out.Next = allot.RetryCommand(p.Name, in.EpisodeID, in.Step)
 		}
 	case errors.Is(err, paidvendor.ErrLookupUnsupported):
 		out.LookupSupported = false

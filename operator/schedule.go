@@ -516,7 +516,7 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d; nothing was sent. Check the range with `%s`, then send it with `%s` (or raise max_backfill_runs)",
 			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), out.Runs,
 			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, maxRuns,
-			workflows.BackfillCommand(p.Name, from, to, "--dry-run"), workflows.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
+			allot.BackfillCommand(p.Name, from, to, "--dry-run"), allot.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
 	}
 	if over := OverBudget(out.Budgets); len(over) > 0 && !in.Yes {
 		lines := make([]string, len(over))
@@ -525,7 +525,7 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		}
 		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s would reserve more than its budgets have free: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
 			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), strings.Join(lines, "; "),
-			workflows.BackfillCommand(p.Name, from, to, "--dry-run"), workflows.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
+			allot.BackfillCommand(p.Name, from, to, "--dry-run"), allot.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
 	}
 	if out.Runs == 0 {
 		return out, nil

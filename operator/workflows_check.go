@@ -19,7 +19,6 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/ledger"
-	"allot/workflows"
 )
 
 // Violation kinds found by asking Temporal.
@@ -80,7 +79,7 @@ func settled(ep ledger.Episode) bool {
 
 func checkEpisodeWorkflow(ctx context.Context, in WorkflowCheckInput, p string, ep ledger.Episode) (*ledger.Violation, error) {
 	id := allot.EpisodeWorkflowID(p, ep.ID)
-	resume := workflows.ResumeCommand(p, ep.ID)
+	resume := allot.ResumeCommand(p, ep.ID)
 	desc, err := in.Client.DescribeWorkflowExecution(ctx, id, "")
 	var notFound *serviceerror.NotFound
 	switch {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 
 	"allot/catchup"
 	"allot/operator"
-	"allot/workflows"
 )
 
 // scheduleCatchUp is `starter schedule catch-up`: settle the times the
@@ -92,7 +92,7 @@ func (c *cli) catchUpAfterUnpause(ctx context.Context, s *operator.Schedules, pi
 	res, err := c.sweep(ctx, s, catchup.SweepInput{Pipeline: pipelineName, Until: pausedUntil})
 	if err != nil {
 		return fmt.Errorf("the schedule of %s is unpaused, but the times it missed while paused are not settled yet: %w; settle them with `%s`",
-			pipelineName, err, workflows.CatchUpCommand(pipelineName, pausedUntil))
+			pipelineName, err, allot.CatchUpCommand(pipelineName, pausedUntil))
 	}
 	c.printSweep(res)
 	return nil

@@ -269,7 +269,7 @@ func workerCommand(url string) string {
 	} else {
 		url = app.RedactURL(url)
 	}
-	return "go run ./worker --ledger " + allot.ShellQuote(url)
+	return allot.WorkerCommand(url)
 }
 
 // print writes v as JSON, or calls text for people.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"flag"
@@ -12,7 +13,6 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // scheduleCommand dispatches `starter schedule <subcommand>`.
@@ -226,7 +226,7 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 			s.Ledger = led
 		} else if ledgerErr = err; !in.DryRun && !noWait {
 			return fmt.Errorf("the backfill's progress is read from the ledger, which cannot be opened: %w (to send it without following it: %s)", err,
-				workflows.BackfillCommand(in.Pipeline, in.From, in.To, backfillFlags(in, "--no-wait")...))
+				allot.BackfillCommand(in.Pipeline, in.From, in.To, backfillFlags(in, "--no-wait")...))
 		}
 	}
 	var watch *operator.BackfillWatch
@@ -290,10 +290,10 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 		}
 		printForecasts(w, res.Budgets)
 		if res.DryRun && res.Runs > res.MaxRuns {
-			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", workflows.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
+			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
 		}
 		if res.DryRun && len(operator.OverBudget(res.Budgets)) > 0 {
-			fmt.Fprintf(w, "consent\tmore than a budget has free: send it with %s\n", workflows.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
+			fmt.Fprintf(w, "consent\tmore than a budget has free: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
 		}
 		if p := res.Progress; p != nil {
 			state := "processed"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ func vendorPause(ctx context.Context, c *cli, args []string) error {
 			what = "sends, look-ups, polls and downloads"
 		}
 		fmt.Fprintf(w, "paused\t%s (%s) since %s: %s\n", v.Name, what, v.Since.Format(time.RFC3339), v.Reason)
-		fmt.Fprintf(w, "its steps wait (waiting_vendor) and go on by themselves after: starter vendor resume %s\n", v.Name)
+		fmt.Fprintf(w, "its steps wait (waiting_vendor) and go on by themselves after: %s\n", allot.VendorResumeCommand(v.Name))
 	})
 	return nil
 }

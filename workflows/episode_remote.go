@@ -582,9 +582,9 @@ func (e *episode) showVendorWait(ctx workflow.Context, step string, err error) e
 	how := "It goes on by itself when the vendor takes requests again."
 	switch w.Reason {
 	case allot.ReasonVendorPaused:
-		how = fmt.Sprintf("It goes on by itself after `starter vendor resume %s`; `starter vendor list` shows every vendor.", w.Vendor)
+		how = fmt.Sprintf("It goes on by itself after `%s`; `starter vendor list` shows every vendor.", allot.VendorResumeCommand(w.Vendor))
 	case allot.ReasonVendorTripped:
-		how = fmt.Sprintf("One probe goes after the vendor's cool_down, and the step goes on when it is answered; `starter vendor resume %s` closes the breaker at once.", w.Vendor)
+		how = fmt.Sprintf("One probe goes after the vendor's cool_down, and the step goes on when it is answered; `%s` closes the breaker at once.", allot.VendorResumeCommand(w.Vendor))
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for vendor %s** (%s) at step **%s**: %s\n\n%s", w.Vendor, w.Reason, step, w.Message, how))
 	if e.state.Stage == allot.StageWaitingVendor {

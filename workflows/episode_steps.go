@@ -162,8 +162,8 @@ func (e *episode) awaitApproval(ctx workflow.Context, i int) error {
 	if err := e.setStage(ctx, allot.StageWaitingApproval); err != nil {
 		return err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n- `starter episode approve --pipeline %s --episode %s`\n- `starter episode reject --pipeline %s --episode %s --reason TEXT`\n\n%s",
-		step.Name, e.input.Pipeline, e.input.EpisodeID, e.input.Pipeline, e.input.EpisodeID, stepTable(e.state.Steps)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval** at step **%s**.\n\n- `%s`\n- `%s`\n\n%s",
+		step.Name, allot.ApproveCommand(e.input.Pipeline, e.input.EpisodeID), allot.RejectCommand(e.input.Pipeline, e.input.EpisodeID, "rejected at the approval step"), stepTable(e.state.Steps)))
 	// A decision ends the wait: approve or reject, or a rework or
 	// reassembly that reopened earlier steps.
 	gen := e.generation

@@ -167,8 +167,8 @@ func (e *episode) decide(ctx workflow.Context, in activities.DecisionInput) (Epi
 			var t paidvendor.ActivityTask
 			err := workflow.ExecuteActivity(e.adapterCtx(ctx, v), v.Status, paidvendor.ActivityTaskRequest{ID: in.RemoteRef}).Get(ctx, &t)
 			if errorType(err) == paidvendor.ActivityErrNotFound {
-				return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("vendor %s has no task %q: find this step's task with `starter episode lookup --pipeline %s --episode %s --step %s`",
-					v.Name, in.RemoteRef, e.input.Pipeline, e.input.EpisodeID, in.Step), allot.InvalidRemoteRef)
+				return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("vendor %s has no task %q: find this step's task with `%s`",
+					v.Name, in.RemoteRef, allot.LookupCommand(e.input.Pipeline, e.input.EpisodeID, in.Step)), allot.InvalidRemoteRef)
 			}
 			if err != nil {
 				return EpisodeState{}, err

@@ -3,7 +3,6 @@ package workflows
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"allot"
 	"allot/ledger"
@@ -17,20 +16,19 @@ import (
 // command. The Web UI's current details, the state query and `starter
 // episode show` show these; a test runs each of them.
 func Remedies(pipelineName, episodeID, step string, state allot.PaidTaskState, attention string) []string {
-	target := fmt.Sprintf("--pipeline %s --episode %s --step %s", pipelineName, episodeID, step)
 	var out []string
 	for _, action := range allot.PaidActionsAllowed(state, attention) {
 		switch action {
 		case allot.ActionAdopt:
-			out = append(out, "starter episode lookup "+target)
+			out = append(out, allot.LookupCommand(pipelineName, episodeID, step))
 		case allot.ActionRetry:
-			out = append(out, "starter episode resolve "+target+" --retry")
+			out = append(out, allot.RetryCommand(pipelineName, episodeID, step))
 		case allot.ActionResubmit:
-			out = append(out, "starter episode resolve "+target+" --resubmit")
+			out = append(out, allot.ResubmitCommand(pipelineName, episodeID, step))
 		case allot.ActionAbandon:
-			out = append(out, "starter episode resolve "+target+" --abandon --reason "+allot.ShellQuote("abandoned after "+attention))
+			out = append(out, allot.AbandonCommand(pipelineName, episodeID, step, "abandoned after "+attention))
 		case allot.ActionRework:
-			out = append(out, "starter episode rework "+target)
+			out = append(out, allot.ReworkCommand(pipelineName, episodeID, step))
 		}
 	}
 	return out
@@ -43,48 +41,19 @@ func Remedies(pipelineName, episodeID, step string, state allot.PaidTaskState, a
 func BudgetRemedies(pipelineName, episodeID, step string, refused []ledger.BudgetShortfall) []string {
 	var out []string
 	for _, s := range refused {
-		out = append(out, BudgetRaiseCommand(s.Budget, s.Period, s.Needed(), fmt.Sprintf("admit %s/%s step %s", pipelineName, episodeID, step)))
+		out = append(out, allot.BudgetRaiseCommand(s.Budget, s.Period, s.Needed(), fmt.Sprintf("admit %s/%s step %s", pipelineName, episodeID, step)))
 	}
 	return out
-}
-
-// BudgetRaiseCommand raises budget's limit for one period to limit (minor
-// units), with a reason.
-func BudgetRaiseCommand(budget, period string, limit int64, reason string) string {
-	return fmt.Sprintf("starter budget raise %s --period %s --limit %d --reason %s", budget, period, limit, allot.ShellQuote(reason))
-}
-
-// ResumeCommand starts an unsettled episode's workflow again when it has
-// none (it never started, ended abnormally, or its history was deleted);
-// the workflow resumes from the ledger.
-func ResumeCommand(pipelineName, episodeID string) string {
-	return fmt.Sprintf("starter episode resume --pipeline %s --episode %s", pipelineName, episodeID)
 }
 
 // ReopenCommands reopen a settled episode: reassemble it, or rework one of
 // its paid steps (steps, in order), as complete starter commands.
 func ReopenCommands(pipelineName, episodeID string, steps []string) []string {
-	out := []string{fmt.Sprintf("starter episode reassemble --pipeline %s --episode %s", pipelineName, episodeID)}
+	out := []string{allot.ReassembleCommand(pipelineName, episodeID)}
 	for _, st := range steps {
-		out = append(out, fmt.Sprintf("starter episode rework --pipeline %s --episode %s --step %s", pipelineName, episodeID, st))
+		out = append(out, allot.ReworkCommand(pipelineName, episodeID, st))
 	}
 	return out
-}
-
-// CatchUpCommand settles the times pipeline's schedule missed up to until
-// (starter schedule catch-up).
-func CatchUpCommand(pipelineName string, until time.Time) string {
-	return fmt.Sprintf("starter schedule catch-up --pipeline %s --until %s", pipelineName, until.UTC().Format(time.RFC3339))
-}
-
-// BackfillCommand backfills pipeline's schedule over [from, to), with the
-// given extra flags (--dry-run, --yes, --no-wait).
-func BackfillCommand(pipelineName string, from, to time.Time, flags ...string) string {
-	cmd := fmt.Sprintf("starter schedule backfill --pipeline %s --from %s --to %s", pipelineName, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
-	for _, f := range flags {
-		cmd += " " + f
-	}
-	return cmd
 }
 
 // SplitCommand splits a command line into its words the way a POSIX shell

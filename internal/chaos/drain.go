@@ -214,7 +214,7 @@ func (r *run) resume(ctx context.Context, ep ledger.Episode, why string) {
 	r.humans[allot.EpisodeWorkflowID(ep.Pipeline, ep.ID)] = true
 	r.mu.Unlock()
 	r.logf("human: %s/%s: %s", ep.Pipeline, ep.ID, why)
-	_, _ = r.runRemedy(ctx, workflows.ResumeCommand(ep.Pipeline, ep.ID))
+	_, _ = r.runRemedy(ctx, allot.ResumeCommand(ep.Pipeline, ep.ID))
 }
 
 // resumeOrphans asks Temporal about every unsettled episode's workflow
