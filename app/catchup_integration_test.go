@@ -249,5 +249,11 @@ func TestCatchUpAfterAPause(t *testing.T) {
 			t.Fatalf("worker sweep of %s: %+v", r.Pipeline, r)
 		}
 	}
+	// The next sweep looks only at the times since the last one reached.
+	for _, r := range sw.SweepAll(ctx, now.Add(catchup.SweepEvery)) {
+		if r.Error != "" || !r.From.Equal(now.Add(-(10*time.Second + grace)).UTC()) {
+			t.Fatalf("the worker's next sweep of %s starts at %s, want where the last ended: %+v", r.Pipeline, r.From, r)
+		}
+	}
 	c.MustCheck()
 }

@@ -159,8 +159,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),
 		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "vendors", pipelines.VendorNames(), "go_steps", slices.Sorted(maps.Keys(cfg.Steps)), "temporal", hostPort(opts), "namespace", opts.Namespace)
 	// The times Temporal will not start any more (the server was down
-	// past a schedule's catchup_window) are settled once the worker
-	// serves: run or skipped under each pipeline's catch_up policy.
+	// past a schedule's catchup_window) are settled while the worker
+	// serves, at start and then every catchup.SweepEvery: run or skipped
+	// under each pipeline's catch_up policy.
 	go sweepMissed(ctx, &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID()}, logger)
 	return Serve(ctx, c, cfg.TaskQueue, acts)
 }
@@ -169,6 +170,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 // what it did; a failure is logged with the command that settles it later
 // (the next worker start also does).
 func sweepMissed(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) {
+	for {
+		sweepOnce(ctx, sw, logger)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(catchup.SweepEvery):
+		}
+	}
+}
+
+func sweepOnce(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) {
 	for _, r := range sw.SweepAll(ctx, time.Now()) {
 		switch {
 		case r.Error != "" && ctx.Err() == nil:

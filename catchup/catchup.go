@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -40,6 +41,9 @@ type Sweeper struct {
 	// StartRun starts the ScheduledRun of one missed time the policy runs;
 	// nil starts it as StartRun does.
 	StartRun func(ctx context.Context, p *pipeline.Pipeline, nominal time.Time) error
+
+	mu    sync.Mutex
+	swept map[string]time.Time // SweepAll: each pipeline's last Until
 }
 
 // SweepInput asks to settle one pipeline's missed times up to Until.
@@ -52,6 +56,9 @@ type SweepInput struct {
 	// Now is when the policy is applied (the missed runs that run start
 	// now); zero is the wall clock.
 	Now time.Time
+	// After, when set, is the last time already settled (a sweep before
+	// this one reached it): only later times are looked at.
+	After time.Time
 	// DryRun decides and reports, and writes and starts nothing.
 	DryRun bool
 }
@@ -110,6 +117,9 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	out.From = desc.Info.CreatedAt.UTC()
 	if floor := out.Until.Add(-spec.MaxBackfill); floor.After(out.From) {
 		out.From = floor
+	}
+	if in.After.After(out.From) {
+		out.From = in.After.UTC()
 	}
 	if !out.Until.After(out.From) {
 		return out, nil
@@ -222,9 +232,11 @@ func (s *Sweeper) startRun(ctx context.Context, p *pipeline.Pipeline, nominal ti
 
 // SweepAll settles every scheduled pipeline's times that Temporal will not
 // start any more: those older than the schedule's catchup_window (and its
-// jitter and catch_up_grace). The worker runs it when it starts. A
-// pipeline whose sweep fails has its error in its result's Error; the
-// others go on.
+// jitter and catch_up_grace). The worker runs it when it starts and then
+// every SweepEvery; after a pipeline's first sweep, each looks only at the
+// times since the last one reached. A pipeline whose sweep fails has its
+// error in its result's Error (and is looked at whole again next time);
+// the others go on.
 func (s *Sweeper) SweepAll(ctx context.Context, now time.Time) []SweepResult {
 	var out []SweepResult
 	for _, name := range slices.Sorted(slices.Values(s.Pipelines.Names())) {
@@ -235,12 +247,27 @@ func (s *Sweeper) SweepAll(ctx context.Context, now time.Time) []SweepResult {
 		res := SweepResult{Pipeline: name}
 		spec, err := p.Schedule.Spec()
 		if err == nil {
-			res, err = s.Sweep(ctx, SweepInput{Pipeline: name, Until: now.Add(-(spec.CatchupWindow + spec.Jitter + spec.CatchUpGrace)), Now: now})
+			s.mu.Lock()
+			after := s.swept[name]
+			s.mu.Unlock()
+			res, err = s.Sweep(ctx, SweepInput{Pipeline: name, Until: now.Add(-(spec.CatchupWindow + spec.Jitter + spec.CatchUpGrace)), Now: now, After: after})
 		}
 		if err != nil {
 			res.Error = err.Error()
+		} else if !res.Paused && !res.NoSchedule {
+			s.mu.Lock()
+			if s.swept == nil {
+				s.swept = map[string]time.Time{}
+			}
+			s.swept[name] = res.Until
+			s.mu.Unlock()
 		}
 		out = append(out, res)
 	}
 	return out
 }
+
+// SweepEvery is how often the worker sweeps: a time Temporal dropped (the
+// server down past catchup_window) is settled within about this much
+// after it became older than the window.
+const SweepEvery = time.Minute

@@ -103,6 +103,9 @@ type Summary struct {
 	VendorPauses      int
 	PausedWaits       int
 	VendorTrips       int
+	// Catch-up: chaos-catchup's scheduled times, those its policy
+	// (latest) skipped as missed, and the outages of every worker.
+	CatchUpTimes, MissedCatchUp, WorkersOutages int
 	// Bill and Costs are the vendors' charges and the ledger's costs, in
 	// minor units (one currency: USD).
 	Bill, Costs int64
@@ -111,12 +114,13 @@ type Summary struct {
 
 // Line is the one-line summary the command prints.
 func (s Summary) Line() string {
-	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_waits=%d vendor_trips=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
+	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
 		s.Seed, s.Scale, s.Plan, s.Ledger, s.Workers, s.Duration.Round(time.Second), s.Requests, s.Backfills, s.Runs, s.Keys, s.Episodes, s.Skipped,
 		s.PaidTasks, s.Charges, usd(s.Bill), usd(s.Costs),
 		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
 		s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
 		s.Approvals, s.Parked, s.HumanCommands, s.VendorMaxInFlight, DefaultMaxInFlight, s.VendorPauses, s.PausedWaits, s.VendorTrips,
+		s.WorkersOutages, s.CatchUpTimes, s.MissedCatchUp,
 		s.EpisodeP50.Round(100*time.Millisecond), s.EpisodeP95.Round(100*time.Millisecond), s.EpisodeP95NoHuman.Round(100*time.Millisecond), len(s.Violations))
 }
 
@@ -161,6 +165,10 @@ type run struct {
 	// faults found (a paused vendor that got a submission).
 	vendorPauses, pausedWaits, vendorTrips atomic.Int64
 	faultErrs                              []string
+	// chaos-catchup's schedule ran over (catchUpFrom, catchUpUntil];
+	// workersOutages counts the times every worker was down at once.
+	catchUpFrom, catchUpUntil time.Time
+	workersOutages            atomic.Int64
 }
 
 // Run runs the chaos test and returns what it found. An error means the
@@ -427,6 +435,10 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 func (r *run) execute(ctx context.Context, p plan) {
 	begin := time.Now()
 	giveUp := begin.Add(r.sc.Load + time.Minute)
+	if _, err := r.scheds.Create(ctx, operator.ScheduleInput{Pipeline: PipelineCatchUp, Note: "chaos run: catch-up across a workers outage"}); err != nil {
+		r.loadError("create the schedule of %s: %v", PipelineCatchUp, err)
+	}
+	r.catchUpFrom = time.Now()
 	var wg sync.WaitGroup
 	var faults sync.WaitGroup
 	for _, e := range p.Events {
@@ -443,6 +455,24 @@ func (r *run) execute(ctx context.Context, p plan) {
 					r.logf("killed worker-%d (SIGKILL), back after %s", e.Worker, e.Down.Round(time.Millisecond))
 				}
 			}()
+		case evWorkersOutage:
+			faults.Add(1)
+			go func() {
+				defer faults.Done()
+				r.logf("every worker down (SIGKILL) for %s, across %s's scheduled times", e.Down.Round(time.Millisecond), PipelineCatchUp)
+				var all sync.WaitGroup
+				for i := range r.st.workers {
+					all.Add(1)
+					go func() { defer all.Done(); r.st.killWorker(ctx, i, e.Down) }()
+				}
+				all.Wait()
+				r.workersOutages.Add(1)
+			}()
+		case evCatchUpPause:
+			if _, err := r.scheds.Pause(ctx, PipelineCatchUp, "chaos run: the load of "+PipelineCatchUp+" is over"); err != nil {
+				r.loadError("pause the schedule of %s: %v", PipelineCatchUp, err)
+			}
+			r.catchUpUntil = time.Now()
 		case evVendorRestart:
 			faults.Add(1)
 			go func() {

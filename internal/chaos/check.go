@@ -251,6 +251,9 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	// limit, to the minor unit, with nothing left reserved; and a period
 	// that ran out used at least 99 % of its limit (a reservation not
 	// released promptly would leave it short).
+	if err := r.checkCatchUp(ctx, sum, bad); err != nil {
+		return err
+	}
 	if err := r.checkBudgets(ctx, sum, bad); err != nil {
 		return err
 	}
@@ -358,6 +361,66 @@ func (r *run) checkBudgets(ctx context.Context, sum *Summary, bad func(string, .
 	}
 	if sum.BudgetsExhausted == 0 {
 		sum.BudgetUseMin = 0
+	}
+	return nil
+}
+
+// checkCatchUp: every time chaos-catchup's schedule matched while it ran
+// has exactly one run outcome under its key, allocated or skipped as
+// missed_catch_up (invariant 21), never both; and the workers outage made
+// the latest policy skip some of them.
+func (r *run) checkCatchUp(ctx context.Context, sum *Summary, bad func(string, ...any)) error {
+	if r.catchUpFrom.IsZero() || r.catchUpUntil.IsZero() {
+		bad("%s's schedule did not run (from %s until %s)", PipelineCatchUp, r.catchUpFrom, r.catchUpUntil)
+		return nil
+	}
+	p, err := r.pipelines.Get(PipelineCatchUp)
+	if err != nil {
+		return err
+	}
+	spec, err := p.Schedule.Spec()
+	if err != nil {
+		return err
+	}
+	times, err := spec.Times(p.TimeZone, r.catchUpFrom, r.catchUpUntil, 0)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, len(times))
+	for i, t := range times {
+		keys[i] = allot.AllocationKey(PipelineCatchUp, t)
+	}
+	runs, err := r.led.RunOutcomesOfKeys(ctx, PipelineCatchUp, keys)
+	if err != nil {
+		return err
+	}
+	byKey := map[string][]ledger.RunOutcome{}
+	for _, o := range runs {
+		byKey[o.AllocationKey] = append(byKey[o.AllocationKey], o)
+	}
+	sum.CatchUpTimes = len(times)
+	for _, k := range keys {
+		var ran, skipped bool
+		for _, o := range byKey[k] {
+			switch {
+			case o.Outcome == allot.OutcomeSkipped && o.Reason == allot.ReasonMissedCatchUp:
+				skipped = true
+			case o.Outcome == allot.OutcomeAllocated || o.Outcome == allot.OutcomeReused:
+				ran = true
+			}
+		}
+		switch {
+		case len(byKey[k]) == 0:
+			bad("%s: scheduled time %s has no run outcome (invariant 21)", PipelineCatchUp, k)
+		case ran && skipped:
+			bad("%s: scheduled time %s both ran and was skipped as missed_catch_up", PipelineCatchUp, k)
+		case skipped:
+			sum.MissedCatchUp++
+		}
+	}
+	sum.WorkersOutages = int(r.workersOutages.Load())
+	if sum.WorkersOutages > 0 && sum.MissedCatchUp == 0 {
+		bad("%s: every worker was down across %d of its times, and catch_up = \"latest\" skipped none", PipelineCatchUp, int((3*CatchUpInterval+CatchUpGrace)/CatchUpInterval))
 	}
 	return nil
 }

@@ -33,6 +33,17 @@ const (
 	PipelineReview = "chaos-review"
 	PipelineDaily  = "chaos-daily"
 	PipelineStrict = "chaos-strict"
+	// PipelineCatchUp runs on a real schedule every CatchUpInterval during
+	// the load, with catch_up = "latest": all workers are down across
+	// several of its times once (evWorkersOutage).
+	PipelineCatchUp = "chaos-catchup"
+)
+
+// CatchUpInterval and CatchUpGrace are chaos-catchup's schedule interval
+// and catch_up_grace.
+const (
+	CatchUpInterval = 4 * time.Second
+	CatchUpGrace    = time.Second
 )
 
 // DefaultMaxInFlight is the default vendor's max_in_flight in the chaos
@@ -233,12 +244,25 @@ time_zone = "Europe/Berlin"
   [[pipeline.step]]
   name = "publish"
   kind = "local"
+
+[[pipeline]]
+name   = %q
+period = "day"
+  [pipeline.schedule]
+  interval       = %q
+  catchup_window = "10s"
+  catch_up       = "latest"
+  catch_up_grace = %q
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
 `, DefaultMaxInFlight, strictURL, StrictVendorKeyEnv,
 		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),
 		PipelineReview, s[PipelineReview].cron(),
 		PipelineDaily, s[PipelineDaily].cron(),
-		PipelineStrict)
+		PipelineStrict,
+		PipelineCatchUp, CatchUpInterval.String(), CatchUpGrace.String())
 }
 
 // measurePipelinesTOML is the one pipeline the kill measurement runs: only

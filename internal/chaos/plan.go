@@ -69,6 +69,11 @@ const (
 	evManual          = "manual"
 	evDupScheduled    = "dup-scheduled"
 	evKill            = "kill"
+	// evWorkersOutage: every worker is down at once for Down, across
+	// several of chaos-catchup's scheduled times.
+	evWorkersOutage = "workers-outage"
+	// evCatchUpPause pauses chaos-catchup's schedule.
+	evCatchUpPause = "catch-up-pause"
 	evVendorRestart   = "vendor-restart"
 	evTemporalRestart = "temporal-restart"
 	// evVendorPause: an operator pauses the default vendor (starter
@@ -111,6 +116,11 @@ func (e event) String() string {
 		return fmt.Sprintf("%s %s down=%s", e.At.Round(time.Millisecond), e.Kind, e.Down.Round(time.Millisecond))
 	}
 }
+
+// catchUpEnd is the share of the load after which chaos-catchup's
+// schedule is paused: before the Temporal restart (from half the load on),
+// so that the Schedule starts every one of its times.
+const catchUpEnd = 0.45
 
 // vendorOutage is how long the default vendor is down once: long enough
 // for its breaker to trip (trip_after 3) and probe a few times.
@@ -220,6 +230,12 @@ func newPlan(seed uint64, sc Scale, workers int) plan {
 		event{At: between(f, frac(sc.Load, 0.1), frac(sc.Load, 0.25)), Kind: evVendorPause, Down: 15 * time.Second},
 		event{At: between(f, frac(sc.Load, 0.55), frac(sc.Load, 0.7)), Kind: evVendorOutage, Down: vendorOutage},
 	)
+	// chaos-catchup's schedule runs from the start of the load until
+	// catchUpEnd, before the Temporal restart; every worker is down once
+	// across several of its times.
+	evs = append(evs,
+		event{At: between(f, frac(sc.Load, 0.15), frac(sc.Load, 0.25)), Kind: evWorkersOutage, Down: 3*CatchUpInterval + CatchUpGrace},
+		event{At: frac(sc.Load, catchUpEnd), Kind: evCatchUpPause})
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At < evs[j].At })
 	h := sha256.New()
 	for _, e := range evs {
