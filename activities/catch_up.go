@@ -14,12 +14,20 @@ type DecideCatchUpInput struct {
 	Pipeline    string    `json:"pipeline"`
 	NominalTime time.Time `json:"nominal_time"`
 	BeganAt     time.Time `json:"began_at"`
+	// StartedAt is when the Schedule started the run's workflow: later
+	// than its catchup_window after the nominal time, only a backfill
+	// through the Schedule (--via-schedule) starts it, and an operator
+	// asked for it.
+	StartedAt time.Time `json:"started_at,omitzero"`
 }
 
 // DecideCatchUpResult is the policy's answer, with what it was.
 type DecideCatchUpResult struct {
 	pipeline.CatchUpDecision
 	Policy string `json:"policy"`
+	// Backfill: the Schedule started the run as a backfill (StartedAt),
+	// which always runs.
+	Backfill bool `json:"backfill,omitempty"`
 }
 
 // DecideCatchUp applies the pipeline's catch_up policy to one scheduled
@@ -37,6 +45,9 @@ func (a *Activities) DecideCatchUp(ctx context.Context, in DecideCatchUpInput) (
 	spec, err := p.Schedule.Spec()
 	if err != nil {
 		return DecideCatchUpResult{}, nonRetryable(allot.InvalidInput, "pipeline %s: %v", p.Name, err)
+	}
+	if !in.StartedAt.IsZero() && in.StartedAt.Sub(in.NominalTime) > spec.CatchupWindow+spec.Jitter {
+		return DecideCatchUpResult{CatchUpDecision: pipeline.CatchUpDecision{Run: true}, Policy: spec.CatchUp.String(), Backfill: true}, nil
 	}
 	d, err := spec.DecideCatchUp(p.TimeZone, in.NominalTime, in.BeganAt)
 	if err != nil {

@@ -209,7 +209,9 @@ func (r *scheduledRun) run(ctx workflow.Context) (ScheduledRunResult, error) {
 // before anything is allocated, so its key stays free for a later manual
 // run or backfill. Runs started with a nominal time (starter run, a
 // backfill, the catch-up sweep, which decided already) are never skipped
-// here, and a run that begins within MinCatchUpGrace asks nothing.
+// here, nor is a backfill through the Schedule (the policy sees that the
+// Schedule started it after its catchup_window), and a run that begins
+// within MinCatchUpGrace asks nothing.
 func (r *scheduledRun) catchUp(ctx workflow.Context) (skip bool, err error) {
 	switch r.result.NominalTimeSource {
 	case allot.NominalFromSchedule, allot.NominalFromStartTime:
@@ -228,6 +230,7 @@ func (r *scheduledRun) catchUp(ctx workflow.Context) (skip bool, err error) {
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions(allocationActivityOptions()))
 	if err := workflow.ExecuteLocalActivity(lctx, a.DecideCatchUp, activities.DecideCatchUpInput{
 		Pipeline: r.input.Pipeline, NominalTime: r.result.NominalTime, BeganAt: began,
+		StartedAt: workflow.GetInfo(ctx).WorkflowStartTime,
 	}).Get(ctx, &d); err != nil {
 		return false, err
 	}
