@@ -75,3 +75,27 @@ func TestDocsAreLinkedAndTheirLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// The README's first screens say how to start over and what the dev
+// stack's simulated vendor key is (issue 15: a newcomer's first hour).
+func TestREADMESaysHowToStartOverAndTheDevVendorKey(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	for _, want := range []string{"**Start over.**", "--data-dir data-2", "rm -rf data", "ALLOT_VENDOR_API_KEY=dev-vendor-key"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("README.md does not say %q", want)
+		}
+	}
+	if lines := strings.Count(s, "\n"); lines > 250 {
+		t.Errorf("README.md has %d lines; the front door holds at most 250 (the rest goes in docs/)", lines)
+	}
+	head := strings.Join(strings.SplitN(s, "\n", 16)[:15], "\n")
+	for _, want := range []string{"go run ./devserver", "go test", "exactly as often"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("README.md's first 15 lines do not say %q: they say what allot is and give the two commands", want)
+		}
+	}
+}
