@@ -153,7 +153,7 @@ func TestBudgetAdmitsWhatFitsAndResumesAfterARaise(t *testing.T) {
 		t.Fatal(err)
 	}
 	starter.Out(t, words[1:]...)
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := allottest.Deadline(t, 2*time.Minute)
 	for c.Vendor.Sim.ChargeCount() < 4 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the printed raise admitted nothing in 2 minutes: %d charges", c.Vendor.Sim.ChargeCount())

@@ -111,7 +111,7 @@ func TestBreakerTripsOnADeadVendorAndClosesWhenItReturns(t *testing.T) {
 	c.Vendor.Down(true)
 	eps := allocateMany(t, c, 2)
 	for _, ep := range eps {
-		deadline := time.Now().Add(time.Minute)
+		deadline := allottest.Deadline(t, time.Minute)
 		for {
 			st := c.WaitStage("auto-paid", ep, allot.StageWaitingVendor)
 			if st.Waiting.Reason == allot.ReasonVendorTripped {
@@ -202,7 +202,7 @@ func TestKilledSlotHoldersSlotComesBack(t *testing.T) {
 	}
 	// The vendor is serving the first send: its sender holds the only
 	// slot. Kill it there.
-	deadline := time.Now().Add(time.Minute)
+	deadline := allottest.Deadline(t, time.Minute)
 	for {
 		s, err := c.Ledger.VendorStateOf(context.Background(), pipeline.DefaultVendor, time.Time{})
 		if err == nil && s.InFlightSend == 1 && vendor.Sim.Stats().InFlight == 1 {
@@ -227,7 +227,7 @@ func TestKilledSlotHoldersSlotComesBack(t *testing.T) {
 	second := startWorker(t, bin, env)
 	for _, ep := range eps {
 		var final workflows.EpisodeResult
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := allottest.Context(t, 2*time.Minute)
 		err := c.Client.GetWorkflow(ctx, allot.EpisodeWorkflowID("auto-paid", ep), "").Get(ctx, &final)
 		cancel()
 		if err != nil || final.Stage != allot.StageCompleted {
