@@ -63,8 +63,9 @@ func completeAll(t *testing.T, c *allottest.Cluster, eps []string) {
 }
 
 // §1: a paused vendor gets no request while its episodes wait visibly
-// (state query, AllotOutcome, the ledger's outcome as stats counts it), and
-// after resume they complete by themselves with one charge each.
+// (state query, AllotOutcome, the ledger's outcome as stats counts it),
+// other work goes on, and after resume they complete by themselves with
+// one charge each.
 func TestPausedVendorGetsNothingThenEpisodesCompleteAfterResume(t *testing.T) {
 	c := allottest.NewCluster(t)
 	c.AddWorkers(2)
@@ -80,6 +81,12 @@ func TestPausedVendorGetsNothingThenEpisodesCompleteAfterResume(t *testing.T) {
 		}
 	}
 	c.WaitVisible(`AllotPipeline = "auto-paid" AND AllotOutcome = "waiting_vendor"`, 3)
+	// Work that needs no vendor goes on meanwhile: a pipeline of local
+	// steps allocates and completes while the vendor is paused.
+	free := c.Allocate("weekly-video", monday())
+	if final := c.WaitEpisode("weekly-video", free); final.Stage != allot.StageCompleted {
+		t.Fatalf("a free episode while the vendor is paused: %+v", final)
+	}
 	stats, err := operator.Stats(ctx, c.Ledger, operator.StatsInput{Pipeline: "auto-paid", Pipelines: c.Pipelines})
 	if err != nil {
 		t.Fatal(err)
