@@ -724,10 +724,10 @@ type BackfillProgress struct {
 	AlreadyDone int `json:"already_done,omitempty"`
 	Started     int `json:"started,omitempty"`
 	InFlight    int `json:"in_flight,omitempty"`
-	Allocated int `json:"allocated"`
-	Reused    int `json:"reused"`
-	Skipped   int `json:"skipped"`
-	Failed    int `json:"failed"`
+	Allocated   int `json:"allocated"`
+	Reused      int `json:"reused"`
+	Skipped     int `json:"skipped"`
+	Failed      int `json:"failed"`
 }
 
 // Complete reports whether every run has recorded its outcome.

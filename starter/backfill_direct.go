@@ -104,7 +104,7 @@ func printDirectBackfill(w io.Writer, in operator.BackfillInput, res operator.Ba
 		if rate <= 0 {
 			rate = operator.DefaultBackfillRate
 		}
-		fmt.Fprintf(w, "duration\tat least %s to start %d runs at --rate %v (the worker's pace may be slower)\n", (time.Duration(float64(toStart)/rate*float64(time.Second))).Round(time.Second), toStart, rate)
+		fmt.Fprintf(w, "duration\tat least %s to start %d runs at --rate %v (the worker's pace may be slower)\n", (time.Duration(float64(toStart) / rate * float64(time.Second))).Round(time.Second), toStart, rate)
 	}
 	printForecasts(w, res.Budgets)
 	yes := workflows.BackfillCommand(in.Pipeline, in.From, in.To, append(slices.Clone(in.Flags), "--yes")...)
