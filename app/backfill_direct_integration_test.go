@@ -117,19 +117,20 @@ func TestFastBackfillUsesTheSchedulesKeys(t *testing.T) {
 				t.Fatalf("the manual time got episode %s, had %s", ep.ID, manual)
 			}
 		default:
-			// Backfilled at the lower priority; the episode inherits it.
+			// Backfilled at the lower priority, its episode lower still.
 			if got := priorityOf(t, c, k); got != operator.PriorityBackfill {
 				t.Fatalf("backfilled run %s has priority %d, want %d", k, got, operator.PriorityBackfill)
 			}
-			if got := priorityOf(t, c, workflows.EpisodeWorkflowID("weekly-video", ep.ID)); got != operator.PriorityBackfill {
-				t.Fatalf("backfilled run %s's episode has priority %d, want %d", k, got, operator.PriorityBackfill)
+			if got := priorityOf(t, c, workflows.EpisodeWorkflowID("weekly-video", ep.ID)); got != operator.PriorityBackfillEpisode {
+				t.Fatalf("backfilled run %s's episode has priority %d, want %d", k, got, operator.PriorityBackfillEpisode)
 			}
 		}
 	}
-	// The Schedule's own run carries no priority: the server's default,
-	// above the backfill's.
-	if got := priorityOf(t, c, keys[0]); got != 0 || operator.PriorityScheduled >= operator.PriorityBackfill {
-		t.Fatalf("the Schedule's run has priority %d", got)
+	// The Schedule's own run and its episode carry no priority: the
+	// server's default, above the backfill's.
+	if got, ep := priorityOf(t, c, keys[0]), priorityOf(t, c, workflows.EpisodeWorkflowID("weekly-video", scheduled.ID)); got != 0 || ep != 0 ||
+		operator.PriorityScheduled >= operator.PriorityBackfill {
+		t.Fatalf("the Schedule's run has priority %d, its episode %d", got, ep)
 	}
 	// Again: everything is done, nothing starts.
 	again, err := s.BackfillDirect(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: from.Add(5 * time.Hour)})

@@ -21,14 +21,15 @@ import (
 
 // Task priorities of the runs allot starts (Temporal's PriorityKey: 1 is the
 // highest; the server has 5 levels by default and gives a start without one
-// the middle, 3). A Schedule's own starts carry none, so they get 3; a fast
-// backfill's runs get the lowest, so that a scheduled run's tasks are
-// dispatched before a backlog of backfilled ones. The Episode a run starts
-// inherits its priority (a child without its own priority takes its
-// parent's).
+// the middle, 3). A Schedule's own starts carry none, so they get 3, and
+// their Episodes inherit it. A fast backfill's runs get 4 and their
+// Episodes 5 (ScheduledRunInput.EpisodePriority): a scheduled run and its
+// episode are dispatched before a backlog of backfilled work, and a
+// backfill's allocations before its own episodes' steps.
 const (
-	PriorityScheduled = 3
-	PriorityBackfill  = 5
+	PriorityScheduled       = 3
+	PriorityBackfill        = 4
+	PriorityBackfillEpisode = 5
 )
 
 // The fast backfill's default throttle: far below a namespace's default
@@ -77,6 +78,9 @@ func (s *Schedules) RunOptions(p *pipeline.Pipeline, nominal time.Time, priority
 func (s *Schedules) StartRun(ctx context.Context, p *pipeline.Pipeline, nominal time.Time, priority int) (client.WorkflowRun, error) {
 	opts := s.RunOptions(p, nominal, priority)
 	in := workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal.UTC(), LedgerID: s.LedgerID}
+	if priority == PriorityBackfill {
+		in.EpisodePriority = PriorityBackfillEpisode
+	}
 	start := s.startWorkflow
 	if start == nil {
 		start = func(ctx context.Context, opts client.StartWorkflowOptions, in workflows.ScheduledRunInput) (client.WorkflowRun, error) {

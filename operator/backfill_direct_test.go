@@ -77,7 +77,7 @@ func TestStartRunBacksOffOnResourceExhausted(t *testing.T) {
 	if got.ID != key || got.TaskQueue != "q" || got.Priority.PriorityKey != PriorityBackfill ||
 		got.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING ||
 		got.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE ||
-		gotIn != (workflows.ScheduledRunInput{Pipeline: "weekly", NominalTime: nominal, LedgerID: "L"}) {
+		gotIn != (workflows.ScheduledRunInput{Pipeline: "weekly", NominalTime: nominal, LedgerID: "L", EpisodePriority: PriorityBackfillEpisode}) {
 		t.Fatalf("start options %+v, input %+v", got, gotIn)
 	}
 	if v, ok := got.TypedSearchAttributes.GetKeyword(workflows.PipelineAttr); !ok || v != "weekly" {
