@@ -513,11 +513,9 @@ type backfillPlan struct {
 	start, end time.Time // the Schedule backfill request's range, both inclusive
 	nominal    []time.Time
 	out        BackfillResult
-	// episodes and recorded are, with a ledger and known nominal times,
-	// the keys that already have an episode (and how many) and those with
-	// a recorded run outcome.
+	// episodes is, with a ledger and known nominal times, the keys that
+	// already have an episode (and how many).
 	episodes map[string]int
-	recorded map[string]bool
 }
 
 // planBackfill checks the request and the range, asks the server for the
