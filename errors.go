@@ -60,6 +60,12 @@ const (
 	// max_backfill_runs) was given without --yes. Nothing was sent.
 	ConsentRequired = "ConsentRequired"
 
+	// NominalTimesUnknown: a fast backfill (allot starting the runs
+	// itself) of a schedule whose jitter hides the nominal times of its
+	// spec, so allot cannot form the runs' keys. Nothing was started; the
+	// Schedule's own backfill (--via-schedule) can run them.
+	NominalTimesUnknown = "NominalTimesUnknown"
+
 	// Inputs (starter input). InputConflict: the reference was added with
 	// other data; InputNotFound: no input of that reference; InputClaimed:
 	// an episode claimed it, so it can no longer be withdrawn.
@@ -74,7 +80,7 @@ var NonRetryableErrorTypes = []string{
 	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
 	OutcomeUnknown, IdempotencyHorizonPassed, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, StepFailure,
-	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired,
+	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired, NominalTimesUnknown,
 	InputConflict, InputNotFound, InputClaimed,
 }
 

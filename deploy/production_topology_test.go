@@ -947,7 +947,7 @@ func (s *topology) starter(t *testing.T, queue string, out any, args ...string) 
 		t.Fatalf("starter %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	if out != nil {
-		if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		if err := json.Unmarshal(allottest.LastJSON(stdout.Bytes()), out); err != nil {
 			t.Fatalf("starter %s --json printed what is not its JSON result: %v\n%s", strings.Join(args, " "), err, stdout.String())
 		}
 	}

@@ -221,3 +221,42 @@ func (l *Ledger) RunOutcomesOfKeys(ctx context.Context, pipeline string, keys []
 	}
 	return out, nil
 }
+
+// EpisodesPerKey counts the episodes bound to each of the pipeline's keys
+// that has one (a key maps to one episode; more is the ambiguity check
+// reports). Keys without an episode are absent. It answers a backfill's
+// look-ups of many keys in a few queries instead of one per key.
+func (l *Ledger) EpisodesPerKey(ctx context.Context, pipeline string, keys []string) (map[string]int, error) {
+	if pipeline == "" {
+		return nil, invalid("episodes by key need a pipeline")
+	}
+	out := map[string]int{}
+	for chunk := range slices.Chunk(keys, keysPerQuery) {
+		args := []any{pipeline}
+		for _, k := range chunk {
+			args = append(args, k)
+		}
+		query := `SELECT allocation_key, COUNT(*) FROM episodes
+			WHERE pipeline = ? AND allocation_key IN (?` + strings.Repeat(`, ?`, len(chunk)-1) + `)
+			GROUP BY allocation_key`
+		rows, err := l.r.QueryContext(ctx, l.d.q(query), args...)
+		if err != nil {
+			return nil, fmt.Errorf("ledger %s: query episodes by key: %w", l.where, err)
+		}
+		for rows.Next() {
+			var k string
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("ledger %s: read episodes by key: %w", l.where, err)
+			}
+			out[k] = n
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("ledger %s: read episodes by key: %w", l.where, err)
+		}
+	}
+	return out, nil
+}

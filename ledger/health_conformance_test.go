@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -30,6 +31,7 @@ func runHealthConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"RetryingAndStalled", testRetryingAndStalled},
 		{"PipelinesHeld", testPipelinesHeld},
 		{"RunOutcomesOfKeys", testRunOutcomesOfKeys},
+		{"EpisodesPerKey", testEpisodesPerKey},
 		{"CheckWritable", testCheckWritable},
 		{"RetryingIsIndexed", testRetryingIsIndexed},
 	} {
@@ -191,6 +193,37 @@ func testRunOutcomesOfKeys(t *testing.T, l *Ledger) {
 	}
 	if outs, err := l.RunOutcomesOfKeys(ctx, "weekly", nil); err != nil || len(outs) != 0 {
 		t.Fatalf("no keys: %v, %v", outs, err)
+	}
+}
+
+func testEpisodesPerKey(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	var keys []string
+	for i := range keysPerQuery + 20 { // more than one IN list
+		key := fmt.Sprintf("weekly/k%04d", i)
+		keys = append(keys, key)
+		if i%3 == 0 {
+			alloc(t, l, "weekly", key, "2026-W32", 0)
+		}
+	}
+	alloc(t, l, "other", keys[1], "2026-W32", 0) // another pipeline's episode is not this one's
+	got, err := l.EpisodesPerKey(ctx, "weekly", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (len(keys) + 2) / 3; len(got) != want {
+		t.Fatalf("%d keys with episodes, want %d", len(got), want)
+	}
+	for i, k := range keys {
+		if n := got[k]; (i%3 == 0) != (n == 1) || n > 1 {
+			t.Fatalf("key %s: %d episodes", k, n)
+		}
+	}
+	if got, err := l.EpisodesPerKey(ctx, "weekly", nil); err != nil || len(got) != 0 {
+		t.Fatalf("no keys: %v, %v", got, err)
+	}
+	if _, err := l.EpisodesPerKey(ctx, "", keys); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("no pipeline: %v, want ErrInvalidInput", err)
 	}
 }
 

@@ -441,20 +441,16 @@ func OverBudget(fs []BudgetForecast) []BudgetForecast {
 
 // backfillForecast forecasts the budgets of a backfill's runs: those whose
 // keys have no episode yet (with a ledger; without one, every run).
-func (s *Schedules) backfillForecast(ctx context.Context, pipelineName string, nominal []time.Time, keys []string) ([]BudgetForecast, error) {
+func (s *Schedules) backfillForecast(ctx context.Context, pipelineName string, nominal []time.Time, keys []string, episodes map[string]int) ([]BudgetForecast, error) {
 	if len(s.Pipelines.Budgets()) == 0 || len(nominal) == 0 {
 		return nil, nil
 	}
 	fresh := nominal
-	if s.Ledger != nil && len(keys) == len(nominal) {
+	if episodes != nil && len(keys) == len(nominal) {
 		fresh = nil
 		for i, k := range keys {
-			_, err := s.Ledger.EpisodeByKey(ctx, pipelineName, k)
-			switch {
-			case errors.Is(err, ledger.ErrEpisodeNotFound):
+			if episodes[k] == 0 {
 				fresh = append(fresh, nominal[i])
-			case err != nil && !errors.Is(err, ledger.ErrKeyAmbiguous):
-				return nil, err
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,11 @@ type Schedules struct {
 	// Ledger, when set, is read (never written) by a dry-run backfill for
 	// the times that already have episodes.
 	Ledger *ledger.Ledger
+
+	// startWorkflow and sleep replace the client's start and the back-off's
+	// wait in tests.
+	startWorkflow func(context.Context, client.StartWorkflowOptions, workflows.ScheduledRunInput) (client.WorkflowRun, error)
+	sleep         func(context.Context, time.Duration) error
 }
 
 // ScheduleInput names a pipeline's schedule and overrides its configured
@@ -388,6 +394,25 @@ type BackfillInput struct {
 	// backfill is sent (to note the keys' runs so far, see WatchBackfill);
 	// an error sends nothing.
 	BeforeSend func(BackfillResult) error
+	// Flags are the flags beside --yes and --dry-run that the printed
+	// commands carry (e.g. --via-schedule), so that a remedy runs the same
+	// backfill.
+	Flags []string
+
+	// The fast backfill's (BackfillDirect's) settings.
+	//
+	// Rate caps the runs started per second (0: DefaultBackfillRate).
+	Rate float64
+	// MaxInFlight caps the runs started and not yet ended (0:
+	// DefaultBackfillMaxInFlight).
+	MaxInFlight int
+	// NoWait returns once every run is started, without waiting for the
+	// last ones to end.
+	NoWait bool
+	// Report, when set, is called with the progress as it changes (at most
+	// every ReportEvery, default 200 ms) and once at the end.
+	Report      func(BackfillProgress)
+	ReportEvery time.Duration
 }
 
 // BackfillResult says what a backfill starts (or, dry, would start).
@@ -414,8 +439,20 @@ type BackfillResult struct {
 	// (First and Last are then action times), so the runs' keys are not
 	// known here and their progress cannot be followed.
 	NominalUnknown bool `json:"nominal_unknown,omitempty"`
-	// Progress is filled by the caller that waits for the runs.
+	// Progress is filled by the caller that waits for the runs (and by
+	// BackfillDirect).
 	Progress *BackfillProgress `json:"progress,omitempty"`
+	// AlreadyDone is, for the fast backfill with a ledger, how many of the
+	// runs' keys already have an episode or a recorded run: they count as
+	// done and are not started again.
+	AlreadyDone *int `json:"already_done,omitempty"`
+	// Direct: the runs were (or, dry, would be) started by allot itself
+	// (BackfillDirect), not by the Schedule.
+	Direct bool `json:"direct,omitempty"`
+	// Interrupted: the fast backfill stopped starting runs when its
+	// context ended; Resume is the command that goes on where it stopped.
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Resume      string `json:"resume,omitempty"`
 	// Budgets forecast what the runs that allocate new episodes would
 	// reserve in each budget period, against what it has free; over a
 	// budget's free amount, the backfill needs --yes.
@@ -440,92 +477,16 @@ var ErrBackfillNeedsConsent = errors.New("backfill needs consent")
 // is inclusive: the request ends 1 ms before To, so a time that falls on
 // To does not run.
 func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillResult, error) {
-	p, err := s.Pipelines.Get(in.Pipeline)
+	pl, err := s.planBackfill(ctx, in)
 	if err != nil {
 		return BackfillResult{}, err
 	}
-	var configured pipeline.Schedule
-	if p.Schedule != nil {
-		configured = *p.Schedule
-	}
-	merged := configured.Merge(in.Override)
-	maxBackfill, err := merged.MaxBackfillDuration()
-	if err != nil {
-		return BackfillResult{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
-	}
-	maxRuns, err := merged.MaxBackfillRunCount()
-	if err != nil {
-		return BackfillResult{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
-	}
-	switch {
-	case in.From.IsZero() || in.To.IsZero():
-		return BackfillResult{}, errors.New("backfill needs --from and --to (RFC3339)")
-	case !in.From.Before(in.To):
-		return BackfillResult{}, fmt.Errorf("backfill range is reversed or empty: --from %s is not before --to %s", in.From.Format(time.RFC3339), in.To.Format(time.RFC3339))
-	case in.To.Sub(in.From) > maxBackfill:
-		return BackfillResult{}, fmt.Errorf("backfill range of %s is longer than pipeline %s's max_backfill of %s: split it, or raise max_backfill", in.To.Sub(in.From), p.Name, maxBackfill)
-	}
-	h, err := s.handle(ctx, p.Name)
-	if err != nil {
-		return BackfillResult{}, err
-	}
-	from, to := in.From.UTC(), in.To.UTC()
-	// The request's range: Temporal starts the times in [start, end], both
-	// inclusive (it looks from start-1ms on), so end is To-1ms.
-	start, end := from, to.Add(-time.Millisecond)
-	times, err := s.matchingTimes(ctx, h.GetID(), start.Add(-time.Millisecond), end)
-	if err != nil {
-		return BackfillResult{}, err
-	}
-	out := BackfillResult{ScheduleID: h.GetID(), From: from, To: to, Runs: len(times), MaxRuns: maxRuns, DryRun: in.DryRun}
-	var nominal []time.Time
-	if len(times) > 0 {
-		desc, err := h.Describe(ctx)
-		if err != nil {
-			return BackfillResult{}, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
-		}
-		var ok bool
-		nominal, ok = nominalTimes(desc.Schedule.Spec, times)
-		out.First, out.Last, out.NominalUnknown = nominal[0], nominal[len(nominal)-1], !ok
-		for _, t := range nominal {
-			if ok {
-				out.Keys = append(out.Keys, allot.AllocationKey(p.Name, t))
-			}
-		}
-		now := time.Now()
-		for _, t := range []time.Time{out.First, out.Last} {
-			if err := p.CheckNominalTime(t, now); err != nil {
-				return BackfillResult{}, fmt.Errorf("backfill refused, nothing sent: %w", err)
-			}
-		}
-	}
-	if out.Budgets, err = s.backfillForecast(ctx, p.Name, nominal, out.Keys); err != nil {
-		return BackfillResult{}, err
-	}
+	out := pl.out
 	if in.DryRun {
-		if s.Ledger != nil && !out.NominalUnknown {
-			n, err := existingEpisodes(ctx, s.Ledger, p.Name, out.Keys)
-			if err != nil {
-				return BackfillResult{}, err
-			}
-			out.Existing = &n
-		}
 		return out, nil
 	}
-	if out.Runs > maxRuns && !in.Yes {
-		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d; nothing was sent. Check the range with `%s`, then send it with `%s` (or raise max_backfill_runs)",
-			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), out.Runs,
-			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, maxRuns,
-			allot.BackfillCommand(p.Name, from, to, "--dry-run"), allot.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
-	}
-	if over := OverBudget(out.Budgets); len(over) > 0 && !in.Yes {
-		lines := make([]string, len(over))
-		for i, f := range over {
-			lines[i] = f.String()
-		}
-		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s would reserve more than its budgets have free: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
-			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), strings.Join(lines, "; "),
-			allot.BackfillCommand(p.Name, from, to, "--dry-run"), allot.BackfillCommand(p.Name, from, to, "--yes")), allot.ConsentRequired, ErrBackfillNeedsConsent)
+	if err := pl.consent(in); err != nil {
+		return out, err
 	}
 	if out.Runs == 0 {
 		return out, nil
@@ -535,13 +496,132 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 			return BackfillResult{}, err
 		}
 	}
-	if err := h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
-		Start: start, End: end, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
+	if err := pl.h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
+		Start: pl.start, End: pl.end, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
 	}}}); err != nil {
-		return BackfillResult{}, fmt.Errorf("backfill schedule %s: %w", h.GetID(), err)
+		return BackfillResult{}, fmt.Errorf("backfill schedule %s: %w", pl.h.GetID(), err)
 	}
 	out.Sent = true
 	return out, nil
+}
+
+// backfillPlan is what both backfill paths work out before they send or
+// start anything: the times, their keys, what the ledger already has of
+// them, and the budget forecast.
+type backfillPlan struct {
+	p          *pipeline.Pipeline
+	h          client.ScheduleHandle
+	start, end time.Time // the Schedule backfill request's range, both inclusive
+	nominal    []time.Time
+	out        BackfillResult
+	// episodes is, with a ledger and known nominal times, the keys that
+	// already have an episode (and how many).
+	episodes map[string]int
+}
+
+// planBackfill checks the request and the range, asks the server for the
+// times, maps them to nominal times and keys, looks the keys up in the
+// ledger (a few batched queries, however many keys) and forecasts the
+// budgets. It sends nothing.
+func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput) (*backfillPlan, error) {
+	p, err := s.Pipelines.Get(in.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	var configured pipeline.Schedule
+	if p.Schedule != nil {
+		configured = *p.Schedule
+	}
+	merged := configured.Merge(in.Override)
+	maxBackfill, err := merged.MaxBackfillDuration()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	maxRuns, err := merged.MaxBackfillRunCount()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	switch {
+	case in.From.IsZero() || in.To.IsZero():
+		return nil, errors.New("backfill needs --from and --to (RFC3339)")
+	case !in.From.Before(in.To):
+		return nil, fmt.Errorf("backfill range is reversed or empty: --from %s is not before --to %s", in.From.Format(time.RFC3339), in.To.Format(time.RFC3339))
+	case in.To.Sub(in.From) > maxBackfill:
+		return nil, fmt.Errorf("backfill range of %s is longer than pipeline %s's max_backfill of %s: split it, or raise max_backfill", in.To.Sub(in.From), p.Name, maxBackfill)
+	}
+	h, err := s.handle(ctx, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	from, to := in.From.UTC(), in.To.UTC()
+	// The request's range: Temporal starts the times in [start, end], both
+	// inclusive (it looks from start-1ms on), so end is To-1ms.
+	start, end := from, to.Add(-time.Millisecond)
+	times, err := s.matchingTimes(ctx, h.GetID(), start.Add(-time.Millisecond), end)
+	if err != nil {
+		return nil, err
+	}
+	pl := &backfillPlan{p: p, h: h, start: start, end: end}
+	pl.out = BackfillResult{ScheduleID: h.GetID(), From: from, To: to, Runs: len(times), MaxRuns: maxRuns, DryRun: in.DryRun}
+	out := &pl.out
+	if len(times) > 0 {
+		desc, err := h.Describe(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
+		}
+		var ok bool
+		pl.nominal, ok = nominalTimes(desc.Schedule.Spec, times)
+		out.First, out.Last, out.NominalUnknown = pl.nominal[0], pl.nominal[len(pl.nominal)-1], !ok
+		if ok {
+			out.Keys = make([]string, len(pl.nominal))
+			for i, t := range pl.nominal {
+				out.Keys[i] = allot.AllocationKey(p.Name, t)
+			}
+		}
+		now := time.Now()
+		for _, t := range []time.Time{out.First, out.Last} {
+			if err := p.CheckNominalTime(t, now); err != nil {
+				return nil, fmt.Errorf("backfill refused, nothing sent: %w", err)
+			}
+		}
+	}
+	if s.Ledger != nil && !out.NominalUnknown && len(out.Keys) > 0 {
+		if pl.episodes, err = s.Ledger.EpisodesPerKey(ctx, p.Name, out.Keys); err != nil {
+			return nil, err
+		}
+	}
+	if out.Budgets, err = s.backfillForecast(ctx, p.Name, pl.nominal, out.Keys, pl.episodes); err != nil {
+		return nil, err
+	}
+	if in.DryRun && s.Ledger != nil && !out.NominalUnknown {
+		n := len(pl.episodes)
+		out.Existing = &n
+	}
+	return pl, nil
+}
+
+// consent refuses, unless in.Yes, a backfill of more runs than the
+// pipeline's max_backfill_runs or that would reserve more than a budget
+// has free (invariant 15). The printed commands carry in.Flags.
+func (pl *backfillPlan) consent(in BackfillInput) error {
+	out, p := pl.out, pl.p
+	from, to := out.From, out.To
+	dry := allot.BackfillCommand(p.Name, from, to, append(slices.Clone(in.Flags), "--dry-run")...)
+	yes := allot.BackfillCommand(p.Name, from, to, append(slices.Clone(in.Flags), "--yes")...)
+	if out.Runs > out.MaxRuns && !in.Yes {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d; nothing was sent. Check the range with `%s`, then send it with `%s` (or raise max_backfill_runs)",
+			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), out.Runs,
+			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, out.MaxRuns, dry, yes), allot.ConsentRequired, ErrBackfillNeedsConsent)
+	}
+	if over := OverBudget(out.Budgets); len(over) > 0 && !in.Yes {
+		lines := make([]string, len(over))
+		for i, f := range over {
+			lines[i] = f.String()
+		}
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s would reserve more than its budgets have free: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
+			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), strings.Join(lines, "; "), dry, yes), allot.ConsentRequired, ErrBackfillNeedsConsent)
+	}
+	return nil
 }
 
 // matchingTimes asks the server for the schedule's action times after
@@ -631,30 +711,22 @@ func nominalFunc(spec *client.ScheduleSpec) func(time.Time) time.Time {
 	return nil
 }
 
-func existingEpisodes(ctx context.Context, led *ledger.Ledger, pipelineName string, keys []string) (int, error) {
-	n := 0
-	for _, k := range keys {
-		_, err := led.EpisodeByKey(ctx, pipelineName, k)
-		switch {
-		case err == nil, errors.Is(err, ledger.ErrKeyAmbiguous):
-			n++
-		case !errors.Is(err, ledger.ErrEpisodeNotFound):
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
 // BackfillProgress counts how far a backfill has come, from the ledger's run
 // outcomes of its keys: a key is done once a run of it that was not in the
 // ledger when the backfill was sent has recorded its outcome.
 type BackfillProgress struct {
-	Total     int `json:"total"`
-	Done      int `json:"done"`
-	Allocated int `json:"allocated"`
-	Reused    int `json:"reused"`
-	Skipped   int `json:"skipped"`
-	Failed    int `json:"failed"`
+	Total int `json:"total"`
+	Done  int `json:"done"`
+	// AlreadyDone (fast backfill): of Done, the keys that had an episode
+	// or a recorded run before it began; Started: the runs it started (or
+	// joined); InFlight: of those, the ones not ended yet.
+	AlreadyDone int `json:"already_done,omitempty"`
+	Started     int `json:"started,omitempty"`
+	InFlight    int `json:"in_flight,omitempty"`
+	Allocated   int `json:"allocated"`
+	Reused      int `json:"reused"`
+	Skipped     int `json:"skipped"`
+	Failed      int `json:"failed"`
 }
 
 // Complete reports whether every run has recorded its outcome.

@@ -70,8 +70,10 @@ type cli struct {
 	// resolvedNamespace is the namespace the last dial used.
 	resolvedNamespace string
 	json              bool
-	stdout            io.Writer
-	stderr            io.Writer
+	// barOpen: a progress bar is drawn on stderr without its newline.
+	barOpen bool
+	stdout  io.Writer
+	stderr  io.Writer
 
 	// given are the flags set on the command line, with their values: the
 	// commands the CLI prints carry them (see givenFlags).

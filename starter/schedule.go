@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -191,7 +192,10 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 	fs.BoolVar(&in.Yes, "yes", false, "consent to more runs than the pipeline's max_backfill_runs")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "count the runs (first, last, how many already have episodes) and send nothing")
 	fs.BoolVar(&noWait, "no-wait", false, "return once the backfill is sent, without following its runs")
-	fs.DurationVar(&progressEvery, "progress-interval", time.Second, "how often to read the runs' progress from the ledger")
+	fs.DurationVar(&progressEvery, "progress-interval", time.Second, "how often to print the runs' progress (read from the ledger with --via-schedule)")
+	viaSchedule := fs.Bool("via-schedule", false, "let the pipeline's Temporal Schedule start the runs (its own backfill: about 10 runs a second, listed in the Schedule's history); default: starter starts them itself")
+	fs.Float64Var(&in.Rate, "rate", operator.DefaultBackfillRate, "fast backfill: most runs started per second")
+	fs.IntVar(&in.MaxInFlight, "max-in-flight", operator.DefaultBackfillMaxInFlight, "fast backfill: most runs started and not yet ended")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -207,6 +211,17 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 	}
 	if in.To, err = time.Parse(time.RFC3339, to); err != nil {
 		return usageError{fmt.Errorf("--to %q is not RFC3339: write it like 2026-08-10T00:00:00Z", to)}
+	}
+	if !*viaSchedule {
+		return backfillDirect(ctx, c, in, noWait, progressEvery)
+	}
+	if c.given["rate"] != "" || c.given["max-in-flight"] != "" {
+		return usageError{errors.New("--rate and --max-in-flight throttle the fast backfill, which starts the runs itself; the Schedule (--via-schedule) paces its own: drop them, or drop --via-schedule")}
+	}
+	// The commands the refusals print run this backfill again.
+	in.Flags = append(in.Flags, "--via-schedule")
+	if f := c.givenFlags("ledger", "pipelines", "task-queue", "address", "namespace"); len(f) > 0 {
+		in.Flags = append(in.Flags, shellJoin(f))
 	}
 	s, done, err := c.schedules(ctx)
 	if err != nil {
@@ -226,7 +241,7 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 			s.Ledger = led
 		} else if ledgerErr = err; !in.DryRun && !noWait {
 			return fmt.Errorf("the backfill's progress is read from the ledger, which cannot be opened: %w (to send it without following it: %s)", err,
-				allot.BackfillCommand(in.Pipeline, in.From, in.To, backfillFlags(in, "--no-wait")...))
+				allot.BackfillCommand(in.Pipeline, in.From, in.To, backfillFlags(in, append(slices.Clone(in.Flags), "--no-wait")...)...))
 		}
 	}
 	var watch *operator.BackfillWatch
@@ -290,10 +305,10 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 		}
 		printForecasts(w, res.Budgets)
 		if res.DryRun && res.Runs > res.MaxRuns {
-			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
+			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, append(slices.Clone(in.Flags), "--yes")...))
 		}
 		if res.DryRun && len(operator.OverBudget(res.Budgets)) > 0 {
-			fmt.Fprintf(w, "consent\tmore than a budget has free: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, "--yes"))
+			fmt.Fprintf(w, "consent\tmore than a budget has free: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, append(slices.Clone(in.Flags), "--yes")...))
 		}
 		if p := res.Progress; p != nil {
 			state := "processed"

@@ -471,6 +471,10 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// open UI tab and a polling test exceed together.
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key():        200,
 		dynamicconfig.FrontendMaxNamespaceVisibilityBurstRatioPerInstance.Key(): 2.0,
+		// Task priority (a fast backfill's runs rank below scheduled ones)
+		// needs matching's priority-aware matcher (matching.useNewMatcher)
+		// and its 5 levels (matching.priorityLevels): both are this server
+		// version's defaults, so nothing is set for them here.
 	}
 }
 

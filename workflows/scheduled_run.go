@@ -26,6 +26,11 @@ type ScheduledRunInput struct {
 	// the ledger the run must be allocated in: a worker of another ledger
 	// refuses it (LedgerMismatch).
 	LedgerID string `json:"ledger_id,omitempty"`
+	// EpisodePriority, when set (a fast backfill sets it), is the Temporal
+	// task priority key of the Episode this run starts; 0: the Episode
+	// inherits the run's. A backfill ranks its episodes' work below its
+	// runs' allocations, so its runs record their outcomes first.
+	EpisodePriority int `json:"episode_priority,omitempty"`
 }
 
 // ScheduledRunResult says which episode the run owns and why.
@@ -258,6 +263,9 @@ func (r *scheduledRun) startEpisode(ctx workflow.Context) error {
 			OutcomeAttr.ValueSet(string(allot.OutcomeRunning)),
 		),
 		Memo: map[string]any{allot.LedgerMemo: r.ledgerID},
+		// Zero sends no priority (the child inherits), so histories from
+		// before this field replay unchanged.
+		Priority: temporal.Priority{PriorityKey: r.input.EpisodePriority},
 	})
 	var exec workflow.Execution
 	err := workflow.ExecuteChildWorkflow(cctx, Episode, EpisodeInput{

@@ -264,7 +264,7 @@ func (e *env) backfillSevenDays(t *testing.T) {
 	}
 	var res operator.BackfillResult
 	e.json(&res, backfill...)
-	if !res.Sent || res.Runs != 7 || res.Progress == nil || *res.Progress != (operator.BackfillProgress{Total: 7, Done: 7, Allocated: 6, Reused: 1}) ||
+	if !res.Sent || res.Runs != 7 || res.Progress == nil || *res.Progress != (operator.BackfillProgress{Total: 7, Done: 7, AlreadyDone: 1, Started: 6, Allocated: 6}) ||
 		res.First.Format(time.RFC3339) != "2026-10-19T22:05:00Z" || res.Last.Format(time.RFC3339) != "2026-10-25T23:05:00Z" {
 		t.Fatalf("backfill: %+v, progress %+v", res, res.Progress)
 	}
@@ -289,15 +289,16 @@ func (e *env) backfillSevenDays(t *testing.T) {
 			t.Fatalf("%d notifications for %s", n, date)
 		}
 	}
-	if o := e.runOutcomes()[keys[6]]; len(o) != 2 || o[0].Outcome != allot.OutcomeAllocated || o[1].Outcome != allot.OutcomeReused {
-		t.Fatalf("runs of %s: %+v, want the manual run's allocation, then the backfill's reuse", keys[6], o)
+	// The manual run's time was done: the backfill did not start it again.
+	if o := e.runOutcomes()[keys[6]]; len(o) != 1 || o[0].Outcome != allot.OutcomeAllocated {
+		t.Fatalf("runs of %s: %+v, want the manual run's allocation only", keys[6], o)
 	}
 
-	// The same range again: every run gets its episode back.
+	// The same range again: every time is done, nothing starts.
 	before := e.state()
 	var again operator.BackfillResult
 	e.json(&again, backfill...)
-	if again.Progress == nil || *again.Progress != (operator.BackfillProgress{Total: 7, Done: 7, Reused: 7}) {
+	if again.Progress == nil || *again.Progress != (operator.BackfillProgress{Total: 7, Done: 7, AlreadyDone: 7}) {
 		t.Fatalf("backfill again: %+v, progress %+v", again, again.Progress)
 	}
 	if after := e.state(); after != before {

@@ -189,7 +189,7 @@ func (e *env) readme(t *testing.T) {
 
 	var res operator.BackfillResult
 	e.json(&res, readmeBackfill...)
-	if !res.Sent || res.Runs != 8 || res.Progress == nil || *res.Progress != (operator.BackfillProgress{Total: 8, Done: 8, Allocated: 3, Skipped: 5}) ||
+	if !res.Sent || res.Runs != 8 || res.Progress == nil || *res.Progress != (operator.BackfillProgress{Total: 8, Done: 8, Started: 8, Allocated: 3, Skipped: 5}) ||
 		res.First.Format(time.RFC3339) != "2026-09-13T13:00:00Z" || res.Last.Format(time.RFC3339) != "2026-09-15T01:00:00Z" {
 		t.Fatalf("backfill: %+v, progress %+v", res, res.Progress)
 	}
@@ -230,12 +230,12 @@ func (e *env) readme(t *testing.T) {
 	}
 	e.wantCheckOK()
 
-	// The same range again: Monday's runs get their episodes back, its
-	// fourth is still at the cap, Sunday still finds nothing ready.
+	// The same range again: every slot has its recorded run, so nothing
+	// starts and nothing changes.
 	before := e.state()
 	var again operator.BackfillResult
 	e.json(&again, readmeBackfill...)
-	if again.Progress == nil || *again.Progress != (operator.BackfillProgress{Total: 8, Done: 8, Reused: 3, Skipped: 5}) {
+	if again.Progress == nil || *again.Progress != (operator.BackfillProgress{Total: 8, Done: 8, AlreadyDone: 8}) {
 		t.Fatalf("backfill again: %+v, progress %+v", again, again.Progress)
 	}
 	if after := e.state(); after != before {
@@ -477,7 +477,7 @@ func (e *env) capAcrossBackfill(t *testing.T) {
 	}
 	var res operator.BackfillResult
 	e.json(&res, backfill...)
-	if !res.Sent || res.Progress == nil || *res.Progress != (operator.BackfillProgress{Total: 12, Done: 12, Allocated: 9, Skipped: 3}) {
+	if !res.Sent || res.Progress == nil || *res.Progress != (operator.BackfillProgress{Total: 12, Done: 12, Started: 12, Allocated: 9, Skipped: 3}) {
 		t.Fatalf("backfill: %+v, progress %+v", res, res.Progress)
 	}
 	var eps []ledger.Episode
@@ -499,8 +499,10 @@ func (e *env) capAcrossBackfill(t *testing.T) {
 	}
 	e.wantPublished(eps)
 
-	// The same range again: nothing changes, and each run gets its first
-	// answer back from the ledger, the same episode with the same draft.
+	// The same range again, through the Schedule (--via-schedule starts
+	// every time again, where the default skips the times already done):
+	// nothing changes, and each run gets its first answer back from the
+	// ledger, the same episode with the same draft.
 	first := map[string]workflows.ScheduledRunResult{}
 	for _, day := range days {
 		for _, slot := range e.slots(day) {
@@ -510,7 +512,7 @@ func (e *env) capAcrossBackfill(t *testing.T) {
 	}
 	before := e.state()
 	var again operator.BackfillResult
-	e.json(&again, backfill...)
+	e.json(&again, append(slices.Clone(backfill), "--via-schedule")...)
 	if again.Progress == nil || *again.Progress != (operator.BackfillProgress{Total: 12, Done: 12, Reused: 9, Skipped: 3}) {
 		t.Fatalf("backfill again: %+v, progress %+v", again, again.Progress)
 	}

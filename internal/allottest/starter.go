@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
 	"strings"
@@ -52,7 +53,25 @@ func (s Starter) Out(t *testing.T, args ...string) []byte {
 func (s Starter) JSON(t *testing.T, v any, args ...string) {
 	t.Helper()
 	out := s.Out(t, append(slices.Clone(args), "--json")...)
-	if err := json.Unmarshal(out, v); err != nil {
+	if err := json.Unmarshal(LastJSON(out), v); err != nil {
 		t.Fatalf("starter %s --json: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// LastJSON is the last JSON value of a command's output: the result, after
+// the progress lines a command that follows something prints first (`schedule
+// backfill`). Output that is not a stream of JSON values is returned whole.
+func LastJSON(out []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var last json.RawMessage
+	for {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			if err == io.EOF && last != nil {
+				return last
+			}
+			return out
+		}
+		last = v
 	}
 }

@@ -519,7 +519,10 @@ func (r *run) load(ctx context.Context, e event, giveUp time.Time) {
 		var res operator.BackfillResult
 		err := r.retry(ctx, giveUp, func(ctx context.Context) error {
 			var err error
-			res, err = r.scheds.Backfill(ctx, operator.BackfillInput{Pipeline: e.Pipeline, From: e.From, To: e.To, Yes: true})
+			// The fast backfill, `starter schedule backfill`'s default:
+			// allot starts the runs itself; a retry after a failure or
+			// a timeout resumes it (the times already run are done).
+			res, err = r.scheds.BackfillDirect(ctx, operator.BackfillInput{Pipeline: e.Pipeline, From: e.From, To: e.To, Yes: true, NoWait: true})
 			return err
 		})
 		r.backfills.Add(1)

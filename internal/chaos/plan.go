@@ -65,15 +65,15 @@ var Scales = map[string]Scale{
 
 // Kinds of plan events.
 const (
-	evBackfill        = "backfill"
-	evManual          = "manual"
-	evDupScheduled    = "dup-scheduled"
-	evKill            = "kill"
+	evBackfill     = "backfill"
+	evManual       = "manual"
+	evDupScheduled = "dup-scheduled"
+	evKill         = "kill"
 	// evWorkersOutage: every worker is down at once for Down, across
 	// several of chaos-catchup's scheduled times.
 	evWorkersOutage = "workers-outage"
 	// evCatchUpPause pauses chaos-catchup's schedule.
-	evCatchUpPause = "catch-up-pause"
+	evCatchUpPause    = "catch-up-pause"
 	evVendorRestart   = "vendor-restart"
 	evTemporalRestart = "temporal-restart"
 	// evVendorPause: an operator pauses the default vendor (starter
