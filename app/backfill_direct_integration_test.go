@@ -16,6 +16,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
@@ -305,4 +306,49 @@ func TestStarterFastBackfillCtrlCResumes(t *testing.T) {
 		}
 	}
 	c.MustCheck()
+}
+
+// A schedule whose jitter hides its nominal times (here two cron
+// expressions, as the temporal CLI can set them) cannot be backfilled on
+// keys allot forms itself: the fast backfill refuses, starts nothing, and
+// prints the --via-schedule command, which runs the range.
+func TestFastBackfillRefusesUnknownNominalTimes(t *testing.T) {
+	c := allottest.NewCluster(t)
+	s := hourlyPaused(t, c)
+	ctx := c.Ctx()
+	h := c.Client.ScheduleClient().GetHandle(ctx, workflows.ScheduleID("weekly-video"))
+	if err := h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+		sched := in.Description.Schedule
+		sched.Spec = &client.ScheduleSpec{CronExpressions: []string{"0 2 * * *", "0 14 * * *"}, Jitter: time.Minute}
+		return &client.ScheduleUpdate{Schedule: &sched}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	from := monday().Truncate(24 * time.Hour)
+	to := from.Add(24 * time.Hour)
+	_, err := s.BackfillDirect(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: to})
+	var appErr *temporal.ApplicationError
+	if !errors.Is(err, operator.ErrNominalTimesUnknown) || !errors.As(err, &appErr) || appErr.Type() != allot.NominalTimesUnknown {
+		t.Fatalf("fast backfill of a schedule with hidden nominal times: %v", err)
+	}
+	if n := len(c.KeysRun("weekly-video")); n != 0 {
+		t.Fatalf("the refusal started %d runs", n)
+	}
+	printed := regexp.MustCompile("`(starter schedule backfill [^`]*)`").FindStringSubmatch(err.Error())
+	if printed == nil || !strings.Contains(printed[1], "--via-schedule") {
+		t.Fatalf("the refusal prints no --via-schedule command: %v", err)
+	}
+	bin := allottest.BuildBinary(t, "allot/starter")
+	pipelinesFile := allottest.WritePipelines(t, t.TempDir())
+	code, out := starterCmd(t, bin, c, pipelinesFile, allottest.SplitCommand(t, printed[1])[1:]...)
+	if code != 0 || !regexp.MustCompile(`(?m)^runs\s+2 \(`).MatchString(out) {
+		t.Fatalf("the printed command, run as printed: exit %d\n%s", code, out)
+	}
+	deadline := allottest.Deadline(t, time.Minute)
+	for len(c.KeysRun("weekly-video")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Schedule's backfill recorded %d runs, want 2", len(c.KeysRun("weekly-video")))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
