@@ -316,7 +316,7 @@ func TestFastBackfillRefusesUnknownNominalTimes(t *testing.T) {
 	c := allottest.NewCluster(t)
 	s := hourlyPaused(t, c)
 	ctx := c.Ctx()
-	h := c.Client.ScheduleClient().GetHandle(ctx, workflows.ScheduleID("weekly-video"))
+	h := c.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID("weekly-video"))
 	if err := h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		sched := in.Description.Schedule
 		sched.Spec = &client.ScheduleSpec{CronExpressions: []string{"0 2 * * *", "0 14 * * *"}, Jitter: time.Minute}
