@@ -50,6 +50,9 @@ const (
 // run; the vendor's own count of requests at once is checked against it.
 const DefaultMaxInFlight = 2
 
+// defaultTripAfter is the default vendor's trip_after in the chaos run.
+const defaultTripAfter = 3
+
 // StrictVendorKeyEnv names the variable the workers and the starter read
 // the strict vendor's key from.
 const StrictVendorKeyEnv = "CHAOS_STRICT_VENDOR_KEY"
@@ -127,7 +130,7 @@ func pipelinesTOML(sc Scale, strictURL string) string {
 [[vendor]]
 name          = "default"
 max_in_flight = %d
-trip_after    = 3
+trip_after    = %d
 cool_down     = "5s"
 
 [[vendor]]
@@ -256,7 +259,7 @@ period = "day"
   [[pipeline.step]]
   name = "plan"
   kind = "local"
-`, DefaultMaxInFlight, strictURL, StrictVendorKeyEnv,
+`, DefaultMaxInFlight, defaultTripAfter, strictURL, StrictVendorKeyEnv,
 		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),
 		PipelineReview, s[PipelineReview].cron(),
