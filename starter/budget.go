@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -27,15 +26,7 @@ func budgetCommand(ctx context.Context, c *cli, args []string) error {
 		"show":  budgetShow,
 		"raise": budgetRaise,
 	}
-	if len(args) == 0 || subs[args[0]] == nil {
-		names := make([]string, 0, len(subs))
-		for n := range subs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return usageError{fmt.Errorf("budget takes a subcommand: one of %v", names)}
-	}
-	return subs[args[0]](ctx, c, args[1:])
+	return dispatch(ctx, c, "budget", subs, args)
 }
 
 // budgetName takes the budget named before the flags (`budget show NAME

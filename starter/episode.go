@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -31,15 +30,7 @@ func episodeCommand(ctx context.Context, c *cli, args []string) error {
 		"resolve":    episodeUpdate(workflows.ResolveUpdate),
 		"resume":     episodeResume,
 	}
-	if len(args) == 0 || subs[args[0]] == nil {
-		names := make([]string, 0, len(subs))
-		for n := range subs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return usageError{fmt.Errorf("episode takes a subcommand: one of %v", names)}
-	}
-	return subs[args[0]](ctx, c, args[1:])
+	return dispatch(ctx, c, "episode", subs, args)
 }
 
 func episodeShow(ctx context.Context, c *cli, args []string) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"time"
 
 	"allot/ledger"
@@ -23,15 +22,7 @@ func inputCommand(ctx context.Context, c *cli, args []string) error {
 		"list":     inputList,
 		"withdraw": inputWithdraw,
 	}
-	if len(args) == 0 || subs[args[0]] == nil {
-		names := make([]string, 0, len(subs))
-		for n := range subs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return usageError{fmt.Errorf("input takes a subcommand: one of %v", names)}
-	}
-	return subs[args[0]](ctx, c, args[1:])
+	return dispatch(ctx, c, "input", subs, args)
 }
 
 func inputAdd(ctx context.Context, c *cli, args []string) error {

@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -602,4 +604,16 @@ func shellJoin(words []string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// subcommand is one `starter <command> <subcommand>`.
+type subcommand = func(context.Context, *cli, []string) error
+
+// dispatch runs the subcommand args name of command, or says which there
+// are (a usage error).
+func dispatch(ctx context.Context, c *cli, command string, subs map[string]subcommand, args []string) error {
+	if len(args) == 0 || subs[args[0]] == nil {
+		return usageError{fmt.Errorf("%s takes a subcommand: one of %v", command, slices.Sorted(maps.Keys(subs)))}
+	}
+	return subs[args[0]](ctx, c, args[1:])
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"time"
 
 	"allot/ledger"
@@ -30,15 +29,7 @@ func scheduleCommand(ctx context.Context, c *cli, args []string) error {
 		"catch-up": scheduleCatchUp,
 		"delete":   scheduleSimple("delete"),
 	}
-	if len(args) == 0 || subs[args[0]] == nil {
-		names := make([]string, 0, len(subs))
-		for n := range subs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return usageError{fmt.Errorf("schedule takes a subcommand: one of %v", names)}
-	}
-	return subs[args[0]](ctx, c, args[1:])
+	return dispatch(ctx, c, "schedule", subs, args)
 }
 
 // schedules connects and returns the schedule operations.

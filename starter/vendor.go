@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -24,15 +23,7 @@ func vendorCommand(ctx context.Context, c *cli, args []string) error {
 		"resume": vendorResume,
 		"list":   vendorList,
 	}
-	if len(args) == 0 || subs[args[0]] == nil {
-		names := make([]string, 0, len(subs))
-		for n := range subs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return usageError{fmt.Errorf("vendor takes a subcommand: one of %v", names)}
-	}
-	return subs[args[0]](ctx, c, args[1:])
+	return dispatch(ctx, c, "vendor", subs, args)
 }
 
 // vendorName takes the vendor's name, which comes first: `pause NAME
