@@ -181,7 +181,7 @@ func TestCatchUpAfterAPause(t *testing.T) {
 	s := c.Schedules()
 	// Create the schedules well clear of a time of theirs, so that every
 	// schedule's first time is the same.
-	for time.Now().Sub(time.Now().Truncate(every)) > every/2 {
+	for time.Since(time.Now().Truncate(every)) > every/2 {
 		time.Sleep(50 * time.Millisecond)
 	}
 	created := time.Now().Truncate(every)
