@@ -189,19 +189,16 @@ func (s *Sweeper) missed(ctx context.Context, pipelineName string, times []time.
 	for _, r := range runs {
 		ran[r.AllocationKey] = true
 	}
+	bound, err := s.Ledger.EpisodesPerKey(ctx, pipelineName, keys)
+	if err != nil {
+		return nil, err
+	}
 	var out []time.Time
 	for i, t := range times {
-		if ran[keys[i]] {
+		if ran[keys[i]] || bound[keys[i]] > 0 {
 			continue
 		}
-		_, err := s.Ledger.EpisodeByKey(ctx, pipelineName, keys[i])
-		switch {
-		case err == nil, errors.Is(err, ledger.ErrKeyAmbiguous):
-			continue
-		case !errors.Is(err, ledger.ErrEpisodeNotFound):
-			return nil, err
-		}
-		_, err = s.Client.DescribeWorkflowExecution(ctx, keys[i], "")
+		_, err := s.Client.DescribeWorkflowExecution(ctx, keys[i], "")
 		var notFound *serviceerror.NotFound
 		switch {
 		case err == nil:
