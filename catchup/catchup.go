@@ -247,7 +247,7 @@ func (s *Sweeper) SweepAll(ctx context.Context, now time.Time) []SweepResult {
 			s.mu.Lock()
 			after := s.swept[name]
 			s.mu.Unlock()
-			res, err = s.Sweep(ctx, SweepInput{Pipeline: name, Until: now.Add(-(spec.CatchupWindow + spec.Jitter + spec.CatchUpGrace)), Now: now, After: after})
+			res, err = s.Sweep(ctx, SweepInput{Pipeline: name, Until: SettledUntil(spec, now), Now: now, After: after})
 		}
 		if err != nil {
 			res.Error = err.Error()
@@ -262,6 +262,12 @@ func (s *Sweeper) SweepAll(ctx context.Context, now time.Time) []SweepResult {
 		out = append(out, res)
 	}
 	return out
+}
+
+// SettledUntil is the latest time of spec that Temporal will not start any
+// more at now: older than its catchup_window, jitter and catch_up_grace.
+func SettledUntil(spec pipeline.ScheduleSpec, now time.Time) time.Time {
+	return now.Add(-(spec.CatchupWindow + spec.Jitter + spec.CatchUpGrace))
 }
 
 // SweepEvery is how often the worker sweeps: a time Temporal dropped (the

@@ -51,7 +51,7 @@ func scheduleCatchUp(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return fmt.Errorf("pipeline %s: %w", pipelineName, err)
 		}
-		in.Until = time.Now().Add(-(spec.CatchupWindow + spec.Jitter + spec.CatchUpGrace))
+		in.Until = catchup.SettledUntil(spec, time.Now())
 	}
 	s, done, err := c.schedules(ctx)
 	if err != nil {
