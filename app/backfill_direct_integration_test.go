@@ -162,7 +162,11 @@ func TestFastBackfillResumesAfterInterruption(t *testing.T) {
 		res.Resume != allot.BackfillCommand("weekly-video", from, from.Add(n*time.Hour)) {
 		t.Fatalf("interrupted backfill: %+v (%+v), %v", res, res.Progress, err)
 	}
-	// The runs it started go on and record their outcomes.
+	// The runs it started go on and record their outcomes. A start whose
+	// call the cancellation cut off may still have reached the server, so
+	// the server can hold one more run per slot than the progress counted;
+	// the resumed backfill finds it done, or starts it again on its own
+	// workflow ID, and either way it runs once.
 	started := res.Progress.Started
 	deadline := allottest.Deadline(t, time.Minute)
 	for len(c.KeysRun("weekly-video")) < started {
@@ -176,8 +180,9 @@ func TestFastBackfillResumesAfterInterruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := res.Progress; p.Done != n || p.AlreadyDone != started || p.Started != n-started || p.Allocated != n-started {
-		t.Fatalf("resumed: %+v, want %d done, %d of them already", p, n, started)
+	if p := res.Progress; p.Done != n || p.AlreadyDone < started || p.AlreadyDone > started+in.MaxInFlight ||
+		p.AlreadyDone+p.Started != n || p.Allocated != p.Started || p.Failed != 0 {
+		t.Fatalf("resumed: %+v, want %d done, at least %d of them already", p, n, started)
 	}
 	runs := c.KeysRun("weekly-video")
 	for _, k := range keys {
