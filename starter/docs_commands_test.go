@@ -8,53 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"allot/internal/docstest"
 	"allot/workflows"
 )
-
-// docsStarterCommands are the `go run ./starter ...` command lines of the
-// README and every page of docs/, as the starter's arguments, by where
-// they are written.
-func docsStarterCommands(t *testing.T) map[string][]string {
-	t.Helper()
-	pages, err := filepath.Glob("../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	for _, page := range append(pages, "../README.md") {
-		data, err := os.ReadFile(page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A line ending in a backslash goes on in the next.
-		text := strings.ReplaceAll(string(data), "\\\n", " ")
-		for n, line := range strings.Split(text, "\n") {
-			for rest := line; ; {
-				_, cmd, ok := strings.Cut(rest, "go run ./starter ")
-				if !ok {
-					break
-				}
-				rest = cmd
-				for _, stop := range []string{"`", " # ", "   #", " | ", " && ", ")"} {
-					if i := strings.Index(cmd, stop); i >= 0 {
-						cmd = cmd[:i]
-					}
-				}
-				out[page+":"+itoa(n+1)] = append([]string{}, strings.TrimSpace(cmd))
-			}
-		}
-	}
-	return out
-}
-
-func itoa(n int) string {
-	var b []byte
-	for n > 0 || len(b) == 0 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-		n /= 10
-	}
-	return string(b)
-}
 
 // TestDocsStarterCommandsParse: every starter command the README and the
 // docs show is one the starter takes: its subcommand and flags exist and
@@ -63,7 +19,10 @@ func itoa(n int) string {
 // does not exist), so nothing is contacted or written; the integration
 // tests run the commands that matter end to end.
 func TestDocsStarterCommandsParse(t *testing.T) {
-	cmds := docsStarterCommands(t)
+	cmds, err := docstest.StarterCommands("..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(cmds) < 50 {
 		t.Fatalf("found %d starter commands in the README and docs/, fewer than there are", len(cmds))
 	}
@@ -76,24 +35,23 @@ func TestDocsStarterCommandsParse(t *testing.T) {
 	t.Chdir("..") // the docs' paths are the repository's
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for where, lines := range cmds {
-		for _, line := range lines {
-			args, err := workflows.SplitCommand(line)
-			if err != nil {
-				t.Errorf("%s: %q does not split as a shell would: %v", where, line, err)
-				continue
-			}
-			if len(args) > 0 && strings.HasPrefix(args[0], "<") {
-				continue // the general form: starter <command> [flags]
-			}
-			var stdout, stderr bytes.Buffer
-			code := execute(ctx, args, &stdout, &stderr)
-			if code == exitUsage && strings.Contains(stderr.String(), "no such file or directory") {
-				continue // a file of the reader's (a payload) that the page has them write first
-			}
-			if code == exitUsage {
-				t.Errorf("%s: `starter %s` is not a command the starter takes: %s", where, line, stderr.String())
-			}
+	for _, cmd := range cmds {
+		where, line := cmd.Where, cmd.Line
+		args, err := workflows.SplitCommand(line)
+		if err != nil {
+			t.Errorf("%s: %q does not split as a shell would: %v", where, line, err)
+			continue
+		}
+		if len(args) > 0 && strings.HasPrefix(args[0], "<") {
+			continue // the general form: starter <command> [flags]
+		}
+		var stdout, stderr bytes.Buffer
+		code := execute(ctx, args, &stdout, &stderr)
+		if code == exitUsage && strings.Contains(stderr.String(), "no such file or directory") {
+			continue // a file of the reader's (a payload) that the page has them write first
+		}
+		if code == exitUsage {
+			t.Errorf("%s: `starter %s` is not a command the starter takes: %s", where, line, stderr.String())
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "none")); err == nil {

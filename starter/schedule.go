@@ -327,6 +327,9 @@ func (c *cli) printSchedule(res operator.ScheduleResult) {
 			fmt.Fprintf(w, "interval\t%s\n", res.Spec.Interval)
 		}
 		fmt.Fprintf(w, "jitter\t%s\noverlap\t%s\ncatch-up window\t%s\npaused\t%v\n", res.Spec.Jitter, res.Spec.Overlap, res.Spec.CatchupWindow, res.Paused)
+		if res.Note != "" {
+			fmt.Fprintf(w, "note\t%s\n", res.Note)
+		}
 		fmt.Fprintf(w, "actions\t%d (skipped for overlap %d, missed catch-up %d)\n", res.Actions, res.SkippedOverlap, res.MissedCatchup)
 		for _, t := range res.NextActionTimes {
 			fmt.Fprintf(w, "next\t%s\n", t.Format(time.RFC3339))
