@@ -133,3 +133,18 @@ func ImportCommand(pipeline, from string, flags ...string) string {
 func WorkerCommand(ledgerURL string) string {
 	return "go run ./worker --ledger " + ShellQuote(ledgerURL)
 }
+
+// EpisodesCommand lists a pipeline's episodes.
+func EpisodesCommand(pipeline string) string {
+	return "starter episodes --pipeline " + pipeline
+}
+
+// StatsCommand counts a pipeline's runs and episodes by outcome and reason.
+func StatsCommand(pipeline string) string {
+	return "starter stats --pipeline " + pipeline
+}
+
+// VendorListCommand shows every vendor's shared state.
+func VendorListCommand() string {
+	return "starter vendor list"
+}

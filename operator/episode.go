@@ -85,7 +85,7 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 		if err != nil {
 			if errors.Is(err, ledger.ErrEpisodeNotFound) {
 				return CommandResult{}, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("pipeline %s has no episode %s: list them with `starter episodes --pipeline %s`", p.Name, in.EpisodeID, p.Name),
+					fmt.Sprintf("pipeline %s has no episode %s: list them with `%s`", p.Name, in.EpisodeID, allot.EpisodesCommand(p.Name)),
 					allot.EpisodeNotFound, nil)
 			}
 			return CommandResult{}, err
@@ -160,8 +160,8 @@ func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName s
 		}
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("episode %s of %s: its workflow %s before it could take the %s%s: there is nothing to %s; see why with `starter episode show --pipeline %s --episode %s`",
-			in.EpisodeID, pipelineName, ended, in.Update, stands, in.Update, pipelineName, in.EpisodeID),
+		fmt.Sprintf("episode %s of %s: its workflow %s before it could take the %s%s: there is nothing to %s; see why with `%s`",
+			in.EpisodeID, pipelineName, ended, in.Update, stands, in.Update, allot.ShowCommand(pipelineName, in.EpisodeID)),
 		allot.NotReady, nil)
 }
 
@@ -487,7 +487,7 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 	ep, err := o.Ledger.Episode(ctx, p.Name, episodeID)
 	if errors.Is(err, ledger.ErrEpisodeNotFound) {
 		return ResumeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("pipeline %s has no episode %s: list them with `starter episodes --pipeline %s`", p.Name, episodeID, p.Name),
+			fmt.Sprintf("pipeline %s has no episode %s: list them with `%s`", p.Name, episodeID, allot.EpisodesCommand(p.Name)),
 			allot.EpisodeNotFound, nil)
 	}
 	if err != nil {

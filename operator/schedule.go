@@ -228,7 +228,7 @@ func (s *Schedules) handle(ctx context.Context, pipelineName string) (client.Sch
 	if _, err := h.Describe(ctx); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			return nil, noScheduleError{fmt.Errorf("pipeline %s has no schedule (%s): create it with `starter schedule create --pipeline %s`", pipelineName, h.GetID(), pipelineName)}
+			return nil, noScheduleError{fmt.Errorf("pipeline %s has no schedule (%s): create it with `%s`", pipelineName, h.GetID(), allot.ScheduleCreateCommand(pipelineName))}
 		}
 		return nil, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
 	}

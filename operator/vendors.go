@@ -161,6 +161,6 @@ func KnownVendor(set *pipeline.Set, name string) error {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("vendor %q is not in the pipeline file: name one of %s (\"default\" is the worker's ALLOT_VENDOR_URL); `starter vendor list` shows them", name, strings.Join(known, ", ")),
+		fmt.Sprintf("vendor %q is not in the pipeline file: name one of %s (\"default\" is the worker's ALLOT_VENDOR_URL); `%s` shows them", name, strings.Join(known, ", "), allot.VendorListCommand()),
 		allot.InvalidInput, nil)
 }

@@ -118,7 +118,7 @@ func printDirectBackfill(w io.Writer, in operator.BackfillInput, res operator.Ba
 	switch {
 	case p == nil:
 	case in.NoWait:
-		fmt.Fprintf(w, "progress\tnot followed (--no-wait): %d runs started, %d already done; see `starter stats --pipeline %s`\n", p.Started, p.AlreadyDone, in.Pipeline)
+		fmt.Fprintf(w, "progress\tnot followed (--no-wait): %d runs started, %d already done; see `%s`\n", p.Started, p.AlreadyDone, allot.StatsCommand(in.Pipeline))
 	default:
 		state := "processed"
 		if !p.Complete() {

@@ -312,7 +312,7 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 			if res.NominalUnknown {
 				why = "the nominal times are unknown"
 			}
-			fmt.Fprintf(w, "progress\tnot followed (%s): see `starter stats --pipeline %s`\n", why, in.Pipeline)
+			fmt.Fprintf(w, "progress\tnot followed (%s): see `%s`\n", why, allot.StatsCommand(in.Pipeline))
 		}
 	})
 	return nil
