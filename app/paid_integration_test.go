@@ -100,8 +100,16 @@ func TestUnknownOutcomeWithoutLookupNeedsAttentionThenAdopt(t *testing.T) {
 		t.Fatalf("attention = %+v", st.Attention)
 	}
 	c.WaitVisible(`AllotPipeline = "auto-paid" AND AllotOutcome = "needs_attention"`, 1)
-	// Parked: no second submission, however long it waits.
-	time.Sleep(500 * time.Millisecond)
+	// Parked: nothing is scheduled that could submit again (no pending
+	// activity; it waits for an operator's update), so no second
+	// submission, however long it waits.
+	desc, err := c.Client.DescribeWorkflowExecution(c.Ctx(), allot.EpisodeWorkflowID("auto-paid", ep), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(desc.GetPendingActivities()); n != 0 {
+		t.Fatalf("the parked episode has %d pending activities: %v", n, desc.GetPendingActivities())
+	}
 	if n := c.Vendor.Sim.ChargeCount(); n != 1 {
 		t.Fatalf("vendor charged %d times while parked, want 1", n)
 	}

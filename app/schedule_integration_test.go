@@ -32,7 +32,22 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 	if _, err := s.Pause(ctx, "weekly-video", "backfill test"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // let an action already fired finish
+	// Let an action already fired finish: the paused schedule's own list
+	// of its running workflows empties.
+	h := c.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID("weekly-video"))
+	for deadline := allottest.Deadline(t, time.Minute); ; {
+		desc, err := h.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(desc.Info.RunningWorkflows) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused schedule still runs %v", desc.Info.RunningWorkflows)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	prefix := allot.ScheduleActionID("weekly-video") + "-"
 	var first, last time.Time
 	for _, id := range ids {

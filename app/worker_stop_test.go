@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"allot/paidvendor"
 	"context"
 	"net"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot/app"
+	"allot/paidvendor"
 )
 
 // A worker stopped while it is still connecting has stopped cleanly: the
@@ -23,6 +23,7 @@ func TestWorkerStoppedWhileConnectingStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	connecting := make(chan struct{}) // closed when the worker's first connection arrived
 	go func() {
 		var held []net.Conn
 		defer func() {
@@ -34,6 +35,9 @@ func TestWorkerStoppedWhileConnectingStopsCleanly(t *testing.T) {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if len(held) == 0 {
+				close(connecting)
 			}
 			held = append(held, conn)
 		}
@@ -48,7 +52,12 @@ func TestWorkerStoppedWhileConnectingStopsCleanly(t *testing.T) {
 			Credentials: paidvendor.NewStaticCredentials("test-key"),
 		})
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// Stopped while its dial waits for an answer.
+	select {
+	case <-connecting:
+	case err := <-done:
+		t.Fatalf("RunWorker returned before it connected: %v", err)
+	}
 	cancel()
 	select {
 	case err := <-done:
