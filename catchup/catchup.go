@@ -16,10 +16,8 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
@@ -215,15 +213,10 @@ func (s *Sweeper) missed(ctx context.Context, pipelineName string, times []time.
 // its nominal time in the input (so the run does not ask the policy
 // again), joining a run of the key that already runs.
 func (s *Sweeper) startRun(ctx context.Context, p *pipeline.Pipeline, nominal time.Time) error {
-	key := allot.AllocationKey(p.Name, nominal)
-	_, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       key,
-		TaskQueue:                s.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            fmt.Sprintf("%s missed run (catch-up)", p.Name),
-		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(p.Name)),
-	}, workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: s.LedgerID})
+	// Priority 0, the server's default: a missed time is a scheduled run,
+	// dispatched as the Schedule's own runs are, ahead of backfills.
+	opts := workflows.ScheduledRunStartOptions(p.Name, nominal, s.TaskQueue, 0, p.Name+" missed run (catch-up)")
+	_, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: s.LedgerID})
 	return err
 }
 

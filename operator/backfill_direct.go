@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -53,21 +52,11 @@ const (
 var ErrNominalTimesUnknown = errors.New("nominal times unknown")
 
 // RunOptions are the options a run of p for nominal starts with when allot
-// starts it itself: the key the Schedule forms for the time (so the run
-// deduplicates against scheduled, manual and backfilled runs of it), the
-// schedule action's task queue and search attributes, a new run only when
-// the key has none running (allow-duplicate; a running one is joined,
-// use-existing), and the priority.
+// starts it itself (workflows.ScheduledRunStartOptions): the Schedule's key
+// for the time, the schedule action's task queue and search attributes, and
+// the priority.
 func (s *Schedules) RunOptions(p *pipeline.Pipeline, nominal time.Time, priority int) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                       allot.AllocationKey(p.Name, nominal),
-		TaskQueue:                s.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            p.Name + " run for " + nominal.UTC().Format(time.RFC3339),
-		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(p.Name)),
-		Priority:                 temporal.Priority{PriorityKey: priority},
-	}
+	return workflows.ScheduledRunStartOptions(p.Name, nominal, s.TaskQueue, priority, p.Name+" run for "+nominal.UTC().Format(time.RFC3339))
 }
 
 // StartRun starts (or joins, when one is running) the ScheduledRun of p for

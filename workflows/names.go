@@ -4,8 +4,13 @@
 package workflows
 
 import (
+	"time"
+
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+
+	"allot"
 )
 
 // TaskQueue is the default task queue of the allot worker.
@@ -44,5 +49,24 @@ func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
 		PeriodAttr.GetName():   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SequenceAttr.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
 		OutcomeAttr.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	}
+}
+
+// ScheduledRunStartOptions are the options allot starts the ScheduledRun of
+// pipeline for nominal with when it starts one itself (a fast backfill, a
+// catch-up): the key the pipeline's Schedule forms for that time, so that
+// the run collapses with scheduled, manual and backfilled runs of it; a new
+// run only when the key has none running (allow-duplicate), a running one
+// joined (use-existing); the pipeline's search attribute, as the Schedule's
+// action sets it; the task priority; and a summary for the Web UI.
+func ScheduledRunStartOptions(pipeline string, nominal time.Time, taskQueue string, priority int, summary string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       allot.AllocationKey(pipeline, nominal),
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            summary,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(PipelineAttr.ValueSet(pipeline)),
+		Priority:                 temporal.Priority{PriorityKey: priority},
 	}
 }
