@@ -67,8 +67,9 @@ type docStep struct {
 	prep func(d *docsRun) map[string]string
 	exit int    // the exit code the page promises
 	want string // a regular expression what it prints must match
-	// elsewhere names the test that runs the command instead, for one that
-	// needs another worker (the custom worker's pipeline).
+	// elsewhere names the test that runs the command instead ("file
+	// TestName", checked to exist), for one that needs another worker (the
+	// custom worker's pipeline).
 	elsewhere string
 }
 
@@ -166,7 +167,7 @@ func docSteps() []docStep {
 		{line: `budget raise video-weekly --period 2026-W32 --limit 100000 --reason "launch week"`, want: `100000|1000\.00`},
 
 		// steps-and-vendors.md
-		{line: `run --pipeline weekly-digest --nominal-time 2026-08-03T02:00:00Z --follow`, elsewhere: "examples/custom-worker TestDocsBuildAndRunTheCustomWorker"},
+		{line: `run --pipeline weekly-digest --nominal-time 2026-08-03T02:00:00Z --follow`, elsewhere: "examples/custom-worker/main_test.go TestDocsBuildAndRunTheCustomWorker"},
 		{line: `vendor pause videogen --reason "bills twice since 09:10"`, want: `paused`},
 		{line: `vendor list`, want: `videogen`},
 		{line: `vendor resume videogen`, want: `videogen`},
@@ -297,6 +298,13 @@ func TestEveryDocumentedStarterCommandRuns(t *testing.T) {
 	for _, s := range steps {
 		if !documented[key(s.line)] {
 			t.Errorf("docSteps runs `starter %s`, which no page shows", s.line)
+		}
+		if s.elsewhere != "" {
+			file, test, _ := strings.Cut(s.elsewhere, " ")
+			src, err := os.ReadFile(filepath.Join("..", file))
+			if err != nil || !strings.Contains(string(src), "func "+test+"(") {
+				t.Errorf("`starter %s` is said to be run by %s in %s, which has no such test (%v)", s.line, test, file, err)
+			}
 		}
 	}
 	if t.Failed() {
