@@ -469,10 +469,14 @@ func (r *run) execute(ctx context.Context, p plan) {
 				r.workersOutages.Add(1)
 			}()
 		case evCatchUpPause:
+			// The window ends before the pause is asked for: a time that
+			// falls while the request is on its way may find the schedule
+			// paused, and a paused schedule's times are settled when it is
+			// unpaused (starter schedule unpause), which this run never does.
+			r.catchUpUntil = time.Now()
 			if _, err := r.scheds.Pause(ctx, PipelineCatchUp, "chaos run: the load of "+PipelineCatchUp+" is over"); err != nil {
 				r.loadError("pause the schedule of %s: %v", PipelineCatchUp, err)
 			}
-			r.catchUpUntil = time.Now()
 		case evVendorRestart:
 			faults.Add(1)
 			go func() {
