@@ -116,6 +116,9 @@ type episode struct {
 	// localBookkeeping: the ledger's bookkeeping runs as local activities
 	// (localBookkeepingChange).
 	localBookkeeping bool
+	// lean: no search attribute is upserted to the value it already has
+	// (leanRunVersion).
+	lean bool
 }
 
 // Episode is the execution phase of one episode: paid steps, local steps, an
@@ -172,8 +175,12 @@ func (e *episode) setup(ctx workflow.Context) error {
 
 func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	var a *activities.Activities
-	e.recordsOutcomes = workflow.GetVersion(ctx, recordOutcomeChange, workflow.DefaultVersion, recordOutcomeVersion) == recordOutcomeVersion
-	e.localBookkeeping = workflow.GetVersion(ctx, localBookkeepingChange, workflow.DefaultVersion, localBookkeepingVersion) == localBookkeepingVersion
+	// The lean version implies the others, so a new run records one
+	// version marker; histories that recorded two replay the same (version
+	// markers are not matched by position).
+	v := workflow.GetVersion(ctx, localBookkeepingChange, workflow.DefaultVersion, leanRunVersion)
+	e.localBookkeeping, e.lean = v >= localBookkeepingVersion, v >= leanRunVersion
+	e.recordsOutcomes = e.lean || workflow.GetVersion(ctx, recordOutcomeChange, workflow.DefaultVersion, recordOutcomeVersion) == recordOutcomeVersion
 
 	var loaded activities.LoadEpisodeResult
 	if err := e.bookkeep(ctx, ledgerActivityOptions(), a.LoadEpisode, activities.EpisodeRef{
@@ -192,12 +199,7 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 	e.state.NominalTime, e.state.Steps, e.state.CompletedAt = loaded.NominalTime, loaded.Steps, loaded.CompletedAt
 	e.autoApprove = loaded.AutoApprove
 	e.loaded = true
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		PipelineAttr.ValueSet(loaded.Pipeline),
-		EpisodeAttr.ValueSet(loaded.EpisodeID),
-		PeriodAttr.ValueSet(loaded.Period),
-		SequenceAttr.ValueSet(int64(loaded.Sequence)),
-	); err != nil {
+	if err := e.showLoaded(ctx, loaded); err != nil {
 		return EpisodeResult{}, err
 	}
 	if !(loaded.Status == string(allot.OutcomeCompleted) && e.nextStep() < 0) {
@@ -229,6 +231,29 @@ func (e *episode) run(ctx workflow.Context) (EpisodeResult, error) {
 			return EpisodeResult{}, err
 		}
 	}
+}
+
+// showLoaded sets the episode's search attributes from its ledger row. The
+// lean version upserts only those the start did not give (a ScheduledRun's
+// start gives them all): each upsert is a visibility write (issue 18).
+func (e *episode) showLoaded(ctx workflow.Context, loaded activities.LoadEpisodeResult) error {
+	have := workflow.GetTypedSearchAttributes(ctx)
+	var attrs []temporal.SearchAttributeUpdate
+	keyword := func(key temporal.SearchAttributeKeyKeyword, want string) {
+		if got, _ := have.GetKeyword(key); !e.lean || got != want {
+			attrs = append(attrs, key.ValueSet(want))
+		}
+	}
+	keyword(PipelineAttr, loaded.Pipeline)
+	keyword(EpisodeAttr, loaded.EpisodeID)
+	keyword(PeriodAttr, loaded.Period)
+	if got, ok := have.GetInt64(SequenceAttr); !e.lean || !ok || got != int64(loaded.Sequence) {
+		attrs = append(attrs, SequenceAttr.ValueSet(int64(loaded.Sequence)))
+	}
+	if len(attrs) == 0 {
+		return nil
+	}
+	return workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 }
 
 // waitIdle lets operator commands run until done() holds and no command is
@@ -282,8 +307,10 @@ func (e *episode) setStage(ctx workflow.Context, stage allot.Stage, reason ...st
 		return nil
 	}
 	e.state.Stage = stage
-	if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(stage.Outcome()))); err != nil {
-		return err
+	if have, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(OutcomeAttr); !e.lean || have != string(stage.Outcome()) {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, OutcomeAttr.ValueSet(string(stage.Outcome()))); err != nil {
+			return err
+		}
 	}
 	why := strings.Join(reason, "")
 	if why == "" {

@@ -58,6 +58,15 @@ const (
 	// little more (issue 18). Histories before it: testdata/v1 to v4.
 	localBookkeepingChange  = "local-bookkeeping"
 	localBookkeepingVersion = 1
+	// leanRunVersion (ScheduledRun, Episode), version 2 of the same
+	// change, so that it adds no marker: neither workflow upserts a search
+	// attribute to the value it already has (the start gives them), the
+	// ScheduledRun shows its allocation's attributes with its outcome's, and
+	// the Episode no longer asks recordOutcomeChange (it records outcomes).
+	// Five upserts (visibility writes) and six events fewer per run and
+	// episode (issue 18). Histories before it: testdata/v7 (and v5, v6);
+	// after: testdata/v8.
+	leanRunVersion = 2
 
 	// catchUpChange (ScheduledRun): a run its Schedule started that begins
 	// late asks the pipeline's catch_up policy (DecideCatchUp, a local
