@@ -303,7 +303,7 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := w.PingContext(ctx); err != nil {
+	if err := pingSQLiteWriter(ctx, w); err != nil {
 		_ = w.Close()
 		return nil, sqliteOpenError(where, err)
 	}
@@ -315,6 +315,42 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
 	return &Ledger{d: sqliteDialect, w: w, r: r, where: where}, nil
+}
+
+// sqliteBusyTimeout is how long a SQLite connection waits for a lock
+// another holds (busy_timeout), and how long a first connection waits to
+// set up WAL.
+const sqliteBusyTimeout = 10 * time.Second
+
+// pingSQLiteWriter opens the writer's first connection, whose pragmas
+// switch a new file to WAL. The switch needs the file alone, and SQLite
+// answers SQLITE_BUSY at once, without waiting out busy_timeout, when
+// another connection has it: two workers starting on a new ledger would
+// see one of them fail with "database is locked". It tries again, with a
+// growing pause, until the busy timeout or ctx ends.
+func pingSQLiteWriter(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	pause := 5 * time.Millisecond
+	for {
+		err := w.PingContext(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, 200*time.Millisecond)
+	}
+}
+
+// isBusy: SQLite found the file locked by another connection.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // openSQLiteReadOnly opens one pool of read-only connections, each opened
@@ -526,7 +562,7 @@ func sqliteDSN(abs string, writer bool) string {
 	params := []string{
 		// busy_timeout first: the pragmas after it may need a lock that
 		// another process holds.
-		"_pragma=busy_timeout(10000)",
+		fmt.Sprintf("_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()),
 		"_pragma=foreign_keys(1)",
 		// Invariant 9: an acknowledged commit is on disk.
 		"_pragma=synchronous(FULL)",
