@@ -922,24 +922,9 @@ func testIdentityCreatedOnceAndKept(t *testing.T, url string) {
 		}
 		ro.Close()
 	}
-	ids := make([]string, 4)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := Open(ctxT(t), url)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ids[i] = l.ID()
-			l.Close()
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
+	ids, err := openTogether(t, url, 4)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range ids {
 		if id == "" || id != ids[0] {
@@ -955,4 +940,28 @@ func testIdentityCreatedOnceAndKept(t *testing.T, url string) {
 	if again.ID() != ids[0] || ro2.ID() != ids[0] {
 		t.Fatalf("after reopening: %q (read-write), %q (read-only), want %q", again.ID(), ro2.ID(), ids[0])
 	}
+}
+
+// openTogether opens the ledger at url from n goroutines at once, as
+// workers starting together would, and closes each; it returns the
+// identity each open saw and every error.
+func openTogether(t *testing.T, url string, n int) ([]string, error) {
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := Open(ctxT(t), url)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			ids[i] = l.ID()
+			errs[i] = l.Close()
+		}()
+	}
+	wg.Wait()
+	return ids, errors.Join(errs...)
 }

@@ -587,7 +587,7 @@ func sqliteReadOnlyDSN(abs string, unlocked bool) string {
 	if unlocked {
 		how = "immutable=1"
 	}
-	return sqliteURI(abs) + "?mode=ro&" + how + "&_pragma=busy_timeout(10000)&_pragma=query_only(1)"
+	return sqliteURI(abs) + "?mode=ro&" + how + fmt.Sprintf("&_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()) + "&_pragma=query_only(1)"
 }
 
 func sqliteURI(abs string) string {

@@ -555,25 +555,8 @@ func TestSQLiteTwoProcessesShareOneFile(t *testing.T) {
 func TestSQLiteConcurrentFirstOpensAllStart(t *testing.T) {
 	const rounds, openers = 40, 8
 	for round := range rounds {
-		url := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
-		ids := make([]string, openers)
-		errs := make([]error, openers)
-		var wg sync.WaitGroup
-		for i := range openers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l, err := Open(ctxT(t), url)
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				ids[i] = l.ID()
-				errs[i] = l.Close()
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		ids, err := openTogether(t, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), openers)
+		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		for _, id := range ids {
