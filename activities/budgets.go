@@ -41,48 +41,66 @@ func (a *Activities) mayQuote(st pipeline.Step) bool {
 	return ok && (v.Adapter == pipeline.AdapterActivity && v.Activities.Quote != "" || v.Adapter == pipeline.AdapterGo)
 }
 
-// reservations are what the task reserves if it becomes an intent now: one
-// per covering budget, in the period of the episode's nominal time, of the
-// vendor's quote, else the step's max_cost. None when no budget covers it
-// or it is past planned (an intent reserved already; nothing is asked
-// again). quote says to ask the vendor for a price first.
-func (a *Activities) reservations(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, in PaidPhaseInput) (rs []ledger.Reservation, quote bool, err error) {
+// admission is what the task must hold if it becomes an intent now: one
+// reservation per covering budget, in the period of the episode's nominal
+// time, of the vendor's quote, else the step's max_cost. Covered says that
+// budgets cover the task at all; the ledger then refuses to make it an
+// intent without reservations (ledger.WriteIntentAdmitted), so the decision
+// never rests on an earlier read of the task. A task read past planned
+// (an intent reserved already) is priced only when that needs no quote:
+// if it moved back to planned since, the ledger refuses the empty
+// admission and PaidPrepare prices it again. quote says to ask the vendor
+// for a price first.
+func (a *Activities) admission(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, in PaidPhaseInput) (adm ledger.Admission, quote bool, err error) {
 	st, budgets := a.covering(p, st)
 	if len(budgets) == 0 {
-		return nil, false, nil
+		return ledger.Admission{}, false, nil
 	}
-	t, err := a.Ledger.PaidTask(ctx, ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision})
-	switch {
-	case errors.Is(err, ledger.ErrPaidTaskNotFound):
-	case err != nil:
-		return nil, false, classify(err)
-	case t.State != allot.PaidPlanned:
-		return nil, false, nil
+	adm.Covered = true
+	// pastPlanned reads whether the task was past planned when asked: such
+	// a task is neither quoted nor parked for its price again.
+	pastPlanned := func() (bool, error) {
+		t, err := a.Ledger.PaidTask(ctx, ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision})
+		switch {
+		case errors.Is(err, ledger.ErrPaidTaskNotFound):
+			return false, nil
+		case err != nil:
+			return false, classify(err)
+		}
+		return t.State != allot.PaidPlanned, nil
 	}
 	var price allot.Money
 	switch {
 	case in.Quote != nil:
 		price = allot.Money{Amount: in.Quote.Amount, Currency: in.Quote.Currency}
 		if st.MaxCost != nil && (price.Currency != st.MaxCost.Currency || price.Amount > st.MaxCost.Amount) {
-			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %s, above the step's max_cost of %s: nothing was reserved or sent; raise max_cost in the pipeline file (new episodes) and retry, or abandon the step", price, *st.MaxCost))
+			return adm, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %s, above the step's max_cost of %s: nothing was reserved or sent; raise max_cost in the pipeline file (new episodes) and retry, or abandon the step", price, *st.MaxCost))
 		}
 		if price.Amount < 0 || price.Amount > pipeline.MaxBudgetLimit || pipeline.CheckCurrency(price.Currency) != nil {
-			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %d %q, which is not an amount of money to reserve: nothing was reserved or sent", price.Amount, price.Currency))
+			return adm, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %d %q, which is not an amount of money to reserve: nothing was reserved or sent", price.Amount, price.Currency))
 		}
 	case !in.NoQuote && a.mayQuote(st):
-		return nil, true, nil
+		past, err := pastPlanned()
+		if err != nil || past {
+			return adm, false, err
+		}
+		return adm, true, nil
 	case st.MaxCost != nil:
 		price = *st.MaxCost
 	default:
-		return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("budget %s covers it but it has no max_cost and its vendor gave no quote: nothing was reserved or sent; add max_cost to step %s of pipeline %s in the pipeline file, restart the workers and retry, or abandon the step", budgets[0].Name, st.Name, p.Name))
+		past, err := pastPlanned()
+		if err != nil || past {
+			return adm, false, err
+		}
+		return adm, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("budget %s covers it but it has no max_cost and its vendor gave no quote: nothing was reserved or sent; add max_cost to step %s of pipeline %s in the pipeline file, restart the workers and retry, or abandon the step", budgets[0].Name, st.Name, p.Name))
 	}
 	for _, b := range budgets {
 		if price.Currency != b.Limit.Currency {
-			return nil, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the price %s is not in budget %s's currency %s, and amounts are never converted: nothing was reserved or sent", price, b.Name, b.Limit.Currency))
+			return adm, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the price %s is not in budget %s's currency %s, and amounts are never converted: nothing was reserved or sent", price, b.Name, b.Limit.Currency))
 		}
-		rs = append(rs, ledger.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: price.Amount})
+		adm.Reservations = append(adm.Reservations, ledger.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: price.Amount})
 	}
-	return rs, false, nil
+	return adm, false, nil
 }
 
 // unpriced parks a task no budget can be asked for: no price, or one it

@@ -301,3 +301,55 @@ func TestBudgetWithoutAPriceParks(t *testing.T) {
 		t.Fatalf("abandoning the unpriced step: %v", err)
 	}
 }
+
+// An attempt that read another attempt's intent prices nothing; if that
+// intent goes back to planned (its send refused) before the attempt writes,
+// the attempt must not make it an intent with nothing reserved: it prices
+// the task again (here: asks for a quote) and reserves (issue 24: an
+// attempt running past its heartbeat timeout beside its retry paid 750
+// under a budget of 500).
+func TestAStaleReadNeverSendsWithoutAReservation(t *testing.T) {
+	f := newBudgetFixture(t, true)
+	ep := f.mustAllocate(t, "tokyo", "run-1", tokyoNominal).EpisodeID
+	f.q.price = &paidvendor.Cost{Amount: 80, Currency: "USD"}
+	in := func(owner string, quote *paidvendor.Cost) PaidPhaseInput {
+		return PaidPhaseInput{PaidTaskInput: PaidTaskInput{Pipeline: "tokyo", EpisodeID: ep, Step: "cover"}, Owner: owner, Quote: quote}
+	}
+	if plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, in("a1", f.q.price)); err != nil || plan.Next != PaidNextSend {
+		t.Fatalf("attempt a1 with its quote: %+v, %v", plan, err)
+	}
+	month := tokyoNominal.UTC().Format("2006-01")
+	// Attempt a2 reads a1's intent; before it writes, the vendor refuses
+	// a1's send and a1 puts the task back to planned.
+	released := false
+	testHookPriced = func(ref ledger.PaidTaskRef) {
+		if released {
+			return
+		}
+		released = true
+		if _, err := f.led.ReleaseIntent(f.ctx, ref, "a1", false); err != nil {
+			t.Errorf("release a1's intent: %v", err)
+		}
+	}
+	t.Cleanup(func() { testHookPriced = nil })
+	plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, in("a2", nil))
+	if !released {
+		t.Fatal("the hook between pricing and writing never ran")
+	}
+	if err != nil || plan.Next != PaidNextQuote {
+		t.Fatalf("attempt a2 after a1's intent went back to planned: %+v, %v; want it to ask for a quote again", plan, err)
+	}
+	task, err := f.led.LatestPaidTask(f.ctx, "tokyo", ep, "cover")
+	if err != nil || task.State != allot.PaidPlanned {
+		t.Fatalf("the task is %+v, %v; want planned: no intent without a reservation", task, err)
+	}
+	if bp := f.period(t, "quoter-monthly", month); bp.Reserved != 0 {
+		t.Fatalf("quoter-monthly holds %+v, want nothing reserved yet", bp)
+	}
+	if plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, in("a2", f.q.price)); err != nil || plan.Next != PaidNextSend {
+		t.Fatalf("attempt a2 with its quote: %+v, %v", plan, err)
+	}
+	if bp := f.period(t, "quoter-monthly", month); bp.Reserved != 80 {
+		t.Fatalf("quoter-monthly holds %+v, want a2's quote of 80 reserved before its send", bp)
+	}
+}

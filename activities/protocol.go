@@ -458,18 +458,34 @@ func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPl
 	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
 	key := allot.IdempotencyKey(p.Name, ep.ID, st.Name, in.Revision)
-	rs, quote, err := a.reservations(ctx, p, ep, st, in)
-	if err != nil {
-		return PaidPlan{}, err
-	}
-	if quote {
-		req, err := a.sendRequest(ctx, p, ep, st, in.Revision, key)
+	var task ledger.PaidTask
+	for priced := 1; ; priced++ {
+		var (
+			adm   ledger.Admission
+			quote bool
+		)
+		adm, quote, err = a.admission(ctx, p, ep, st, in)
 		if err != nil {
 			return PaidPlan{}, err
 		}
-		return PaidPlan{Next: PaidNextQuote, IdempotencyKey: key, QuoteRequest: &req}, nil
+		if quote {
+			req, err := a.sendRequest(ctx, p, ep, st, in.Revision, key)
+			if err != nil {
+				return PaidPlan{}, err
+			}
+			return PaidPlan{Next: PaidNextQuote, IdempotencyKey: key, QuoteRequest: &req}, nil
+		}
+		if testHookPriced != nil {
+			testHookPriced(ref)
+		}
+		task, err = a.Ledger.WriteIntentAdmitted(ctx, ref, key, in.Owner, adm)
+		// Priced from a read the task has since left (another attempt's
+		// intent went back to planned): price it again, as it is now.
+		if errors.Is(err, ledger.ErrReservationMissing) && priced < maxPricings {
+			continue
+		}
+		break
 	}
-	task, err := a.Ledger.WriteIntentReserving(ctx, ref, key, in.Owner, rs)
 	if errors.Is(err, ledger.ErrBudgetExhausted) {
 		return PaidPlan{}, a.budgetExhausted(ctx, p, ep, st, err)
 	}
@@ -489,6 +505,16 @@ func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPl
 	}
 	return plan, nil
 }
+
+// maxPricings bounds how often one PaidPrepare prices a task that keeps
+// moving under it; past it the attempt fails (retryably) with
+// ledger.ErrReservationMissing and nothing written.
+const maxPricings = 3
+
+// testHookPriced, when set by a test, runs between pricing a task and
+// writing its intent: where another attempt's move would make the price
+// stale.
+var testHookPriced func(ledger.PaidTaskRef)
 
 // PaidAfterLookupInput is the vendor's answer to a look-up.
 type PaidAfterLookupInput struct {

@@ -466,3 +466,51 @@ name = "weekly"
 		t.Fatalf("gauged periods %v, want %v", got, want)
 	}
 }
+
+// testBudgetAdmissionInTheIntentsTransaction: a covered task becomes an
+// intent only with a reservation, decided where the intent is written.
+// The race it closes: attempt B reads the task as A's intent (reserved), so
+// it prices nothing; A's send is refused and the task goes back to planned,
+// its reservation released; B's write must not make it an intent with
+// nothing held (issue 24: 750 charged under a budget of 500).
+func testBudgetAdmissionInTheIntentsTransaction(t *testing.T, l *Ledger) {
+	const price = 250
+	res := usd("weekly-cap", "2026-W32", 2*price, price)
+	eps := episodes(t, l, "weekly", "2026-W32", 1)
+	ref := paidRef(eps[0], "video", 0)
+	mustReserve(t, l, ref, res)
+	if _, err := l.ReleaseIntent(ctxT(t), ref, testOwner, false); err != nil {
+		t.Fatal(err)
+	}
+	// B priced nothing (it read the intent), and says the task is covered.
+	pt, err := l.WriteIntentAdmitted(ctxT(t), ref, testKey(ref), "attempt-b", Admission{Covered: true})
+	if !errors.Is(err, ErrReservationMissing) {
+		t.Fatalf("a covered intent without reservations: %+v, %v; want ErrReservationMissing", pt, err)
+	}
+	if got, err := l.PaidTask(ctxT(t), ref); err != nil || got.State != allot.PaidPlanned || got.Owner != "" {
+		t.Fatalf("after the refused write the task is %+v, %v; want planned with no owner (nothing written)", got, err)
+	}
+	wantSpend(t, l, "weekly-cap", "2026-W32", 2*price, 0, 0)
+	// A new task is refused the same way.
+	fresh := paidRef(eps[0], "cover", 0)
+	if _, err := l.WriteIntentAdmitted(ctxT(t), fresh, testKey(fresh), "attempt-b", Admission{Covered: true}); !errors.Is(err, ErrReservationMissing) {
+		t.Fatalf("a new covered task without reservations: %v; want ErrReservationMissing", err)
+	}
+	if _, err := l.PaidTask(ctxT(t), fresh); !errors.Is(err, ErrPaidTaskNotFound) {
+		t.Fatalf("the refused new task was written: %v", err)
+	}
+	// Priced again, as the task is now: admitted and held.
+	if pt, err := l.WriteIntentAdmitted(ctxT(t), ref, testKey(ref), "attempt-b", Admission{Covered: true, Reservations: []Reservation{res}}); err != nil || pt.State != allot.PaidIntent {
+		t.Fatalf("priced again: %+v, %v", pt, err)
+	}
+	wantSpend(t, l, "weekly-cap", "2026-W32", 2*price, 0, price)
+	// An intent already held is returned as it is, priced or not.
+	if pt, err := l.WriteIntentAdmitted(ctxT(t), ref, testKey(ref), "attempt-c", Admission{Covered: true}); err != nil || pt.Owner != "attempt-b" {
+		t.Fatalf("an intent written again without a price: %+v, %v; want attempt-b's intent unchanged", pt, err)
+	}
+	// Not covered: an intent needs nothing.
+	free := paidRef(eps[0], "publish", 0)
+	if pt, err := l.WriteIntentAdmitted(ctxT(t), free, testKey(free), testOwner, Admission{}); err != nil || pt.State != allot.PaidIntent {
+		t.Fatalf("an uncovered task: %+v, %v", pt, err)
+	}
+}

@@ -112,6 +112,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		// Budgets (budgets_conformance_test.go, budgets_model_test.go).
 		{"BudgetConcurrentAdmissions", testBudgetConcurrentAdmissions},
 		{"BudgetReleaseFreesOne", testBudgetReleaseFreesOne},
+		{"BudgetAdmissionInTheIntentsTransaction", testBudgetAdmissionInTheIntentsTransaction},
 		{"BudgetUnknownOutcomeKept", testBudgetUnknownOutcomeKept},
 		{"BudgetRaiseOnePeriod", testBudgetRaiseOnePeriod},
 		{"BudgetInvalidReservations", testBudgetInvalidReservations},

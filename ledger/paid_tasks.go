@@ -354,15 +354,41 @@ func (l *Ledger) WriteIntent(ctx context.Context, ref PaidTaskRef, idempotencyKe
 	return l.WriteIntentReserving(ctx, ref, idempotencyKey, owner, nil)
 }
 
-// WriteIntentReserving is WriteIntent for a task that budgets cover
-// (invariant 20): when the task becomes an intent (inserted, or planned ->
-// intent), each reservation is admitted in the same transaction, under its
-// (budget, period)'s lock, only if every budget has room. If any refuses,
-// nothing is reserved, the task is written (or stays) planned, and the
-// error is a *BudgetExhaustedError (ErrBudgetExhausted) with the task as
-// stored. A task that is already an intent or further on reserves nothing
-// again.
+// WriteIntentReserving is WriteIntentAdmitted for a caller that priced the
+// task: covered when rs names any budget.
 func (l *Ledger) WriteIntentReserving(ctx context.Context, ref PaidTaskRef, idempotencyKey, owner string, rs []Reservation) (PaidTask, error) {
+	return l.WriteIntentAdmitted(ctx, ref, idempotencyKey, owner, Admission{Covered: len(rs) > 0, Reservations: rs})
+}
+
+// Admission is what a task's intent must hold when it is written: whether
+// budgets cover the task, and the reservations that admit it, one per
+// covering budget (docs/design.md, Budgets).
+type Admission struct {
+	// Covered: at least one budget covers the task, so it may become an
+	// intent only with Reservations.
+	Covered      bool
+	Reservations []Reservation
+}
+
+// ErrReservationMissing: a task that budgets cover was about to become an
+// intent with nothing reserved (the caller read the task in a later state
+// and priced nothing, and it moved back to planned since). Nothing was
+// written; price the task again and retry.
+var ErrReservationMissing = errors.New("paid task would become an intent without a reservation")
+
+// WriteIntentAdmitted is WriteIntent for a task that budgets may cover
+// (invariant 20): the admission is decided in the transaction that writes
+// the intent, never from an earlier read. When the task becomes an intent
+// (inserted, or planned -> intent), each reservation is admitted in the
+// same transaction, under its (budget, period)'s lock, only if every
+// budget has room. If any refuses, nothing is reserved, the task is written
+// (or stays) planned, and the error is a *BudgetExhaustedError
+// (ErrBudgetExhausted) with the task as stored. A covered task with no
+// reservations is refused with ErrReservationMissing and nothing written:
+// no intent, so no send, without a reservation that covers it. A task that
+// is already an intent or further on reserves nothing again.
+func (l *Ledger) WriteIntentAdmitted(ctx context.Context, ref PaidTaskRef, idempotencyKey, owner string, adm Admission) (PaidTask, error) {
+	rs := adm.Reservations
 	if err := checkPaidRef(ref); err != nil {
 		return PaidTask{}, err
 	}
@@ -408,6 +434,10 @@ func (l *Ledger) WriteIntentReserving(ctx context.Context, ref PaidTaskRef, idem
 					idempotencyKey, describe(o.PaidTaskRef), describe(ref))
 			}
 		}
+		if adm.Covered && len(rs) == 0 {
+			return fmt.Errorf("%w: %s is %s and budgets cover it, but the caller priced nothing (it read the task in a later state); nothing was written: price it again and retry",
+				ErrReservationMissing, describe(ref), stateOrNew(t, ok))
+		}
 		if refused, err = l.admitTx(ctx, tx, rs); err != nil {
 			return err
 		}
@@ -446,6 +476,13 @@ func (l *Ledger) WriteIntentReserving(ctx context.Context, ref PaidTaskRef, idem
 		return out, &BudgetExhaustedError{Task: ref, Shortfalls: refused}
 	}
 	return out, nil
+}
+
+func stateOrNew(t PaidTask, ok bool) string {
+	if !ok {
+		return "new"
+	}
+	return string(t.State)
 }
 
 // WritePlanned writes a task that is not to be sent yet as planned (a task
