@@ -87,6 +87,12 @@ func BudgetRaiseCommand(budget, period string, limit int64, reason string) strin
 	return fmt.Sprintf("starter budget raise %s --period %s --limit %d --reason %s", budget, period, limit, ShellQuote(reason))
 }
 
+// BudgetShowCommand shows one period of a budget: the tasks that draw on
+// it and its raises.
+func BudgetShowCommand(budget, period string) string {
+	return fmt.Sprintf("starter budget show %s --period %s", budget, period)
+}
+
 // BackfillCommand backfills pipeline's schedule over [from, to), with the
 // given extra flags (--dry-run, --yes, --no-wait).
 func BackfillCommand(pipeline string, from, to time.Time, flags ...string) string {

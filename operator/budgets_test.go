@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -283,5 +284,59 @@ func TestStatsCostsAndCheckShowBudgets(t *testing.T) {
 	}
 	if got[ledger.KindReservationMissing] != 1 || got[ledger.KindBudgetExceeded] != 1 || res.OK {
 		t.Fatalf("violations %v", res.Violations)
+	}
+}
+
+// Spend that reached the vendor without a reservation is found from the
+// charges themselves: each such task, and the period its charges take over
+// the limit while the budget's entries show room (issue 24: 750 charged
+// under a budget of 500 that showed 500 settled, and check said nothing).
+func TestCheckFindsChargesWithoutAReservation(t *testing.T) {
+	l, eps := budgetLedger(t) // video-weekly 2026-W32: 200 settled, 500 held, limit 750
+	set := budgetPipelines(t)
+	ctx := context.Background()
+	// Two more episodes' video tasks reached the vendor with nothing
+	// reserved (as the stale read of issue 24 did), 300 each.
+	for i := range 2 {
+		ep := l.allocate("weekly", mon.Add(time.Duration(10+i)*time.Hour))
+		ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}
+		if _, err := l.led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly", ep.ID, "video", 0), "stale-attempt"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: "vt_unreserved_" + ep.ID, Amount: 300, Currency: "USD"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The held reservations settle at 250 each: entries count 700 settled
+	// (under the 750 limit); the vendor charged 1,300.
+	for i, ep := range eps[1:3] {
+		ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}
+		if _, err := l.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: fmt.Sprintf("vt_%d", i+1), Amount: 250, Currency: "USD"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Audit(ctx, l.led, CheckInput{Pipelines: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unreserved, exceeded []ledger.Violation
+	for _, v := range res.Violations {
+		switch v.Kind {
+		case KindChargeUnreserved:
+			unreserved = append(unreserved, v)
+		case ledger.KindBudgetExceeded:
+			exceeded = append(exceeded, v)
+		}
+	}
+	// Each unreserved task in both budgets that cover it.
+	if len(unreserved) != 4 || res.OK {
+		t.Fatalf("charge_unreserved %d, want 4 (2 tasks x 2 budgets): %v", len(unreserved), res.Violations)
+	}
+	if !strings.Contains(unreserved[0].Detail, "without a reservation in budget") || !strings.Contains(unreserved[0].Fix, allot.BudgetShowCommand("video-weekly", "2026-W32")) &&
+		!strings.Contains(unreserved[0].Fix, allot.BudgetShowCommand("default-monthly", "2026-08")) {
+		t.Fatalf("charge_unreserved says %q, fix %q", unreserved[0].Detail, unreserved[0].Fix)
+	}
+	if len(exceeded) != 1 || !strings.Contains(exceeded[0].Detail, "budget video-weekly period 2026-W32") || !strings.Contains(exceeded[0].Detail, "charged 13.00 USD") {
+		t.Fatalf("budget_exceeded %v, want video-weekly 2026-W32 charged 13.00 USD", exceeded)
 	}
 }

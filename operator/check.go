@@ -135,6 +135,11 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		return CheckResult{}, err
 	}
 	vs = append(vs, missing...)
+	overCharged, err := chargesAgainstBudgets(ctx, led, in, a)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs = append(vs, overCharged...)
 	fileVs, hashed := checkArtifacts(a.Artifacts)
 	vs = append(vs, fileVs...)
 	res := CheckResult{Pipeline: in.Pipeline, Artifacts: hashed}

@@ -77,7 +77,7 @@ var CheckKindTable = []CheckKindRow{
 		"`--workflows`: the episode's workflow ID runs another ledger's episode (two ledgers on one namespace and task queue)",
 		"give each ledger its own task queue (`ALLOT_TASK_QUEUE`) or namespace, then `starter episode resume`"},
 	{[]string{ledger.KindBudgetExceeded},
-		`a budget's period settled above its limit (invariant 20; only a lowered limit or costs above their reservations do it)`,
+		`a budget's period settled above its limit, by its entries or by the recorded charges of the tasks it covers (invariant 20; only a lowered limit, costs above their reservations, or charges without a reservation do it)`,
 		"look at `starter budget show BUDGET --period P`"},
 	{[]string{ledger.KindCostOverReservation},
 		`the vendor charged more than the task reserved (booked as charged, counted)`,
@@ -85,6 +85,9 @@ var CheckKindTable = []CheckKindRow{
 	{[]string{ledger.KindReservationMissing, ledger.KindReservationStale, ledger.KindBudgetCostDiffers},
 		`an open intent a budget covers holding no reservation in it; a reservation held by a task that is no longer an intent, or settled at another amount than its cost`,
 		`settle or abandon the task; correct the edited rows`},
+	{[]string{KindChargeUnreserved},
+		`a task of a covered step reached the vendor without a reservation in the budget (sent before the budget covered it, or by a path that skipped admission)`,
+		"the charge stands and is counted in the period's charges; look at `starter budget show BUDGET --period P`"},
 }
 
 // CheckKindTableMarkdown renders CheckKindTable for the docs.

@@ -34,6 +34,7 @@ func TestPrintedCommandLinesParse(t *testing.T) {
 		"approve":        allot.ApproveCommand("weekly-video", "2026-W32-0"),
 		"reject":         allot.RejectCommand("weekly-video", "2026-W32-0", "off-brand"),
 		"budget raise":   allot.BudgetRaiseCommand("video-weekly", "2026-W32", 100000, "launch week"),
+		"budget show":    allot.BudgetShowCommand("video-weekly", "2026-W32"),
 		"backfill":       allot.BackfillCommand("weekly-video", from, from.Add(28*24*time.Hour)),
 		"backfill --yes": allot.BackfillCommand("weekly-video", from, from.Add(28*24*time.Hour), "--yes"),
 		"catch-up":       allot.CatchUpCommand("weekly-video", from),

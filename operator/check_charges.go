@@ -1,0 +1,165 @@
+package operator
+
+// What check finds from the charges themselves (invariant 20 of
+// docs/design.md, "Budgets"): a budget's own entries can miss money that
+// was spent (a task sent without a reservation, a budget added or edited
+// after the spend), so its figures would show spent money as free. These
+// checks read every recorded charge of a covered step, whatever its budget
+// entries say.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"allot"
+	"allot/ledger"
+	"allot/pipeline"
+)
+
+// KindChargeUnreserved: a paid task of a step a budget covers reached the
+// vendor (it has a reference) without a reservation in that budget.
+const KindChargeUnreserved = "charge_unreserved"
+
+// chargeKey is one budget's period.
+type chargeKey struct{ budget, period string }
+
+// chargesAgainstBudgets reports each sent task of a covered step (not an
+// imported one: it was charged before allot ran it) that holds no entry in
+// a budget covering it, and each (budget, period) whose recorded charges
+// exceed its limit while its entries say they do not. It reads a.Tasks and
+// a.Costs (the audit ran WithRefs).
+func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInput, a ledger.Audit) ([]ledger.Violation, error) {
+	if in.Pipelines == nil || len(in.Pipelines.Budgets()) == 0 {
+		return nil, nil
+	}
+	costs := map[string]ledger.CostEntry{}
+	for _, c := range a.Costs {
+		costs[c.RemoteRef] = c.CostEntry
+	}
+	imported := map[[2]string]bool{}
+	pipelinesSeen := map[string]bool{}
+	type episodeOf struct {
+		ep ledger.Episode
+		p  *pipeline.Pipeline
+	}
+	episodes := map[[2]string]*episodeOf{}
+	charged := map[chargeKey]int64{}
+	budgets := map[string]pipeline.Budget{}
+	var out []ledger.Violation
+	for _, t := range a.Tasks {
+		if t.RemoteRef == "" || in.Pipeline != "" && t.Pipeline != in.Pipeline {
+			continue
+		}
+		if !pipelinesSeen[t.Pipeline] {
+			pipelinesSeen[t.Pipeline] = true
+			metas, err := led.Imports(ctx, t.Pipeline)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range metas {
+				imported[[2]string{t.Pipeline, m.EpisodeID}] = true
+			}
+		}
+		k := [2]string{t.Pipeline, t.EpisodeID}
+		e, ok := episodes[k]
+		if !ok {
+			e = &episodeOf{}
+			episodes[k] = e
+			p, err := in.Pipelines.Get(t.Pipeline)
+			if err != nil {
+				continue // a pipeline no longer in the file: no budget covers it
+			}
+			if e.ep, err = led.Episode(ctx, t.Pipeline, t.EpisodeID); err != nil {
+				return nil, err
+			}
+			plan, err := led.EpisodePlan(ctx, t.Pipeline, t.EpisodeID)
+			if err != nil {
+				return nil, err
+			}
+			if plan != "" {
+				if p, err = p.WithPlan(plan); err != nil {
+					continue // the audit reports a plan it cannot read
+				}
+			}
+			e.p = p
+		}
+		if e.p == nil {
+			continue
+		}
+		st, ok := e.p.Step(t.Step)
+		if !ok {
+			continue
+		}
+		if st.MaxCost == nil {
+			st.MaxCost = in.Pipelines.MaxCostOf(t.Pipeline, st)
+		}
+		covering := in.Pipelines.BudgetsFor(t.Pipeline, st)
+		if len(covering) == 0 {
+			continue
+		}
+		entries, err := led.TaskBudgetEntries(ctx, t.PaidTaskRef)
+		if err != nil {
+			return nil, err
+		}
+		cost, hasCost := costs[t.RemoteRef]
+		for _, b := range covering {
+			budgets[b.Name] = b
+			period := b.PeriodOf(e.ep.NominalTime)
+			if hasCost && cost.Currency == b.Limit.Currency {
+				sum, err := addCharge(charged[chargeKey{b.Name, period}], cost.Amount)
+				if err != nil {
+					return nil, fmt.Errorf("budget %s period %s: %w", b.Name, period, err)
+				}
+				charged[chargeKey{b.Name, period}] = sum
+			}
+			if imported[k] || slices.ContainsFunc(entries, func(e ledger.BudgetEntry) bool {
+				return e.Budget == b.Name && e.Period == period && e.State != ledger.EntryReleased
+			}) {
+				continue
+			}
+			what := "no cost recorded"
+			if hasCost {
+				what = "cost " + allot.Money{Amount: cost.Amount, Currency: cost.Currency}.String()
+			}
+			out = append(out, ledger.Violation{Kind: KindChargeUnreserved, Pipeline: t.Pipeline, Episode: t.EpisodeID,
+				Detail: fmt.Sprintf("paid task %s/%s step %q revision %d reached the vendor (reference %q, %s) without a reservation in budget %s period %s, which covers it: its budget figures leave this spend out (it was sent before the budget covered the step, or without an admission)",
+					t.Pipeline, t.EpisodeID, t.Step, t.Revision, t.RemoteRef, what, b.Name, period),
+				Fix: "the charge stands (the vendor was paid once) and is counted in the period's charges, which this check compares with the limit; look at " + allot.BudgetShowCommand(b.Name, period)})
+		}
+	}
+	keys := make([]chargeKey, 0, len(charged))
+	for k := range charged {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].budget < keys[j].budget || keys[i].budget == keys[j].budget && keys[i].period < keys[j].period
+	})
+	for _, k := range keys {
+		b := budgets[k.budget]
+		bp, err := led.BudgetPeriodOf(ctx, limitOf(b), k.period)
+		if err != nil {
+			return nil, err
+		}
+		// The entries' own excess is the ledger audit's budget_exceeded;
+		// this one is the excess the entries hide.
+		if charged[k] <= bp.Limit || bp.Settled > bp.Limit {
+			continue
+		}
+		m := func(x int64) string { return allot.Money{Amount: x, Currency: b.Limit.Currency}.String() }
+		out = append(out, ledger.Violation{Kind: ledger.KindBudgetExceeded,
+			Detail: fmt.Sprintf("budget %s period %s: the tasks it covers were charged %s, over its limit of %s by %s, while its entries count %s settled (the difference was spent without a reservation in it)",
+				k.budget, k.period, m(charged[k]), m(bp.Limit), m(charged[k]-bp.Limit), m(bp.Settled))})
+	}
+	return out, nil
+}
+
+// addCharge adds a charge to a period's sum, refusing to wrap.
+func addCharge(sum, amount int64) (int64, error) {
+	if amount < 0 || sum > math.MaxInt64-amount {
+		return 0, fmt.Errorf("charges add up beyond what int64 minor units hold")
+	}
+	return sum + amount, nil
+}
