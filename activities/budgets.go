@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/activity"
@@ -100,7 +101,47 @@ func (a *Activities) admission(ctx context.Context, p *pipeline.Pipeline, ep led
 		}
 		adm.Reservations = append(adm.Reservations, ledger.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: price.Amount})
 	}
+	if in.Revision == 0 {
+		adm.Later = a.laterTasks(p, ep, st)
+	}
 	return adm, false, nil
+}
+
+// laterTasks are the covered paid steps after st in the episode's plan,
+// each at its max_cost, to be reserved with st (docs/design.md, "An
+// episode is paid for whole"): a budget then admits the whole episode or
+// none of it. A later step with no max_cost (priced by its quote alone), or
+// one in another currency than a budget's, is left to its own admission,
+// and may park there. Only first revisions: a reworked step is admitted
+// alone.
+func (a *Activities) laterTasks(p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step) []ledger.LaterTask {
+	i := slices.IndexFunc(p.Steps, func(s pipeline.Step) bool { return s.Name == st.Name })
+	if i < 0 {
+		return nil
+	}
+	var out []ledger.LaterTask
+	for _, next := range p.Steps[i+1:] {
+		if !next.Kind.Remote() {
+			continue
+		}
+		next, budgets := a.covering(p, next)
+		if len(budgets) == 0 || next.MaxCost == nil {
+			continue
+		}
+		lt := ledger.LaterTask{Ref: ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: next.Name},
+			IdempotencyKey: allot.IdempotencyKey(p.Name, ep.ID, next.Name, 0)}
+		for _, b := range budgets {
+			if next.MaxCost.Currency != b.Limit.Currency {
+				lt.Reservations = nil
+				break
+			}
+			lt.Reservations = append(lt.Reservations, ledger.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: next.MaxCost.Amount})
+		}
+		if len(lt.Reservations) > 0 {
+			out = append(out, lt)
+		}
+	}
+	return out
 }
 
 // unpriced parks a task no budget can be asked for: no price, or one it

@@ -22,7 +22,7 @@ import (
 
 // budgetPipelines: tokyo's days are counted in Tokyo; its video step goes
 // to the default vendor (the simulator, 250 USD cents a task) under a daily
-// budget for two tasks; its cover step goes to a Go adapter that quotes,
+// budget of that vendor for two tasks; its cover step goes to a Go adapter that quotes,
 // under a monthly budget of that vendor.
 const budgetPipelines = `
 [[vendor]]
@@ -32,6 +32,7 @@ adapter = "go"
 [[budget]]
 name      = "tokyo-daily"
 pipeline  = "tokyo"
+vendor    = "default"
 period    = "day"
 time_zone = "Asia/Tokyo"
 limit     = { amount = 500, currency = "USD" }

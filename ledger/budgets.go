@@ -13,12 +13,14 @@ package ledger
 //
 // An entry's states and the only moves between them:
 //
-//	(none)   -> held      admission: the task's intent is written (WriteIntentReserving)
+//	(none)   -> held      admission: the task's intent is written (WriteIntentAdmitted), or an earlier
+//	                      paid task of its episode is, which writes it planned (an episode is paid for whole)
 //	released -> held      admission again: a released task is sent again
 //	held     -> held      admission again of a task whose entry is held (a repair; not reached by the protocol)
 //	held     -> settled   the vendor's cost is recorded (RecordSubmission, adopt)
 //	settled  -> settled   a corrected cost
-//	held     -> released  the vendor refused (ReleaseIntent), or the task is abandoned without a reference
+//	held     -> released  the vendor refused (ReleaseIntent), or the task is abandoned without a reference,
+//	                      or its episode completed or was rejected before the task was sent
 //
 // Every change goes through setEntryTx, which checks the move against
 // entryMoves.
@@ -780,8 +782,11 @@ func (l *Ledger) auditBudgetsTx(ctx context.Context, tx *sql.Tx, opts AuditOptio
 		}
 		switch e.State {
 		case EntryHeld:
-			if taskState != "intent" {
-				add(KindReservationStale, e, "holds a reservation of %s but the task is %s: a reservation is held only while its task is an intent", m(e.Reserved), taskState)
+			// Held by an intent, or by a planned task its episode's first
+			// paid task reserved (released when the episode completes or
+			// is rejected).
+			if taskState != "intent" && taskState != "planned" {
+				add(KindReservationStale, e, "holds a reservation of %s but the task is %s: a reservation is held only while its task is an intent, or planned and reserved with its episode", m(e.Reserved), taskState)
 			}
 		case EntrySettled:
 			switch {
@@ -917,6 +922,65 @@ func previousPeriod(b pipeline.Budget, now time.Time) time.Time {
 		return time.Date(y, m-1, 1, 12, 0, 0, 0, b.Location())
 	}
 	return time.Date(y, m, d-7, 12, 0, 0, 0, b.Location())
+}
+
+// releaseUnsentOfEpisodeTx releases the reservations held by the planned
+// tasks of an episode that will run none of them (completed, or rejected):
+// an earlier paid task reserved them with its own admission.
+func (l *Ledger) releaseUnsentOfEpisodeTx(ctx context.Context, tx *sql.Tx, pipeline, episodeID string) error {
+	tasks, err := l.queryPaidTasks(ctx, tx, `SELECT `+paidTaskCols+` FROM paid_tasks
+		WHERE pipeline = ? AND episode_id = ? AND state = ?`, pipeline, episodeID, string(allot.PaidPlanned))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if err := l.releaseEntriesTx(ctx, tx, t.PaidTaskRef); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// beyondHeld is what rs asks beyond the reservations the task holds
+// already in the same (budget, period) and currency: an episode's first
+// paid task reserved a later task's max_cost, and the later task's own
+// admission asks only a rise (a lower quote fits in what is held).
+func beyondHeld(rs []Reservation, held []BudgetEntry) []Reservation {
+	var out []Reservation
+	for _, r := range rs {
+		for _, e := range held {
+			if e.State == EntryHeld && e.Budget == r.Budget && e.Period == r.Period && e.Currency == r.Currency {
+				r.Amount -= e.Reserved
+			}
+		}
+		if r.Amount > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sumReservations adds the asks of several tasks per (budget, period), so
+// that an admission of a whole episode checks each budget once, with
+// everything it asks.
+func sumReservations(rs []Reservation) ([]Reservation, error) {
+	var out []Reservation
+	for _, r := range rs {
+		i := slices.IndexFunc(out, func(o Reservation) bool { return o.Budget == r.Budget && o.Period == r.Period })
+		if i < 0 {
+			out = append(out, r)
+			continue
+		}
+		if out[i].Currency != r.Currency {
+			return nil, invalid("budget %s period %s is asked in %s and in %s: a budget counts one currency", r.Budget, r.Period, out[i].Currency, r.Currency)
+		}
+		sum, err := addAmounts(out[i].Amount, r.Amount)
+		if err != nil {
+			return nil, invalid("budget %s period %s: the asks add up beyond what int64 minor units hold", r.Budget, r.Period)
+		}
+		out[i].Amount = sum
+	}
+	return out, nil
 }
 
 // addAmounts adds amounts of one currency, refusing an overflow

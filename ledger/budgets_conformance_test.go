@@ -402,10 +402,10 @@ func testBudgetAuditTampered(t *testing.T, l *Ledger) {
 		}
 	}
 	// Tampered: a cost changed behind the entry's back, a reservation held
-	// for a planned task, a period over its limit.
+	// for an abandoned task, a period over its limit.
 	rawExec(t, l, `UPDATE cost_entries SET amount = 700 WHERE remote_ref = 'vt_1'`)
 	rawExec(t, l, `UPDATE budget_entries SET settled = 700 WHERE episode_id = ?`, eps[1].ID)
-	rawInsertPaidTask(t, l, paidRef(eps[2], "video", 0), testKey(paidRef(eps[2], "video", 0)), "planned", "")
+	rawInsertPaidTask(t, l, paidRef(eps[2], "video", 0), testKey(paidRef(eps[2], "video", 0)), "abandoned", "")
 	rawExec(t, l, `INSERT INTO budget_entries (budget, period, pipeline, episode_id, step, revision, state, currency, reserved, settled, created_at, updated_at)
 		VALUES ('video-weekly', '2026-W32', 'weekly', ?, 'video', 0, 'held', 'USD', 500, 0, ?, ?)`, eps[2].ID, l.d.timeArg(t0), l.d.timeArg(t0))
 	rawExec(t, l, `UPDATE cost_entries SET amount = 999 WHERE remote_ref = 'vt_0'`)
@@ -513,4 +513,62 @@ func testBudgetAdmissionInTheIntentsTransaction(t *testing.T, l *Ledger) {
 	if pt, err := l.WriteIntentAdmitted(ctxT(t), free, testKey(free), testOwner, Admission{}); err != nil || pt.State != allot.PaidIntent {
 		t.Fatalf("an uncovered task: %+v, %v", pt, err)
 	}
+}
+
+// testBudgetEpisodeAdmittedWhole: the first paid task of an episode admits
+// its later tasks with it (each budget checked once with the sum), writes
+// them planned holding their reservations, and a later task's own turn
+// asks only a rise over what it holds; an episode that cannot be paid for
+// whole reserves nothing (docs/design.md, "An episode is paid for whole").
+func testBudgetEpisodeAdmittedWhole(t *testing.T, l *Ledger) {
+	const price = 250
+	res := usd("media-weekly", "2026-W32", 4*price, price)
+	eps := episodes(t, l, "weekly", "2026-W32", 3)
+	later := func(ep Episode) []LaterTask {
+		r := paidRef(ep, "cover", 0)
+		return []LaterTask{{Ref: r, IdempotencyKey: testKey(r), Reservations: []Reservation{res}}}
+	}
+	admit := func(ep Episode) (PaidTask, error) {
+		r := paidRef(ep, "video", 0)
+		return l.WriteIntentAdmitted(ctxT(t), r, testKey(r), testOwner, Admission{Covered: true, Reservations: []Reservation{res}, Later: later(ep)})
+	}
+	for _, ep := range eps[:2] {
+		if pt, err := admit(ep); err != nil || pt.State != allot.PaidIntent {
+			t.Fatalf("admit %s whole: %+v, %v", ep.ID, pt, err)
+		}
+	}
+	wantSpend(t, l, "media-weekly", "2026-W32", 4*price, 0, 4*price)
+	cover0 := paidRef(eps[0], "cover", 0)
+	if pt, err := l.PaidTask(ctxT(t), cover0); err != nil || pt.State != allot.PaidPlanned {
+		t.Fatalf("the later task: %+v, %v; want planned", pt, err)
+	}
+	pt, err := admit(eps[2])
+	be := wantRefused(t, pt, err, "media-weekly")
+	if be.Shortfalls[0].Asked != 2*price {
+		t.Fatalf("the refusal asks %d, want the whole episode's %d", be.Shortfalls[0].Asked, 2*price)
+	}
+	if _, err := l.PaidTask(ctxT(t), paidRef(eps[2], "cover", 0)); !errors.Is(err, ErrPaidTaskNotFound) {
+		t.Fatalf("a refused episode's later task was written: %v", err)
+	}
+	// The later task's turn: the full budget admits it (it holds its own),
+	// at a lower price (a quote) the rest is freed.
+	quoted := res
+	quoted.Amount = 100
+	if pt, err := l.WriteIntentAdmitted(ctxT(t), cover0, testKey(cover0), testOwner, Admission{Covered: true, Reservations: []Reservation{quoted}}); err != nil || pt.State != allot.PaidIntent {
+		t.Fatalf("the later task's own admission in a full budget: %+v, %v", pt, err)
+	}
+	wantSpend(t, l, "media-weekly", "2026-W32", 4*price, 0, 3*price+100)
+	// A rise over what it holds is admitted only if it fits.
+	cover1 := paidRef(eps[1], "cover", 0)
+	risen := res
+	risen.Amount = price + 200
+	pt, err = l.WriteIntentAdmitted(ctxT(t), cover1, testKey(cover1), testOwner, Admission{Covered: true, Reservations: []Reservation{risen}})
+	if be := wantRefused(t, pt, err, "media-weekly"); be.Shortfalls[0].Asked != 200 {
+		t.Fatalf("a rise asks %d, want 200 beyond the 250 held", be.Shortfalls[0].Asked)
+	}
+	// Completing the episode gives back what its unsent task held.
+	if _, err := l.CompleteEpisode(ctxT(t), "weekly", eps[1].ID, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	wantSpend(t, l, "media-weekly", "2026-W32", 4*price, 0, 2*price+100)
 }

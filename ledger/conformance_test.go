@@ -113,6 +113,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BudgetConcurrentAdmissions", testBudgetConcurrentAdmissions},
 		{"BudgetReleaseFreesOne", testBudgetReleaseFreesOne},
 		{"BudgetAdmissionInTheIntentsTransaction", testBudgetAdmissionInTheIntentsTransaction},
+		{"BudgetEpisodeAdmittedWhole", testBudgetEpisodeAdmittedWhole},
 		{"BudgetUnknownOutcomeKept", testBudgetUnknownOutcomeKept},
 		{"BudgetRaiseOnePeriod", testBudgetRaiseOnePeriod},
 		{"BudgetInvalidReservations", testBudgetInvalidReservations},

@@ -95,7 +95,9 @@ func (l *Ledger) CompleteEpisode(ctx context.Context, pipeline, episodeID string
 			return notFound(pipeline, episodeID)
 		}
 		ep = eps[0]
-		return nil
+		// A completed episode sends nothing more: a reservation a task of
+		// it still holds without being sent goes back to its budgets.
+		return l.releaseUnsentOfEpisodeTx(ctx, tx, pipeline, episodeID)
 	})
 	return ep, err
 }

@@ -78,6 +78,11 @@ func (l *Ledger) RecordEpisodeOutcome(ctx context.Context, pipeline, episodeID s
 			// Nothing to change, or no such episode: tell them apart.
 			return l.episodeExists(ctx, tx, pipeline, episodeID)
 		}
+		if outcome == allot.OutcomeRejected {
+			// A rejected episode runs no later step: what it reserved for
+			// them goes back to its budgets.
+			return l.releaseUnsentOfEpisodeTx(ctx, tx, pipeline, episodeID)
+		}
 		return nil
 	})
 }

@@ -368,6 +368,20 @@ type Admission struct {
 	// intent only with Reservations.
 	Covered      bool
 	Reservations []Reservation
+	// Later are the episode's covered paid tasks after this one, reserved
+	// with it so that a budget never pays for half an episode
+	// (docs/design.md, "An episode is paid for whole"). Each one not yet
+	// written is admitted together with this task and written planned,
+	// holding its reservations until its own turn takes them over.
+	Later []LaterTask
+}
+
+// LaterTask is a paid task of the episode that runs after the one being
+// admitted, and what it reserves.
+type LaterTask struct {
+	Ref            PaidTaskRef
+	IdempotencyKey string
+	Reservations   []Reservation
 }
 
 // ErrReservationMissing: a task that budgets cover was about to become an
@@ -397,6 +411,17 @@ func (l *Ledger) WriteIntentAdmitted(ctx context.Context, ref PaidTaskRef, idemp
 	}
 	if err := checkReservations(describe(ref), rs); err != nil {
 		return PaidTask{}, err
+	}
+	for _, lt := range adm.Later {
+		if err := checkPaidRef(lt.Ref); err != nil {
+			return PaidTask{}, err
+		}
+		if lt.Ref.Pipeline != ref.Pipeline || lt.Ref.EpisodeID != ref.EpisodeID || lt.Ref == ref || lt.IdempotencyKey == "" || len(lt.Reservations) == 0 {
+			return PaidTask{}, invalid("%s: a later task reserved with it must be another task of the same episode, with its key and reservations, got %s", describe(ref), describe(lt.Ref))
+		}
+		if err := checkReservations(describe(lt.Ref), lt.Reservations); err != nil {
+			return PaidTask{}, err
+		}
 	}
 	var (
 		out     PaidTask
@@ -438,7 +463,31 @@ func (l *Ledger) WriteIntentAdmitted(ctx context.Context, ref PaidTaskRef, idemp
 			return fmt.Errorf("%w: %s is %s and budgets cover it, but the caller priced nothing (it read the task in a later state); nothing was written: price it again and retry",
 				ErrReservationMissing, describe(ref), stateOrNew(t, ok))
 		}
-		if refused, err = l.admitTx(ctx, tx, rs); err != nil {
+		// What the admission asks: this task's price beyond what it holds
+		// already (the episode's first paid task reserved it), and the
+		// price of every later task of the episode not written yet.
+		var held []BudgetEntry
+		if ok {
+			if held, err = l.taskEntries(ctx, tx, ref); err != nil {
+				return err
+			}
+		}
+		asks := beyondHeld(rs, held)
+		var later []LaterTask
+		for _, lt := range adm.Later {
+			_, exists, err := l.getPaidTask(ctx, tx, lt.Ref)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				later = append(later, lt)
+				asks = append(asks, lt.Reservations...)
+			}
+		}
+		if asks, err = sumReservations(asks); err != nil {
+			return err
+		}
+		if refused, err = l.admitTx(ctx, tx, asks); err != nil {
 			return err
 		}
 		if len(refused) > 0 {
@@ -458,16 +507,28 @@ func (l *Ledger) WriteIntentAdmitted(ctx context.Context, ref PaidTaskRef, idemp
 			if err := l.insertPaidTask(ctx, tx, out); err != nil {
 				return err
 			}
-			return l.reserveTx(ctx, tx, ref, rs)
+		} else {
+			out, err = l.changePaidTaskTx(ctx, tx, ref, func(_ *sql.Tx, t *PaidTask) error {
+				t.IdempotencyKey, t.State, t.Owner = idempotencyKey, allot.PaidIntent, owner
+				return nil
+			})
+			if err != nil {
+				return err
+			}
 		}
-		out, err = l.changePaidTaskTx(ctx, tx, ref, func(_ *sql.Tx, t *PaidTask) error {
-			t.IdempotencyKey, t.State, t.Owner = idempotencyKey, allot.PaidIntent, owner
-			return nil
-		})
-		if err != nil {
+		if err := l.reserveTx(ctx, tx, ref, rs); err != nil {
 			return err
 		}
-		return l.reserveTx(ctx, tx, ref, rs)
+		for _, lt := range later {
+			at := now()
+			if err := l.insertPaidTask(ctx, tx, PaidTask{PaidTaskRef: lt.Ref, IdempotencyKey: lt.IdempotencyKey, State: allot.PaidPlanned, CreatedAt: at, UpdatedAt: at}); err != nil {
+				return err
+			}
+			if err := l.reserveTx(ctx, tx, lt.Ref, lt.Reservations); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return PaidTask{}, err

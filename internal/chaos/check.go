@@ -249,8 +249,8 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 
 	// Budgets (invariant 20): every (budget, period) settled within its
 	// limit, to the minor unit, with nothing left reserved; and a period
-	// that ran out used at least 99 % of its limit (a reservation not
-	// released promptly would leave it short).
+	// that ran out has less free than its largest episode asks (a
+	// reservation not released promptly would leave it short).
 	if err := r.checkCatchUp(ctx, sum, bad); err != nil {
 		return err
 	}
@@ -354,8 +354,11 @@ func (r *run) checkBudgets(ctx context.Context, sum *Summary, bad func(string, .
 			sum.BudgetsExhausted++
 			use := int(p.Settled * 1000 / p.Limit) // per mille, limits are far below 2^53
 			sum.BudgetUseMin = min(sum.BudgetUseMin, use)
-			if p.Settled*100 < p.Limit*99 {
-				bad("budget %s period %s refused a step but settled only %d of its %d (%d.%d%%): a reservation was not released", b.Name, p.Period, p.Settled, p.Limit, use/10, use%10)
+			// An episode is admitted whole (docs/design.md, "An episode is
+			// paid for whole"): a refusal leaves less free than the
+			// largest episode the budget covers asks, never more.
+			if whole := r.largestEpisodePrice(b); p.Limit-p.Settled >= whole {
+				bad("budget %s period %s refused an episode but settled only %d of its %d (%d.%d%%), leaving room for a whole episode (%d): a reservation was not released", b.Name, p.Period, p.Settled, p.Limit, use/10, use%10, whole)
 			}
 		}
 	}
@@ -363,6 +366,26 @@ func (r *run) checkBudgets(ctx context.Context, sum *Summary, bad func(string, .
 		sum.BudgetUseMin = 0
 	}
 	return nil
+}
+
+// largestEpisodePrice is the most one episode of a pipeline the budget
+// covers asks of it: the max_cost of every step it covers, added.
+func (r *run) largestEpisodePrice(b pipeline.Budget) int64 {
+	var most int64
+	for _, name := range r.pipelines.Names() {
+		p, err := r.pipelines.Get(name)
+		if err != nil {
+			continue
+		}
+		var sum int64
+		for _, st := range p.Steps {
+			if b.Covers(p.Name, st) && st.MaxCost != nil {
+				sum += st.MaxCost.Amount
+			}
+		}
+		most = max(most, sum)
+	}
+	return most
 }
 
 // checkCatchUp: every time chaos-catchup's schedule matched while it ran
