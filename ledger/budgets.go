@@ -19,6 +19,7 @@ package ledger
 //	held     -> settled   the vendor's cost is recorded (RecordSubmission, adopt)
 //	settled  -> settled   a corrected cost
 //	held     -> released  the vendor refused (ReleaseIntent), or the task is abandoned without a reference
+//	(none)   -> held -> settled  an imported cost (Import, settleImportedTx), in the import's transaction
 //
 // Every change goes through setEntryTx, which checks the move against
 // entryMoves.
