@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -260,11 +261,14 @@ type ImportMeta struct {
 // a record whose old ID was imported before with the same digest is
 // skipped. Any conflict (an old ID imported with other data, a reference or
 // key the ledger already holds, a duplicate in the batch, a period beyond
-// the cap without OverCap) refuses the whole batch with an
-// *ImportConflictError listing all of them, and nothing is written.
+// the cap without OverCap, a budget period the costs take over its limit
+// without OverBudgetReason) refuses the whole batch with an
+// *ImportConflictError listing all of them, and nothing is written. Each
+// new cost is settled in the budgets its task names (ImportTask.Budgets).
 // Malformed records are ErrInvalidInput: among them a key that is not the
 // record's form (Scheduled or legacy), a completion or decision before the
-// nominal time, and a cost above allot.MaxAmount.
+// nominal time, a cost above allot.MaxAmount, and a cost whose currency is
+// not ISO 4217 or not its budgets'.
 func (l *Ledger) Import(ctx context.Context, b ImportBatch) (ImportResult, error) {
 	if err := checkImportBatch(b); err != nil {
 		return ImportResult{}, err
@@ -648,7 +652,7 @@ func (l *Ledger) importOverBudgetTx(ctx context.Context, tx *sql.Tx, b ImportBat
 				}
 				sum, err := addAmounts(o.Imported, t.Amount)
 				if err != nil {
-					sum = allot.MaxAmount + pipeline.MaxBudgetLimit // past any limit; reported, never wrapped
+					sum = math.MaxInt64 // saturates: over any limit, never wrapped
 				}
 				o.Imported = sum
 				if !slices.Contains(o.OldIDs, r.OldID) {

@@ -48,6 +48,13 @@ func testImportCountsAgainstBudgets(t *testing.T, l *Ledger) {
 	if err != nil || len(entries) != 1 || entries[0].State != EntrySettled || entries[0].Settled != 250 || entries[0].Reserved != 250 || entries[0].Period != "2026-W31" {
 		t.Fatalf("the imported video's entries: %+v, %v; want one settled at 250 in 2026-W31", entries, err)
 	}
+	// The same import again skips every record and counts nothing twice.
+	if again := mustImport(t, l, b); !again.Episodes[0].Skipped || !again.Episodes[1].Skipped {
+		t.Fatalf("the import again: %+v, want every record skipped", again.Episodes)
+	}
+	if bp, err := l.BudgetPeriodOf(ctx, BudgetLimit{Budget: "weekly-cap", Currency: "USD", Limit: limit}, "2026-W31"); err != nil || bp.Settled != 580 {
+		t.Fatalf("budget period after the import again: %+v, %v; want 580 settled", bp, err)
+	}
 	// An effect without a cost counts nowhere.
 	if entries, err := l.TaskBudgetEntries(ctx, PaidTaskRef{Pipeline: "weekly", EpisodeID: res.Episodes[0].EpisodeID, Step: "publish"}); err != nil || len(entries) != 0 {
 		t.Fatalf("the imported effect's entries: %+v, %v; want none", entries, err)

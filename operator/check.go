@@ -62,16 +62,16 @@ type VendorCharges struct {
 	Unavailable string
 	NoBill      string
 	// Account identifies the vendor account the charges are listed from
-	// (VendorAccount: a hash of its URL and API key, never the key).
+	// (vendorAccount: a hash of its URL and API key, never the key).
 	// Vendors with one Account have one bill, which is reconciled once
 	// against the costs of all of them; "" is an account of its own.
 	Account string
 }
 
-// VendorAccount identifies a vendor account by its URL and API key without
+// vendorAccount identifies a vendor account by its URL and API key without
 // holding the key: two [[vendor]] entries that give the same URL and key
 // bill to one account, and check --vendor reconciles that account once.
-func VendorAccount(url, key string) string {
+func vendorAccount(url, key string) string {
 	sum := sha256.Sum256([]byte("allot vendor account\x00" + strings.TrimRight(url, "/") + "\x00" + key))
 	return hex.EncodeToString(sum[:])
 }
@@ -509,7 +509,7 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 		} else if c, err := paidvendor.NewHTTPClient(defaultURL, key, nil); err != nil {
 			def.Unavailable = err.Error()
 		} else {
-			def.Charges, def.Account = c, VendorAccount(defaultURL, key)
+			def.Charges, def.Account = c, vendorAccount(defaultURL, key)
 		}
 	}
 	vendors := []VendorCharges{def}
@@ -527,7 +527,7 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 			} else if c, err := paidvendor.NewHTTPClient(v.URL, key, nil); err != nil {
 				out.Unavailable = err.Error()
 			} else {
-				out.Charges, out.Account = c, VendorAccount(v.URL, key)
+				out.Charges, out.Account = c, vendorAccount(v.URL, key)
 			}
 		}
 		vendors = append(vendors, out)
