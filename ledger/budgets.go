@@ -21,6 +21,7 @@ package ledger
 //	settled  -> settled   a corrected cost
 //	held     -> released  the vendor refused (ReleaseIntent), or the task is abandoned without a reference,
 //	                      or its episode completed or was rejected before the task was sent
+//	(none)   -> held -> settled  an imported cost (Import, settleImportedTx), in the import's transaction
 //
 // Every change goes through setEntryTx, which checks the move against
 // entryMoves.

@@ -96,6 +96,9 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"ImportOwnsItsTimes", testImportOwnsItsTimes},
 		{"ImportOverCap", testImportOverCap},
 		{"ImportRefusesTheImpossible", testImportRefusesTheImpossible},
+		{"ImportCountsAgainstBudgets", testImportCountsAgainstBudgets},
+		{"ImportOverBudget", testImportOverBudget},
+		{"ImportCurrencyAgainstBudget", testImportCurrencyAgainstBudget},
 		// The audit behind starter check (audit_conformance_test.go).
 		{"AuditClean", testAuditClean},
 		{"AuditPlanted", testAuditPlanted},

@@ -19,11 +19,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"allot"
+	"allot/pipeline"
 )
 
 // Errors of Import that callers tell apart with errors.Is.
@@ -50,6 +52,7 @@ const (
 	ConflictArtifactExists  = "artifact_exists"  // the destination of a copy holds another file
 	ConflictInvalidRecord   = "invalid_record"   // a record that cannot be imported as it is
 	ConflictOverCap         = "over_cap"         // more episodes in a period than the pipeline's cap, without OverCap
+	ConflictOverBudget      = "over_budget"      // imported costs that take a budget's period over its limit, without OverBudgetReason
 )
 
 // ImportConflict is one reason an import is refused.
@@ -107,6 +110,13 @@ type ImportBatch struct {
 	// imported and their metadata records it.
 	MaxPerPeriod int
 	OverCap      bool
+	// OverBudgetReason, with OverBudgetBy, allows imported costs to take
+	// a budget's period over its limit (settled + reserved + imported >
+	// limit, raises included), which is an over_budget conflict without
+	// it; each episode whose costs count in such a period records who and
+	// why (docs/design.md, "Imports and check").
+	OverBudgetReason string
+	OverBudgetBy     string
 }
 
 // ImportRecord is one old run, ready to become an episode.
@@ -156,6 +166,39 @@ type ImportTask struct {
 	// Currency is "".
 	Amount   int64
 	Currency string
+	// Budgets are the budgets that cover the step (pipeline.Set.BudgetsFor),
+	// each with the period of the episode's nominal time in the budget's
+	// zone (pipeline.Budget.PeriodOf). The cost counts in each as a
+	// settled budget entry, as a recorded submission's does; its currency
+	// must be each budget's.
+	Budgets []ImportBudget
+}
+
+// ImportBudget is one budget an imported cost counts in: the budget as the
+// pipeline file defines it and the period of the episode's nominal time.
+type ImportBudget struct {
+	BudgetLimit
+	Period string
+}
+
+// ImportOverBudget is a budget period an import takes over its limit:
+// settled + reserved + imported > limit (a raise's, where one is recorded).
+type ImportOverBudget struct {
+	Budget   string `json:"budget"`
+	Period   string `json:"period"`
+	Currency string `json:"currency"`
+	Limit    int64  `json:"limit"`
+	Raised   bool   `json:"raised,omitempty"`
+	Settled  int64  `json:"settled"`
+	Reserved int64  `json:"reserved"`
+	Imported int64  `json:"imported"`
+	// OldIDs are the records whose costs count in the period.
+	OldIDs []string `json:"old_ids"`
+}
+
+func (o ImportOverBudget) String() string {
+	m := func(a int64) string { return allot.Money{Amount: a, Currency: o.Currency}.String() }
+	return fmt.Sprintf("budget %s period %s: limit %s, settled %s, reserved %s, imported %s", o.Budget, o.Period, m(o.Limit), m(o.Settled), m(o.Reserved), m(o.Imported))
 }
 
 // ImportResult says what an import did, or would do.
@@ -163,6 +206,9 @@ type ImportResult struct {
 	Pipeline string            `json:"pipeline"`
 	DryRun   bool              `json:"dry_run"`
 	Episodes []ImportedEpisode `json:"episodes"` // in the batch's order
+	// OverBudget lists the budget periods the new records' costs take over
+	// their limits: a conflict without OverBudgetReason.
+	OverBudget []ImportOverBudget `json:"over_budget,omitempty"`
 }
 
 // ImportedEpisode is the episode a record became (or would become).
@@ -180,6 +226,9 @@ type ImportedEpisode struct {
 	Scheduled bool `json:"scheduled"`
 	// OverCap: it was imported beyond the pipeline's cap (ImportBatch.OverCap).
 	OverCap bool `json:"over_cap,omitempty"`
+	// OverBudget: its costs count in a budget period the import takes
+	// over its limit (ImportBatch.OverBudgetReason allowed it).
+	OverBudget bool `json:"over_budget,omitempty"`
 	// IdempotencyKeys are the keys of the record's tasks by "step/revision",
 	// derived ones included.
 	IdempotencyKeys map[string]string `json:"-"`
@@ -198,6 +247,11 @@ type ImportMeta struct {
 	Scheduled bool `json:"scheduled"`
 	// OverCap: imported beyond the pipeline's cap, with --over-cap.
 	OverCap bool `json:"over_cap"`
+	// OverBudgetBy and OverBudgetReason say who allowed its costs to take
+	// a budget period over its limit, and why (--over-budget); "" when
+	// they took none over.
+	OverBudgetBy     string `json:"over_budget_by,omitempty"`
+	OverBudgetReason string `json:"over_budget_reason,omitempty"`
 }
 
 // Import writes the batch's records as episodes of the pipeline in one
@@ -207,11 +261,14 @@ type ImportMeta struct {
 // a record whose old ID was imported before with the same digest is
 // skipped. Any conflict (an old ID imported with other data, a reference or
 // key the ledger already holds, a duplicate in the batch, a period beyond
-// the cap without OverCap) refuses the whole batch with an
-// *ImportConflictError listing all of them, and nothing is written.
+// the cap without OverCap, a budget period the costs take over its limit
+// without OverBudgetReason) refuses the whole batch with an
+// *ImportConflictError listing all of them, and nothing is written. Each
+// new cost is settled in the budgets its task names (ImportTask.Budgets).
 // Malformed records are ErrInvalidInput: among them a key that is not the
 // record's form (Scheduled or legacy), a completion or decision before the
-// nominal time, and a cost above allot.MaxAmount.
+// nominal time, a cost above allot.MaxAmount, and a cost whose currency is
+// not ISO 4217 or not its budgets'.
 func (l *Ledger) Import(ctx context.Context, b ImportBatch) (ImportResult, error) {
 	if err := checkImportBatch(b); err != nil {
 		return ImportResult{}, err
@@ -269,6 +326,8 @@ func checkImportBatch(b ImportBatch) error {
 		return invalid("the import into %s pins no plan: pass the pipeline's plan", b.Pipeline)
 	case b.MaxPerPeriod < 0:
 		return invalid("the import into %s has a negative cap %d: use 0 for none", b.Pipeline, b.MaxPerPeriod)
+	case strings.TrimSpace(b.OverBudgetReason) != "" && strings.TrimSpace(b.OverBudgetBy) == "":
+		return invalid("the import into %s goes over budgets without saying who allows it: pass --by NAME", b.Pipeline)
 	}
 	for _, r := range b.Records {
 		where := fmt.Sprintf("import into %s, old ID %q", b.Pipeline, r.OldID)
@@ -307,6 +366,11 @@ func checkImportBatch(b ImportBatch) error {
 			case t.Amount > allot.MaxAmount:
 				return invalid("%s: the cost of %s is %s, above the bound of %s per entry", where, t.RemoteRef,
 					allot.Money{Amount: t.Amount, Currency: t.Currency}, allot.Money{Amount: allot.MaxAmount, Currency: t.Currency})
+			case t.Currency != "" && pipeline.CheckCurrency(t.Currency) != nil:
+				return invalid("%s: the cost of %s: %v", where, t.RemoteRef, pipeline.CheckCurrency(t.Currency))
+			}
+			if err := checkImportBudgets(where, t); err != nil {
+				return err
 			}
 			tasks[id] = true
 		}
@@ -332,6 +396,27 @@ func checkImportBatch(b ImportBatch) error {
 			}
 			requests[d.RequestID] = true
 		}
+	}
+	return nil
+}
+
+// checkImportBudgets refuses a task's budgets that cannot count its cost:
+// one in another currency (amounts are never converted), or malformed.
+func checkImportBudgets(where string, t ImportTask) error {
+	seen := map[string]bool{}
+	for _, b := range t.Budgets {
+		switch {
+		case b.Budget == "" || b.Period == "":
+			return invalid("%s: step %s revision %d: a budget names itself and its period, got %q and %q", where, t.Step, t.Revision, b.Budget, b.Period)
+		case seen[b.Budget]:
+			return invalid("%s: step %s revision %d: budget %s is given twice", where, t.Step, t.Revision, b.Budget)
+		case b.Limit <= 0 || b.Limit > pipeline.MaxBudgetLimit:
+			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", where, b.Budget, b.Limit, pipeline.MaxBudgetLimit)
+		case t.Currency != "" && t.Currency != b.Currency:
+			return invalid("%s: the cost of %s is %s, but budget %s counts %s: amounts are never converted; give the cost in %s as the vendor billed it, or correct the record",
+				where, t.RemoteRef, allot.Money{Amount: t.Amount, Currency: t.Currency}, b.Budget, b.Currency, b.Currency)
+		}
+		seen[b.Budget] = true
 	}
 	return nil
 }
@@ -514,10 +599,94 @@ func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (Imp
 			}
 		}
 	}
+	overBudget, err := l.importOverBudgetTx(ctx, tx, b, fresh)
+	if err != nil {
+		return res, nil, err
+	}
+	res.OverBudget = overBudget
+	for _, o := range overBudget {
+		if strings.TrimSpace(b.OverBudgetReason) != "" {
+			for _, i := range fresh {
+				if slices.Contains(o.OldIDs, b.Records[i].OldID) {
+					res.Episodes[i].OverBudget = true
+				}
+			}
+			continue
+		}
+		fix := "raise the period first"
+		if needed, err := addAmounts(o.Settled, o.Reserved, o.Imported); err == nil && needed <= pipeline.MaxBudgetLimit {
+			fix = "raise the period first: " + allot.BudgetRaiseCommand(o.Budget, o.Period, needed, "imported costs of "+b.Pipeline)
+		}
+		conflict(ConflictOverBudget, "", "%s: the imported costs of old IDs %s would take it over its limit: if the old system did pay them, import them anyway with --over-budget REASON (recorded with who and why; check then reports the period while its settled costs are above the limit), or %s",
+			o, strings.Join(o.OldIDs, ", "), fix)
+	}
 	if len(conflicts) > 0 {
 		return res, fresh, &ImportConflictError{Conflicts: conflicts}
 	}
 	return res, fresh, nil
+}
+
+// importOverBudgetTx sums the new records' costs per (budget, period) and
+// lists the periods they take over the limit: settled + reserved +
+// imported > limit, a raise's limit where one is recorded (invariant 20 of
+// docs/design.md). Writing, it takes each period's lock first, in the
+// order admissions take them, so that no admission slips in between.
+func (l *Ledger) importOverBudgetTx(ctx context.Context, tx *sql.Tx, b ImportBatch, fresh []int) ([]ImportOverBudget, error) {
+	type period struct{ budget, period string }
+	sums := map[period]*ImportOverBudget{}
+	limits := map[period]int64{}
+	var order []period
+	for _, i := range fresh {
+		r := b.Records[i]
+		for _, t := range r.Tasks {
+			if t.Currency == "" {
+				continue
+			}
+			for _, bu := range t.Budgets {
+				k := period{bu.Budget, bu.Period}
+				o, ok := sums[k]
+				if !ok {
+					o = &ImportOverBudget{Budget: bu.Budget, Period: bu.Period, Currency: bu.Currency}
+					sums[k], limits[k] = o, bu.Limit
+					order = append(order, k)
+				}
+				sum, err := addAmounts(o.Imported, t.Amount)
+				if err != nil {
+					sum = math.MaxInt64 // saturates: over any limit, never wrapped
+				}
+				o.Imported = sum
+				if !slices.Contains(o.OldIDs, r.OldID) {
+					o.OldIDs = append(o.OldIDs, r.OldID)
+				}
+			}
+		}
+	}
+	slices.SortFunc(order, func(a, c period) int {
+		if d := strings.Compare(a.budget, c.budget); d != 0 {
+			return d
+		}
+		return strings.Compare(a.period, c.period)
+	})
+	var out []ImportOverBudget
+	for _, k := range order {
+		if !b.DryRun {
+			if err := l.lockBudgetTx(ctx, tx, k.budget, k.period); err != nil {
+				return nil, err
+			}
+		}
+		o := sums[k]
+		var err error
+		if o.Limit, o.Raised, err = l.periodLimit(ctx, tx, k.budget, k.period, o.Currency, limits[k]); err != nil {
+			return nil, err
+		}
+		if o.Settled, o.Reserved, err = l.periodSpend(ctx, tx, k.budget, k.period, o.Currency); err != nil {
+			return nil, err
+		}
+		if total, err := addAmounts(o.Settled, o.Reserved, o.Imported); err != nil || total > o.Limit {
+			out = append(out, *o)
+		}
+	}
+	return out, nil
 }
 
 // refHeld reports, through held, each holder of a remote reference in the
@@ -567,8 +736,13 @@ func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch
 		string(status), l.d.timeArg(completedAt), string(r.Outcome), reason, l.d.timeArg(outcomeAt), b.Plan); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
+	overBy, overReason := "", ""
+	if ep.OverBudget {
+		overBy, overReason = b.OverBudgetBy, b.OverBudgetReason
+	}
 	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO imports (`+importCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), b.Pipeline, r.OldID, ep.EpisodeID, r.Source, r.Digest, l.d.timeArg(b.At), r.Scheduled, ep.OverCap); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), b.Pipeline, r.OldID, ep.EpisodeID, r.Source, r.Digest, l.d.timeArg(b.At), r.Scheduled, ep.OverCap,
+		overBy, overReason); err != nil {
 		return fmt.Errorf("%s: record its metadata: %w", where, err)
 	}
 	for _, t := range r.Tasks {
@@ -587,6 +761,9 @@ func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 				t.RemoteRef, b.Pipeline, ep.EpisodeID, t.Step, t.Revision, t.Amount, t.Currency, l.d.timeArg(b.At)); err != nil {
 				return fmt.Errorf("%s: record the cost of %q: %w", where, t.RemoteRef, err)
+			}
+			if err := l.settleImportedTx(ctx, tx, ref, t); err != nil {
+				return err
 			}
 		}
 	}
@@ -609,7 +786,28 @@ func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch
 	return nil
 }
 
-const importCols = `pipeline, old_id, episode_id, source, digest, imported_at, scheduled, over_cap`
+// settleImportedTx counts an imported cost in every budget that covers its
+// step: the entry a recorded submission settles, reserved and settled at
+// the cost (the old system was charged it; nothing was admitted ahead),
+// through setEntryTx's moves (none -> held -> settled) in the import's
+// transaction (docs/design.md, "Budgets").
+func (l *Ledger) settleImportedTx(ctx context.Context, tx *sql.Tx, ref PaidTaskRef, t ImportTask) error {
+	for _, b := range t.Budgets {
+		held := BudgetEntry{Budget: b.Budget, Period: b.Period, PaidTaskRef: ref, State: EntryHeld, Currency: t.Currency,
+			Reserved: t.Amount, Granted: t.Amount}
+		if err := l.setEntryTx(ctx, tx, nil, held); err != nil {
+			return err
+		}
+		settled := held
+		settled.State, settled.Settled = EntrySettled, t.Amount
+		if err := l.setEntryTx(ctx, tx, &held, settled); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const importCols = `pipeline, old_id, episode_id, source, digest, imported_at, scheduled, over_cap, over_budget_by, over_budget_reason`
 
 // Imports lists the import metadata of a pipeline ("" = every pipeline),
 // ordered by pipeline and old ID.
@@ -630,7 +828,8 @@ func (l *Ledger) queryImports(ctx context.Context, db querier, pipeline string) 
 	var out []ImportMeta
 	for rows.Next() {
 		var m ImportMeta
-		if err := rows.Scan(&m.Pipeline, &m.OldID, &m.EpisodeID, &m.Source, &m.Digest, dbTime{&m.ImportedAt}, &m.Scheduled, &m.OverCap); err != nil {
+		if err := rows.Scan(&m.Pipeline, &m.OldID, &m.EpisodeID, &m.Source, &m.Digest, dbTime{&m.ImportedAt}, &m.Scheduled, &m.OverCap,
+			&m.OverBudgetBy, &m.OverBudgetReason); err != nil {
 			return nil, fmt.Errorf("ledger %s: read import: %w", l.where, err)
 		}
 		out = append(out, m)

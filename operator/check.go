@@ -7,6 +7,8 @@ package operator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -59,7 +61,24 @@ type VendorCharges struct {
 	Charges     ChargeLister
 	Unavailable string
 	NoBill      string
+	// Account identifies the vendor account the charges are listed from
+	// (vendorAccount: a hash of its URL and API key, never the key).
+	// Vendors with one Account have one bill, which is reconciled once
+	// against the costs of all of them; "" is an account of its own.
+	Account string
 }
+
+// vendorAccount identifies a vendor account by its URL and API key without
+// holding the key: two [[vendor]] entries that give the same URL and key
+// bill to one account, and check --vendor reconciles that account once.
+func vendorAccount(url, key string) string {
+	sum := sha256.Sum256([]byte("allot vendor account\x00" + strings.TrimRight(url, "/") + "\x00" + key))
+	return hex.EncodeToString(sum[:])
+}
+
+// KindChargeOtherVendor: check --vendor found a charge for a task whose
+// cost the ledger books under a vendor of another account.
+const KindChargeOtherVendor = "charge_other_vendor"
 
 // CheckResult lists the violations found. OK means there are none and
 // every vendor asked for (--vendor) was reconciled, at least one.
@@ -95,6 +114,9 @@ type VendorCheck struct {
 	Charges int    `json:"charges"`
 	Costs   int    `json:"costs"`
 	Reason  string `json:"reason,omitempty"`
+	// SharedAccount names the other vendors on the same account (URL and
+	// key): the account's one bill was reconciled against all their costs.
+	SharedAccount []string `json:"shared_account,omitempty"`
 }
 
 // Check audits the ledger of one pipeline ("" = all) and the files it
@@ -169,23 +191,47 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 	}
 	var reconciled int
 	var unreconciled []string
+	// One account, one bill: the vendors sharing an account are reconciled
+	// together, by the first of them (docs/import-and-check.md, "Check").
+	accounts := map[string][]string{}
+	for _, v := range in.Vendors {
+		if v.Account != "" && v.NoBill == "" && v.Unavailable == "" && v.Charges != nil {
+			accounts[v.Account] = append(accounts[v.Account], v.Name)
+		}
+	}
+	byAccount := map[string]VendorCheck{}
 	for _, v := range in.Vendors {
 		check := VendorCheck{Name: v.Name, Status: VendorNoBill, Reason: v.NoBill}
+		names := []string{v.Name}
+		if len(accounts[v.Account]) > 1 {
+			names = accounts[v.Account]
+			check.SharedAccount = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == v.Name })
+		}
 		switch {
 		case v.NoBill != "":
 		case v.Unavailable != "" || v.Charges == nil:
 			check.Status, check.Reason = VendorNotReconciled, v.Unavailable
+		case names[0] != v.Name:
+			first := byAccount[v.Account]
+			check.Status, check.Charges, check.Costs = first.Status, first.Charges, costsOf(in, a, v.Name)
+			check.Reason = fmt.Sprintf("one account (URL and key) with vendor %s: its bill was reconciled there, against the costs of both", names[0])
+			if first.Status == VendorNotReconciled {
+				check.Reason += ": " + first.Reason
+			}
 		default:
-			found, c, err := reconcile(ctx, in, a, v)
+			found, c, err := reconcile(ctx, in, a, v, names)
 			if err != nil {
 				// One vendor that cannot be asked leaves the others and
 				// the ledger's own checks standing.
 				check.Status, check.Reason = VendorNotReconciled, err.Error()
+				byAccount[v.Account] = check
 				break
 			}
 			vs = append(vs, found...)
+			c.SharedAccount = check.SharedAccount
 			check = c
 			check.Status = VendorReconciled
+			byAccount[v.Account] = check
 			reconciled++
 		}
 		if check.Status == VendorNotReconciled {
@@ -264,14 +310,31 @@ func vendorOf(in CheckInput, c ledger.AuditCost) string {
 	return name
 }
 
-// reconcile compares one vendor's charges with the ledger.
-func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges) ([]ledger.Violation, VendorCheck, error) {
+// costsOf counts the ledger's costs booked to the vendor named.
+func costsOf(in CheckInput, a ledger.Audit, name string) int {
+	n := 0
+	for _, c := range a.Costs {
+		if vendorOf(in, c) == name {
+			n++
+		}
+	}
+	return n
+}
+
+// reconcile compares one vendor account's charges, listed by v, with the
+// ledger's costs booked to any vendor of names (v's and those sharing its
+// account).
+func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges, names []string) ([]ledger.Violation, VendorCheck, error) {
 	check := VendorCheck{Name: v.Name}
 	charges, err := v.Charges.Charges(ctx)
 	if err != nil {
 		return nil, check, fmt.Errorf("list its charges: %w (check its URL and API key)", err)
 	}
 	check.Charges = len(charges)
+	who := "vendor " + v.Name
+	if len(names) > 1 {
+		who = "the account of vendors " + strings.Join(names, ", ")
+	}
 	byRef, byKey := map[string]ledger.PaidTask{}, map[string]ledger.PaidTask{}
 	for _, t := range a.Tasks {
 		if t.RemoteRef != "" {
@@ -281,13 +344,16 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 			byKey[t.IdempotencyKey] = t
 		}
 	}
-	costs := map[string]ledger.AuditCost{}
+	costs, elsewhere := map[string]ledger.AuditCost{}, map[string]ledger.AuditCost{}
 	for _, c := range a.Costs {
-		if vendorOf(in, c) == v.Name {
+		switch vendor := vendorOf(in, c); {
+		case slices.Contains(names, vendor):
 			costs[c.RemoteRef] = c
-			check.Costs++
+		default:
+			elsewhere[c.RemoteRef] = c
 		}
 	}
+	check.Costs = costsOf(in, a, v.Name)
 	inScope := func(p string) bool { return in.Pipeline == "" || p == in.Pipeline }
 
 	// The vendor's charges, summed per task and currency; a sum that
@@ -331,14 +397,14 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 		t, known := byRef[ref]
 		if !known {
 			found := ledger.Violation{Kind: ledger.KindChargeUnrecorded,
-				Detail: fmt.Sprintf("vendor %s charged %s for task %s (idempotency key %q), which no paid task of the ledger holds: money spent without a record; find out who submitted it", v.Name, money, ref, c.key)}
+				Detail: fmt.Sprintf("%s charged %s for task %s (idempotency key %q), which no paid task of the ledger holds: money spent without a record; find out who submitted it", who, money, ref, c.key)}
 			if owner, ok := byKey[c.key]; ok && c.key != "" {
 				if !inScope(owner.Pipeline) {
 					continue
 				}
 				found.Pipeline, found.Episode = owner.Pipeline, owner.EpisodeID
-				found.Detail = fmt.Sprintf("vendor %s charged %s for task %s under idempotency key %q, which is %s's key, but the ledger holds that task as %s without this reference: the vendor accepted a submission whose answer was lost",
-					v.Name, money, ref, c.key, describeTask(owner), owner.State)
+				found.Detail = fmt.Sprintf("%s charged %s for task %s under idempotency key %q, which is %s's key, but the ledger holds that task as %s without this reference: the vendor accepted a submission whose answer was lost",
+					who, money, ref, c.key, describeTask(owner), owner.State)
 				if owner.State == allot.PaidIntent {
 					found.Fix = allot.LookupCommand(owner.Pipeline, owner.EpisodeID, owner.Step)
 				}
@@ -350,16 +416,22 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 			continue
 		}
 		cost, booked := costs[ref]
+		other, bookedElsewhere := elsewhere[ref]
 		switch {
 		case !booked && zero && effectTask(in.Pipelines, t):
 			// Effect steps book no cost; a zero charge is no money.
+		case !booked && bookedElsewhere:
+			// Its cost is booked: another entry would count it twice.
+			out = append(out, ledger.Violation{Kind: KindChargeOtherVendor, Pipeline: t.Pipeline, Episode: t.EpisodeID,
+				Detail: fmt.Sprintf("%s charged %s for task %s, which is %s's reference, but the ledger books its cost (%s) under vendor %s, another account (URL or key): the ledger's entry stands, do not book it again; ask the vendor which account it charged, and correct the vendor's URL or key in the pipeline file if this is that vendor's account",
+					who, money, ref, describeTask(t), allot.Money{Amount: other.Amount, Currency: other.Currency}, vendorOf(in, other))})
 		case !booked:
 			out = append(out, ledger.Violation{Kind: ledger.KindChargeUnrecorded, Pipeline: t.Pipeline, Episode: t.EpisodeID,
-				Detail: fmt.Sprintf("vendor %s charged %s for task %s, which is %s's reference, but the ledger books no cost for it with this vendor: correct the ledger's cost entry to what was charged", v.Name, money, ref, describeTask(t))})
+				Detail: fmt.Sprintf("%s charged %s for task %s, which is %s's reference, but the ledger books no cost for it: correct the ledger's cost entry to what was charged", who, money, ref, describeTask(t))})
 		case c.overflow || len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amounts[cost.Currency] != cost.Amount:
 			out = append(out, ledger.Violation{Kind: ledger.KindAmountDiffers, Pipeline: t.Pipeline, Episode: t.EpisodeID,
-				Detail: fmt.Sprintf("vendor %s charged %s for task %s (%s), the ledger books %s: ask the vendor which is right, then correct the ledger or dispute the charge",
-					v.Name, money, ref, describeTask(t), allot.Money{Amount: cost.Amount, Currency: cost.Currency})})
+				Detail: fmt.Sprintf("%s charged %s for task %s (%s), the ledger books %s: ask the vendor which is right, then correct the ledger or dispute the charge",
+					who, money, ref, describeTask(t), allot.Money{Amount: cost.Amount, Currency: cost.Currency})})
 		}
 	}
 	for _, c := range sortedCosts(costs) {
@@ -367,8 +439,8 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 			continue
 		}
 		out = append(out, ledger.Violation{Kind: ledger.KindCostUncharged, Pipeline: c.Pipeline, Episode: c.EpisodeID,
-			Detail: fmt.Sprintf("the ledger books %s for task %s (step %s revision %d) but vendor %s has not charged for it: ask the vendor, then correct the ledger or expect the charge",
-				allot.Money{Amount: c.Amount, Currency: c.Currency}, c.RemoteRef, c.Step, c.Revision, v.Name)})
+			Detail: fmt.Sprintf("the ledger books %s for task %s (step %s revision %d) under vendor %s but %s has not charged for it: ask the vendor, then correct the ledger or expect the charge",
+				allot.Money{Amount: c.Amount, Currency: c.Currency}, c.RemoteRef, c.Step, c.Revision, vendorOf(in, c), who)})
 	}
 	return out, check, nil
 }
@@ -442,7 +514,7 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 		} else if c, err := paidvendor.NewHTTPClient(defaultURL, key, nil); err != nil {
 			def.Unavailable = err.Error()
 		} else {
-			def.Charges = c
+			def.Charges, def.Account = c, vendorAccount(defaultURL, key)
 		}
 	}
 	vendors := []VendorCharges{def}
@@ -460,7 +532,7 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 			} else if c, err := paidvendor.NewHTTPClient(v.URL, key, nil); err != nil {
 				out.Unavailable = err.Error()
 			} else {
-				out.Charges = c
+				out.Charges, out.Account = c, vendorAccount(v.URL, key)
 			}
 		}
 		vendors = append(vendors, out)

@@ -33,6 +33,11 @@ type ImportInput struct {
 	// max_episodes_per_period (refused without it); each such episode's
 	// metadata records it.
 	OverCap bool
+	// OverBudget is why imported costs may take a budget's period over its
+	// limit (refused without it; docs/budgets.md); By is who allows it.
+	// Each episode whose costs count in such a period records both.
+	OverBudget string
+	By         string
 	// Now bounds the nominal times (the pipeline's window) and stamps
 	// the import; zero means now.
 	Now time.Time
@@ -56,8 +61,12 @@ type ImportResult struct {
 	Artifacts  int              `json:"artifacts"`
 	Costs      map[string]int64 `json:"costs"`
 	Error      string           `json:"error,omitempty"`
-	// Next, when the only conflicts are periods over the pipeline's cap,
-	// is the command that imports them anyway (--over-cap).
+	// OverBudget lists the budget periods the new episodes' costs take
+	// over their limits: refused without --over-budget, imported with it.
+	OverBudget []ledger.ImportOverBudget `json:"over_budget"`
+	// Next, when the only conflicts are periods over the pipeline's cap or
+	// over budgets, is the command that imports them anyway (--over-cap,
+	// --over-budget).
 	Next string `json:"next,omitempty"`
 }
 
@@ -74,7 +83,10 @@ type ImportedEpisode struct {
 	// its episode holds that time's key (AllocationKey).
 	Scheduled bool `json:"scheduled"`
 	// OverCap: imported beyond the pipeline's cap, with --over-cap.
-	OverCap    bool     `json:"over_cap,omitempty"`
+	OverCap bool `json:"over_cap,omitempty"`
+	// OverBudget: its costs count in a budget period the import takes
+	// over its limit, with --over-budget.
+	OverBudget bool     `json:"over_budget,omitempty"`
 	References int      `json:"references"`
 	Artifacts  int      `json:"artifacts"`
 	Notes      []string `json:"notes,omitempty"`
@@ -111,7 +123,8 @@ const importAttempts = 3
 // with the same data are skipped; with other data they are a conflict.
 func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in ImportInput) (ImportResult, error) {
 	res := ImportResult{Pipeline: in.Pipeline, DryRun: in.DryRun, InPlace: in.InPlace, OverCap: in.OverCap,
-		Imported: []ImportedEpisode{}, Skipped: []ImportedEpisode{}, Conflicts: []ledger.ImportConflict{}, Costs: map[string]int64{}}
+		Imported: []ImportedEpisode{}, Skipped: []ImportedEpisode{}, Conflicts: []ledger.ImportConflict{}, Costs: map[string]int64{},
+		OverBudget: []ledger.ImportOverBudget{}}
 	p, err := pipelines.Get(in.Pipeline)
 	if err != nil {
 		return res, err
@@ -145,6 +158,9 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	var planned []plannedRecord
 	for _, src := range sources {
 		pr, cs := planRecord(p, src, now)
+		if len(cs) == 0 {
+			cs = countInBudgets(pipelines, p, &pr)
+		}
 		if len(cs) > 0 {
 			invalid = append(invalid, cs...)
 			continue
@@ -155,7 +171,7 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	for attempt := 1; ; attempt++ {
 		conflicts := slices.Clone(invalid)
 		batch := ledger.ImportBatch{Pipeline: p.Name, Plan: p.Plan(), KeyFor: allot.IdempotencyKey, DryRun: true, At: now,
-			MaxPerPeriod: p.MaxPerPeriod, OverCap: in.OverCap}
+			MaxPerPeriod: p.MaxPerPeriod, OverCap: in.OverCap, OverBudgetReason: in.OverBudget, OverBudgetBy: in.By}
 		for _, pr := range planned {
 			batch.Records = append(batch.Records, pr.rec)
 		}
@@ -167,6 +183,7 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 		case err != nil:
 			return res, err
 		}
+		res.OverBudget = append([]ledger.ImportOverBudget{}, plan.OverBudget...)
 		// Files are checked for every record not skipped, so that a
 		// refusal lists them with the ledger's conflicts.
 		var fresh []int
@@ -190,7 +207,7 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 			res.Conflicts = conflicts
 			err := &ledger.ImportConflictError{Conflicts: conflicts}
 			res.Error = err.Error()
-			res.Next = overCapCommand(in, from, conflicts)
+			res.Next = overrideCommand(in, from, conflicts)
 			return res, err
 		}
 		if err := fillImportResult(&res, planned, plan); err != nil {
@@ -237,11 +254,22 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	}
 }
 
-// overCapCommand is the command that runs the refused import again with
-// --over-cap, when the cap is all that refused it; "" otherwise.
-func overCapCommand(in ImportInput, from string, conflicts []ledger.ImportConflict) string {
-	if in.OverCap || !slices.ContainsFunc(conflicts, func(c ledger.ImportConflict) bool { return c.Kind == ledger.ConflictOverCap }) ||
-		slices.ContainsFunc(conflicts, func(c ledger.ImportConflict) bool { return c.Kind != ledger.ConflictOverCap }) {
+// overBudgetReason is the reason the printed --over-budget command gives;
+// the operator may write their own.
+const overBudgetReason = "the old system paid these costs"
+
+// overrideCommand is the command that runs the refused import again with
+// --over-cap and/or --over-budget, when the pipeline's cap and budgets'
+// limits are all that refused it; "" otherwise.
+func overrideCommand(in ImportInput, from string, conflicts []ledger.ImportConflict) string {
+	kinds := map[string]bool{}
+	for _, c := range conflicts {
+		kinds[c.Kind] = true
+	}
+	overCap, overBudget := kinds[ledger.ConflictOverCap] && !in.OverCap, kinds[ledger.ConflictOverBudget] && in.OverBudget == ""
+	delete(kinds, ledger.ConflictOverCap)
+	delete(kinds, ledger.ConflictOverBudget)
+	if len(kinds) > 0 || !overCap && !overBudget {
 		return ""
 	}
 	var flags []string
@@ -256,7 +284,44 @@ func overCapCommand(in ImportInput, from string, conflicts []ledger.ImportConfli
 	if in.DryRun {
 		flags = append(flags, "--dry-run")
 	}
-	return allot.ImportCommand(in.Pipeline, from, append(flags, "--over-cap")...)
+	if overCap || in.OverCap {
+		flags = append(flags, "--over-cap")
+	}
+	if reason := in.OverBudget; overBudget || reason != "" {
+		if reason == "" {
+			reason = overBudgetReason
+		}
+		flags = append(flags, "--over-budget "+allot.ShellQuote(reason))
+		if in.By != "" {
+			flags = append(flags, "--by "+allot.ShellQuote(in.By))
+		}
+	}
+	return allot.ImportCommand(in.Pipeline, from, flags...)
+}
+
+// countInBudgets gives each cost of a planned record the budgets that
+// cover its step, in the period of the record's nominal time in each
+// budget's zone, so that the import counts it there (docs/budgets.md). A
+// cost in another currency than such a budget's is refused with its line:
+// amounts are never converted.
+func countInBudgets(set *pipeline.Set, p *pipeline.Pipeline, pr *plannedRecord) []ledger.ImportConflict {
+	var out []ledger.ImportConflict
+	for i := range pr.rec.Tasks {
+		t := &pr.rec.Tasks[i]
+		st, ok := p.Step(t.Step)
+		if t.Currency == "" || !ok {
+			continue
+		}
+		for _, b := range set.BudgetsFor(p.Name, st) {
+			if t.Currency != b.Limit.Currency {
+				out = append(out, invalidRecord(pr.rec.OldID, "%s: cost of %q is %s, but step %s counts against budget %s, which is in %s, and amounts are never converted: give the cost in %s as the vendor billed it, or leave this run out of the source",
+					pr.src.origin, t.RemoteRef, allot.Money{Amount: t.Amount, Currency: t.Currency}, st.Name, b.Name, b.Limit.Currency, b.Limit.Currency))
+				continue
+			}
+			t.Budgets = append(t.Budgets, ledger.ImportBudget{BudgetLimit: limitOf(b), Period: b.PeriodOf(pr.rec.NominalTime)})
+		}
+	}
+	return out
 }
 
 // fillImportResult lists the planned episodes and their totals.
@@ -266,7 +331,7 @@ func fillImportResult(res *ImportResult, planned []plannedRecord, plan ledger.Im
 	for i, ep := range plan.Episodes {
 		pr := planned[i]
 		out := ImportedEpisode{OldID: ep.OldID, EpisodeID: ep.EpisodeID, Period: ep.Period, Sequence: ep.Sequence,
-			AllocationKey: ep.AllocationKey, NominalTime: ep.NominalTime, Scheduled: ep.Scheduled, OverCap: ep.OverCap}
+			AllocationKey: ep.AllocationKey, NominalTime: ep.NominalTime, Scheduled: ep.Scheduled, OverCap: ep.OverCap, OverBudget: ep.OverBudget}
 		if ep.Skipped {
 			res.Skipped = append(res.Skipped, out)
 			continue
@@ -278,6 +343,9 @@ func fillImportResult(res *ImportResult, planned []plannedRecord, plan ledger.Im
 		}
 		if ep.OverCap {
 			out.Notes = append(out.Notes, "beyond the pipeline's max_episodes_per_period: imported with --over-cap, as its metadata records")
+		}
+		if ep.OverBudget {
+			out.Notes = append(out.Notes, "its costs take a budget period over its limit: imported with --over-budget, as its metadata records (who and why)")
 		}
 		for _, t := range pr.rec.Tasks {
 			if t.RemoteRef != "" {

@@ -92,9 +92,8 @@ const legacyStateFile = "state.json"
 const importReason = "imported"
 
 var (
-	oldIDPattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}$`)
-	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
-	sha256Pattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	oldIDPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}$`)
+	sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // sourceRecord is one record as read, with where it came from.
@@ -334,8 +333,8 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 		case c.Amount > allot.MaxAmount:
 			bad("cost of %q is %d minor units (%s), above the bound of %s for one charge: amounts are minor units (cents); correct the amount",
 				c.RemoteRef, c.Amount, allot.Money{Amount: c.Amount, Currency: c.Currency}, allot.Money{Amount: allot.MaxAmount, Currency: c.Currency})
-		case !currencyPattern.MatchString(c.Currency):
-			bad("cost of %q has currency %q: use the ISO 4217 code, e.g. USD", c.RemoteRef, c.Currency)
+		case pipeline.CheckCurrency(c.Currency) != nil:
+			bad("cost of %q: %v", c.RemoteRef, pipeline.CheckCurrency(c.Currency))
 		default:
 			if _, dup := costs[c.RemoteRef]; dup {
 				bad("reference %q has two costs: give its one absolute amount", c.RemoteRef)

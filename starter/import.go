@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -16,21 +17,27 @@ import (
 )
 
 // importCommand: starter import --pipeline P --from PATH [--dry-run]
-// [--in-place] [--over-cap]. It never contacts a vendor.
+// [--in-place] [--over-cap] [--over-budget REASON [--by NAME]]. It never
+// contacts a vendor.
 func importCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("import", false)
-	var in operator.ImportInput
+	in := operator.ImportInput{By: os.Getenv("USER")}
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline the old runs become episodes of (required)")
 	fs.StringVar(&in.From, "from", "", "a JSON Lines file of old runs, or a folder with one folder per old ID holding a state.json (required)")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "check everything and say what would be imported; write nothing")
 	fs.BoolVar(&in.InPlace, "in-place", false, "record the artifact files where they are instead of copying them into the data folder")
 	fs.BoolVar(&in.OverCap, "over-cap", false, "import old runs beyond the pipeline's max_episodes_per_period (refused without it); each such episode's import metadata records it")
+	fs.StringVar(&in.OverBudget, "over-budget", "", "why the old runs' costs may take a budget's period over its limit (refused without it); each such episode's import metadata records it with --by")
+	fs.StringVar(&in.By, "by", in.By, "who allows --over-budget (default $USER)")
 	fs.StringVar(&c.cfg.DataDir, "data-dir", c.cfg.DataDir, "artifacts are copied to DATA_DIR/artifacts/<pipeline>/<episode>/ (env "+app.EnvDataDir+", default data)")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if in.Pipeline == "" || in.From == "" {
 		return usageError{errors.New("--pipeline and --from are required")}
+	}
+	if in.OverBudget != "" && strings.TrimSpace(in.OverBudget) == "" || strings.TrimSpace(in.OverBudget) != "" && strings.TrimSpace(in.By) == "" {
+		return usageError{errors.New("--over-budget needs a reason and who gives it: --over-budget REASON --by NAME")}
 	}
 	in.DataDir = c.cfg.DataDir
 	pipelines, err := c.cfg.LoadPipelines()
@@ -86,11 +93,14 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 			costs = append(costs, money(res.Costs[cur], cur))
 		}
 		fmt.Fprintf(w, "references\t%d\nartifact files\t%d\ncosts\t%s\n", res.References, res.Artifacts, dash(strings.Join(costs, ", ")))
+		for _, o := range res.OverBudget {
+			fmt.Fprintf(w, "over budget\t%s (--over-budget by %s: %s)\n", o, in.By, in.OverBudget)
+		}
 	})
 	if conflicts != nil {
 		if !c.json {
 			if res.Next != "" {
-				fmt.Fprintf(c.stderr, "starter import: refused, nothing was written: if the old system did run those episodes, import them over the cap:\n  %s\n", res.Next)
+				fmt.Fprintf(c.stderr, "starter import: refused, nothing was written: if the old system did run those episodes and pay those costs, import them over the cap or budgets (the ledger records it):\n  %s\n", res.Next)
 			} else {
 				fmt.Fprintf(c.stderr, "starter import: refused, nothing was written: fix the source (or the ledger) and run it again\n")
 			}

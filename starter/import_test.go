@@ -447,3 +447,87 @@ func TestImportOverTheCapNeedsConsent(t *testing.T) {
 		}
 	}
 }
+
+// TestImportOverBudgetNeedsConsent: old runs whose costs would take a
+// budget's week over its limit are refused, dry or not, naming the period,
+// with the command that imports them anyway; that command, run as printed,
+// imports them and records who allowed it and why.
+func TestImportOverBudgetNeedsConsent(t *testing.T) {
+	vendor, _ := failingVendor(t)
+	budgeted := fmt.Sprintf(importPipelines, vendor.URL) + `
+[[budget]]
+name     = "video-weekly"
+pipeline = "weekly-video"
+period   = "iso-week"
+limit    = { amount = 400, currency = "USD" }
+`
+	budgeted = strings.Replace(budgeted, "  name = \"video\"\n  kind = \"paid\"\n", "  name = \"video\"\n  kind = \"paid\"\n  max_cost = { amount = 250, currency = \"USD\" }\n", 1)
+	budgeted = strings.Replace(budgeted, "  vendor = \"studio\"\n", "  vendor = \"studio\"\n  max_cost = { amount = 40, currency = \"USD\" }\n", 1)
+	pipes := filepath.Join(t.TempDir(), "pipelines.toml")
+	if err := os.WriteFile(pipes, []byte(budgeted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := filepath.Join(t.TempDir(), "old.jsonl")
+	var lines []string
+	for _, id := range []string{"mon", "thu"} {
+		day := map[string]string{"mon": "13", "thu": "16"}[id]
+		lines = append(lines, fmt.Sprintf(`{"old_id": "w29-%s", "nominal_time": "2026-07-%sT02:00:00Z", "completed_at": "2026-07-%sT10:00:00Z", "scheduled": %v,`+
+			` "references": [{"step": "video", "remote_ref": "vt_w29%s"}], "costs": [{"remote_ref": "vt_w29%s", "amount": 250, "currency": "USD"}]}`,
+			id, day, day, id == "mon", id, id))
+	}
+	if err := os.WriteFile(from, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := testLedgers(t)[0]
+	t.Setenv("ALLOT_LEDGER", l.url)
+	t.Setenv("ALLOT_PIPELINES", pipes)
+	t.Setenv("USER", "maria")
+	led, err := ledger.Open(context.Background(), l.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led.Close()
+	before := l.dump(t)
+
+	for _, dry := range []string{"--dry-run", "--in-place"} {
+		code, stdout, _ := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place", dry, "--json")
+		var res operator.ImportResult
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitError || res.OK || len(res.Conflicts) != 1 ||
+			res.Conflicts[0].Kind != ledger.ConflictOverBudget || !strings.Contains(res.Conflicts[0].Detail, "budget video-weekly period 2026-W29") {
+			t.Fatalf("import %s over the budget: exit %d, %v, %s", dry, code, err, stdout)
+		}
+	}
+	if diff := dumpDiff(before, l.dump(t)); diff != "" {
+		t.Fatalf("a refused import wrote: %s", diff)
+	}
+	code, _, stderr := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place")
+	next := operator.ImportResult{}
+	_, stdout, _ := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place", "--json")
+	if err := json.Unmarshal([]byte(stdout), &next); err != nil || code != exitError || next.Next == "" || !strings.Contains(stderr, next.Next) ||
+		!strings.Contains(next.Next, "--over-budget 'the old system paid these costs' --by 'maria'") {
+		t.Fatalf("the refusal does not print the command with --over-budget (%q): exit %d, %s", next.Next, code, stderr)
+	}
+	words, err := workflows.SplitCommand(next.Next)
+	if err != nil || words[0] != "starter" {
+		t.Fatalf("the printed command %q: %v", next.Next, err)
+	}
+	var res operator.ImportResult
+	code, stdout, stderr = run(t, append(words[1:], "--json")...)
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitOK || !res.OK || len(res.Imported) != 2 || len(res.OverBudget) != 1 {
+		t.Fatalf("%s: exit %d, %s %s", next.Next, code, stdout, stderr)
+	}
+	led, err = ledger.OpenReadOnly(context.Background(), l.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	metas, err := led.Imports(context.Background(), "weekly-video")
+	if err != nil || len(metas) != 2 {
+		t.Fatalf("metadata %+v, %v", metas, err)
+	}
+	for _, m := range metas {
+		if m.OverBudgetBy != "maria" || m.OverBudgetReason != "the old system paid these costs" {
+			t.Errorf("metadata of %s: over budget by %q: %q", m.OldID, m.OverBudgetBy, m.OverBudgetReason)
+		}
+	}
+}

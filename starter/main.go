@@ -529,7 +529,11 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 		for _, v := range res.Vendors {
 			switch v.Status {
 			case operator.VendorReconciled:
-				fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled\n", v.Name, v.Charges, v.Costs)
+				shared := ""
+				if len(v.SharedAccount) > 0 {
+					shared = fmt.Sprintf(" (one account with %s: its bill is reconciled once, against the costs of all)", strings.Join(v.SharedAccount, ", "))
+				}
+				fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled%s\n", v.Name, v.Charges, v.Costs, shared)
 			case operator.VendorNotReconciled:
 				fmt.Fprintf(w, "vendor %s\tNOT RECONCILED: %s\n", v.Name, v.Reason)
 			default:
