@@ -86,7 +86,7 @@ type PaidTask struct {
 	// (docs/design.md, "Vendor controls", idempotency horizon).
 	FirstSentAt time.Time `json:"first_sent_at,omitzero"`
 	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // OutcomeUnknown reports whether the task is an intent that may have reached
