@@ -292,3 +292,14 @@ func (b Budget) CheckPeriod(period string) error {
 	}
 	return nil
 }
+
+// BudgetPeriodKindOf is the kind of budget period the text is, by its
+// form: "2026-08-07" a day, "2026-W32" an ISO week, "2026-08" a month.
+func BudgetPeriodKindOf(period string) (PeriodKind, bool) {
+	for _, k := range []PeriodKind{Day, ISOWeek, Month} {
+		if (Budget{Period: k}).CheckPeriod(period) == nil {
+			return k, true
+		}
+	}
+	return "", false
+}
