@@ -78,6 +78,10 @@ type ReshapedBudget struct {
 	// Changed says what differs: "currency", "period" or "time_zone".
 	Changed string
 	Spends  []BudgetSpend
+	// Both: the ledger also holds spend of the budget in the file's
+	// shape (the budget was changed before, and money booked both ways),
+	// so restoring the old shape would refuse that spend instead.
+	Both bool
 }
 
 func (e *BudgetReshapedError) Error() string {
@@ -102,9 +106,14 @@ func (e *BudgetReshapedError) Error() string {
 			was = fmt.Sprintf("the ledger holds its spend in periods that time_zone %q puts elsewhere", b.TimeZone)
 			fix = "its former time_zone"
 		}
-		parts[i] = fmt.Sprintf("budget %q: %s (%s)", b.Name, was, strings.Join(held, "; ")) +
-			fmt.Sprintf(". Either restore %s for budget %q in the pipeline file, or give the changed budget a new name (name = %q, say): the spend above then stays with the old name, in its old periods, as history that no budget counts, and the new budget starts empty, so those periods may spend its limit again",
-				fix, b.Name, b.Name+"-2")
+		rename := fmt.Sprintf("give the changed budget a new name (name = %q, say): the spend above then stays with the old name, in its old periods, as history that no budget counts, and the new budget starts empty, so those periods may spend its limit again", b.Name+"-2")
+		if r.Both {
+			parts[i] = fmt.Sprintf("budget %q: %s (%s), and it holds spend in the file's shape too, so restoring the old one would not help. Instead, %s",
+				b.Name, was, strings.Join(held, "; "), rename)
+			continue
+		}
+		parts[i] = fmt.Sprintf("budget %q: %s (%s). Either restore %s for budget %q in the pipeline file, or %s",
+			b.Name, was, strings.Join(held, "; "), fix, b.Name, rename)
 	}
 	return fmt.Sprintf("%v: the worker cannot start, money already spent would count as free: %s", ErrBudgetReshaped, strings.Join(parts, "; "))
 }
@@ -129,6 +138,7 @@ func (l *Ledger) CheckBudgetShapes(ctx context.Context, budgets []pipeline.Budge
 	var out BudgetReshapedError
 	for _, b := range budgets {
 		byChange := map[string][]BudgetSpend{}
+		fits := false
 		for _, s := range spends {
 			if s.Budget != b.Name {
 				continue
@@ -140,11 +150,13 @@ func (l *Ledger) CheckBudgetShapes(ctx context.Context, budgets []pipeline.Budge
 				byChange["period"] = append(byChange["period"], s)
 			case b.PeriodOf(s.FirstNominal) != s.Period || b.PeriodOf(s.LastNominal) != s.Period:
 				byChange["time_zone"] = append(byChange["time_zone"], s)
+			default:
+				fits = true
 			}
 		}
 		for _, change := range []string{"currency", "period", "time_zone"} {
 			if ss := byChange[change]; len(ss) > 0 {
-				out.Budgets = append(out.Budgets, ReshapedBudget{Budget: b, Changed: change, Spends: ss})
+				out.Budgets = append(out.Budgets, ReshapedBudget{Budget: b, Changed: change, Spends: ss, Both: fits})
 				break // one change per budget: the fix of the first shows the rest
 			}
 		}

@@ -123,4 +123,24 @@ func testBudgetShapes(t *testing.T, l *Ledger) {
 			}
 		}
 	}
+
+	// A ledger whose budget was changed before this check existed holds
+	// spend in both currencies: neither shape passes, and restoring one
+	// would not help, so the fix is the new name only.
+	res, err := l.Allocate(ctx, AllocateInput{Pipeline: "weekly", Key: "k-eur", Period: "2026-W32", NominalTime: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReserve(t, l, paidRef(res.Episode, "video", 0), Reservation{Budget: "weekly", Period: "2026-W32", Currency: "EUR", Limit: 1000, Amount: 500})
+	for _, currency := range []string{"USD", "EUR"} {
+		err := l.CheckBudgetShapes(ctx, []pipeline.Budget{shapedBudget(t, currency, "iso-week", "UTC")})
+		for _, w := range []string{`budget "weekly"`, "restoring the old one would not help", `name = "weekly-2"`} {
+			if !errors.Is(err, ErrBudgetReshaped) || !strings.Contains(err.Error(), w) {
+				t.Fatalf("spend in USD and EUR, the file in %s: %v\nwant a refusal saying %q", currency, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "restore currency") {
+			t.Fatalf("spend in USD and EUR, the file in %s: %v\nsays to restore a currency", currency, err)
+		}
+	}
 }
