@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/activity"
@@ -150,13 +149,13 @@ func (a *Activities) BudgetRoom(ctx context.Context, in BudgetRoomInput) (Budget
 	_, covering := a.covering(p, st)
 	var rs []ledger.Reservation
 	for _, n := range in.Needs {
-		i := slices.IndexFunc(covering, func(b pipeline.Budget) bool { return b.Name == n.Budget && b.Limit.Currency == n.Currency })
-		if i < 0 {
+		limit, covers := coveringLimit(covering, n)
+		if !covers {
 			activity.GetLogger(ctx).Info("the budget a parked task waited on no longer covers it: the step runs again under the budgets that do",
 				"budget", n.Budget, "period", n.Period, "step", st.Name)
 			continue
 		}
-		rs = append(rs, ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: covering[i].Limit.Amount, Amount: n.Asked})
+		rs = append(rs, ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked})
 	}
 	if len(rs) == 0 {
 		return BudgetRoomResult{Room: true}, nil
@@ -166,6 +165,18 @@ func (a *Activities) BudgetRoom(ctx context.Context, in BudgetRoomInput) (Budget
 		return BudgetRoomResult{}, classify(err)
 	}
 	return BudgetRoomResult{Room: len(short) == 0, Shortfalls: short}, nil
+}
+
+// coveringLimit is the file's limit of the budget that refused n, if that
+// budget still covers the step in n's currency; else n's own limit and
+// false.
+func coveringLimit(covering []pipeline.Budget, n ledger.BudgetShortfall) (int64, bool) {
+	for _, b := range covering {
+		if b.Name == n.Budget && b.Limit.Currency == n.Currency {
+			return b.Limit.Amount, true
+		}
+	}
+	return n.Limit, false
 }
 
 // budgetAlerts records the soft thresholds the step's budgets crossed with
