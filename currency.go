@@ -6,9 +6,11 @@ import "strings"
 // their minor unit: the only currencies money may be kept in. Codes
 // without a minor unit (gold XAU, special drawing rights XDR, the testing
 // code XTS, "no currency" XXX, ...) are left out: an amount is an integer
-// of minor units, which they do not have. Withdrawn codes (HRK, ZWL, ANG
-// ...) are left out too; a ledger that recorded one still prints it
-// (CurrencyDigits), but no new budget, price or import may name it.
+// of minor units, which they do not have. Withdrawn codes (HRK, ZWL, ANG,
+// SLL ...) are left out too; a ledger that recorded one still prints it
+// (CurrencyDigits), but no new budget, price or import may name it. BGN
+// stays while bills from before Bulgaria's euro (2026) may still settle.
+// A code ISO adds later is one word added here.
 var iso4217ByDigits = map[int]string{
 	0: "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF",
 	2: "AED AFN ALL AMD AOA ARS AUD AWG AZN BAM BBD BDT BGN BMD BND BOB BOV BRL BSD BTN BWP BYN BZD " +
