@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Migration 0013 (first_sent_at): a task that may have been sent before
+// Migration 0014 (first_sent_at): a task that may have been sent before
 // the column existed counts its horizon from its creation, as it did; a
 // task never sent has no first send.
 
@@ -41,7 +41,7 @@ func testMigrateV12ToV13(t *testing.T, url string) {
 			t.Fatal(err)
 		}
 		if want := map[bool]time.Time{true: created}[sent]; !got.FirstSentAt.Equal(want) {
-			t.Errorf("task %s after 0013: first sent %v, want %v", step, got.FirstSentAt, want)
+			t.Errorf("task %s after 0014: first sent %v, want %v", step, got.FirstSentAt, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
--- allot ledger v13, SQLite: when a paid task was first sent.
+-- allot ledger v14, SQLite: when a paid task was first sent.
 --
 -- first_sent_at: the first time a send of the task began (MarkSending);
 -- NULL while it was never sent. The vendor's idempotency horizon counts
