@@ -27,27 +27,6 @@ var ErrAmountOverflow = errors.New("amount overflow")
 // ErrCurrencyMismatch: amounts of two currencies were added.
 var ErrCurrencyMismatch = errors.New("currencies differ")
 
-// currencyDigits are the ISO 4217 currencies whose minor unit is not a
-// hundredth. Every other currency has two decimals.
-var currencyDigits = map[string]int{
-	// No minor unit.
-	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0,
-	"PYG": 0, "RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
-	// Thousandths.
-	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
-	// Ten-thousandths.
-	"CLF": 4, "UYW": 4,
-}
-
-// CurrencyDigits is how many decimals a currency's major unit has: 0 for
-// JPY, 3 for KWD, 2 for USD and for any currency not known here.
-func CurrencyDigits(currency string) int {
-	if d, ok := currencyDigits[currency]; ok {
-		return d
-	}
-	return 2
-}
-
 // String formats the amount in major units with its currency: "2.50 USD",
 // "-0.16 USD", "500 JPY", "1.250 KWD". It is the one formatter of money:
 // every command prints amounts through it. A Money without a currency

@@ -80,3 +80,23 @@ func TestAllocationKeyIsTheSchedulesForm(t *testing.T) {
 		t.Errorf("AllocationKey = %q", got)
 	}
 }
+
+// TestISO4217Table: the table holds the common codes with their minor
+// units and nothing that is not a three-letter uppercase code.
+func TestISO4217Table(t *testing.T) {
+	for code, digits := range map[string]int{"USD": 2, "EUR": 2, "GBP": 2, "JPY": 0, "KRW": 0, "KWD": 3, "CLF": 4} {
+		if !IsISO4217(code) || CurrencyDigits(code) != digits {
+			t.Errorf("%s: known %v, %d digits; want known, %d", code, IsISO4217(code), CurrencyDigits(code), digits)
+		}
+	}
+	for _, code := range []string{"XYZ", "usd", "US", "", "XAU", "XXX"} {
+		if IsISO4217(code) {
+			t.Errorf("%q is taken for an ISO 4217 code", code)
+		}
+	}
+	for code := range currencyDigits {
+		if len(code) != 3 || strings.ToUpper(code) != code {
+			t.Errorf("table entry %q is not a three-letter uppercase code", code)
+		}
+	}
+}

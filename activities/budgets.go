@@ -195,24 +195,47 @@ type BudgetRoomResult struct {
 // BudgetRoom reads, without writing, whether the budgets a parked task was
 // refused by have room for it now (a raise, a release, a cost below its
 // reservation): the Episode then tries the step again, and the admission
-// decides.
+// decides. A budget the pipeline file no longer has, that no longer covers
+// the step, or that now counts another currency is not asked: it cannot
+// admit the task any more, nor refuse it, so waiting on it would last for
+// ever; the step runs again and the budgets that cover it now decide
+// (invariant 20 of docs/design.md).
 func (a *Activities) BudgetRoom(ctx context.Context, in BudgetRoomInput) (BudgetRoomResult, error) {
-	if _, _, _, err := a.paidStep(ctx, in.PaidTaskInput); err != nil {
+	p, _, st, err := a.paidStep(ctx, in.PaidTaskInput)
+	if err != nil {
 		return BudgetRoomResult{}, err
 	}
+	_, covering := a.covering(p, st)
 	var rs []ledger.Reservation
 	for _, n := range in.Needs {
-		limit := n.Limit
-		if b, ok := a.Pipelines.Budget(n.Budget); ok && b.Limit.Currency == n.Currency {
-			limit = b.Limit.Amount
+		limit, covers := coveringLimit(covering, n)
+		if !covers {
+			activity.GetLogger(ctx).Info("the budget a parked task waited on no longer covers it: the step runs again under the budgets that do",
+				"budget", n.Budget, "period", n.Period, "step", st.Name)
+			continue
 		}
 		rs = append(rs, ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked})
+	}
+	if len(rs) == 0 {
+		return BudgetRoomResult{Room: true}, nil
 	}
 	short, err := a.Ledger.BudgetRoom(ctx, rs)
 	if err != nil {
 		return BudgetRoomResult{}, classify(err)
 	}
 	return BudgetRoomResult{Room: len(short) == 0, Shortfalls: short}, nil
+}
+
+// coveringLimit is the file's limit of the budget that refused n, if that
+// budget still covers the step in n's currency; else n's own limit and
+// false.
+func coveringLimit(covering []pipeline.Budget, n ledger.BudgetShortfall) (int64, bool) {
+	for _, b := range covering {
+		if b.Name == n.Budget && b.Limit.Currency == n.Currency {
+			return b.Limit.Amount, true
+		}
+	}
+	return n.Limit, false
 }
 
 // budgetAlerts records the soft thresholds the step's budgets crossed with

@@ -6,6 +6,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,6 +206,50 @@ func TestBudgetReservesSettlesAndRefuses(t *testing.T) {
 	// raise.
 	if n := f.metrics.total(MetricBudgetAlerts); n != 2 {
 		t.Fatalf("budget alerts counted %d times, want 2 (50 %% and 90 %%, once each)", n)
+	}
+}
+
+// Issue 24: an episode parked on a budget that has since been removed
+// from the pipeline file resumes. Its room check no longer asks the gone
+// budget (which, kept at its old limit, refused for ever); the step runs
+// again, and the budgets that cover it now decide.
+func TestBudgetRoomOfARemovedBudgetLetsTheStepRunAgain(t *testing.T) {
+	f := newBudgetFixture(t, false)
+	var eps []string
+	for i, key := range []string{"run-1", "run-2", "run-3"} {
+		eps = append(eps, f.mustAllocate(t, "tokyo", key, tokyoNominal.Add(time.Duration(i)*time.Minute)).EpisodeID)
+	}
+	for _, ep := range eps[:2] {
+		if _, err := f.submit(t, ep, "video"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := f.submit(t, eps[2], "video")
+	needs := parkDetails(t, err).Budgets
+	ask := BudgetRoomInput{PaidTaskInput: PaidTaskInput{Pipeline: "tokyo", EpisodeID: eps[2], Step: "video"}, Needs: needs}
+	if room, err := execute[BudgetRoomResult](t, f.fixture, f.acts.BudgetRoom, ask); err != nil || room.Room {
+		t.Fatalf("BudgetRoom with the budget in the file: %+v, %v", room, err)
+	}
+	// The operator deletes the [[budget]] tokyo-daily and restarts.
+	start := strings.Index(budgetPipelines, "[[budget]]\nname      = \"tokyo-daily\"")
+	end := strings.Index(budgetPipelines, "[[budget]]\nname   = \"quoter-monthly\"")
+	if start < 0 || end < start {
+		t.Fatal("the test file changed: find tokyo-daily's [[budget]]")
+	}
+	set, err := pipeline.Parse([]byte(budgetPipelines[:start]+budgetPipelines[end:]), "budgets_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Pipelines = set
+	room, err := execute[BudgetRoomResult](t, f.fixture, f.acts.BudgetRoom, ask)
+	if err != nil || !room.Room || len(room.Shortfalls) != 0 {
+		t.Fatalf("BudgetRoom of a removed budget: %+v, %v; want room (the step runs again)", room, err)
+	}
+	if _, err := f.submit(t, eps[2], "video"); err != nil {
+		t.Fatalf("the step run again: %v", err)
+	}
+	if n := f.sim.ChargeCount(); n != 3 {
+		t.Fatalf("charges: %d, want 3", n)
 	}
 }
 

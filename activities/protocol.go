@@ -586,17 +586,21 @@ func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, pla
 }
 
 // checkHorizon parks a task that may have reached the vendor (and no
-// operator allowed a send without the answer) once its intent is older than
-// the vendor keeps idempotency keys: the vendor's "nothing" may then mean it
-// forgot the key, and a resend could pay twice (IdempotencyHorizonPassed).
+// operator allowed a send without the answer) once its first send is older
+// than the vendor keeps idempotency keys: the vendor's "nothing" may then
+// mean it forgot the key, and a resend could pay twice
+// (IdempotencyHorizonPassed). The horizon counts from the first send, not
+// from when the intent was written: a task may wait on its budget or its
+// vendor for days before the vendor hears of it (docs/design.md, "Vendor
+// controls", idempotency horizon). A task never sent has no horizon.
 func (a *Activities) checkHorizon(pipelineName, episodeID string, st pipeline.Step, task ledger.PaidTask, key string) error {
 	horizon := a.vendorLimits(vendorOf(st)).Horizon()
-	if horizon <= 0 || !task.MaybeSent || task.ResubmitRequest != "" || clock().Sub(task.CreatedAt) <= horizon {
+	if horizon <= 0 || !task.MaybeSent || task.ResubmitRequest != "" || task.FirstSentAt.IsZero() || clock().Sub(task.FirstSentAt) <= horizon {
 		return nil
 	}
 	return nonRetryable(allot.IdempotencyHorizonPassed,
-		"paid task %s/%s step %s revision %d may have reached vendor %s, and its intent (written %s) is older than the vendor keeps idempotency keys (idempotency_horizon %s): the vendor may have forgotten key %s, so allot neither trusts a look-up that finds nothing nor sends it again. Check the vendor's side for a task with that key or sent around then: adopt it if it is there (starter episode lookup, or resolve --adopt REF), else resubmit or abandon the step",
-		pipelineName, episodeID, st.Name, task.Revision, vendorOf(st), task.CreatedAt.Format(time.RFC3339), horizon, key)
+		"paid task %s/%s step %s revision %d may have reached vendor %s, and it was first sent %s, longer ago than the vendor keeps idempotency keys (idempotency_horizon %s): the vendor may have forgotten key %s, so allot neither trusts a look-up that finds nothing nor sends it again. Check the vendor's side for a task with that key or sent around then: adopt it if it is there (starter episode lookup, or resolve --adopt REF), else resubmit or abandon the step",
+		pipelineName, episodeID, st.Name, task.Revision, vendorOf(st), task.FirstSentAt.Format(time.RFC3339), horizon, key)
 }
 
 // PaidSendInput begins a send.

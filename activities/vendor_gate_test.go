@@ -254,6 +254,37 @@ func TestPastTheHorizonAnUnknownOutcomeParks(t *testing.T) {
 	}
 }
 
+// Issue 24: the horizon counts from the first send, not from when the task
+// was written. A task written days ago (it waited on its budget) and sent
+// for the first time just now is not parked when the vendor's look-up
+// finds nothing: the vendor cannot have forgotten a key it got a second
+// ago. It is sent, once.
+func TestTheHorizonCountsFromTheFirstSend(t *testing.T) {
+	f := newFixture(t, nil)
+	sim, _, _ := withVendor(t, f)
+	withLimits(t, f, pipeline.VendorLimits{IdempotencyHorizon: "1h"})
+	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
+	key := allot.IdempotencyKey("tokyo", tokyoEpisode, "video", 0)
+	if _, err := f.led.WriteIntent(f.ctx, videoRef(), key, "dead-attempt"); err != nil {
+		t.Fatal(err)
+	}
+	// Written three days ago; its first send began just now, and its
+	// worker died before the vendor saw it.
+	rawSQL(t, f, `UPDATE paid_tasks SET created_at = ? WHERE pipeline = 'tokyo' AND step = 'video'`,
+		time.Now().Add(-72*time.Hour).UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+	sent, err := f.led.MarkSending(f.ctx, videoRef(), "dead-attempt", time.Now().Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.FirstSentAt.IsZero() || time.Since(sent.CreatedAt) < 71*time.Hour {
+		t.Fatalf("the task: %+v", sent)
+	}
+	res, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, videoTask)
+	if err != nil || res.State != allot.PaidSubmitted || sim.ChargeCount() != 1 {
+		t.Fatalf("a task first sent a second ago was not sent: %+v, %v", res, err)
+	}
+}
+
 // What a request's error says of the vendor, for the breaker.
 func TestVendorOutcome(t *testing.T) {
 	for _, c := range []struct {

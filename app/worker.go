@@ -116,6 +116,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err := led.CheckWritable(ctx); err != nil {
 		return fmt.Errorf("the worker needs a writable ledger: %w", err)
 	}
+	// A budget whose currency, period or zone the file changed while the
+	// ledger holds its spend would count that spend as free: refuse to
+	// start instead (docs/design.md, "Budgets").
+	if err := led.CheckBudgetShapes(ctx, pipelines.Budgets()); err != nil {
+		return err
+	}
 
 	opts := cfg.Temporal
 	if opts.Logger == nil {

@@ -302,14 +302,17 @@ func (l *Ledger) auditPipeline(ctx context.Context, tx *sql.Tx, pipeline string,
 			if e := eps[t.EpisodeID]; e != nil {
 				vendor = e.steps[t.Step].Vendor
 			}
-			if h := opts.Horizon(vendor); h > 0 && t.CreatedAt.Before(opts.Now.Add(-h)) {
+			// The horizon counts from the first send: the vendor cannot
+			// forget a key it was never given (docs/design.md, "Vendor
+			// controls", idempotency horizon).
+			if h := opts.Horizon(vendor); h > 0 && !t.FirstSentAt.IsZero() && t.FirstSentAt.Before(opts.Now.Add(-h)) {
 				fix := allot.LookupCommand(pipeline, t.EpisodeID, t.Step)
 				if kind == planEffect {
 					fix = ""
 				}
 				add(KindPastHorizon, t.EpisodeID, fix,
-					"%s is an intent written %s, longer ago than its vendor keeps idempotency keys (idempotency_horizon %s): the vendor may have forgotten key %q, so nothing is sent or looked up by itself; check the vendor's side for the task, then adopt it (the lookup command prints the adopt command when the vendor still knows the key), resubmit or abandon the step",
-					describe(t.PaidTaskRef), t.CreatedAt.Format(time.RFC3339), h, t.IdempotencyKey)
+					"%s is an intent first sent %s, longer ago than its vendor keeps idempotency keys (idempotency_horizon %s): the vendor may have forgotten key %q, so nothing is sent or looked up by itself; check the vendor's side for the task, then adopt it (the lookup command prints the adopt command when the vendor still knows the key), resubmit or abandon the step",
+					describe(t.PaidTaskRef), t.FirstSentAt.Format(time.RFC3339), h, t.IdempotencyKey)
 			}
 		}
 		if t.RemoteRef != "" {

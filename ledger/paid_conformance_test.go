@@ -1381,9 +1381,21 @@ func testPaidMaybeSent(t *testing.T, l *Ledger) {
 	if in.MaybeSent || in.OutcomeUnknown() {
 		t.Fatalf("a new intent may have been sent: %+v", in)
 	}
+	if !in.FirstSentAt.IsZero() {
+		t.Fatalf("a new intent was sent at %v", in.FirstSentAt)
+	}
+	beforeSend := time.Now().Add(-time.Second)
 	s := mustMarkSending(t, l, r, "a1")
 	if !s.MaybeSent || !s.OutcomeUnknown() {
 		t.Fatalf("after MarkSending: %+v", s)
+	}
+	// The first send is recorded, and read back as written: the vendor's
+	// idempotency horizon counts from it (issue 24).
+	if s.FirstSentAt.Before(beforeSend) || s.FirstSentAt.After(time.Now().Add(time.Second)) {
+		t.Fatalf("first sent at %v, want about now", s.FirstSentAt)
+	}
+	if got := mustPaidTask(t, l, r); !got.FirstSentAt.Equal(s.FirstSentAt) {
+		t.Fatalf("first sent at %v, read back %v", s.FirstSentAt, got.FirstSentAt)
 	}
 	// Marking again (the same attempt) changes nothing.
 	before := dumpTables(t, l)
@@ -1405,8 +1417,11 @@ func testPaidMaybeSent(t *testing.T, l *Ledger) {
 	if in2.State != allot.PaidIntent || in2.Owner != "a2" || !in2.MaybeSent || !in2.OutcomeUnknown() {
 		t.Fatalf("intent after a release that kept MaybeSent: %+v", in2)
 	}
-	// Asked, the vendor had nothing; sent and refused: cleared.
-	mustMarkSending(t, l, r, "a2")
+	// Asked, the vendor had nothing; sent and refused: cleared. A later
+	// send keeps the first send's time.
+	if again := mustMarkSending(t, l, r, "a2"); !again.FirstSentAt.Equal(s.FirstSentAt) {
+		t.Fatalf("a second send moved the first send from %v to %v", s.FirstSentAt, again.FirstSentAt)
+	}
 	rel2, err := l.ReleaseIntent(ctxT(t), r, "a2", false)
 	if err != nil {
 		t.Fatal(err)

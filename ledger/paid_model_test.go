@@ -312,8 +312,14 @@ func errKind(err error) string {
 
 func bare(t PaidTask) PaidTask {
 	t.CreatedAt, t.UpdatedAt = time.Time{}, time.Time{}
+	if !t.FirstSentAt.IsZero() {
+		t.FirstSentAt = modelSent // the model knows whether, not when
+	}
 	return t
 }
+
+// modelSent stands for a task's FirstSentAt in the model: set or not.
+var modelSent = time.Unix(1, 0).UTC()
 
 func bareDecision(d OperatorDecision) OperatorDecision {
 	d.At = time.Time{}
@@ -500,6 +506,7 @@ func (m *paidModel) apply(o modelOp) opResult {
 				describe(o.ref), o.owner, others, slices.Sorted(maps.Keys(m.window[o.ref]))))
 		}
 		t.MaybeSent, t.SendingUntil, t.ResubmitRequest = true, o.until, ""
+		t.FirstSentAt = modelSent
 		m.tasks[o.ref] = t
 		if m.window[o.ref] == nil {
 			m.window[o.ref] = map[string]time.Time{}
@@ -911,6 +918,9 @@ func checkTransition(moves map[allot.PaidTaskState][]allot.PaidTaskState, prev, 
 		}
 		if !a.CreatedAt.Equal(b.CreatedAt) {
 			bad = append(bad, name+" changed its creation time")
+		}
+		if !b.FirstSentAt.IsZero() && !a.FirstSentAt.Equal(b.FirstSentAt) {
+			bad = append(bad, name+" changed its first send's time")
 		}
 		if a.UpdatedAt.Before(b.UpdatedAt) {
 			bad = append(bad, name+" went back in time")

@@ -79,9 +79,14 @@ type PaidTask struct {
 	SendingUntil time.Time `json:"sending_until,omitzero"`
 	// ResubmitRequest is the operator request that allowed one send
 	// without asking the vendor (resolve --resubmit); the send consumes it.
-	ResubmitRequest string    `json:"resubmit_request,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	ResubmitRequest string `json:"resubmit_request,omitempty"`
+	// FirstSentAt is when the first send of the task began (zero: never
+	// sent). The vendor's idempotency horizon counts from it, not from
+	// CreatedAt: a task may wait on its budget long before it is sent
+	// (docs/design.md, "Vendor controls", idempotency horizon).
+	FirstSentAt time.Time `json:"first_sent_at,omitzero"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // OutcomeUnknown reports whether the task is an intent that may have reached
@@ -97,7 +102,7 @@ type Submission struct {
 }
 
 const paidTaskCols = `pipeline, episode_id, step, revision, idempotency_key, state, remote_ref, artifact, sha256, error, request_id,
-	owner, maybe_sent, sending_until, resubmit_request, created_at, updated_at`
+	owner, maybe_sent, sending_until, resubmit_request, created_at, updated_at, first_sent_at`
 
 // describe names a task in messages: "weekly/2026-W32-0 step render revision 0".
 func describe(r PaidTaskRef) string {
@@ -192,7 +197,7 @@ func (l *Ledger) queryPaidTasks(ctx context.Context, db querier, query string, a
 		)
 		if err := rows.Scan(&t.Pipeline, &t.EpisodeID, &t.Step, &t.Revision, &t.IdempotencyKey, &state, &t.RemoteRef,
 			&t.Artifact, &t.SHA256, &t.Error, &t.RequestID, &t.Owner, &t.MaybeSent, dbTime{&t.SendingUntil}, &t.ResubmitRequest,
-			dbTime{&t.CreatedAt}, dbTime{&t.UpdatedAt}); err != nil {
+			dbTime{&t.CreatedAt}, dbTime{&t.UpdatedAt}, dbTime{&t.FirstSentAt}); err != nil {
 			return nil, fmt.Errorf("ledger %s: read paid task: %w", l.where, err)
 		}
 		t.State = allot.PaidTaskState(state)
@@ -216,10 +221,10 @@ func (l *Ledger) getPaidTask(ctx context.Context, db querier, r PaidTaskRef) (t 
 
 func (l *Ledger) insertPaidTask(ctx context.Context, tx *sql.Tx, t PaidTask) error {
 	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO paid_tasks (`+paidTaskCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		t.Pipeline, t.EpisodeID, t.Step, t.Revision, t.IdempotencyKey, string(t.State), t.RemoteRef,
 		t.Artifact, t.SHA256, t.Error, t.RequestID, t.Owner, t.MaybeSent, l.d.timeArg(t.SendingUntil), t.ResubmitRequest,
-		l.d.timeArg(t.CreatedAt), l.d.timeArg(t.UpdatedAt)); err != nil {
+		l.d.timeArg(t.CreatedAt), l.d.timeArg(t.UpdatedAt), l.d.timeArg(t.FirstSentAt)); err != nil {
 		return fmt.Errorf("ledger %s: insert %s: %w", l.where, describe(t.PaidTaskRef), err)
 	}
 	return nil
@@ -277,10 +282,10 @@ func (l *Ledger) changePaidTaskTx(ctx context.Context, tx *sql.Tx, ref PaidTaskR
 	t.UpdatedAt = now()
 	if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE paid_tasks SET
 			idempotency_key = ?, state = ?, remote_ref = ?, artifact = ?, sha256 = ?, error = ?,
-			owner = ?, maybe_sent = ?, sending_until = ?, resubmit_request = ?, updated_at = ?
+			owner = ?, maybe_sent = ?, sending_until = ?, resubmit_request = ?, updated_at = ?, first_sent_at = ?
 		WHERE pipeline = ? AND episode_id = ? AND step = ? AND revision = ?`),
 		t.IdempotencyKey, string(t.State), t.RemoteRef, t.Artifact, t.SHA256, t.Error,
-		t.Owner, t.MaybeSent, l.d.timeArg(t.SendingUntil), t.ResubmitRequest, l.d.timeArg(t.UpdatedAt),
+		t.Owner, t.MaybeSent, l.d.timeArg(t.SendingUntil), t.ResubmitRequest, l.d.timeArg(t.UpdatedAt), l.d.timeArg(t.FirstSentAt),
 		t.Pipeline, t.EpisodeID, t.Step, t.Revision); err != nil {
 		return PaidTask{}, fmt.Errorf("ledger %s: update %s: %w", l.where, describe(ref), err)
 	}
@@ -626,6 +631,11 @@ func (l *Ledger) MarkSending(ctx context.Context, ref PaidTaskRef, owner string,
 			return ownedErr(*t, owner)
 		}
 		t.MaybeSent, t.SendingUntil, t.ResubmitRequest = true, normTime(until), ""
+		if t.FirstSentAt.IsZero() {
+			// The vendor may know the key from now on: its horizon
+			// counts from the first send, whatever came later.
+			t.FirstSentAt = now()
+		}
 		return nil
 	})
 }

@@ -269,7 +269,9 @@ func TestStatsCostsAndCheckShowBudgets(t *testing.T) {
 	if _, err := l.led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly", eps[3].ID, "cover", 0), "old-worker"); err != nil {
 		t.Fatal(err)
 	}
-	lowered := strings.Replace(budgetSet, "amount = 750", "amount = 100", 1)
+	// (The step's max_cost goes down with it: a max_cost above a limit
+	// is refused when the file is read.)
+	lowered := strings.Replace(strings.Replace(budgetSet, "amount = 750", "amount = 100", 1), "max_cost = { amount = 250", "max_cost = { amount = 100", 1)
 	low, err := pipeline.Parse([]byte(lowered), "lowered")
 	if err != nil {
 		t.Fatal(err)

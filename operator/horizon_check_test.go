@@ -43,10 +43,18 @@ idempotency_horizon = "30m"`, 1)), "test")
 		}
 		return out
 	}
-	if vs := check(task.CreatedAt.Add(20 * time.Minute)); len(vs) != 0 {
+	// An intent never sent has no horizon, however old (issue 24): the
+	// horizon counts from the first send.
+	if vs := check(task.CreatedAt.Add(40 * time.Hour)); len(vs) != 0 {
+		t.Fatalf("an intent never sent: %+v", vs)
+	}
+	if task, err = c.led.MarkSending(ctx, ref, "attempt-1", time.Now().Add(time.Minute)); err != nil || task.FirstSentAt.IsZero() {
+		t.Fatalf("%+v, %v", task, err)
+	}
+	if vs := check(task.FirstSentAt.Add(20 * time.Minute)); len(vs) != 0 {
 		t.Fatalf("within the horizon: %+v", vs)
 	}
-	vs := check(task.CreatedAt.Add(40 * time.Minute))
+	vs := check(task.FirstSentAt.Add(40 * time.Minute))
 	if len(vs) != 1 || vs[0].Episode != c.live.ID || vs[0].Fix != allot.LookupCommand("weekly-video", c.live.ID, "cover") {
 		t.Fatalf("past the horizon: %+v", vs)
 	}
@@ -54,7 +62,7 @@ idempotency_horizon = "30m"`, 1)), "test")
 		t.Fatal(err)
 	}
 	// Without the pipeline file no horizon is known, and none is flagged.
-	res, err := Audit(ctx, c.led, CheckInput{Now: task.CreatedAt.Add(40 * time.Minute), StaleIntent: 24 * time.Hour})
+	res, err := Audit(ctx, c.led, CheckInput{Now: task.FirstSentAt.Add(40 * time.Minute), StaleIntent: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strings"
 	"time"
 
@@ -25,15 +24,18 @@ const Month PeriodKind = "month"
 // sum of amounts is checked all the same (allot.AddAmount).
 const MaxBudgetLimit int64 = 1_000_000_000_000_000
 
-var currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
-
-// CheckCurrency refuses what is not an ISO 4217 code's form (three
-// uppercase letters).
+// CheckCurrency refuses a code that is not an active ISO 4217 currency
+// with a minor unit (allot.IsISO4217): a typo such as "XYZ" or "usd" would
+// otherwise open a currency of its own, whose amounts no budget or cost in
+// the real one ever meets. Imports check their currencies with it too.
 func CheckCurrency(code string) error {
-	if !currencyPattern.MatchString(code) {
-		return fmt.Errorf("currency %q is not an ISO 4217 code: write three uppercase letters, e.g. \"USD\"", code)
+	if allot.IsISO4217(code) {
+		return nil
 	}
-	return nil
+	if up := strings.ToUpper(strings.TrimSpace(code)); up != code && allot.IsISO4217(up) {
+		return fmt.Errorf("currency %q is not an ISO 4217 code: write it in uppercase, %q", code, up)
+	}
+	return fmt.Errorf("currency %q is not an ISO 4217 code: write the active three-letter code of the currency, e.g. \"USD\", \"EUR\" or \"JPY\"", code)
 }
 
 // checkMoney refuses an amount that is not positive or above max, and a
@@ -161,7 +163,8 @@ func (b *Budget) normalize() error {
 // checkBudgets checks the budgets against the pipelines and vendors: each
 // scope names what exists; every paid step a budget covers has a price to
 // reserve (max_cost, or an activity adapter's quote) in the budget's
-// currency. No amount is ever converted between currencies.
+// currency, and a max_cost within the budget's limit. No amount is ever
+// converted between currencies.
 func (s *Set) checkBudgets() error {
 	seen := map[string]bool{}
 	for _, b := range s.budgets {
@@ -196,6 +199,13 @@ func (s *Set) checkBudgets() error {
 				if st.MaxCost.Currency != b.Limit.Currency {
 					return fmt.Errorf("pipeline %q: step %q costs %s but budget %q counts %s: amounts are never converted; give the budget or the step's max_cost the same currency, or scope the budget so it does not cover the step",
 						p.Name, st.Name, st.MaxCost.Currency, b.Name, b.Limit.Currency)
+				}
+				// Every covering budget must admit a task before it is
+				// sent (invariant 20 of docs/design.md): a price above a
+				// limit would park every episode of the step for ever.
+				if st.MaxCost.Amount > b.Limit.Amount {
+					return fmt.Errorf("pipeline %q: step %q has max_cost %s, above the limit of %s of budget %q that covers it: every budget that covers a task must admit its max_cost, so no task of the step could ever be sent; lower the step's max_cost to at most %s, or raise budget %q's limit in the pipeline file to at least %s",
+						p.Name, st.Name, *st.MaxCost, b.Limit, b.Name, b.Limit, b.Name, *st.MaxCost)
 				}
 			}
 		}
@@ -281,4 +291,15 @@ func (b Budget) CheckPeriod(period string) error {
 		return fmt.Errorf("budget %s: period %q is not a %s period (did you mean %s?)", b.Name, period, b.Period, got)
 	}
 	return nil
+}
+
+// BudgetPeriodKindOf is the kind of budget period the text is, by its
+// form: "2026-08-07" a day, "2026-W32" an ISO week, "2026-08" a month.
+func BudgetPeriodKindOf(period string) (PeriodKind, bool) {
+	for _, k := range []PeriodKind{Day, ISOWeek, Month} {
+		if (Budget{Period: k}).CheckPeriod(period) == nil {
+			return k, true
+		}
+	}
+	return "", false
 }

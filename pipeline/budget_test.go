@@ -211,6 +211,13 @@ limit = { amount = 1000, currency = "USD" }`
   max_cost = { amount = 1, currency = "USD" }`, "takes no max_cost"},
 		{"max_cost zero", strings.Replace(pipelines, "250", "0", 1), "amount 0"},
 		{"max_cost currency", strings.Replace(pipelines, `"USD"`, `"dollars"`, 1), `currency "dollars"`},
+		{"max_cost not ISO 4217", strings.Replace(pipelines, `"USD"`, `"XYZ"`, 1), `currency "XYZ" is not an ISO 4217 code`},
+		{"limit not ISO 4217", budget(strings.Replace(ok, `"USD"`, `"XYZ"`, 1)), `currency "XYZ" is not an ISO 4217 code`},
+		{"no minor unit", budget(strings.Replace(ok, `"USD"`, `"XAU"`, 1)), `currency "XAU" is not an ISO 4217 code`},
+		// A covered max_cost above the budget's limit could never be
+		// admitted: its episodes would park for ever.
+		{"max_cost above limit", budget(strings.Replace(ok, "amount = 1000", "amount = 249", 1)),
+			`step "video" has max_cost 2.50 USD, above the limit of 2.49 USD of budget "b" that covers it`},
 	} {
 		_, err := Parse([]byte(c.file), "test")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -232,6 +239,42 @@ func TestBudgetCheckPeriod(t *testing.T) {
 		err := Budget{Name: "b", Period: c.kind}.CheckPeriod(c.period)
 		if (err == nil) != c.ok {
 			t.Errorf("%s period %q: %v, want ok %v", c.kind, c.period, err, c.ok)
+		}
+	}
+}
+
+// TestCheckCurrencyAcceptsISO4217Only: a code is accepted only if ISO 4217
+// lists it (with a minor unit); a typo is refused with the fix.
+func TestCheckCurrencyAcceptsISO4217Only(t *testing.T) {
+	for _, code := range []string{"USD", "EUR", "JPY", "KWD", "CLF", "CHF", "XCG"} {
+		if err := CheckCurrency(code); err != nil {
+			t.Errorf("%s: %v", code, err)
+		}
+	}
+	for code, fix := range map[string]string{
+		"XYZ": `e.g. "USD"`, "ABC": `e.g. "USD"`, "US": `e.g. "USD"`, "": `e.g. "USD"`, "USDD": `e.g. "USD"`,
+		"XXX": `e.g. "USD"`, "XTS": `e.g. "USD"`, "HRK": `e.g. "USD"`,
+		"usd": `uppercase, "USD"`, "Eur": `uppercase, "EUR"`,
+	} {
+		err := CheckCurrency(code)
+		if err == nil || !strings.Contains(err.Error(), "is not an ISO 4217 code") || !strings.Contains(err.Error(), fix) {
+			t.Errorf("CheckCurrency(%q) = %v, want a refusal naming %q", code, err, fix)
+		}
+	}
+}
+
+// TestMaxCostWithinEveryCoveringBudget: a max_cost equal to the limit is
+// admitted by an empty period; one minor unit more never is.
+func TestMaxCostWithinEveryCoveringBudget(t *testing.T) {
+	file := strings.Replace(budgetFile, "limit    = { amount = 500,", "limit    = { amount = 250,", 1)
+	if _, err := Parse([]byte(file), "test"); err != nil {
+		t.Fatalf("a max_cost equal to the limit is refused: %v", err)
+	}
+	file = strings.Replace(budgetFile, "limit    = { amount = 500,", "limit    = { amount = 249,", 1)
+	_, err := Parse([]byte(file), "test")
+	for _, want := range []string{`pipeline "weekly-video"`, `step "video"`, "2.50 USD", `budget "weekly-at-videogen"`, "2.49 USD", "lower the step's max_cost", "raise budget"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("max_cost above a covering limit: got %v, want an error naming %q", err, want)
 		}
 	}
 }
