@@ -185,6 +185,11 @@ func (s *Set) checkBudgets() error {
 		}
 		for _, name := range s.names {
 			p := s.byName[name]
+			// The episode's covered steps are admitted together at its
+			// first paid step (docs/design.md, "An episode is paid for
+			// whole"): their max_costs added must fit the limit too.
+			var episode int64
+			var priced []string
 			for _, st := range p.Steps {
 				if !b.Covers(p.Name, st) {
 					continue
@@ -207,6 +212,16 @@ func (s *Set) checkBudgets() error {
 					return fmt.Errorf("pipeline %q: step %q has max_cost %s, above the limit of %s of budget %q that covers it: every budget that covers a task must admit its max_cost, so no task of the step could ever be sent; lower the step's max_cost to at most %s, or raise budget %q's limit in the pipeline file to at least %s",
 						p.Name, st.Name, *st.MaxCost, b.Limit, b.Name, b.Limit, b.Name, *st.MaxCost)
 				}
+				sum, err := allot.AddAmount(episode, st.MaxCost.Amount)
+				if err != nil {
+					return fmt.Errorf("pipeline %q: the max_costs of the steps budget %q covers add up beyond what int64 minor units hold", p.Name, b.Name)
+				}
+				episode, priced = sum, append(priced, st.Name)
+			}
+			if episode > b.Limit.Amount {
+				whole := allot.Money{Amount: episode, Currency: b.Limit.Currency}
+				return fmt.Errorf("pipeline %q: the steps budget %q covers (%s) have max_costs adding up to %s, above its limit of %s: an episode's covered steps are reserved together at its first paid step, so no episode could ever be admitted; lower their max_costs to add up to at most %s, or raise budget %q's limit in the pipeline file to at least %s",
+					p.Name, b.Name, strings.Join(priced, ", "), whole, b.Limit, b.Limit, b.Name, whole)
 			}
 		}
 	}

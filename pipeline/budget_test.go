@@ -266,15 +266,49 @@ func TestCheckCurrencyAcceptsISO4217Only(t *testing.T) {
 // TestMaxCostWithinEveryCoveringBudget: a max_cost equal to the limit is
 // admitted by an empty period; one minor unit more never is.
 func TestMaxCostWithinEveryCoveringBudget(t *testing.T) {
-	file := strings.Replace(budgetFile, "limit    = { amount = 500,", "limit    = { amount = 250,", 1)
+	// video (2.50) and publish (0.05): an episode's max_costs, 2.55.
+	file := strings.Replace(budgetFile, "limit    = { amount = 500,", "limit    = { amount = 255,", 1)
 	if _, err := Parse([]byte(file), "test"); err != nil {
-		t.Fatalf("a max_cost equal to the limit is refused: %v", err)
+		t.Fatalf("an episode's max_costs equal to the limit are refused: %v", err)
 	}
 	file = strings.Replace(budgetFile, "limit    = { amount = 500,", "limit    = { amount = 249,", 1)
 	_, err := Parse([]byte(file), "test")
 	for _, want := range []string{`pipeline "weekly-video"`, `step "video"`, "2.50 USD", `budget "weekly-at-videogen"`, "2.49 USD", "lower the step's max_cost", "raise budget"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("max_cost above a covering limit: got %v, want an error naming %q", err, want)
+		}
+	}
+}
+
+// An episode's covered steps are reserved together: a budget whose limit is
+// below their max_costs added could admit no episode, and the file is
+// refused.
+func TestEveryCoveredStepOfAnEpisodeFitsTogether(t *testing.T) {
+	const file = `
+[[budget]]
+name     = "media-weekly"
+pipeline = "media"
+period   = "iso-week"
+limit    = { amount = LIMIT, currency = "USD" }
+
+[[pipeline]]
+name = "media"
+  [[pipeline.step]]
+  name     = "video"
+  kind     = "paid"
+  max_cost = { amount = 250, currency = "USD" }
+  [[pipeline.step]]
+  name     = "cover"
+  kind     = "paid"
+  max_cost = { amount = 100, currency = "USD" }
+`
+	if _, err := Parse([]byte(strings.Replace(file, "LIMIT", "350", 1)), "test"); err != nil {
+		t.Fatalf("a limit that fits one whole episode is refused: %v", err)
+	}
+	_, err := Parse([]byte(strings.Replace(file, "LIMIT", "349", 1)), "test")
+	for _, want := range []string{`pipeline "media"`, "video, cover", "3.50 USD", "3.49 USD", `budget "media-weekly"`, "at least 3.50 USD"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("an episode above its budget: got %v, want an error naming %q", err, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -167,8 +168,8 @@ func TestWeeklyMediaTwoVendorsApprovedAndPublishedOnce(t *testing.T) {
 	for _, v := range check.Vendors {
 		reconciled[v.Name] = v
 	}
-	if !check.OK || reconciled["videogen"] != (operator.VendorCheck{Name: "videogen", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) ||
-		reconciled["coverart"] != (operator.VendorCheck{Name: "coverart", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) {
+	if !check.OK || !reflect.DeepEqual(reconciled["videogen"], operator.VendorCheck{Name: "videogen", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) ||
+		!reflect.DeepEqual(reconciled["coverart"], operator.VendorCheck{Name: "coverart", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) {
 		t.Fatalf("starter check --vendor: %+v", check)
 	}
 
