@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -379,5 +381,55 @@ func TestSendInFlightAtThePauseIsLookedUpAfterResume(t *testing.T) {
 	}
 	if st := sim.Stats(); st.Submissions != 1 || sim.ChargeCount() != 1 {
 		t.Fatalf("after resume the task was sent again: %+v", st)
+	}
+}
+
+// failingQuoter is a Go adapter whose quotes never get an answer (the
+// vendor is unreachable); it counts every request it is asked.
+type failingQuoter struct{ quotes, others atomic.Int32 }
+
+func (q *failingQuoter) Quote(context.Context, paidvendor.SubmitRequest) (paidvendor.Cost, error) {
+	q.quotes.Add(1)
+	return paidvendor.Cost{}, errors.New("dial tcp 10.0.0.9:443: connect: connection refused")
+}
+
+func (q *failingQuoter) Submit(context.Context, paidvendor.SubmitRequest) (paidvendor.Task, error) {
+	q.others.Add(1)
+	return paidvendor.Task{}, errors.New("not reached")
+}
+
+func (q *failingQuoter) LookupByIdempotencyKey(context.Context, string) (paidvendor.Task, error) {
+	q.others.Add(1)
+	return paidvendor.Task{}, paidvendor.ErrNotFound
+}
+
+// Issue 24 §1: a quote that fails counts toward the breaker like any
+// failed request: with trip_after = 2, six attempts at a vendor whose
+// quotes go unanswered make two quotes, then wait for the open breaker.
+func TestFailedQuotesTripTheBreaker(t *testing.T) {
+	f := newBudgetFixture(t, true)
+	set, err := pipeline.Parse([]byte(strings.Replace(budgetPipelines, "adapter = \"go\"\n", "adapter = \"go\"\ntrip_after = 2\ncool_down = \"1h\"\n", 1)), "vendor_gate_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Pipelines = set
+	q := &failingQuoter{}
+	f.acts.Vendors = map[string]Vendor{"quoter": {New: func(string) (paidvendor.Submitter, error) { return q, nil }}}
+	ep := f.mustAllocate(t, "tokyo", "run-1", tokyoNominal).EpisodeID
+	waits := 0
+	for range 6 {
+		_, err := f.submit(t, ep, "cover")
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == allot.VendorWaiting {
+			waits++
+			continue
+		}
+		if err == nil {
+			t.Fatal("an unanswered quote was reported as success")
+		}
+	}
+	s, err := f.led.VendorStateOf(f.ctx, "quoter", time.Time{})
+	if err != nil || !s.Tripped() || q.quotes.Load() != 2 || waits != 4 || q.others.Load() != 0 {
+		t.Fatalf("after six attempts: %d quotes, %d other requests, %d waits; vendor %+v, %v", q.quotes.Load(), q.others.Load(), waits, s, err)
 	}
 }
