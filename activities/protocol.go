@@ -331,7 +331,7 @@ func (d *activityDriver) Quote(plan PaidPlan) (PaidPlan, error) {
 	case !ok || plan.QuoteRequest == nil:
 		in.NoQuote = true
 	default:
-		pass, err := d.request()
+		pass, err := d.request() // the quote asks the gate
 		if err != nil {
 			return PaidPlan{}, err
 		}
@@ -361,7 +361,7 @@ func (d *activityDriver) submitter() (paidvendor.Submitter, error) {
 }
 
 func (d *activityDriver) Lookup(plan PaidPlan) (LookupOutcome, error) {
-	pass, err := d.request()
+	pass, err := d.request() // the look-up asks the gate
 	if err != nil {
 		return LookupOutcome{}, err
 	}
@@ -419,7 +419,7 @@ const (
 )
 
 func (d *activityDriver) Send(plan PaidPlan) (PaidTaskResult, error) {
-	pass, err := d.request()
+	pass, err := d.request() // the send asks the gate
 	if err != nil {
 		return PaidTaskResult{}, err
 	}

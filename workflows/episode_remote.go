@@ -27,7 +27,10 @@ func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 	// The Episode's requests to the adapter pass the vendor's gate
 	// (PaidVendorGate); histories from before it replay without.
 	gated := workflow.GetVersion(ctx, vendorGateChange, workflow.DefaultVersion, vendorGateVersion) == vendorGateVersion
-	res, err := e.remoteSubmit(ctx, in, v, gated)
+	// Each request of a submission's attempt (a quote, every look-up, the
+	// send) asks the gate itself; before, one pass covered the attempt.
+	eachRequest := gated && workflow.GetVersion(ctx, vendorGateEachRequestChange, workflow.DefaultVersion, vendorGateEachRequestVersion) == vendorGateEachRequestVersion
+	res, err := e.remoteSubmit(ctx, in, v, gated, eachRequest)
 	if err == nil {
 		e.applyPaid(i, res)
 		if res.State == allot.PaidAbandoned || st.Kind == string(allot.KindEffect) {
@@ -54,8 +57,8 @@ func adapterBackoff(attempt int) time.Duration {
 
 // remoteSubmit is SubmitPaidTask for an activity adapter: the one protocol
 // loop (activities.DrivePaidTask) with the workflow as its driver.
-func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, gated bool) (activities.PaidTaskResult, error) {
-	d := &workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v, gated: gated}
+func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, gated, eachRequest bool) (activities.PaidTaskResult, error) {
+	d := &workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v, gated: gated, eachRequest: eachRequest}
 	res, err := activities.DrivePaidTask(d)
 	d.release()
 	return res, err
@@ -75,6 +78,11 @@ type workflowDriver struct {
 	// written; pass is the attempt's, until released.
 	gated bool
 	pass  workflowPass
+	// eachRequest: every request asks the gate right before it and is
+	// released right after (docs/design.md, "Vendor controls"); the
+	// admission's pass serves the first (fresh until a request used it).
+	// admitted: the rate counted the attempt (its first pass).
+	eachRequest, fresh, admitted bool
 }
 
 func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
@@ -85,11 +93,11 @@ func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
 	info := workflow.GetInfo(d.ctx).WorkflowExecution
 	d.phase = activities.PaidPhaseInput{PaidTaskInput: d.in, Owner: fmt.Sprintf("%s/%s/%s/r%d/%d", info.ID, info.RunID, d.in.Step, d.in.Revision, attempt)}
 	if d.gated {
-		pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, false)
+		pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, false, false)
 		if err != nil {
 			return activities.PaidPlan{}, err
 		}
-		d.pass = pass
+		d.pass, d.fresh, d.admitted = pass, pass.passed, pass.passed
 	}
 	var plan activities.PaidPlan
 	err := d.e.call(d.lctx, d.in.Step, "PaidPrepare", a.PaidPrepare, d.phase, &plan)
@@ -107,10 +115,14 @@ func (d *workflowDriver) Quote(plan activities.PaidPlan) (activities.PaidPlan, e
 		in.NoQuote = true
 	}
 	for asked := 0; !in.NoQuote && in.Quote == nil; asked++ {
+		if err := d.request(); err != nil { // each quote asks the gate
+			return activities.PaidPlan{}, err
+		}
 		var cost paidvendor.Cost
 		err := workflow.ExecuteActivity(d.e.adapterCtx(d.ctx, d.v), d.v.Quote, paidvendor.ActivitySubmitRequest{
 			IdempotencyKey: plan.QuoteRequest.IdempotencyKey, Kind: plan.QuoteRequest.Kind, Params: plan.QuoteRequest.Params,
 		}).Get(d.ctx, &cost)
+		d.answered(adapterVerdict(err)) // a failed quote counts toward the breaker
 		switch {
 		case err == nil:
 			in.Quote = &cost
@@ -134,12 +146,46 @@ func (d *workflowDriver) gate() error {
 	if !d.gated || d.pass.passed {
 		return nil
 	}
-	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true)
+	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true, false)
 	if err != nil {
 		return err
 	}
 	d.pass = pass
 	return nil
+}
+
+// request passes the gate right before one request of the attempt (a
+// quote, a look-up, the send), when every request asks: the admission's
+// pass if it is fresh, else the gate again, so that a pause or a trip that
+// came meanwhile stops it. Without eachRequest it asks nothing (the
+// attempt's one pass, gate, covers it).
+func (d *workflowDriver) request() error {
+	if !d.eachRequest {
+		return nil
+	}
+	if d.fresh {
+		d.fresh = false
+		return nil
+	}
+	d.release()
+	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true, d.admitted)
+	if err != nil {
+		return err
+	}
+	d.pass, d.admitted = pass, true
+	return nil
+}
+
+// answered reports a quote's or a look-up's outcome when every request
+// asks: a failure counts toward the breaker, an answer does not reset it (a
+// vendor that answers them may still fail every submission); the pass is
+// released at once.
+func (d *workflowDriver) answered(verdict, failed bool, text string) {
+	if !d.eachRequest {
+		return
+	}
+	d.pass.observe(verdict && failed, failed, text)
+	d.release()
 }
 
 // release gives back the attempt's pass, with how its requests went.
@@ -149,12 +195,22 @@ func (d *workflowDriver) release() {
 }
 
 func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutcome, error) {
-	if err := d.gate(); err != nil {
-		return activities.LookupOutcome{}, err
+	if !d.eachRequest {
+		if err := d.gate(); err != nil {
+			return activities.LookupOutcome{}, err
+		}
 	}
 	for asked := 0; ; asked++ {
+		if err := d.request(); err != nil { // each look-up asks the gate
+			return activities.LookupOutcome{}, err
+		}
 		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey)
-		d.pass.observe(true, out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized, out.Error)
+		failed := out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized
+		if d.eachRequest {
+			d.answered(true, failed, out.Error)
+		} else {
+			d.pass.observe(true, failed, out.Error)
+		}
 		if out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized &&
 			workflow.GetVersion(d.ctx, adapterLookupAgainChange, workflow.DefaultVersion, adapterLookupAgainVersion) == adapterLookupAgainVersion {
 			// The vendor did not answer (the look-up's own retries are
@@ -184,7 +240,11 @@ func (d *workflowDriver) Wait(plan activities.PaidPlan) error {
 
 func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResult, error) {
 	var a *activities.Activities
-	if err := d.gate(); err != nil {
+	gate := d.gate
+	if d.eachRequest {
+		gate = d.request
+	}
+	if err := gate(); err != nil {
 		return activities.PaidTaskResult{}, err
 	}
 	var send activities.SendRequest
@@ -203,6 +263,9 @@ func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResu
 		IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
 	}).Get(d.ctx, &reported), reported)
 	d.pass.observe(true, out.Accepted == nil && !out.Refused, out.Error)
+	if d.eachRequest {
+		d.release()
+	}
 	// A send without an answer fails PaidAfterSend with SendUnanswered,
 	// once (retrying it would only record the same non-answer again):
 	// this attempt ends and the next one asks the vendor. Other failures
@@ -299,7 +362,7 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 		var pass workflowPass
 		if gated {
 			var err error
-			if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true); err != nil {
+			if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true, false); err != nil {
 				return err
 			}
 		}
@@ -374,10 +437,11 @@ func (p *workflowPass) observe(verdict, failed bool, err string) {
 
 // enterVendor asks the vendor's gate for one of the Episode's requests to
 // an activity adapter; a wait is shown and waited out (call).
-func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind ledger.VendorKind, always bool) (workflowPass, error) {
+// tokenTaken: the rate already counted the request's attempt.
+func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind ledger.VendorKind, always, tokenTaken bool) (workflowPass, error) {
 	var a *activities.Activities
 	var g activities.VendorGateResult
-	if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always}, &g); err != nil {
+	if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always, TokenTaken: tokenTaken}, &g); err != nil {
 		return workflowPass{}, err
 	}
 	return workflowPass{holder: holder, passed: g.Passed, held: g.Held}, nil

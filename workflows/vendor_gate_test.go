@@ -1,0 +1,188 @@
+package workflows
+
+// The vendor gate on every adapter kind (issue 24 §1; docs/design.md,
+// "Vendor controls"): each request to a vendor asks the gate right before
+// it, in the activities (http, go) and in the Episode (activity adapters).
+// Each case runs the Episode in the test environment (virtual time) with
+// the real activities, a real SQLite ledger and the conformance suite's
+// simulated vendor, which counts every request it gets.
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"allot"
+	"allot/internal/protocoltest"
+	"allot/ledger"
+	"allot/paidvendor"
+	"allot/pipeline"
+)
+
+// gateAdapters are the adapter kinds: http, go, activity.
+var gateAdapters = confAdapters[:3]
+
+// withVendorLimits gives the run's vendor these settings (TOML lines of
+// its [[vendor]]).
+func (r *confRun) withVendorLimits(lines string) {
+	r.t.Helper()
+	toml := confPipelines(r.ad, r.kind, "http://unused")
+	adapter := "adapter = \"" + r.ad.adapter + "\"\n"
+	set, err := pipeline.Parse([]byte(strings.Replace(toml, adapter, adapter+lines+"\n", 1)), "vendor_gate_test")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	// The vendors (and their URL) stay as newConfRun built them; only
+	// the limits the gate reads change.
+	r.acts.Pipelines = set
+}
+
+// gateEnv is an environment for an episode that waits for its vendor: the
+// wait retries its activity (up to vendorWaitAttempts), which the
+// conformance environment would count as a loop.
+func (r *confRun) gateEnv() *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := s.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(time.Minute)
+	env.RegisterWorkflow(Episode)
+	env.RegisterActivity(r.acts)
+	if r.adapter != nil {
+		r.adapter.Register(env, confNames)
+	}
+	return env
+}
+
+// requests counts every request the vendor got.
+func (r *confRun) requests() map[string]int {
+	out := map[string]int{}
+	for _, ep := range []string{protocoltest.EndpointSubmit, protocoltest.EndpointLookup, protocoltest.EndpointPoll, protocoltest.EndpointResult, protocoltest.EndpointOther} {
+		if n := r.vendor.Count(ep); n > 0 {
+			out[ep] = n
+		}
+	}
+	return out
+}
+
+// waitedAnHour runs the episode for an hour of virtual time and returns its
+// state then.
+func (r *confRun) waitedAnHour(env *testsuite.TestWorkflowEnvironment) EpisodeState {
+	var st EpisodeState
+	env.RegisterDelayedCallback(func() {
+		st = queryState(r.t, env)
+		env.CancelWorkflow()
+	}, time.Hour)
+	executeEpisode(env, EpisodeInput{Pipeline: confPipeline, EpisodeID: r.episode})
+	return st
+}
+
+// A paused vendor gets no request of any kind, on every adapter: the step
+// waits (waiting_vendor, vendor_paused) for an hour and nothing reaches
+// the vendor.
+func TestPausedVendorGetsNothingOnEveryAdapter(t *testing.T) {
+	for _, ad := range gateAdapters {
+		t.Run(ad.name, func(t *testing.T) {
+			r := newConfRun(t, ad, allot.KindPaid, confCase{want: func(confAdapter) confWant { return confWant{} }})
+			if _, err := r.led.PauseVendor(r.ctx, ledger.VendorPause{Vendor: confVendor, Reason: "bills twice", By: "test"}); err != nil {
+				t.Fatal(err)
+			}
+			st := r.waitedAnHour(r.gateEnv())
+			if st.Stage != allot.StageWaitingVendor || st.Waiting == nil || st.Waiting.Reason != allot.ReasonVendorPaused {
+				t.Fatalf("after an hour: stage %s, waiting %+v", st.Stage, st.Waiting)
+			}
+			if got := r.requests(); len(got) != 0 {
+				t.Fatalf("the paused vendor got requests: %v", got)
+			}
+		})
+	}
+}
+
+// A pause that comes during an attempt stops its next request: the
+// attempt's look-up is answered, the pause comes, and the send does not go
+// (issue 24: one submission reached a paused vendor).
+func TestPauseDuringAnAttemptStopsItsSend(t *testing.T) {
+	for _, ad := range gateAdapters {
+		t.Run(ad.name, func(t *testing.T) {
+			r := newConfRun(t, ad, allot.KindPaid, confCase{want: func(confAdapter) confWant { return confWant{} }})
+			// A run that died left its intent: the attempt asks the vendor
+			// first, and the pause comes while it does.
+			if _, err := r.led.WriteIntent(r.ctx, r.ref, r.key, confDeadOwner); err != nil {
+				t.Fatal(err)
+			}
+			pause := func() {
+				if _, err := r.led.PauseVendor(context.Background(), ledger.VendorPause{Vendor: confVendor, Reason: "bills twice", By: "test"}); err != nil {
+					t.Error(err)
+				}
+			}
+			env := r.gateEnv()
+			if ad.self() {
+				v := r.acts.Vendors[confVendor]
+				build := v.New
+				v.New = func(apiKey string) (paidvendor.Submitter, error) {
+					s, err := build(apiKey)
+					return pausingLookups{Client: s.(paidvendor.Client), pause: pause}, err
+				}
+				r.acts.Vendors[confVendor] = v
+			} else {
+				env.RegisterActivityWithOptions(func(ctx context.Context, req paidvendor.ActivityLookupRequest) (paidvendor.ActivityTask, error) {
+					defer pause()
+					return r.adapter.Lookup(ctx, req)
+				}, activity.RegisterOptions{Name: confNames.Lookup, DisableAlreadyRegisteredCheck: true})
+			}
+			st := r.waitedAnHour(env)
+			if st.Stage != allot.StageWaitingVendor || st.Waiting == nil || st.Waiting.Reason != allot.ReasonVendorPaused {
+				t.Fatalf("after an hour: stage %s, waiting %+v", st.Stage, st.Waiting)
+			}
+			if got := r.requests(); got[protocoltest.EndpointSubmit] != 0 || got[protocoltest.EndpointLookup] != 1 {
+				t.Fatalf("requests %v, want the one look-up before the pause and nothing after", got)
+			}
+		})
+	}
+}
+
+// pausingLookups is a Go or http adapter whose look-ups pause the vendor
+// once answered.
+type pausingLookups struct {
+	paidvendor.Client
+	pause func()
+}
+
+func (p pausingLookups) LookupByIdempotencyKey(ctx context.Context, key string) (paidvendor.Task, error) {
+	defer p.pause()
+	return p.Client.LookupByIdempotencyKey(ctx, key)
+}
+
+// An open breaker gets nothing more: look-ups that fail trip it after
+// trip_after = 2 (each of the Episode's look-ups is one request, its
+// adapter activity's attempts included), and no look-up follows while it
+// is open (issue 24: 34 look-ups went through an open breaker).
+func TestOpenBreakerStopsTheLookups(t *testing.T) {
+	for _, ad := range gateAdapters {
+		t.Run(ad.name, func(t *testing.T) {
+			r := newConfRun(t, ad, allot.KindPaid, confCase{lookupFailures: 1000, want: func(confAdapter) confWant { return confWant{} }})
+			r.withVendorLimits("trip_after = 2\ncool_down = \"1h\"")
+			if _, err := r.led.WriteIntent(r.ctx, r.ref, r.key, confDeadOwner); err != nil {
+				t.Fatal(err)
+			}
+			st := r.waitedAnHour(r.gateEnv())
+			if st.Stage != allot.StageWaitingVendor || st.Waiting == nil || st.Waiting.Reason != allot.ReasonVendorTripped {
+				t.Fatalf("after an hour: stage %s, waiting %+v", st.Stage, st.Waiting)
+			}
+			// Two failed requests: one HTTP look-up each (http, go), or
+			// one adapter call each with its batch of attempts.
+			want := 2
+			if !ad.self() {
+				want = 2 * retryBatch
+			}
+			if got := r.requests(); got[protocoltest.EndpointLookup] != want || got[protocoltest.EndpointSubmit] != 0 {
+				t.Fatalf("requests %v, want %d look-ups and nothing while the breaker is open", got, want)
+			}
+		})
+	}
+}
