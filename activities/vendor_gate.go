@@ -52,11 +52,11 @@ type VendorWait struct {
 
 // Leases of a request's slot: a killed holder's slot comes back when its
 // lease expires. A send's covers the send's deadline and a margin; a poll's
-// (look-up, status, download) is renewed while the request runs.
-const (
-	sendLeaseMargin = 5 * time.Second
-	pollLease       = 15 * time.Second
-)
+// (look-up, status, download) is renewed while the request runs (a var:
+// tests shorten it).
+const sendLeaseMargin = 5 * time.Second
+
+var pollLease = 15 * time.Second
 
 // vendorOf names the vendor of a paid or effect step ("default" for the
 // worker's ALLOT_VENDOR_URL).
@@ -123,7 +123,7 @@ func (a *Activities) enterVendorOf(ctx context.Context, vendor string, kind ledg
 	}
 	p, err := a.enterVendorFor(ctx, vendor, kind, holder, lease, tokenTaken)
 	if err == nil && p.grant.Held && (p.limits.MaxInFlight > 0 || p.grant.Probe) {
-		p.renew(ctx)
+		p.renew(ctx) // a request longer than its lease keeps its slot
 	}
 	return p, err
 }

@@ -433,3 +433,77 @@ func TestFailedQuotesTripTheBreaker(t *testing.T) {
 		t.Fatalf("after six attempts: %d quotes, %d other requests, %d waits; vendor %+v, %v", q.quotes.Load(), q.others.Load(), waits, s, err)
 	}
 }
+
+// slowPolls is the vendor's client whose status polls wait until the test
+// lets them answer.
+type slowPolls struct {
+	paidvendor.Client
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s slowPolls) Task(ctx context.Context, id string) (paidvendor.Task, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Client.Task(ctx, id)
+}
+
+// Issue 24 §1: a poll that takes longer than its slot's lease keeps the
+// slot (the lease is renewed while it runs), and max_in_flight holds
+// meanwhile: another request waits.
+func TestSlowPollKeepsItsSlot(t *testing.T) {
+	f := newFixture(t, nil)
+	withVendor(t, f)
+	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
+	if _, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, videoTask); err != nil {
+		t.Fatal(err)
+	}
+	withLimits(t, f, pipeline.VendorLimits{MaxInFlight: 1})
+	lease := pollLease
+	pollLease = 300 * time.Millisecond
+	t.Cleanup(func() { pollLease = lease })
+	slow := slowPolls{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	build := f.acts.NewVendor
+	f.acts.NewVendor = func(key string) (paidvendor.Client, error) {
+		c, err := build(key)
+		slow.Client = c
+		return slow, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := execute[PaidTaskResult](t, f, f.acts.AwaitPaidTask, videoTask)
+		done <- err
+	}()
+	<-slow.entered
+	polling := time.Now()
+	// The slot is still held past twice its first lease: renewed. Waits on
+	// the ledger (a renewal comes every half lease), not on a timer.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s, err := f.led.VendorStateOf(f.ctx, pipeline.DefaultVendor, polling.Add(2*pollLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.InFlightPoll == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(slow.release)
+			t.Fatalf("the slow poll's slot was not renewed: it expires with its first lease (%+v)", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Its first lease has expired by now; the slot is still taken, so a
+	// second request waits.
+	_, err := f.acts.enterVendor(f.ctx, pipeline.DefaultVendor, ledger.VendorPoll, "another-request")
+	wantWaiting(t, err, allot.ReasonVendorBusy)
+	close(slow.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := f.led.VendorStateOf(f.ctx, pipeline.DefaultVendor, time.Time{}); s.InFlightPoll != 0 {
+		t.Fatalf("the slot was not given back: %+v", s)
+	}
+}
