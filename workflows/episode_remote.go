@@ -610,12 +610,15 @@ func (e *episode) waitForVendor(ctx workflow.Context, step string, opts workflow
 	policy.MaximumAttempts = vendorWaitAttempts
 	policy.NonRetryableErrorTypes = slices.DeleteFunc(slices.Clone(policy.NonRetryableErrorTypes), func(t string) bool { return t == allot.VendorWaiting })
 	opts.RetryPolicy = &policy
+	// A wait an operator ends (resolve --abandon) ends when its attempt
+	// did: nothing goes to the vendor after the abandon.
+	opts.WaitForCancellation = true
 	wctx := workflow.WithActivityOptions(ctx, opts)
 	for errorType(err) == allot.VendorWaiting {
 		if serr := e.showVendorWait(ctx, step, err); serr != nil {
 			return serr
 		}
-		err = workflow.ExecuteActivity(wctx, activity, in).Get(ctx, out)
+		err = e.awaitVendorWait(ctx, wctx, step, activity, in, out, err)
 	}
 	e.state.Waiting = nil
 	if e.state.Stage == allot.StageWaitingVendor {
@@ -624,6 +627,79 @@ func (e *episode) waitForVendor(ctx workflow.Context, step string, opts workflow
 		}
 	}
 	return err
+}
+
+// errWaitAbandoned ends a step that waited for its vendor when an operator
+// abandoned it (resolve --abandon): the step is settled, and the episode goes
+// on without it. Non-retryable, so that no retry loop takes it for a
+// failure.
+var errWaitAbandoned = temporal.NewNonRetryableApplicationError("the operator abandoned the step while it waited for its vendor", "WaitAbandoned", nil)
+
+// waitStop is the handshake of resolve --abandon with a step that waits for
+// its vendor: the command asks (Episode.stopWait), the main loop stops the
+// waiting activity and says whether the vendor took the request meanwhile
+// (took), the command applies the abandon, or refuses, and says so (done).
+type waitStop struct {
+	stopped, took, done, abandoned bool
+}
+
+// awaitVendorWait runs the waiting activity once (its retries ask the gate)
+// and lets an operator's resolve --abandon stop it: then the activity is
+// cancelled and, unless the vendor took the request meanwhile, the abandon
+// is applied and the step ends with errWaitAbandoned; an abandon that fails
+// goes back to waiting (waitErr).
+func (e *episode) awaitVendorWait(ctx, wctx workflow.Context, step string, activity, in, out any, waitErr error) error {
+	actx, cancel := workflow.WithCancel(wctx)
+	fut := workflow.ExecuteActivity(actx, activity, in)
+	e.waitingStep = step
+	err := workflow.Await(ctx, func() bool { return fut.IsReady() || e.stopWait != nil })
+	e.waitingStep = ""
+	if err != nil {
+		cancel()
+		return err
+	}
+	stop := e.stopWait
+	if stop == nil {
+		return fut.Get(ctx, out)
+	}
+	e.stopWait = nil
+	if !fut.IsReady() {
+		cancel()
+	}
+	err = fut.Get(ctx, out)
+	var canceled *temporal.CanceledError
+	stop.stopped, stop.took = true, !errors.As(err, &canceled)
+	if stop.took {
+		return err
+	}
+	if err := workflow.Await(ctx, func() bool { return stop.done }); err != nil {
+		return err
+	}
+	if stop.abandoned {
+		return errWaitAbandoned
+	}
+	return waitErr
+}
+
+// abandonWaiting is resolve --abandon of the step that waits for its
+// vendor (a pause or a breaker that may never end): the wait stops, and the
+// step is abandoned as a parked one is (its reservation released if it has
+// no remote reference, the reason recorded). Refused if the vendor took the
+// step's request before the wait stopped.
+func (e *episode) abandonWaiting(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
+	stop := &waitStop{}
+	e.stopWait = stop
+	defer func() { stop.done = true }()
+	if err := workflow.Await(ctx, func() bool { return stop.stopped }); err != nil {
+		return EpisodeState{}, err
+	}
+	if stop.took {
+		return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("episode %s/%s: step %s stopped waiting for its vendor before the abandon came (the vendor took its request): it runs on; abandon it if it parks",
+			e.input.Pipeline, e.input.EpisodeID, req.Step), allot.NotReady)
+	}
+	st, err := e.decide(ctx, activities.DecisionInput{Action: allot.ActionAbandon, Step: req.Step, Reason: req.Reason})
+	stop.abandoned = err == nil
+	return st, err
 }
 
 // showVendorWait puts the wait where operators look; a wait for another
@@ -649,6 +725,10 @@ func (e *episode) showVendorWait(ctx workflow.Context, step string, err error) e
 		how = fmt.Sprintf("It goes on by itself after `%s`; `starter vendor list` shows every vendor.", allot.VendorResumeCommand(w.Vendor))
 	case allot.ReasonVendorTripped:
 		how = fmt.Sprintf("One probe goes after the vendor's cool_down, and the step goes on when it is answered; `%s` closes the breaker at once.", allot.VendorResumeCommand(w.Vendor))
+	}
+	if w.Reason == allot.ReasonVendorPaused || w.Reason == allot.ReasonVendorTripped {
+		// A vendor that never comes back: the step's exit.
+		how += fmt.Sprintf(" If it does not come back: `%s`.", allot.AbandonCommand(e.input.Pipeline, e.input.EpisodeID, step, "vendor "+w.Vendor+" does not come back"))
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for vendor %s** (%s) at step **%s**: %s\n\n%s", w.Vendor, w.Reason, step, w.Message, how))
 	if e.state.Stage == allot.StageWaitingVendor {

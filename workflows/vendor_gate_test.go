@@ -9,6 +9,7 @@ package workflows
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -184,5 +185,78 @@ func TestOpenBreakerStopsTheLookups(t *testing.T) {
 				t.Fatalf("requests %v, want %d look-ups and nothing while the breaker is open", got, want)
 			}
 		})
+	}
+}
+
+// Issue 24 §1: a step that waits for a vendor that never comes back has an
+// exit: resolve --abandon ends the wait, abandons the step with the reason
+// recorded (the way a parked step is abandoned), and the episode goes on.
+// Before, it answered "wait until it finishes or parks", and it never
+// parked. Both shapes: waiting before the intent (paused from the start)
+// and after it (the pause came during the attempt: the intent's
+// reservation, if any, is released).
+func TestAbandonEndsAVendorWait(t *testing.T) {
+	for _, ad := range []confAdapter{gateAdapters[0], gateAdapters[2]} {
+		for _, midAttempt := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/mid-attempt=%t", ad.name, midAttempt), func(t *testing.T) {
+				r := newConfRun(t, ad, allot.KindPaid, confCase{want: func(confAdapter) confWant { return confWant{} }})
+				pause := func() {
+					if _, err := r.led.PauseVendor(context.Background(), ledger.VendorPause{Vendor: confVendor, Reason: "gone for good", By: "test"}); err != nil {
+						t.Error(err)
+					}
+				}
+				if !midAttempt {
+					pause()
+				} else if _, err := r.led.WriteIntent(r.ctx, r.ref, r.key, confDeadOwner); err != nil {
+					t.Fatal(err)
+				}
+				env := r.gateEnv()
+				if midAttempt {
+					if ad.self() {
+						v := r.acts.Vendors[confVendor]
+						build := v.New
+						v.New = func(apiKey string) (paidvendor.Submitter, error) {
+							s, err := build(apiKey)
+							return pausingLookups{Client: s.(paidvendor.Client), pause: pause}, err
+						}
+						r.acts.Vendors[confVendor] = v
+					} else {
+						env.RegisterActivityWithOptions(func(ctx context.Context, req paidvendor.ActivityLookupRequest) (paidvendor.ActivityTask, error) {
+							defer pause()
+							return r.adapter.Lookup(ctx, req)
+						}, activity.RegisterOptions{Name: confNames.Lookup, DisableAlreadyRegisteredCheck: true})
+					}
+				}
+				var waiting EpisodeState
+				var abandon *updateResult
+				env.RegisterDelayedCallback(func() {
+					waiting = queryState(t, env)
+					abandon = sendUpdate(env, ResolveUpdate, "abandon-1", DecisionRequest{Step: confStep, Resolve: allot.ActionAbandon, Reason: "the vendor is gone"})
+				}, 30*time.Minute)
+				// A wait the abandon did not end would wait for ever.
+				env.RegisterDelayedCallback(env.CancelWorkflow, 3*time.Hour)
+				executeEpisode(env, EpisodeInput{Pipeline: confPipeline, EpisodeID: r.episode})
+				if waiting.Stage != allot.StageWaitingVendor {
+					t.Fatalf("before the abandon the episode was %s, want %s", waiting.Stage, allot.StageWaitingVendor)
+				}
+				if abandon == nil || !abandon.completed || abandon.err != nil {
+					t.Fatalf("resolve --abandon of the waiting step: %+v", abandon)
+				}
+				var res EpisodeResult
+				if err := env.GetWorkflowResult(&res); err != nil {
+					t.Fatalf("the episode did not go on: %v", err)
+				}
+				if res.Stage != allot.StageCompleted || res.Steps[0].Status != allot.StepAbandoned {
+					t.Fatalf("the episode ended %s with steps %+v", res.Stage, res.Steps)
+				}
+				task, err := r.led.LatestPaidTask(r.ctx, confPipeline, r.episode, confStep)
+				if err != nil || task.State != allot.PaidAbandoned || task.Error != "the vendor is gone" {
+					t.Fatalf("the ledger's task: %+v, %v", task, err)
+				}
+				if got := r.requests(); got[protocoltest.EndpointSubmit] != 0 {
+					t.Fatalf("requests %v: the abandoned step was sent", got)
+				}
+			})
+		}
 	}
 }
