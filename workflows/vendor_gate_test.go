@@ -9,6 +9,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -258,5 +259,36 @@ func TestAbandonEndsAVendorWait(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// An activity adapter's quotes ask the gate each, and a quote that fails
+// counts toward the breaker: with trip_after = 2, a vendor whose quote
+// activity never answers gets two quote calls (each with its batch of
+// attempts), then the step waits for the open breaker; nothing is sent.
+func TestActivityAdapterQuotesTripTheBreaker(t *testing.T) {
+	ad := gateAdapters[2]
+	r := newConfRun(t, ad, allot.KindPaid, confCase{want: func(confAdapter) confWant { return confWant{} }})
+	toml := confPipelines(ad, allot.KindPaid, "http://unused")
+	toml = strings.Replace(toml, "[vendor.activities]\n", "trip_after = 2\ncool_down = \"1h\"\n[vendor.activities]\nquote = \"ConfQuote\"\n", 1)
+	toml = strings.Replace(toml, "  params = {", "  max_cost = { amount = 250, currency = \"USD\" }\n  params = {", 1)
+	toml = "[[budget]]\nname = \"conf-monthly\"\nvendor = \"" + confVendor + "\"\nperiod = \"month\"\nlimit = { amount = 100000, currency = \"USD\" }\n\n" + toml
+	set, err := pipeline.Parse([]byte(toml), "vendor_gate_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.acts.Pipelines = set
+	env := r.gateEnv()
+	quotes := 0
+	env.RegisterActivityWithOptions(func(context.Context, paidvendor.ActivitySubmitRequest) (paidvendor.Cost, error) {
+		quotes++
+		return paidvendor.Cost{}, errors.New("dial tcp 10.0.0.9:443: connect: connection refused")
+	}, activity.RegisterOptions{Name: "ConfQuote"})
+	st := r.waitedAnHour(env)
+	if st.Stage != allot.StageWaitingVendor || st.Waiting == nil || st.Waiting.Reason != allot.ReasonVendorTripped {
+		t.Fatalf("after an hour: stage %s, waiting %+v (%d quotes)", st.Stage, st.Waiting, quotes)
+	}
+	if got := r.requests(); quotes != 2*retryBatch || len(got) != 0 {
+		t.Fatalf("%d quote calls and requests %v, want %d quote calls and nothing else", quotes, got, 2*retryBatch)
 	}
 }

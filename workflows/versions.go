@@ -51,7 +51,8 @@ const (
 	// look-up of the look-up loop and the send (before it, Prepare's one
 	// pass covered them all, so a pause or a trip that came during the
 	// attempt did not stop it: issue 24). Asked only where vendorGateChange
-	// is. Histories: the saved ones are all from before it.
+	// is. Histories before it: testdata/v5/vendor_wait_episode.json (and
+	// every later one with an activity adapter's paid step).
 	vendorGateEachRequestChange  = "vendor-gate-each-request"
 	vendorGateEachRequestVersion = 1
 
