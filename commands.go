@@ -35,6 +35,11 @@ var PaidCommandTable = []PaidCommandRule{
 	{PaidIntent, VendorNotConfigured, []Action{ActionAdopt, ActionRetry, ActionAbandon}},
 	{PaidSubmitted, VendorNotConfigured, []Action{ActionRetry, ActionAbandon}},
 	{PaidSubmitted, InvalidRemoteRef, []Action{ActionRetry, ActionAbandon}},
+	// A step that waits for its vendor (paused, its breaker open) may wait
+	// for good: abandon is its exit (docs/design.md, "Vendor controls").
+	{PaidPlanned, AttentionWaitingVendor, []Action{ActionAbandon}},
+	{PaidIntent, AttentionWaitingVendor, []Action{ActionAbandon}},
+	{PaidSubmitted, AttentionWaitingVendor, []Action{ActionAbandon}},
 	{PaidFailed, VendorTaskFailed, []Action{ActionRework, ActionAbandon}},
 	{PaidFailed, ResultHashMismatch, []Action{ActionRework, ActionAbandon}},
 	// A go, exec or activity step that failed for good shows as failed.
@@ -53,6 +58,10 @@ var ActionEffects = map[Action]string{
 	ActionAbandon:  "gives the task up (abandoned, with the reason); the episode goes on without the step's result",
 	ActionRework:   "plans a new revision with a new idempotency key: one more charge",
 }
+
+// AttentionWaitingVendor stands, in PaidCommandTable, for a step that is not
+// parked but waits for its vendor (stage waiting_vendor).
+const AttentionWaitingVendor = string(StageWaitingVendor)
 
 // PaidActionsAllowed lists the actions a paid step takes in state with
 // attention; nil if none.
@@ -73,7 +82,9 @@ func CheckPaidAction(action Action, step string, state PaidTaskState, attention 
 		return nil
 	}
 	where := fmt.Sprintf("step %s is %s", step, state)
-	if attention != "" {
+	if attention == AttentionWaitingVendor {
+		where += " and waits for its vendor"
+	} else if attention != "" {
 		where += " and the episode is parked on it (" + attention + ")"
 	} else if state == PaidPlanned || state == PaidIntent || state == PaidSubmitted {
 		where += " and running"
@@ -135,8 +146,11 @@ func PaidCommandTableMarkdown() string {
 	b.WriteString("| paid task state | parked for | commands allowed |\n|---|---|---|\n")
 	for _, r := range PaidCommandTable {
 		attention := r.Attention
-		if attention == "" {
+		switch attention {
+		case "":
 			attention = "(not parked)"
+		case AttentionWaitingVendor:
+			attention = "(waiting for its vendor: `waiting_vendor`)"
 		}
 		names := make([]string, len(r.Allowed))
 		for i, a := range r.Allowed {

@@ -102,6 +102,11 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 	default:
 		return DecisionResult{}, nonRetryable(allot.InvalidInput, "unknown decision %q: use one of %v", in.Action, allot.Actions)
 	}
+	if in.Action == allot.ActionAbandon && !req.Unpaid {
+		if err := a.planBeforeAbandon(ctx, p, ep, in.Step); err != nil {
+			return DecisionResult{}, err
+		}
+	}
 	done, applied, err := a.Ledger.Decide(ctx, req)
 	if err != nil {
 		return DecisionResult{}, classify(err)
@@ -114,6 +119,19 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 		}
 	}
 	return a.decisionResult(ctx, p, ep, done)
+}
+
+// planBeforeAbandon writes the planned task of a paid step that has none:
+// a step that waited for its vendor before its intent was written (a pause
+// from the start) is abandoned as a planned task, with nothing reserved.
+func (a *Activities) planBeforeAbandon(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, step string) error {
+	_, err := a.Ledger.LatestPaidTask(ctx, p.Name, ep.ID, step)
+	if !errors.Is(err, ledger.ErrPaidTaskNotFound) {
+		return classify(err)
+	}
+	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: step}
+	_, err = a.Ledger.WritePlanned(ctx, ref, allot.IdempotencyKey(p.Name, ep.ID, step, 0))
+	return classify(err)
 }
 
 func (a *Activities) decisionResult(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, d ledger.OperatorDecision) (DecisionResult, error) {

@@ -233,25 +233,28 @@ type activityDriver struct {
 	// vendor is built at the first call to it, after the episode check
 	// (invariant 6): a task that is done or must wait reads no credential.
 	vendor paidvendor.Submitter
-	// pass is the vendor gate's leave for this attempt's requests (nil
-	// when the task needed none); vendorName is the step's vendor.
+	// pass is the admission's pass (Prepare), not yet used by a request;
+	// vendorName is the step's vendor. admitted: the gate let one of the
+	// attempt's requests go, and the rate counted the attempt then.
 	pass       *vendorPass
 	vendorName string
+	admitted   bool
 }
 
 func (d *activityDriver) Prepare(int) (PaidPlan, error) {
-	if err := d.enter(); err != nil {
+	if err := d.admit(); err != nil {
 		return PaidPlan{}, err
 	}
 	return d.a.PaidPrepare(d.ctx, d.phase)
 }
 
-// enter passes the vendor's gate (vendor_gate.go) before the intent is
-// written, so that a paused, tripped or busy vendor costs a wait and
-// nothing else; a task that is done, or waits for an earlier send's
-// deadline, makes no request and needs no pass.
-func (d *activityDriver) enter() error {
-	if d.pass != nil {
+// admit asks the vendor's gate (vendor_gate.go) for the attempt's send
+// before the intent is written, so that a paused, tripped or busy vendor
+// costs a wait and nothing else; a task that is done, or waits for an
+// earlier send's deadline, makes no request and is not admitted. The pass
+// serves the attempt's first request; every later one asks again (request).
+func (d *activityDriver) admit() error {
+	if d.admitted {
 		return nil
 	}
 	if err := d.resolveVendor(); err != nil {
@@ -267,25 +270,38 @@ func (d *activityDriver) enter() error {
 	case task.MaybeSent && time.Now().Before(task.SendingUntil):
 		return nil
 	}
-	return d.gate()
-}
-
-// gate takes the attempt's pass whatever the task's state: a look-up or a
-// send that enter let go without one (the earlier send's deadline passed
-// meanwhile) takes it here, before the request.
-func (d *activityDriver) gate() error {
-	if d.pass != nil {
-		return nil
-	}
-	if err := d.resolveVendor(); err != nil {
-		return err
-	}
-	p, err := d.a.enterVendor(d.ctx, d.vendorName, ledger.VendorSend, d.phase.Owner+"/send")
+	p, err := d.a.enterVendor(d.ctx, d.vendorName, ledger.VendorSend, d.holder())
 	if err != nil {
 		return err
 	}
-	d.pass = p
+	d.pass, d.admitted = p, true
 	return nil
+}
+
+// holder names the attempt's requests at the vendor: one at a time.
+func (d *activityDriver) holder() string { return d.phase.Owner + "/send" }
+
+// request passes the gate right before one request to the vendor (a quote,
+// a look-up, a send: a submission's requests, which a pause of sends
+// stops): the admission's pass if no request used it yet, else the gate is
+// asked again, so that a pause, a trip or a full vendor that came meanwhile
+// stops it (docs/design.md, "Vendor controls": every request asks). The
+// rate counts the attempt once, at the first pass. The caller reports the
+// request's outcome (observe) and leaves the pass.
+func (d *activityDriver) request() (*vendorPass, error) {
+	if p := d.pass; p != nil {
+		d.pass = nil
+		return p, nil
+	}
+	if err := d.resolveVendor(); err != nil {
+		return nil, err
+	}
+	p, err := d.a.enterVendorOf(d.ctx, d.vendorName, ledger.VendorSend, d.holder(), d.admitted)
+	if err != nil {
+		return nil, err
+	}
+	d.admitted = true
+	return p, nil
 }
 
 // resolveVendor names the step's vendor, after the episode check.
@@ -301,8 +317,9 @@ func (d *activityDriver) resolveVendor() error {
 	return nil
 }
 
-// Quote asks a Go adapter that implements paidvendor.Quoter; any other
-// adapter gives no quote.
+// Quote asks a Go adapter that implements paidvendor.Quoter, through the
+// vendor's gate; a quote that fails counts for the breaker as any request.
+// Any other adapter gives no quote.
 func (d *activityDriver) Quote(plan PaidPlan) (PaidPlan, error) {
 	vendor, err := d.submitter()
 	if err != nil {
@@ -314,7 +331,13 @@ func (d *activityDriver) Quote(plan PaidPlan) (PaidPlan, error) {
 	case !ok || plan.QuoteRequest == nil:
 		in.NoQuote = true
 	default:
+		pass, err := d.request() // the quote asks the gate
+		if err != nil {
+			return PaidPlan{}, err
+		}
 		cost, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Cost, error) { return q.Quote(ctx, *plan.QuoteRequest) })
+		pass.observeFailure(err) // a failed quote counts toward the breaker
+		pass.leave(d.ctx)
 		switch {
 		case errors.Is(err, paidvendor.ErrUnauthorized):
 			return PaidPlan{}, nonRetryable(allot.VendorNotConfigured, "the vendor refused this worker's API key while quoting paid task %s/%s step %s: %v", d.in.Pipeline, d.in.EpisodeID, d.in.Step, err)
@@ -338,17 +361,20 @@ func (d *activityDriver) submitter() (paidvendor.Submitter, error) {
 }
 
 func (d *activityDriver) Lookup(plan PaidPlan) (LookupOutcome, error) {
-	if err := d.gate(); err != nil {
+	pass, err := d.request() // the look-up asks the gate
+	if err != nil {
 		return LookupOutcome{}, err
 	}
 	vendor, err := d.submitter()
 	if err != nil {
+		pass.leave(d.ctx)
 		return LookupOutcome{}, err
 	}
 	found, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Task, error) {
 		return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
 	})
-	d.pass.observe(err)
+	pass.observeFailure(err)
+	pass.leave(d.ctx)
 	return lookupOutcome(found, err), nil
 }
 
@@ -393,9 +419,11 @@ const (
 )
 
 func (d *activityDriver) Send(plan PaidPlan) (PaidTaskResult, error) {
-	if err := d.gate(); err != nil {
+	pass, err := d.request() // the send asks the gate
+	if err != nil {
 		return PaidTaskResult{}, err
 	}
+	defer pass.leave(d.ctx)
 	vendor, err := d.submitter()
 	if err != nil {
 		return PaidTaskResult{}, err
@@ -409,7 +437,7 @@ func (d *activityDriver) Send(plan PaidPlan) (PaidTaskResult, error) {
 		return vendor.Submit(ctx, send.Request)
 	})
 	cancel()
-	d.pass.observe(err)
+	pass.observe(err)
 	return d.a.PaidAfterSend(d.ctx, PaidAfterSendInput{PaidPhaseInput: d.phase, Plan: plan, Outcome: sendOutcome(accepted, err)})
 }
 

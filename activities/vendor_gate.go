@@ -52,11 +52,11 @@ type VendorWait struct {
 
 // Leases of a request's slot: a killed holder's slot comes back when its
 // lease expires. A send's covers the send's deadline and a margin; a poll's
-// (look-up, status, download) is renewed while the request runs.
-const (
-	sendLeaseMargin = 5 * time.Second
-	pollLease       = 15 * time.Second
-)
+// (look-up, status, download) is renewed while the request runs (a var:
+// tests shorten it).
+const sendLeaseMargin = 5 * time.Second
+
+var pollLease = 15 * time.Second
 
 // vendorOf names the vendor of a paid or effect step ("default" for the
 // worker's ALLOT_VENDOR_URL).
@@ -110,22 +110,33 @@ type vendorPass struct {
 // vendor now. If not, the error is VendorWaiting (retryable, with the delay
 // until it is worth asking again).
 func (a *Activities) enterVendor(ctx context.Context, vendor string, kind ledger.VendorKind, holder string) (*vendorPass, error) {
+	return a.enterVendorOf(ctx, vendor, kind, holder, false)
+}
+
+// enterVendorOf is enterVendor for a request of an attempt the rate
+// already counted (tokenTaken: an earlier request of the attempt took its
+// token; this one asks for the pause, the breaker and a slot only).
+func (a *Activities) enterVendorOf(ctx context.Context, vendor string, kind ledger.VendorKind, holder string, tokenTaken bool) (*vendorPass, error) {
 	lease := pollLease
 	if kind == ledger.VendorSend {
 		lease = a.sendTimeout(vendor) + sendLeaseMargin
 	}
-	p, err := a.enterVendorFor(ctx, vendor, kind, holder, lease)
+	p, err := a.enterVendorFor(ctx, vendor, kind, holder, lease, tokenTaken)
 	if err == nil && p.grant.Held && (p.limits.MaxInFlight > 0 || p.grant.Probe) {
-		p.renew(ctx)
+		p.renew(ctx) // a request longer than its lease keeps its slot
 	}
 	return p, err
 }
 
-// enterVendorFor is enterVendor with the lease given, and nothing that
+// enterVendorFor is enterVendorOf with the lease given, and nothing that
 // renews it.
-func (a *Activities) enterVendorFor(ctx context.Context, vendor string, kind ledger.VendorKind, holder string, lease time.Duration) (*vendorPass, error) {
+func (a *Activities) enterVendorFor(ctx context.Context, vendor string, kind ledger.VendorKind, holder string, lease time.Duration, tokenTaken bool) (*vendorPass, error) {
 	limits := a.vendorLimits(vendor)
-	grant, err := a.Ledger.AcquireVendor(ctx, ledger.VendorRequest{Vendor: vendor, Holder: holder, Kind: kind, Limits: gateLimits(limits), Lease: lease})
+	asked := gateLimits(limits)
+	if tokenTaken {
+		asked.Rate, asked.Burst = 0, 0
+	}
+	grant, err := a.Ledger.AcquireVendor(ctx, ledger.VendorRequest{Vendor: vendor, Holder: holder, Kind: kind, Limits: asked, Lease: lease})
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -172,6 +183,17 @@ func (p *vendorPass) observe(err error) {
 	p.outcome, p.errText = out, ""
 	if err != nil {
 		p.errText = err.Error()
+	}
+}
+
+// observeFailure records the outcome of a request that comes before a
+// send (a quote, a look-up by key) only if it failed: it counts toward the
+// breaker like any failed request, but its answer does not reset the count,
+// since a vendor that answers them may still fail every submission
+// (docs/design.md, "Vendor controls").
+func (p *vendorPass) observeFailure(err error) {
+	if vendorOutcome(err) == ledger.VendorFailed {
+		p.observe(err)
 	}
 }
 
@@ -314,6 +336,10 @@ type VendorGateInput struct {
 	// Always asks the gate for a send even when the task looks done or
 	// waiting (a look-up or send that follows needs the pass).
 	Always bool `json:"always,omitempty"`
+	// TokenTaken: a request of an attempt the rate already counted (an
+	// earlier request took its token); it asks for the pause, the breaker
+	// and a slot only.
+	TokenTaken bool `json:"token_taken,omitempty"`
 }
 
 // VendorGateResult is a granted request: Held says a slot, a probe or a
@@ -360,7 +386,7 @@ func (a *Activities) PaidVendorGate(ctx context.Context, in VendorGateInput) (Ve
 	if in.Kind == ledger.VendorSend {
 		lease = max(lease, a.sendTimeout(vendor)+sendLeaseMargin)
 	}
-	p, err := a.enterVendorFor(ctx, vendor, in.Kind, in.Holder, lease)
+	p, err := a.enterVendorFor(ctx, vendor, in.Kind, in.Holder, lease, in.TokenTaken)
 	if err != nil {
 		return VendorGateResult{}, err
 	}

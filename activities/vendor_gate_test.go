@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -410,5 +412,129 @@ func TestSendInFlightAtThePauseIsLookedUpAfterResume(t *testing.T) {
 	}
 	if st := sim.Stats(); st.Submissions != 1 || sim.ChargeCount() != 1 {
 		t.Fatalf("after resume the task was sent again: %+v", st)
+	}
+}
+
+// failingQuoter is a Go adapter whose quotes never get an answer (the
+// vendor is unreachable); it counts every request it is asked.
+type failingQuoter struct{ quotes, others atomic.Int32 }
+
+func (q *failingQuoter) Quote(context.Context, paidvendor.SubmitRequest) (paidvendor.Cost, error) {
+	q.quotes.Add(1)
+	return paidvendor.Cost{}, errors.New("dial tcp 10.0.0.9:443: connect: connection refused")
+}
+
+func (q *failingQuoter) Submit(context.Context, paidvendor.SubmitRequest) (paidvendor.Task, error) {
+	q.others.Add(1)
+	return paidvendor.Task{}, errors.New("not reached")
+}
+
+func (q *failingQuoter) LookupByIdempotencyKey(context.Context, string) (paidvendor.Task, error) {
+	q.others.Add(1)
+	return paidvendor.Task{}, paidvendor.ErrNotFound
+}
+
+// Issue 24 §1: a quote that fails counts toward the breaker like any
+// failed request: with trip_after = 2, six attempts at a vendor whose
+// quotes go unanswered make two quotes, then wait for the open breaker.
+func TestFailedQuotesTripTheBreaker(t *testing.T) {
+	f := newBudgetFixture(t, true)
+	set, err := pipeline.Parse([]byte(strings.Replace(budgetPipelines, "adapter = \"go\"\n", "adapter = \"go\"\ntrip_after = 2\ncool_down = \"1h\"\n", 1)), "vendor_gate_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Pipelines = set
+	q := &failingQuoter{}
+	f.acts.Vendors = map[string]Vendor{"quoter": {New: func(string) (paidvendor.Submitter, error) { return q, nil }}}
+	ep := f.mustAllocate(t, "tokyo", "run-1", tokyoNominal).EpisodeID
+	waits := 0
+	for range 6 {
+		_, err := f.submit(t, ep, "cover")
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == allot.VendorWaiting {
+			waits++
+			continue
+		}
+		if err == nil {
+			t.Fatal("an unanswered quote was reported as success")
+		}
+	}
+	s, err := f.led.VendorStateOf(f.ctx, "quoter", time.Time{})
+	if err != nil || !s.Tripped() || q.quotes.Load() != 2 || waits != 4 || q.others.Load() != 0 {
+		t.Fatalf("after six attempts: %d quotes, %d other requests, %d waits; vendor %+v, %v", q.quotes.Load(), q.others.Load(), waits, s, err)
+	}
+}
+
+// slowPolls is the vendor's client whose status polls wait until the test
+// lets them answer.
+type slowPolls struct {
+	paidvendor.Client
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s slowPolls) Task(ctx context.Context, id string) (paidvendor.Task, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Client.Task(ctx, id)
+}
+
+// Issue 24 §1: a poll that takes longer than its slot's lease keeps the
+// slot (the lease is renewed while it runs), and max_in_flight holds
+// meanwhile: another request waits.
+func TestSlowPollKeepsItsSlot(t *testing.T) {
+	f := newFixture(t, nil)
+	withVendor(t, f)
+	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
+	if _, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, videoTask); err != nil {
+		t.Fatal(err)
+	}
+	withLimits(t, f, pipeline.VendorLimits{MaxInFlight: 1})
+	lease := pollLease
+	pollLease = 300 * time.Millisecond
+	t.Cleanup(func() { pollLease = lease })
+	slow := slowPolls{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	build := f.acts.NewVendor
+	f.acts.NewVendor = func(key string) (paidvendor.Client, error) {
+		c, err := build(key)
+		slow.Client = c
+		return slow, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := execute[PaidTaskResult](t, f, f.acts.AwaitPaidTask, videoTask)
+		done <- err
+	}()
+	<-slow.entered
+	polling := time.Now()
+	// The slot is still held past twice its first lease: renewed. Waits on
+	// the ledger (a renewal comes every half lease), not on a timer.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s, err := f.led.VendorStateOf(f.ctx, pipeline.DefaultVendor, polling.Add(2*pollLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.InFlightPoll == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(slow.release)
+			t.Fatalf("the slow poll's slot was not renewed: it expires with its first lease (%+v)", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Its first lease has expired by now; the slot is still taken, so a
+	// second request waits.
+	_, err := f.acts.enterVendor(f.ctx, pipeline.DefaultVendor, ledger.VendorPoll, "another-request")
+	wantWaiting(t, err, allot.ReasonVendorBusy)
+	close(slow.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := f.led.VendorStateOf(f.ctx, pipeline.DefaultVendor, time.Time{}); s.InFlightPoll != 0 {
+		t.Fatalf("the slot was not given back: %+v", s)
 	}
 }

@@ -119,6 +119,11 @@ type episode struct {
 	// lean: no search attribute is upserted to the value it already has
 	// (leanRunVersion).
 	lean bool
+	// waitingStep: the main loop waits for this step's vendor
+	// (waitForVendor), where resolve --abandon may end the wait; stopWait
+	// is that command's handshake with the loop.
+	waitingStep string
+	stopWait    *waitStop
 }
 
 // Episode is the execution phase of one episode: paid steps, local steps, an

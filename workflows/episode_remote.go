@@ -27,7 +27,10 @@ func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 	// The Episode's requests to the adapter pass the vendor's gate
 	// (PaidVendorGate); histories from before it replay without.
 	gated := workflow.GetVersion(ctx, vendorGateChange, workflow.DefaultVersion, vendorGateVersion) == vendorGateVersion
-	res, err := e.remoteSubmit(ctx, in, v, gated)
+	// Each request of a submission's attempt (a quote, every look-up, the
+	// send) asks the gate itself; before, one pass covered the attempt.
+	eachRequest := gated && workflow.GetVersion(ctx, vendorGateEachRequestChange, workflow.DefaultVersion, vendorGateEachRequestVersion) == vendorGateEachRequestVersion
+	res, err := e.remoteSubmit(ctx, in, v, gated, eachRequest)
 	if err == nil {
 		e.applyPaid(i, res)
 		if res.State == allot.PaidAbandoned || st.Kind == string(allot.KindEffect) {
@@ -54,8 +57,8 @@ func adapterBackoff(attempt int) time.Duration {
 
 // remoteSubmit is SubmitPaidTask for an activity adapter: the one protocol
 // loop (activities.DrivePaidTask) with the workflow as its driver.
-func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, gated bool) (activities.PaidTaskResult, error) {
-	d := &workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v, gated: gated}
+func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, gated, eachRequest bool) (activities.PaidTaskResult, error) {
+	d := &workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v, gated: gated, eachRequest: eachRequest}
 	res, err := activities.DrivePaidTask(d)
 	d.release()
 	return res, err
@@ -75,6 +78,11 @@ type workflowDriver struct {
 	// written; pass is the attempt's, until released.
 	gated bool
 	pass  workflowPass
+	// eachRequest: every request asks the gate right before it and is
+	// released right after (docs/design.md, "Vendor controls"); the
+	// admission's pass serves the first (fresh until a request used it).
+	// admitted: the rate counted the attempt (its first pass).
+	eachRequest, fresh, admitted bool
 }
 
 func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
@@ -85,11 +93,11 @@ func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
 	info := workflow.GetInfo(d.ctx).WorkflowExecution
 	d.phase = activities.PaidPhaseInput{PaidTaskInput: d.in, Owner: fmt.Sprintf("%s/%s/%s/r%d/%d", info.ID, info.RunID, d.in.Step, d.in.Revision, attempt)}
 	if d.gated {
-		pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, false)
+		pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, false, false)
 		if err != nil {
 			return activities.PaidPlan{}, err
 		}
-		d.pass = pass
+		d.pass, d.fresh, d.admitted = pass, pass.passed, pass.passed
 	}
 	var plan activities.PaidPlan
 	err := d.e.call(d.lctx, d.in.Step, "PaidPrepare", a.PaidPrepare, d.phase, &plan)
@@ -107,10 +115,14 @@ func (d *workflowDriver) Quote(plan activities.PaidPlan) (activities.PaidPlan, e
 		in.NoQuote = true
 	}
 	for asked := 0; !in.NoQuote && in.Quote == nil; asked++ {
+		if err := d.request(); err != nil { // each quote asks the gate
+			return activities.PaidPlan{}, err
+		}
 		var cost paidvendor.Cost
 		err := workflow.ExecuteActivity(d.e.adapterCtx(d.ctx, d.v), d.v.Quote, paidvendor.ActivitySubmitRequest{
 			IdempotencyKey: plan.QuoteRequest.IdempotencyKey, Kind: plan.QuoteRequest.Kind, Params: plan.QuoteRequest.Params,
 		}).Get(d.ctx, &cost)
+		d.answered(adapterVerdict(err)) // a failed quote counts toward the breaker
 		switch {
 		case err == nil:
 			in.Quote = &cost
@@ -134,12 +146,46 @@ func (d *workflowDriver) gate() error {
 	if !d.gated || d.pass.passed {
 		return nil
 	}
-	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true)
+	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true, false)
 	if err != nil {
 		return err
 	}
 	d.pass = pass
 	return nil
+}
+
+// request passes the gate right before one request of the attempt (a
+// quote, a look-up, the send), when every request asks: the admission's
+// pass if it is fresh, else the gate again, so that a pause or a trip that
+// came meanwhile stops it. Without eachRequest it asks nothing (the
+// attempt's one pass, gate, covers it).
+func (d *workflowDriver) request() error {
+	if !d.eachRequest {
+		return nil
+	}
+	if d.fresh {
+		d.fresh = false
+		return nil
+	}
+	d.release()
+	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true, d.admitted)
+	if err != nil {
+		return err
+	}
+	d.pass, d.admitted = pass, true
+	return nil
+}
+
+// answered reports a quote's or a look-up's outcome when every request
+// asks: a failure counts toward the breaker, an answer does not reset it (a
+// vendor that answers them may still fail every submission); the pass is
+// released at once.
+func (d *workflowDriver) answered(verdict, failed bool, text string) {
+	if !d.eachRequest {
+		return
+	}
+	d.pass.observe(verdict && failed, failed, text)
+	d.release()
 }
 
 // release gives back the attempt's pass, with how its requests went.
@@ -149,12 +195,22 @@ func (d *workflowDriver) release() {
 }
 
 func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutcome, error) {
-	if err := d.gate(); err != nil {
-		return activities.LookupOutcome{}, err
+	if !d.eachRequest {
+		if err := d.gate(); err != nil {
+			return activities.LookupOutcome{}, err
+		}
 	}
 	for asked := 0; ; asked++ {
+		if err := d.request(); err != nil { // each look-up asks the gate
+			return activities.LookupOutcome{}, err
+		}
 		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey)
-		d.pass.observe(true, out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized, out.Error)
+		failed := out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized
+		if d.eachRequest {
+			d.answered(true, failed, out.Error)
+		} else {
+			d.pass.observe(true, failed, out.Error)
+		}
 		if out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized &&
 			workflow.GetVersion(d.ctx, adapterLookupAgainChange, workflow.DefaultVersion, adapterLookupAgainVersion) == adapterLookupAgainVersion {
 			// The vendor did not answer (the look-up's own retries are
@@ -184,7 +240,11 @@ func (d *workflowDriver) Wait(plan activities.PaidPlan) error {
 
 func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResult, error) {
 	var a *activities.Activities
-	if err := d.gate(); err != nil {
+	gate := d.gate
+	if d.eachRequest {
+		gate = d.request
+	}
+	if err := gate(); err != nil {
 		return activities.PaidTaskResult{}, err
 	}
 	var send activities.SendRequest
@@ -203,6 +263,9 @@ func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResu
 		IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
 	}).Get(d.ctx, &reported), reported)
 	d.pass.observe(true, out.Accepted == nil && !out.Refused, out.Error)
+	if d.eachRequest {
+		d.release()
+	}
 	// A send without an answer fails PaidAfterSend with SendUnanswered,
 	// once (retrying it would only record the same non-answer again):
 	// this attempt ends and the next one asks the vendor. Other failures
@@ -299,7 +362,7 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 		var pass workflowPass
 		if gated {
 			var err error
-			if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true); err != nil {
+			if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true, false); err != nil {
 				return err
 			}
 		}
@@ -374,10 +437,11 @@ func (p *workflowPass) observe(verdict, failed bool, err string) {
 
 // enterVendor asks the vendor's gate for one of the Episode's requests to
 // an activity adapter; a wait is shown and waited out (call).
-func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind ledger.VendorKind, always bool) (workflowPass, error) {
+// tokenTaken: the rate already counted the request's attempt.
+func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind ledger.VendorKind, always, tokenTaken bool) (workflowPass, error) {
 	var a *activities.Activities
 	var g activities.VendorGateResult
-	if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always}, &g); err != nil {
+	if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always, TokenTaken: tokenTaken}, &g); err != nil {
 		return workflowPass{}, err
 	}
 	return workflowPass{holder: holder, passed: g.Passed, held: g.Held}, nil
@@ -546,12 +610,15 @@ func (e *episode) waitForVendor(ctx workflow.Context, step string, opts workflow
 	policy.MaximumAttempts = vendorWaitAttempts
 	policy.NonRetryableErrorTypes = slices.DeleteFunc(slices.Clone(policy.NonRetryableErrorTypes), func(t string) bool { return t == allot.VendorWaiting })
 	opts.RetryPolicy = &policy
+	// A wait an operator ends (resolve --abandon) ends when its attempt
+	// did: nothing goes to the vendor after the abandon.
+	opts.WaitForCancellation = true
 	wctx := workflow.WithActivityOptions(ctx, opts)
 	for errorType(err) == allot.VendorWaiting {
 		if serr := e.showVendorWait(ctx, step, err); serr != nil {
 			return serr
 		}
-		err = workflow.ExecuteActivity(wctx, activity, in).Get(ctx, out)
+		err = e.awaitVendorWait(ctx, wctx, step, activity, in, out, err)
 	}
 	e.state.Waiting = nil
 	if e.state.Stage == allot.StageWaitingVendor {
@@ -560,6 +627,79 @@ func (e *episode) waitForVendor(ctx workflow.Context, step string, opts workflow
 		}
 	}
 	return err
+}
+
+// errWaitAbandoned ends a step that waited for its vendor when an operator
+// abandoned it (resolve --abandon): the step is settled, and the episode goes
+// on without it. Non-retryable, so that no retry loop takes it for a
+// failure.
+var errWaitAbandoned = temporal.NewNonRetryableApplicationError("the operator abandoned the step while it waited for its vendor", "WaitAbandoned", nil)
+
+// waitStop is the handshake of resolve --abandon with a step that waits for
+// its vendor: the command asks (Episode.stopWait), the main loop stops the
+// waiting activity and says whether the vendor took the request meanwhile
+// (took), the command applies the abandon, or refuses, and says so (done).
+type waitStop struct {
+	stopped, took, done, abandoned bool
+}
+
+// awaitVendorWait runs the waiting activity once (its retries ask the gate)
+// and lets an operator's resolve --abandon stop it: then the activity is
+// cancelled and, unless the vendor took the request meanwhile, the abandon
+// is applied and the step ends with errWaitAbandoned; an abandon that fails
+// goes back to waiting (waitErr).
+func (e *episode) awaitVendorWait(ctx, wctx workflow.Context, step string, activity, in, out any, waitErr error) error {
+	actx, cancel := workflow.WithCancel(wctx)
+	fut := workflow.ExecuteActivity(actx, activity, in)
+	e.waitingStep = step
+	err := workflow.Await(ctx, func() bool { return fut.IsReady() || e.stopWait != nil })
+	e.waitingStep = ""
+	if err != nil {
+		cancel()
+		return err
+	}
+	stop := e.stopWait
+	if stop == nil {
+		return fut.Get(ctx, out)
+	}
+	e.stopWait = nil
+	if !fut.IsReady() {
+		cancel()
+	}
+	err = fut.Get(ctx, out)
+	var canceled *temporal.CanceledError
+	stop.stopped, stop.took = true, !errors.As(err, &canceled)
+	if stop.took {
+		return err
+	}
+	if err := workflow.Await(ctx, func() bool { return stop.done }); err != nil {
+		return err
+	}
+	if stop.abandoned {
+		return errWaitAbandoned
+	}
+	return waitErr
+}
+
+// abandonWaiting is resolve --abandon of the step that waits for its
+// vendor (a pause or a breaker that may never end): the wait stops, and the
+// step is abandoned as a parked one is (its reservation released if it has
+// no remote reference, the reason recorded). Refused if the vendor took the
+// step's request before the wait stopped.
+func (e *episode) abandonWaiting(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
+	stop := &waitStop{}
+	e.stopWait = stop
+	defer func() { stop.done = true }()
+	if err := workflow.Await(ctx, func() bool { return stop.stopped }); err != nil {
+		return EpisodeState{}, err
+	}
+	if stop.took {
+		return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("episode %s/%s: step %s stopped waiting for its vendor before the abandon came (the vendor took its request): it runs on; abandon it if it parks",
+			e.input.Pipeline, e.input.EpisodeID, req.Step), allot.NotReady)
+	}
+	st, err := e.decide(ctx, activities.DecisionInput{Action: allot.ActionAbandon, Step: req.Step, Reason: req.Reason})
+	stop.abandoned = err == nil
+	return st, err
 }
 
 // showVendorWait puts the wait where operators look; a wait for another
@@ -585,6 +725,10 @@ func (e *episode) showVendorWait(ctx workflow.Context, step string, err error) e
 		how = fmt.Sprintf("It goes on by itself after `%s`; `starter vendor list` shows every vendor.", allot.VendorResumeCommand(w.Vendor))
 	case allot.ReasonVendorTripped:
 		how = fmt.Sprintf("One probe goes after the vendor's cool_down, and the step goes on when it is answered; `%s` closes the breaker at once.", allot.VendorResumeCommand(w.Vendor))
+	}
+	if w.Reason == allot.ReasonVendorPaused || w.Reason == allot.ReasonVendorTripped {
+		// A vendor that never comes back: the step's exit.
+		how += fmt.Sprintf(" If it does not come back: `%s`.", allot.AbandonCommand(e.input.Pipeline, e.input.EpisodeID, step, "vendor "+w.Vendor+" does not come back"))
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for vendor %s** (%s) at step **%s**: %s\n\n%s", w.Vendor, w.Reason, step, w.Message, how))
 	if e.state.Stage == allot.StageWaitingVendor {

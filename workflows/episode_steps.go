@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -133,10 +134,18 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 	case string(allot.KindActivity):
 		return e.runActivityStep(ctx, i, ref)
 	case string(allot.KindPaid), string(allot.KindEffect):
+		var err error
 		if step.Run != nil && step.Run.Vendor != nil {
-			return e.runPaidByActivities(ctx, i)
+			err = e.runPaidByActivities(ctx, i)
+		} else {
+			err = e.runPaid(ctx, i)
 		}
-		return e.runPaid(ctx, i)
+		if errors.Is(err, errWaitAbandoned) {
+			// Abandoned while it waited for its vendor: the decision
+			// settled it (e.state.Steps); the episode goes on.
+			return nil
+		}
+		return err
 	case string(allot.KindApproval):
 		return e.awaitApproval(ctx, i)
 	}

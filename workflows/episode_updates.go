@@ -92,6 +92,8 @@ func (e *episode) admissible(update string, req DecisionRequest) error {
 	attention := ""
 	if a := e.state.Attention; a != nil && a.Step == step.Name {
 		attention = a.ErrorType
+	} else if e.waitingStep == step.Name {
+		attention = allot.AttentionWaitingVendor
 	}
 	if err := allot.CheckPaidAction(action, step.Name, taskState(step), attention); err != nil {
 		return notReady(err)
@@ -139,7 +141,11 @@ func taskState(s activities.StepState) allot.PaidTaskState {
 // applied; then it holds the turn until release. It checks the command
 // against the state it finds then.
 func (e *episode) awaitTurn(ctx workflow.Context, update string, req DecisionRequest) (release func(), err error) {
-	if err := workflow.Await(ctx, func() bool { return e.loadErr != nil || (e.loaded && e.idle && !e.busy) }); err != nil {
+	// A step that waits for its vendor takes its abandon while it waits.
+	abandonsWait := func() bool {
+		return update == ResolveUpdate && req.Resolve == allot.ActionAbandon && req.Step != "" && req.Step == e.waitingStep
+	}
+	if err := workflow.Await(ctx, func() bool { return e.loadErr != nil || (e.loaded && (e.idle || abandonsWait()) && !e.busy) }); err != nil {
 		return nil, err
 	}
 	if e.loadErr != nil {
@@ -238,6 +244,9 @@ func (e *episode) resolve(ctx workflow.Context, req DecisionRequest) (EpisodeSta
 		return EpisodeState{}, err
 	}
 	defer release()
+	if req.Resolve == allot.ActionAbandon && req.Step == e.waitingStep && e.stopWait == nil {
+		return e.abandonWaiting(ctx, req)
+	}
 	if e.state.Attention == nil || e.state.Attention.Step != req.Step {
 		return EpisodeState{}, temporal.NewApplicationError(
 			fmt.Sprintf("step %s of episode %s has no unresolved outcome: resolve is for a paid step that needs attention", req.Step, e.input.EpisodeID), allot.NotReady)

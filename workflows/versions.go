@@ -45,6 +45,17 @@ const (
 	vendorGateChange  = "vendor-gate"
 	vendorGateVersion = 1
 
+	// vendorGateEachRequestChange (Episode, activity adapters): every
+	// request of a submission's attempt asks the vendor's gate right before
+	// it and is released right after: the quote (before it, none), each
+	// look-up of the look-up loop and the send (before it, Prepare's one
+	// pass covered them all, so a pause or a trip that came during the
+	// attempt did not stop it: issue 24). Asked only where vendorGateChange
+	// is. Histories before it: testdata/v5/vendor_wait_episode.json (and
+	// every later one with an activity adapter's paid step).
+	vendorGateEachRequestChange  = "vendor-gate-each-request"
+	vendorGateEachRequestVersion = 1
+
 	// verifyEpisodeLedgerChange (ScheduledRun): an Episode workflow that
 	// already exists is checked to belong to this run's ledger.
 	// Histories: testdata/v3/scheduled_run_episode_running.json.
