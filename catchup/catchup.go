@@ -18,6 +18,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
@@ -28,6 +29,9 @@ import (
 // SweepRunID is the run ID of the skipped runs a sweep records: no
 // workflow ran them. One per key, so a repeated sweep replaces its record.
 const SweepRunID = "catch-up"
+
+// ErrTimeNotYet: a sweep was asked to settle times that have not come yet.
+var ErrTimeNotYet = errors.New("time has not come yet")
 
 // Sweeper settles missed times. It needs a writable ledger.
 type Sweeper struct {
@@ -90,6 +94,16 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	if err != nil {
 		return out, err
 	}
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	// A time still to come is not missed: the Schedule starts it when it
+	// comes (docs/design.md, "Catch-up").
+	if in.Until.After(now) {
+		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("catch-up of %s refused, nothing was settled: until %s is after now (%s), and a time that has not come yet is not missed; settle up to now at the latest: `%s`",
+			p.Name, in.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), allot.CatchUpCommand(p.Name, now.Truncate(time.Second))), allot.InvalidInput, ErrTimeNotYet)
+	}
 	if p.Schedule == nil {
 		out.NoSchedule = true
 		return out, nil
@@ -128,10 +142,6 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	}
 	if out.Missed, err = s.missed(ctx, p.Name, times); err != nil {
 		return out, err
-	}
-	now := in.Now
-	if now.IsZero() {
-		now = time.Now()
 	}
 	for _, t := range out.Missed {
 		d, err := spec.DecideCatchUp(p.TimeZone, t, now)

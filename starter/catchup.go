@@ -34,6 +34,10 @@ func scheduleCatchUp(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return usageError{fmt.Errorf("--until %q is not an RFC3339 time (e.g. 2026-12-01T09:00:00Z)", until)}
 		}
+		if now := time.Now(); t.After(now) {
+			return usageError{fmt.Errorf("--until %s is after now (%s): a time that has not come yet is not missed (the Schedule starts it when it comes); nothing was settled. Settle up to now at the latest: `%s`",
+				t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), allot.CatchUpCommand(pipelineName, now.Truncate(time.Second)))}
+		}
 		in.Until = t
 	} else {
 		pipelines, err := c.cfg.LoadPipelines()
