@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"allot"
+	"allot/catchup"
 	"allot/ledger"
 	"allot/pipeline"
 	"allot/workflows"
@@ -265,7 +265,7 @@ func (s *Schedules) Describe(ctx context.Context, pipelineName string) (Schedule
 			out.Spec.Cron = sp.CronExpressions[0]
 		case len(sp.Calendars) > 0:
 			// The server keeps a cron string as a calendar; show it as one.
-			out.Spec.Cron = calendarCron(sp.Calendars[0])
+			out.Spec.Cron = catchup.CalendarCron(sp.Calendars[0])
 		}
 		if len(sp.Intervals) > 0 {
 			out.Spec.Interval = sp.Intervals[0].Every
@@ -289,33 +289,6 @@ func (s *Schedules) Describe(ctx context.Context, pipelineName string) (Schedule
 		out.RunningWorkflows = append(out.RunningWorkflows, w.WorkflowID)
 	}
 	return out, nil
-}
-
-// calendarCron writes a calendar spec back as a cron expression
-// (minute hour day-of-month month day-of-week).
-func calendarCron(c client.ScheduleCalendarSpec) string {
-	return strings.Join([]string{
-		cronField(c.Minute, 0, 59), cronField(c.Hour, 0, 23), cronField(c.DayOfMonth, 1, 31),
-		cronField(c.Month, 1, 12), cronField(c.DayOfWeek, 0, 6),
-	}, " ")
-}
-
-func cronField(ranges []client.ScheduleRange, lo, hi int) string {
-	if len(ranges) == 0 || len(ranges) == 1 && ranges[0].Start == lo && ranges[0].End == hi && ranges[0].Step <= 1 {
-		return "*"
-	}
-	parts := make([]string, len(ranges))
-	for i, r := range ranges {
-		p := strconv.Itoa(r.Start)
-		if r.End > r.Start {
-			p += "-" + strconv.Itoa(r.End)
-		}
-		if r.Step > 1 {
-			p += "/" + strconv.Itoa(r.Step)
-		}
-		parts[i] = p
-	}
-	return strings.Join(parts, ",")
 }
 
 // ScheduleSummary is one schedule in a list.
@@ -750,7 +723,7 @@ func latestSpecTime(spec *client.ScheduleSpec, from, to time.Time) func(time.Tim
 			if len(c.Year) > 0 || len(c.Second) > 1 || len(c.Second) == 1 && (c.Second[0].Start != 0 || c.Second[0].End > 0) {
 				return nil // not a five-field cron
 			}
-			expr = calendarCron(c)
+			expr = catchup.CalendarCron(c)
 		}
 		if spec.TimeZoneName != "" {
 			loc, err := time.LoadLocation(spec.TimeZoneName)

@@ -40,22 +40,8 @@ func scheduleCatchUp(ctx context.Context, c *cli, args []string) error {
 		}
 		in.Until = t
 	} else {
-		pipelines, err := c.cfg.LoadPipelines()
-		if err != nil {
-			return err
-		}
-		p, err := pipelines.Get(pipelineName)
-		if err != nil {
-			return err
-		}
-		if p.Schedule == nil {
-			return fmt.Errorf("pipeline %s has no schedule: nothing to catch up", pipelineName)
-		}
-		spec, err := p.Schedule.Spec()
-		if err != nil {
-			return fmt.Errorf("pipeline %s: %w", pipelineName, err)
-		}
-		in.Until = catchup.SettledUntil(spec, time.Now())
+		// Those the Schedule will not start any more, by its live spec.
+		in.Settled = true
 	}
 	s, done, err := c.schedules(ctx)
 	if err != nil {
