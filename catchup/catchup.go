@@ -22,6 +22,7 @@ import (
 
 	"allot"
 	"allot/ledger"
+	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -80,7 +81,7 @@ type SweepResult struct {
 	NoSchedule bool `json:"no_schedule,omitempty"`
 	Paused     bool `json:"paused,omitempty"`
 	// SpecFrom says whose spec listed the times: the live Schedule's
-	// (SpecFromSchedule), which a sweep always reads; Spec is it.
+	// (livespec.FromSchedule), which a sweep always reads; Spec is it.
 	SpecFrom string                 `json:"spec_from,omitempty"`
 	Spec     *pipeline.ScheduleSpec `json:"spec,omitempty"`
 	Zone     string                 `json:"zone,omitempty"`
@@ -144,11 +145,11 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	// The times are the live Schedule's, not the file's: `schedule
 	// update` or another tool may have changed them (docs/design.md,
 	// "Catch-up").
-	spec, zone, err := LiveSpec(fileSpec, desc.Schedule)
+	spec, zone, err := livespec.Of(fileSpec, desc.Schedule)
 	if err != nil {
 		return out, fmt.Errorf("schedule %s: %w: allot cannot list the times it missed; make it the pipeline's again with `starter schedule update --pipeline %s`", allot.ScheduleID(p.Name), err, p.Name)
 	}
-	out.SpecFrom, out.Spec, out.Zone = SpecFromSchedule, &spec, zone
+	out.SpecFrom, out.Spec, out.Zone = livespec.FromSchedule, &spec, zone
 	if in.Settled {
 		out.Until = SettledUntil(spec, now).UTC()
 	}

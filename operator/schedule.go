@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"allot"
-	"allot/catchup"
 	"allot/ledger"
+	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -265,7 +265,7 @@ func (s *Schedules) Describe(ctx context.Context, pipelineName string) (Schedule
 			out.Spec.Cron = sp.CronExpressions[0]
 		case len(sp.Calendars) > 0:
 			// The server keeps a cron string as a calendar; show it as one.
-			out.Spec.Cron = catchup.CalendarCron(sp.Calendars[0])
+			out.Spec.Cron = livespec.CalendarCron(sp.Calendars[0])
 		}
 		if len(sp.Intervals) > 0 {
 			out.Spec.Interval = sp.Intervals[0].Every
@@ -723,7 +723,7 @@ func latestSpecTime(spec *client.ScheduleSpec, from, to time.Time) func(time.Tim
 			if len(c.Year) > 0 || len(c.Second) > 1 || len(c.Second) == 1 && (c.Second[0].Start != 0 || c.Second[0].End > 0) {
 				return nil // not a five-field cron
 			}
-			expr = catchup.CalendarCron(c)
+			expr = livespec.CalendarCron(c)
 		}
 		if spec.TimeZoneName != "" {
 			loc, err := time.LoadLocation(spec.TimeZoneName)

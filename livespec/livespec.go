@@ -1,4 +1,8 @@
-package catchup
+// Package livespec reads the timing of a pipeline's live Temporal Schedule,
+// which `starter schedule update`, Temporal's own tools or a demo may have
+// set apart from the pipeline file: catch-up settles the Schedule's times,
+// not the file's (docs/design.md, "Catch-up").
+package livespec
 
 import (
 	"fmt"
@@ -10,13 +14,13 @@ import (
 	"allot/pipeline"
 )
 
-// Where a sweep's spec came from (SweepResult.SpecFrom).
+// Where a catch-up's spec came from.
 const (
-	SpecFromSchedule     = "schedule"
-	SpecFromPipelineFile = "pipeline file"
+	FromSchedule     = "schedule"
+	FromPipelineFile = "pipeline file"
 )
 
-// LiveSpec is the spec a sweep settles by: the live Schedule's timing (its
+// Of is the spec catch-up settles by: the live Schedule's timing (its
 // cron or interval, time zone, jitter and catchup_window), which `starter
 // schedule update`, Temporal's own tools or a demo may have set apart from
 // the pipeline file, with the pipeline's catch-up settings (catch_up,
@@ -24,7 +28,7 @@ const (
 // "Catch-up"). zone is the time zone its cron runs in. A spec allot cannot
 // list the times of (several calendars or intervals, an interval offset,
 // seconds or years in a calendar) is an error, never the file's instead.
-func LiveSpec(file pipeline.ScheduleSpec, sched client.Schedule) (spec pipeline.ScheduleSpec, zone string, err error) {
+func Of(file pipeline.ScheduleSpec, sched client.Schedule) (spec pipeline.ScheduleSpec, zone string, err error) {
 	spec = file
 	sp := sched.Spec
 	if sp == nil {
