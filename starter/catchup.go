@@ -2,6 +2,7 @@ package main
 
 import (
 	"allot"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,6 +105,13 @@ func (c *cli) printSweep(res catchup.SweepResult) {
 		}
 		fmt.Fprintf(w, "catch-up\t%s, policy %s: %d missed times up to %s, %s %d, skipped %d (missed_catch_up)\n",
 			res.Pipeline, res.Policy, len(res.Missed), res.Until.Format(time.RFC3339), verb, len(res.Started), len(res.Skipped))
+		if sp := res.Spec; sp != nil {
+			timing := "every " + sp.Interval.String()
+			if sp.Cron != "" {
+				timing = fmt.Sprintf("cron %q in %s", sp.Cron, cmp.Or(res.Zone, "UTC"))
+			}
+			fmt.Fprintf(w, "times\tthe live Schedule's (%s, jitter %s, catchup_window %s), whatever the pipeline file says\n", timing, sp.Jitter, sp.CatchupWindow)
+		}
 		for _, t := range res.Started {
 			fmt.Fprintf(w, "run\t%s\n", t.Format(time.RFC3339))
 		}
