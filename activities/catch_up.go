@@ -2,9 +2,14 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+
 	"allot"
+	"allot/livespec"
 	"allot/pipeline"
 )
 
@@ -28,12 +33,17 @@ type DecideCatchUpResult struct {
 	// Backfill: the Schedule started the run as a backfill (StartedAt),
 	// which always runs.
 	Backfill bool `json:"backfill,omitempty"`
+	// SpecFrom says whose timing the policy counted later times by: the
+	// live Schedule's (livespec.FromSchedule), or the pipeline file's
+	// when there is no Schedule or no client to ask.
+	SpecFrom string `json:"spec_from,omitempty"`
 }
 
 // DecideCatchUp applies the pipeline's catch_up policy to one scheduled
-// run (docs/design.md, "Catch-up"). It reads only the worker's pipelines,
-// so the ScheduledRun runs it as a local activity. A pipeline without a
-// schedule runs everything it is asked to.
+// run (docs/design.md, "Catch-up"). It reads the worker's pipelines and
+// the live Schedule's timing (one describe), so the ScheduledRun runs it
+// as a local activity. A pipeline without a schedule runs everything it
+// is asked to.
 func (a *Activities) DecideCatchUp(ctx context.Context, in DecideCatchUpInput) (DecideCatchUpResult, error) {
 	p, err := a.pipeline(in.Pipeline)
 	if err != nil {
@@ -46,12 +56,27 @@ func (a *Activities) DecideCatchUp(ctx context.Context, in DecideCatchUpInput) (
 	if err != nil {
 		return DecideCatchUpResult{}, nonRetryable(allot.InvalidInput, "pipeline %s: %v", p.Name, err)
 	}
-	if !in.StartedAt.IsZero() && in.StartedAt.Sub(in.NominalTime) > spec.CatchupWindow+spec.Jitter {
-		return DecideCatchUpResult{CatchUpDecision: pipeline.CatchUpDecision{Run: true}, Policy: spec.CatchUp.String(), Backfill: true}, nil
+	zone, from := p.TimeZone, livespec.FromPipelineFile
+	if a.Temporal != nil {
+		desc, err := a.Temporal.ScheduleClient().GetHandle(ctx, allot.ScheduleID(p.Name)).Describe(ctx)
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			if spec, zone, err = livespec.Of(spec, desc.Schedule); err != nil {
+				return DecideCatchUpResult{}, nonRetryable(allot.InvalidInput, "schedule %s: %v: allot cannot count its later times; make it the pipeline's again with `starter schedule update --pipeline %s`", allot.ScheduleID(p.Name), err, p.Name)
+			}
+			from = livespec.FromSchedule
+		case !errors.As(err, &notFound):
+			return DecideCatchUpResult{}, fmt.Errorf("describe schedule %s: %w", allot.ScheduleID(p.Name), err)
+		}
+		// No Schedule (deleted since it started the run): the file's.
 	}
-	d, err := spec.DecideCatchUp(p.TimeZone, in.NominalTime, in.BeganAt)
+	if !in.StartedAt.IsZero() && in.StartedAt.Sub(in.NominalTime) > spec.CatchupWindow+spec.Jitter {
+		return DecideCatchUpResult{CatchUpDecision: pipeline.CatchUpDecision{Run: true}, Policy: spec.CatchUp.String(), Backfill: true, SpecFrom: from}, nil
+	}
+	d, err := spec.DecideCatchUp(zone, in.NominalTime, in.BeganAt)
 	if err != nil {
 		return DecideCatchUpResult{}, nonRetryable(allot.InvalidInput, "pipeline %s: %v", p.Name, err)
 	}
-	return DecideCatchUpResult{CatchUpDecision: d, Policy: spec.CatchUp.String()}, nil
+	return DecideCatchUpResult{CatchUpDecision: d, Policy: spec.CatchUp.String(), SpecFrom: from}, nil
 }

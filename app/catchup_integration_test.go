@@ -14,6 +14,7 @@ import (
 	"allot/internal/allottest"
 	"allot/ledger"
 	"allot/operator"
+	"allot/pipeline"
 	"allot/workflows"
 )
 
@@ -262,5 +263,61 @@ func TestCatchUpAfterAPause(t *testing.T) {
 			t.Fatalf("the worker's next sweep of %s starts at %s, want %s (where the last ended) with nothing missed: %+v", r.Pipeline, r.From, want, r)
 		}
 	}
+	c.MustCheck()
+}
+
+// The Schedule's spec is not the pipeline file's: `starter schedule
+// update --interval 2s` (the file says 1h) changed it before the pause.
+// Unpausing with `starter schedule unpause`, and `starter schedule
+// catch-up --until` after an unpause by other means, settle the times of
+// the live Schedule, each under its policy; the file's spec would have
+// found at most one.
+func TestCatchUpAfterAPauseReadsTheLiveSchedule(t *testing.T) {
+	const every, grace = 2 * time.Second, time.Second
+	toml := catchUpPipelines("1h", grace.String())
+	c := allottest.NewClusterWithPipelines(t, toml)
+	bin := allottest.BuildBinary(t, "allot/starter")
+	pipelinesFile := writeFile(t, string(toml))
+	ctx := c.Ctx()
+	s := c.Schedules()
+	for time.Since(time.Now().Truncate(every)) > every/2 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	created := time.Now().Truncate(every)
+	for _, name := range []string{"cu-all", "cu-skip"} {
+		if _, err := s.Create(ctx, operator.ScheduleInput{Pipeline: name, Paused: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"cu-all", "cu-skip"} {
+		code, out := starterCmd(t, bin, c, pipelinesFile, "schedule", "update", "--pipeline", name, "--interval", every.String())
+		if code != 0 {
+			t.Fatalf("starter schedule update: exit %d\n%s", code, out)
+		}
+	}
+	for time.Now().Before(created.Add(3*every + 1200*time.Millisecond)) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	pausedUntil := time.Now().Truncate(time.Second)
+	live, err := pipeline.ScheduleSpec{Interval: every}.Times("", created, pausedUntil, 0)
+	if err != nil || len(live) < 3 {
+		t.Fatalf("the live Schedule's times in the pause: %v, %v", live, err)
+	}
+	want := fmt.Sprintf("%d missed times", len(live))
+
+	code, out := starterCmd(t, bin, c, pipelinesFile, "schedule", "unpause", "--pipeline", "cu-all")
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("starter schedule unpause: exit %d, want %q\n%s", code, want, out)
+	}
+	checkPromise(t, c, "cu-all", live)
+
+	if err := c.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID("cu-skip")).Unpause(ctx, client.ScheduleUnpauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out = starterCmd(t, bin, c, pipelinesFile, strings.Fields(allot.CatchUpCommand("cu-skip", pausedUntil))[1:]...)
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("starter schedule catch-up: exit %d, want %q\n%s", code, want, out)
+	}
+	checkPromise(t, c, "cu-skip", live)
 	c.MustCheck()
 }

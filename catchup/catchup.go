@@ -18,9 +18,11 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
+	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -28,6 +30,9 @@ import (
 // SweepRunID is the run ID of the skipped runs a sweep records: no
 // workflow ran them. One per key, so a repeated sweep replaces its record.
 const SweepRunID = "catch-up"
+
+// ErrTimeNotYet: a sweep was asked to settle times that have not come yet.
+var ErrTimeNotYet = errors.New("time has not come yet")
 
 // Sweeper settles missed times. It needs a writable ledger.
 type Sweeper struct {
@@ -49,8 +54,11 @@ type SweepInput struct {
 	Pipeline string
 	// Until is the last time that may be settled: later times the
 	// Schedule may still start (inside its catchup_window, or after an
-	// unpause).
+	// unpause). It may not be after Now.
 	Until time.Time
+	// Settled, instead of Until, settles the times the Schedule will not
+	// start any more at Now: SettledUntil of its live spec.
+	Settled bool
 	// Now is when the policy is applied (the missed runs that run start
 	// now); zero is the wall clock.
 	Now time.Time
@@ -72,6 +80,11 @@ type SweepResult struct {
 	// settled when it is unpaused.
 	NoSchedule bool `json:"no_schedule,omitempty"`
 	Paused     bool `json:"paused,omitempty"`
+	// SpecFrom says whose spec listed the times: the live Schedule's
+	// (livespec.FromSchedule), which a sweep always reads; Spec is it.
+	SpecFrom string                 `json:"spec_from,omitempty"`
+	Spec     *pipeline.ScheduleSpec `json:"spec,omitempty"`
+	Zone     string                 `json:"zone,omitempty"`
 	// Missed are the times nothing ran (no run in the ledger, no
 	// workflow); of them, Started run now and Skipped were recorded.
 	Missed  []time.Time `json:"missed"`
@@ -90,19 +103,36 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	if err != nil {
 		return out, err
 	}
-	if p.Schedule == nil {
-		out.NoSchedule = true
-		return out, nil
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
 	}
-	spec, err := p.Schedule.Spec()
+	// A time still to come is not missed: the Schedule starts it when it
+	// comes (docs/design.md, "Catch-up").
+	if !in.Settled && in.Until.After(now) {
+		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("catch-up of %s refused, nothing was settled: until %s is after now (%s), and a time that has not come yet is not missed; settle up to now at the latest: `%s`",
+			p.Name, in.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), allot.CatchUpCommand(p.Name, now.Truncate(time.Second))), allot.InvalidInput, ErrTimeNotYet)
+	}
+	// The file gives the catch-up settings; a pipeline without a schedule
+	// in it may still have a Schedule (created with --cron or
+	// --interval): its settings are the defaults, its times the Schedule's.
+	var configured pipeline.Schedule
+	if p.Schedule != nil {
+		configured = *p.Schedule
+	}
+	if configured.Cron == "" && configured.Interval == "" {
+		configured = configured.Merge(pipeline.Schedule{Interval: "1h"}) // replaced by the live spec's timing
+	}
+	fileSpec, err := configured.Spec()
 	if err != nil {
 		return out, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
-	out.Policy = spec.CatchUp.String()
+	out.Policy = fileSpec.CatchUp.String()
 	desc, err := s.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID(p.Name)).Describe(ctx)
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
+		// No Schedule, so no time Temporal skipped: nothing to settle.
 		out.NoSchedule = true
 		return out, nil
 	case err != nil:
@@ -111,6 +141,17 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	if desc.Schedule.State != nil && desc.Schedule.State.Paused {
 		out.Paused = true
 		return out, nil
+	}
+	// The times are the live Schedule's, not the file's: `schedule
+	// update` or another tool may have changed them (docs/design.md,
+	// "Catch-up").
+	spec, zone, err := livespec.Of(fileSpec, desc.Schedule)
+	if err != nil {
+		return out, fmt.Errorf("schedule %s: %w: allot cannot list the times it missed; make it the pipeline's again with `starter schedule update --pipeline %s`", allot.ScheduleID(p.Name), err, p.Name)
+	}
+	out.SpecFrom, out.Spec, out.Zone = livespec.FromSchedule, &spec, zone
+	if in.Settled {
+		out.Until = SettledUntil(spec, now).UTC()
 	}
 	out.From = desc.Info.CreatedAt.UTC()
 	if floor := out.Until.Add(-spec.MaxBackfill); floor.After(out.From) {
@@ -122,19 +163,15 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	if !out.Until.After(out.From) {
 		return out, nil
 	}
-	times, err := spec.Times(p.TimeZone, out.From, out.Until, 0)
+	times, err := spec.Times(zone, out.From, out.Until, 0)
 	if err != nil {
 		return out, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
 	if out.Missed, err = s.missed(ctx, p.Name, times); err != nil {
 		return out, err
 	}
-	now := in.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
 	for _, t := range out.Missed {
-		d, err := spec.DecideCatchUp(p.TimeZone, t, now)
+		d, err := spec.DecideCatchUp(zone, t, now)
 		if err != nil {
 			return out, fmt.Errorf("pipeline %s: %w", p.Name, err)
 		}
@@ -234,14 +271,10 @@ func (s *Sweeper) SweepAll(ctx context.Context, now time.Time) []SweepResult {
 		if err != nil || p.Schedule == nil {
 			continue
 		}
-		res := SweepResult{Pipeline: name}
-		spec, err := p.Schedule.Spec()
-		if err == nil {
-			s.mu.Lock()
-			after := s.swept[name]
-			s.mu.Unlock()
-			res, err = s.Sweep(ctx, SweepInput{Pipeline: name, Until: SettledUntil(spec, now), Now: now, After: after})
-		}
+		s.mu.Lock()
+		after := s.swept[name]
+		s.mu.Unlock()
+		res, err := s.Sweep(ctx, SweepInput{Pipeline: name, Settled: true, Now: now, After: after})
 		if err != nil {
 			res.Error = err.Error()
 		} else if !res.Paused && !res.NoSchedule {

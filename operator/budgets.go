@@ -347,10 +347,17 @@ type BudgetForecast struct {
 	FreeKnown bool  `json:"free_known"`
 	// Over: the forecast exceeds what is free.
 	Over bool `json:"over"`
-	// Quoted: some covered step has no max_cost and is priced by its
-	// vendor's quote when it is sent; the forecast leaves it out.
-	Quoted bool `json:"quoted,omitempty"`
+	// Quoted: some covered steps (QuotedSteps) have no max_cost and are
+	// priced only by their vendor's quote when they are sent. Their price
+	// is unknown before the run, so the forecast is no upper bound: it
+	// needs consent as a forecast over what is free does (OverBudget).
+	Quoted      bool     `json:"quoted,omitempty"`
+	QuotedSteps []string `json:"quoted_steps,omitempty"`
 }
+
+// NeedsConsent: the forecast exceeds what is free, or cannot be bounded
+// because a step is priced only by a quote (docs/design.md, "Backfills").
+func (f BudgetForecast) NeedsConsent() bool { return f.Over || f.Quoted }
 
 func (f BudgetForecast) String() string {
 	m := func(a int64) string { return allot.Money{Amount: a, Currency: f.Currency}.String() }
@@ -358,11 +365,11 @@ func (f BudgetForecast) String() string {
 	if !f.FreeKnown {
 		s += " (the limit: the ledger was not read)"
 	}
-	if f.Quoted {
-		s += " (plus quoted steps)"
-	}
 	if f.Over {
 		s += ": OVER by " + m(f.Forecast-f.Free)
+	}
+	if f.Quoted {
+		s += fmt.Sprintf(", plus UNKNOWN: step %s has no max_cost and is priced only by its vendor's quote (give it max_cost to forecast it)", strings.Join(f.QuotedSteps, ", "))
 	}
 	return s
 }
@@ -380,14 +387,18 @@ func ForecastBudgets(ctx context.Context, led *ledger.Ledger, set *pipeline.Set,
 	var out []BudgetForecast
 	for _, b := range set.Budgets() {
 		var perRun int64
-		quoted, covers := false, false
+		var quoted []string
+		covers := false
 		for _, st := range p.Steps {
 			if !b.Covers(p.Name, st) {
 				continue
 			}
 			covers = true
 			if st.MaxCost == nil {
-				quoted = true
+				// Priced only by a quote when it is sent (the pipeline
+				// file admits no other covered step without max_cost):
+				// unknown, never counted as 0.
+				quoted = append(quoted, st.Name)
 				continue
 			}
 			if perRun, err = allot.AddAmount(perRun, st.MaxCost.Amount); err != nil {
@@ -408,7 +419,7 @@ func ForecastBudgets(ctx context.Context, led *ledger.Ledger, set *pipeline.Set,
 		}
 		slices.Sort(order)
 		for _, period := range order {
-			f := BudgetForecast{Budget: b.Name, Period: period, Currency: b.Limit.Currency, Runs: runs[period], PerRun: perRun, Quoted: quoted, Free: b.Limit.Amount}
+			f := BudgetForecast{Budget: b.Name, Period: period, Currency: b.Limit.Currency, Runs: runs[period], PerRun: perRun, Quoted: len(quoted) > 0, QuotedSteps: quoted, Free: b.Limit.Amount}
 			if perRun > 0 && int64(f.Runs) > math.MaxInt64/perRun {
 				f.Forecast = math.MaxInt64
 			} else {
@@ -428,11 +439,12 @@ func ForecastBudgets(ctx context.Context, led *ledger.Ledger, set *pipeline.Set,
 	return out, nil
 }
 
-// OverBudget lists the forecasts that exceed what their periods have free.
+// OverBudget lists the forecasts that need consent: those that exceed what
+// their periods have free, and those a quote-priced step leaves unknown.
 func OverBudget(fs []BudgetForecast) []BudgetForecast {
 	var out []BudgetForecast
 	for _, f := range fs {
-		if f.Over {
+		if f.NeedsConsent() {
 			out = append(out, f)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -213,14 +214,17 @@ func TestForecastBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []BudgetForecast{
-		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Runs: 1, PerRun: 250, Forecast: 250, Free: 50, FreeKnown: true, Over: true, Quoted: true},
-		{Budget: "video-weekly", Period: "2026-W33", Currency: "USD", Runs: 2, PerRun: 250, Forecast: 500, Free: 750, FreeKnown: true, Quoted: true},
+		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Runs: 1, PerRun: 250, Forecast: 250, Free: 50, FreeKnown: true, Over: true, Quoted: true, QuotedSteps: []string{"cover"}},
+		{Budget: "video-weekly", Period: "2026-W33", Currency: "USD", Runs: 2, PerRun: 250, Forecast: 500, Free: 750, FreeKnown: true, Quoted: true, QuotedSteps: []string{"cover"}},
 		{Budget: "default-monthly", Period: "2026-08", Currency: "USD", Runs: 3, PerRun: 250, Forecast: 750, Free: 100000 - 700, FreeKnown: true},
 	}
-	if !slices.Equal(fs, want) {
+	if !reflect.DeepEqual(fs, want) {
 		t.Fatalf("forecast\n%+v\nwant\n%+v", fs, want)
 	}
-	if over := OverBudget(fs); len(over) != 1 || !strings.Contains(over[0].String(), "OVER by 2.00 USD") {
+	// Over what is free, or unknown (the quoted cover step): both need
+	// consent.
+	over := OverBudget(fs)
+	if len(over) != 2 || !strings.Contains(over[0].String(), "OVER by 2.00 USD") || !strings.Contains(over[1].String(), "UNKNOWN: step cover has no max_cost") {
 		t.Fatalf("over %+v", over)
 	}
 	// Without a ledger: the limits.

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
 
+	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -217,7 +218,7 @@ func TestBackfillRefusesBadRangesBeforeContactingTemporal(t *testing.T) {
 // The server keeps a cron string as a calendar spec, and describe writes it
 // back as cron. What describe shows must mean the schedule that was given:
 // each case is a cron expression, the calendar the server stores for it,
-// and the cron calendarCron writes; the written one must be accepted as a
+// and the cron livespec.CalendarCron writes; the written one must be accepted as a
 // schedule setting again and fire at the same times as the original.
 func TestCalendarCronRoundTrips(t *testing.T) {
 	r := func(start, end, step int) client.ScheduleRange {
@@ -239,7 +240,7 @@ func TestCalendarCronRoundTrips(t *testing.T) {
 			Month: []client.ScheduleRange{{Start: 1}, {Start: 7}}}, "0,30 6 1 1,7 *"},
 		{"30 4 1-7/2 * 0", client.ScheduleCalendarSpec{Minute: one(30), Hour: one(4), DayOfMonth: []client.ScheduleRange{r(1, 7, 2)}, DayOfWeek: one(0)}, "30 4 1-7/2 * 0"},
 	} {
-		got := calendarCron(tc.cal)
+		got := livespec.CalendarCron(tc.cal)
 		if got != tc.want {
 			t.Errorf("calendarCron(%s as stored) = %q, want %q", tc.given, got, tc.want)
 			continue

@@ -34,7 +34,7 @@ func TestNominalTimesBehindJitter(t *testing.T) {
 		"two intervals":     {&client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: time.Hour}, {Every: 90 * time.Minute}}, Jitter: 5 * time.Minute}, jittered, jittered, false},
 		"beyond the jitter": {&client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: time.Hour}}, Jitter: time.Minute}, jittered, jittered, false},
 	} {
-		got, ok := nominalTimes(tc.spec, tc.times)
+		got, ok := nominalTimes(tc.spec, tc.times, at("2026-08-03T02:00:00Z"), at("2026-08-03T04:00:00Z"))
 		if ok != tc.wantOK || !slices.EqualFunc(got, tc.want, time.Time.Equal) {
 			t.Errorf("%s: nominalTimes = %v, %v; want %v, %v", name, got, ok, tc.want, tc.wantOK)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"allot"
 	"allot/ledger"
+	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -45,6 +45,15 @@ type Schedules struct {
 	// wait in tests.
 	startWorkflow func(context.Context, client.StartWorkflowOptions, workflows.ScheduledRunInput) (client.WorkflowRun, error)
 	sleep         func(context.Context, time.Duration) error
+	// now replaces the wall clock in tests.
+	now func() time.Time
+}
+
+func (s *Schedules) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // ScheduleInput names a pipeline's schedule and overrides its configured
@@ -256,7 +265,7 @@ func (s *Schedules) Describe(ctx context.Context, pipelineName string) (Schedule
 			out.Spec.Cron = sp.CronExpressions[0]
 		case len(sp.Calendars) > 0:
 			// The server keeps a cron string as a calendar; show it as one.
-			out.Spec.Cron = calendarCron(sp.Calendars[0])
+			out.Spec.Cron = livespec.CalendarCron(sp.Calendars[0])
 		}
 		if len(sp.Intervals) > 0 {
 			out.Spec.Interval = sp.Intervals[0].Every
@@ -280,33 +289,6 @@ func (s *Schedules) Describe(ctx context.Context, pipelineName string) (Schedule
 		out.RunningWorkflows = append(out.RunningWorkflows, w.WorkflowID)
 	}
 	return out, nil
-}
-
-// calendarCron writes a calendar spec back as a cron expression
-// (minute hour day-of-month month day-of-week).
-func calendarCron(c client.ScheduleCalendarSpec) string {
-	return strings.Join([]string{
-		cronField(c.Minute, 0, 59), cronField(c.Hour, 0, 23), cronField(c.DayOfMonth, 1, 31),
-		cronField(c.Month, 1, 12), cronField(c.DayOfWeek, 0, 6),
-	}, " ")
-}
-
-func cronField(ranges []client.ScheduleRange, lo, hi int) string {
-	if len(ranges) == 0 || len(ranges) == 1 && ranges[0].Start == lo && ranges[0].End == hi && ranges[0].Step <= 1 {
-		return "*"
-	}
-	parts := make([]string, len(ranges))
-	for i, r := range ranges {
-		p := strconv.Itoa(r.Start)
-		if r.End > r.Start {
-			p += "-" + strconv.Itoa(r.End)
-		}
-		if r.Step > 1 {
-			p += "/" + strconv.Itoa(r.Step)
-		}
-		parts[i] = p
-	}
-	return strings.Join(parts, ",")
 }
 
 // ScheduleSummary is one schedule in a list.
@@ -505,6 +487,27 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 	return out, nil
 }
 
+// ErrTimeNotYet: a backfill or a catch-up asked for times that have not
+// come yet.
+var ErrTimeNotYet = errors.New("time has not come yet")
+
+// CheckBackfillRange refuses a backfill range that reaches past now: a time
+// that has not come yet is the Schedule's to start when it comes, and a
+// backfill would pay for it now (docs/design.md, "Backfills"). flags are
+// the flags the printed command carries beside the range.
+func CheckBackfillRange(pipelineName string, from, to, now time.Time, flags ...string) error {
+	if !to.After(now) {
+		return nil
+	}
+	now = now.UTC().Truncate(time.Second)
+	fix := "the whole range is still to come: its times run when they come, from the schedule; nothing to backfill"
+	if from.Before(now) {
+		fix = fmt.Sprintf("end it at now at the latest: `%s`", allot.BackfillCommand(pipelineName, from, now, flags...))
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfill of %s refused, nothing was started: --to %s is after now (%s), so the range holds times that have not come yet; %s",
+		pipelineName, to.UTC().Format(time.RFC3339), now.Format(time.RFC3339), fix), allot.InvalidInput, ErrTimeNotYet)
+}
+
 // backfillPlan is what both backfill paths work out before they send or
 // start anything: the times, their keys, what the ledger already has of
 // them, and the budget forecast.
@@ -549,6 +552,9 @@ func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput) (*backfi
 	case in.To.Sub(in.From) > maxBackfill:
 		return nil, fmt.Errorf("backfill range of %s is longer than pipeline %s's max_backfill of %s: split it, or raise max_backfill", in.To.Sub(in.From), p.Name, maxBackfill)
 	}
+	if err := CheckBackfillRange(p.Name, in.From, in.To, s.clock(), backfillFlagsWith(in)...); err != nil {
+		return nil, err
+	}
 	h, err := s.handle(ctx, p.Name)
 	if err != nil {
 		return nil, err
@@ -570,7 +576,7 @@ func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput) (*backfi
 			return nil, fmt.Errorf("describe schedule %s: %w", h.GetID(), err)
 		}
 		var ok bool
-		pl.nominal, ok = nominalTimes(desc.Schedule.Spec, times)
+		pl.nominal, ok = nominalTimes(desc.Schedule.Spec, times, from, to)
 		out.First, out.Last, out.NominalUnknown = pl.nominal[0], pl.nominal[len(pl.nominal)-1], !ok
 		if ok {
 			out.Keys = make([]string, len(pl.nominal))
@@ -578,7 +584,7 @@ func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput) (*backfi
 				out.Keys[i] = allot.AllocationKey(p.Name, t)
 			}
 		}
-		now := time.Now()
+		now := s.clock()
 		for _, t := range []time.Time{out.First, out.Last} {
 			if err := p.CheckNominalTime(t, now); err != nil {
 				return nil, fmt.Errorf("backfill refused, nothing sent: %w", err)
@@ -618,7 +624,7 @@ func (pl *backfillPlan) consent(in BackfillInput) error {
 		for i, f := range over {
 			lines[i] = f.String()
 		}
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s would reserve more than its budgets have free: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s would reserve more than its budgets have free, or an amount not known before the runs: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
 			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), strings.Join(lines, "; "), dry, yes), allot.ConsentRequired, ErrBackfillNeedsConsent)
 	}
 	return nil
@@ -654,25 +660,33 @@ func (s *Schedules) matchingTimes(ctx context.Context, scheduleID string, after,
 	}
 }
 
-// nominalTimes turns the action times the server lists (jittered) back
-// into the nominal times the schedule keys its runs by. Without jitter they
-// are the same. With jitter, each nominal time is the spec's latest time
-// not after its action time: computed here for an interval (epoch-aligned,
-// plus its offset) or a cron-like calendar. For any other spec, or a time
-// that maps back to no nominal time, ok is false and the action times are
-// returned as they are.
-func nominalTimes(spec *client.ScheduleSpec, times []time.Time) (nominal []time.Time, ok bool) {
+// nominalTimes turns the action times the server lists (jittered) for a
+// backfill of [from, to) back into the nominal times the schedule keys its
+// runs by. Without jitter they are the same. With jitter, the server puts
+// each action time in [nominal, the spec's next time) (it caps the jitter
+// at the gap to the next time, however long the spec's jitter), so the
+// nominal time is the spec's latest time not after the action time:
+// computed here for an interval (epoch-aligned, plus its offset) or a
+// cron-like calendar. ok is false, and the action times are returned as
+// they are, whenever the keys might not be the server's:
+//   - any other spec (several calendars or intervals, both);
+//   - a calendar in a zone whose UTC offset changes between from less
+//     the jitter and to: the server matches a time of day in a repeated
+//     hour twice and allot's cron once (docs/design.md, "Backfills");
+//   - a time that maps back to no spec time within the jitter, to the
+//     same nominal time as the one before, or outside [from, to).
+func nominalTimes(spec *client.ScheduleSpec, times []time.Time, from, to time.Time) (nominal []time.Time, ok bool) {
 	if spec == nil || spec.Jitter <= 0 {
 		return times, true
 	}
-	prev := nominalFunc(spec)
-	if prev == nil {
+	latest := latestSpecTime(spec, from.Add(-spec.Jitter), to)
+	if latest == nil {
 		return times, false
 	}
 	out := make([]time.Time, len(times))
 	for i, t := range times {
-		n := prev(t)
-		if n.IsZero() || n.After(t) || t.Sub(n) > spec.Jitter {
+		n := latest(t)
+		if n.IsZero() || n.After(t) || t.Sub(n) > spec.Jitter || n.Before(from) || !n.Before(to) || i > 0 && !n.After(out[i-1]) {
 			return times, false
 		}
 		out[i] = n.UTC()
@@ -680,7 +694,16 @@ func nominalTimes(spec *client.ScheduleSpec, times []time.Time) (nominal []time.
 	return out, true
 }
 
-func nominalFunc(spec *client.ScheduleSpec) func(time.Time) time.Time {
+// maxSpecSteps bounds the spec times latestSpecTime walks through for one
+// action time (a jitter many times the spec's gap): past it, the nominal
+// time is not worked out.
+const maxSpecSteps = 10_000
+
+// latestSpecTime returns a function giving the spec's latest time not after
+// an action time, for action times in [from, to] jittered by at most
+// spec.Jitter; nil when allot cannot compute the spec's times as the
+// server does over that range.
+func latestSpecTime(spec *client.ScheduleSpec, from, to time.Time) func(time.Time) time.Time {
 	switch {
 	case len(spec.Intervals) == 1 && len(spec.Calendars) == 0 && len(spec.CronExpressions) == 0:
 		iv := spec.Intervals[0]
@@ -696,9 +719,22 @@ func nominalFunc(spec *client.ScheduleSpec) func(time.Time) time.Time {
 		if len(spec.CronExpressions) == 1 {
 			expr = spec.CronExpressions[0]
 		} else {
-			expr = calendarCron(spec.Calendars[0])
+			c := spec.Calendars[0]
+			if len(c.Year) > 0 || len(c.Second) > 1 || len(c.Second) == 1 && (c.Second[0].Start != 0 || c.Second[0].End > 0) {
+				return nil // not a five-field cron
+			}
+			expr = livespec.CalendarCron(c)
 		}
 		if spec.TimeZoneName != "" {
+			loc, err := time.LoadLocation(spec.TimeZoneName)
+			if err != nil {
+				return nil
+			}
+			// The zone keeps one UTC offset over the range, or the cron's
+			// times may not be the server's (a repeated or skipped hour).
+			if _, end := from.In(loc).ZoneBounds(); !end.IsZero() && !end.After(to) {
+				return nil
+			}
 			expr = "CRON_TZ=" + spec.TimeZoneName + " " + expr
 		}
 		sched, err := cron.ParseStandard(expr)
@@ -706,7 +742,17 @@ func nominalFunc(spec *client.ScheduleSpec) func(time.Time) time.Time {
 			return nil
 		}
 		jitter := spec.Jitter
-		return func(t time.Time) time.Time { return sched.Next(t.Add(-jitter)) }
+		return func(t time.Time) time.Time {
+			// The spec's times from jitter before t up to t: the last.
+			var last time.Time
+			for n, steps := sched.Next(t.Add(-jitter-time.Second)), 0; !n.IsZero() && !n.After(t); n, steps = sched.Next(n), steps+1 {
+				if steps == maxSpecSteps {
+					return time.Time{}
+				}
+				last = n
+			}
+			return last
+		}
 	}
 	return nil
 }

@@ -30,6 +30,10 @@ func backfillDirect(ctx context.Context, c *cli, in operator.BackfillInput, noWa
 	if f := c.givenFlags("rate", "max-in-flight", "ledger", "pipelines", "task-queue", "address", "namespace"); len(f) > 0 {
 		in.Flags = append(in.Flags, shellJoin(f))
 	}
+	// Times still to come are refused before anything is dialed.
+	if err := operator.CheckBackfillRange(in.Pipeline, in.From, in.To, time.Now(), backfillFlags(in, in.Flags...)...); err != nil {
+		return usageError{err}
+	}
 	s, done, err := c.schedules(ctx)
 	if err != nil {
 		return err
@@ -112,7 +116,7 @@ func printDirectBackfill(w io.Writer, in operator.BackfillInput, res operator.Ba
 		fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", yes)
 	}
 	if res.DryRun && len(operator.OverBudget(res.Budgets)) > 0 {
-		fmt.Fprintf(w, "consent\tmore than a budget has free: send it with %s\n", yes)
+		fmt.Fprintf(w, "consent\tmore than a budget has free, or an unknown amount (a step priced only by a quote): send it with %s\n", yes)
 	}
 	p := res.Progress
 	switch {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"allot"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,24 +35,14 @@ func scheduleCatchUp(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return usageError{fmt.Errorf("--until %q is not an RFC3339 time (e.g. 2026-12-01T09:00:00Z)", until)}
 		}
+		if now := time.Now(); t.After(now) {
+			return usageError{fmt.Errorf("--until %s is after now (%s): a time that has not come yet is not missed (the Schedule starts it when it comes); nothing was settled. Settle up to now at the latest: `%s`",
+				t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), allot.CatchUpCommand(pipelineName, now.Truncate(time.Second)))}
+		}
 		in.Until = t
 	} else {
-		pipelines, err := c.cfg.LoadPipelines()
-		if err != nil {
-			return err
-		}
-		p, err := pipelines.Get(pipelineName)
-		if err != nil {
-			return err
-		}
-		if p.Schedule == nil {
-			return fmt.Errorf("pipeline %s has no schedule: nothing to catch up", pipelineName)
-		}
-		spec, err := p.Schedule.Spec()
-		if err != nil {
-			return fmt.Errorf("pipeline %s: %w", pipelineName, err)
-		}
-		in.Until = catchup.SettledUntil(spec, time.Now())
+		// Those the Schedule will not start any more, by its live spec.
+		in.Settled = true
 	}
 	s, done, err := c.schedules(ctx)
 	if err != nil {
@@ -114,6 +105,13 @@ func (c *cli) printSweep(res catchup.SweepResult) {
 		}
 		fmt.Fprintf(w, "catch-up\t%s, policy %s: %d missed times up to %s, %s %d, skipped %d (missed_catch_up)\n",
 			res.Pipeline, res.Policy, len(res.Missed), res.Until.Format(time.RFC3339), verb, len(res.Started), len(res.Skipped))
+		if sp := res.Spec; sp != nil {
+			timing := "every " + sp.Interval.String()
+			if sp.Cron != "" {
+				timing = fmt.Sprintf("cron %q in %s", sp.Cron, cmp.Or(res.Zone, "UTC"))
+			}
+			fmt.Fprintf(w, "times\tthe live Schedule's (%s, jitter %s, catchup_window %s), whatever the pipeline file says\n", timing, sp.Jitter, sp.CatchupWindow)
+		}
 		for _, t := range res.Started {
 			fmt.Fprintf(w, "run\t%s\n", t.Format(time.RFC3339))
 		}

@@ -214,6 +214,9 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 	if f := c.givenFlags("ledger", "pipelines", "task-queue", "address", "namespace"); len(f) > 0 {
 		in.Flags = append(in.Flags, shellJoin(f))
 	}
+	if err := operator.CheckBackfillRange(in.Pipeline, in.From, in.To, time.Now(), backfillFlags(in, in.Flags...)...); err != nil {
+		return usageError{err}
+	}
 	s, done, err := c.schedules(ctx)
 	if err != nil {
 		return err
@@ -299,7 +302,7 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 			fmt.Fprintf(w, "consent\tmore than max_backfill_runs: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, append(slices.Clone(in.Flags), "--yes")...))
 		}
 		if res.DryRun && len(operator.OverBudget(res.Budgets)) > 0 {
-			fmt.Fprintf(w, "consent\tmore than a budget has free: send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, append(slices.Clone(in.Flags), "--yes")...))
+			fmt.Fprintf(w, "consent\tmore than a budget has free, or an unknown amount (a step priced only by a quote): send it with %s\n", allot.BackfillCommand(in.Pipeline, in.From, in.To, append(slices.Clone(in.Flags), "--yes")...))
 		}
 		if p := res.Progress; p != nil {
 			state := "processed"
