@@ -215,6 +215,8 @@ func docSteps() []docStep {
 		{line: `episode resolve    --pipeline weekly-video --episode 2026-W32-0 --step video --abandon --reason "refunded"`, prep: func(d *docsRun) map[string]string {
 			return map[string]string{"2026-W32-0": unknown[2]}
 		}},
+		{line: `episode resolve --pipeline weekly-video --episode 2026-W32-0 --step video --abandon --reason "vendor gone"`,
+			elsewhere: "app/vendor_abandon_integration_test.go TestAbandonEndsTheWaitForAVendorThatNeverComesBack"},
 		{line: `episode resolve    --pipeline weekly-video --episode 2026-W32-0 --step video --retry`, prep: func(d *docsRun) map[string]string {
 			return map[string]string{"2026-W32-0": unknown[3]}
 		}},

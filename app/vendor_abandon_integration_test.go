@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"strings"
 	"testing"
 
 	"allot"
@@ -22,15 +23,29 @@ func TestAbandonEndsTheWaitForAVendorThatNeverComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := c.Allocate("auto-paid", monday())
+	s := newStarterEnv(t, c)
+	reasons := map[string]string{}
 	for _, step := range []string{"video", "cover"} {
+		var st workflows.EpisodeState
 		for {
-			st := c.WaitStage("auto-paid", ep, allot.StageWaitingVendor)
+			st = c.WaitStage("auto-paid", ep, allot.StageWaitingVendor)
 			if st.Waiting != nil && st.Waiting.Step == step {
 				break
 			}
 		}
-		if _, err := c.Send("auto-paid", ep, workflows.ResolveUpdate, workflows.DecisionRequest{Step: step, Resolve: allot.ActionAbandon, Reason: "the vendor is gone"}); err != nil {
-			t.Fatalf("resolve --abandon of waiting step %s: %v", step, err)
+		switch step {
+		case "video":
+			// The exit the wait prints, run as printed.
+			if !strings.HasPrefix(st.Waiting.Remedy, allot.AbandonCommand("auto-paid", ep, step, "")[:40]) {
+				t.Fatalf("the wait prints %q, want the step's abandon command", st.Waiting.Remedy)
+			}
+			s.run(st.Waiting.Remedy)
+			reasons[step] = "vendor default does not come back"
+		case "cover":
+			// docs/steps-and-vendors.md's command, on this episode.
+			doc := `starter episode resolve --pipeline weekly-video --episode 2026-W32-0 --step video --abandon --reason "vendor gone"`
+			s.run(strings.NewReplacer("weekly-video", "auto-paid", "2026-W32-0", ep, "--step video", "--step cover").Replace(doc))
+			reasons[step] = "vendor gone"
 		}
 	}
 	if final := c.WaitEpisode("auto-paid", ep); final.Stage != allot.StageCompleted {
@@ -38,8 +53,8 @@ func TestAbandonEndsTheWaitForAVendorThatNeverComesBack(t *testing.T) {
 	}
 	for _, step := range []string{"video", "cover"} {
 		task, err := c.Ledger.LatestPaidTask(ctx, "auto-paid", ep, step)
-		if err != nil || task.State != allot.PaidAbandoned || task.Error != "the vendor is gone" {
-			t.Fatalf("step %s in the ledger: %+v, %v", step, task, err)
+		if err != nil || task.State != allot.PaidAbandoned || task.Error != reasons[step] {
+			t.Fatalf("step %s in the ledger: %+v, %v; want abandoned with %q", step, task, err, reasons[step])
 		}
 	}
 	if st := c.Vendor.Sim.Stats(); st.Requests != 0 {

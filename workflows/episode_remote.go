@@ -591,6 +591,9 @@ type WaitingVendor struct {
 	Reason  string    `json:"reason"` // allot.ReasonVendor*
 	Message string    `json:"message"`
 	Since   time.Time `json:"since"`
+	// Remedy is the step's exit when the vendor does not come back (a
+	// pause or an open breaker): the complete abandon command.
+	Remedy string `json:"remedy,omitempty"`
 }
 
 // vendorWaitAttempts is how many times Temporal retries an activity that
@@ -728,7 +731,8 @@ func (e *episode) showVendorWait(ctx workflow.Context, step string, err error) e
 	}
 	if w.Reason == allot.ReasonVendorPaused || w.Reason == allot.ReasonVendorTripped {
 		// A vendor that never comes back: the step's exit.
-		how += fmt.Sprintf(" If it does not come back: `%s`.", allot.AbandonCommand(e.input.Pipeline, e.input.EpisodeID, step, "vendor "+w.Vendor+" does not come back"))
+		e.state.Waiting.Remedy = allot.AbandonCommand(e.input.Pipeline, e.input.EpisodeID, step, "vendor "+w.Vendor+" does not come back")
+		how += fmt.Sprintf(" If it does not come back: `%s`.", e.state.Waiting.Remedy)
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for vendor %s** (%s) at step **%s**: %s\n\n%s", w.Vendor, w.Reason, step, w.Message, how))
 	if e.state.Stage == allot.StageWaitingVendor {
