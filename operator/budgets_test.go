@@ -346,3 +346,42 @@ func TestCheckFindsChargesWithoutAReservation(t *testing.T) {
 		t.Fatalf("budget_exceeded %v, want video-weekly 2026-W32 charged 13.00 USD", exceeded)
 	}
 }
+
+// The vendor's bill is read too: a period whose bill exceeds its limit is
+// reported though the ledger's costs (and its budget entries) fit.
+func TestCheckFindsABudgetExceededOnTheVendorsBill(t *testing.T) {
+	l, eps := budgetLedger(t) // video-weekly 2026-W32: 200 settled, 500 held, limit 750
+	set := budgetPipelines(t)
+	ctx := context.Background()
+	for i, ep := range eps[1:3] {
+		ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}
+		if _, err := l.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: fmt.Sprintf("vt_%d", i+1), Amount: 250, Currency: "USD"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bill := fakeBill{
+		{TaskID: "vt_0", Amount: 200, Currency: "USD"},
+		{TaskID: "vt_1", Amount: 250, Currency: "USD"},
+		{TaskID: "vt_2", Amount: 400, Currency: "USD"}, // the ledger booked 250
+	}
+	exceeded := func(in CheckInput) []ledger.Violation {
+		res, err := Audit(ctx, l.led, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []ledger.Violation
+		for _, v := range res.Violations {
+			if v.Kind == ledger.KindBudgetExceeded {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	if got := exceeded(CheckInput{Pipelines: set}); len(got) != 0 {
+		t.Fatalf("by the ledger alone (700 of 750): %v", got)
+	}
+	got := exceeded(CheckInput{Pipelines: set, Vendors: []VendorCharges{{Name: pipeline.DefaultVendor, Charges: &bill}}})
+	if len(got) != 1 || !strings.Contains(got[0].Detail, "budget video-weekly period 2026-W32") || !strings.Contains(got[0].Detail, "charged 8.50 USD") {
+		t.Fatalf("with the vendor's bill (850 of 750): %v", got)
+	}
+}

@@ -157,11 +157,6 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		return CheckResult{}, err
 	}
 	vs = append(vs, missing...)
-	overCharged, err := chargesAgainstBudgets(ctx, led, in, a)
-	if err != nil {
-		return CheckResult{}, err
-	}
-	vs = append(vs, overCharged...)
 	fileVs, hashed := checkArtifacts(a.Artifacts)
 	vs = append(vs, fileVs...)
 	res := CheckResult{Pipeline: in.Pipeline, Artifacts: hashed}
@@ -200,6 +195,9 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		}
 	}
 	byAccount := map[string]VendorCheck{}
+	// What the vendors' bills say each task cost, for the budgets' check
+	// of the charges (chargesAgainstBudgets).
+	billed := map[ledger.PaidTaskRef]allot.Money{}
 	for _, v := range in.Vendors {
 		check := VendorCheck{Name: v.Name, Status: VendorNoBill, Reason: v.NoBill}
 		names := []string{v.Name}
@@ -219,7 +217,7 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 				check.Reason += ": " + first.Reason
 			}
 		default:
-			found, c, err := reconcile(ctx, in, a, v, names)
+			found, c, err := reconcile(ctx, in, a, v, names, billed)
 			if err != nil {
 				// One vendor that cannot be asked leaves the others and
 				// the ledger's own checks standing.
@@ -239,6 +237,13 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		}
 		res.Vendors = append(res.Vendors, check)
 	}
+	// The budgets against what was spent: the ledger's costs and, with
+	// --vendor, the bills.
+	overCharged, err := chargesAgainstBudgets(ctx, led, in, a, billed)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs = append(vs, overCharged...)
 	switch {
 	case len(unreconciled) > 0:
 		res.Incomplete = fmt.Sprintf("vendor %s not reconciled: give what each lacks, or leave --vendor out", strings.Join(unreconciled, ", "))
@@ -324,7 +329,7 @@ func costsOf(in CheckInput, a ledger.Audit, name string) int {
 // reconcile compares one vendor account's charges, listed by v, with the
 // ledger's costs booked to any vendor of names (v's and those sharing its
 // account).
-func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges, names []string) ([]ledger.Violation, VendorCheck, error) {
+func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges, names []string, billed map[ledger.PaidTaskRef]allot.Money) ([]ledger.Violation, VendorCheck, error) {
 	check := VendorCheck{Name: v.Name}
 	charges, err := v.Charges.Charges(ctx)
 	if err != nil {
@@ -395,6 +400,12 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 			money += " and more (its charges overflow 64 bits)"
 		}
 		t, known := byRef[ref]
+		switch owner, ok := byKey[c.key]; {
+		case known:
+			bill(billed, t, c.amounts, c.currencies, c.overflow)
+		case ok && c.key != "":
+			bill(billed, owner, c.amounts, c.currencies, c.overflow) // its answer was lost
+		}
 		if !known {
 			found := ledger.Violation{Kind: ledger.KindChargeUnrecorded,
 				Detail: fmt.Sprintf("%s charged %s for task %s (idempotency key %q), which no paid task of the ledger holds: money spent without a record; find out who submitted it", who, money, ref, c.key)}
@@ -443,6 +454,15 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 				allot.Money{Amount: c.Amount, Currency: c.Currency}, c.RemoteRef, c.Step, c.Revision, vendorOf(in, c), who)})
 	}
 	return out, check, nil
+}
+
+// bill keeps what a vendor charged a task, when it charged in one
+// currency without overflowing (anything else is reported by reconcile).
+func bill(billed map[ledger.PaidTaskRef]allot.Money, t ledger.PaidTask, amounts map[string]int64, currencies []string, overflow bool) {
+	if overflow || len(currencies) != 1 {
+		return
+	}
+	billed[t.PaidTaskRef] = allot.Money{Amount: amounts[currencies[0]], Currency: currencies[0]}
 }
 
 // effectTask reports whether t is an effect step's task, by the

@@ -30,8 +30,10 @@ type chargeKey struct{ budget, period string }
 // imported one: it was charged before allot ran it) that holds no entry in
 // a budget covering it, and each (budget, period) whose recorded charges
 // exceed its limit while its entries say they do not. It reads a.Tasks and
-// a.Costs (the audit ran WithRefs).
-func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInput, a ledger.Audit) ([]ledger.Violation, error) {
+// a.Costs (the audit ran WithRefs), and billed: what the vendors' bills
+// charged each task (check --vendor), which counts where it is more than
+// the ledger's cost or the ledger lost the answer.
+func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInput, a ledger.Audit, billed map[ledger.PaidTaskRef]allot.Money) ([]ledger.Violation, error) {
 	if in.Pipelines == nil || len(in.Pipelines.Budgets()) == 0 {
 		return nil, nil
 	}
@@ -50,7 +52,8 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 	budgets := map[string]pipeline.Budget{}
 	var out []ledger.Violation
 	for _, t := range a.Tasks {
-		if t.RemoteRef == "" || in.Pipeline != "" && t.Pipeline != in.Pipeline {
+		bill, hasBill := billed[t.PaidTaskRef]
+		if t.RemoteRef == "" && !hasBill || in.Pipeline != "" && t.Pipeline != in.Pipeline {
 			continue
 		}
 		if !pipelinesSeen[t.Pipeline] {
@@ -105,6 +108,11 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 			return nil, err
 		}
 		cost, hasCost := costs[t.RemoteRef]
+		// The vendor's bill, where it says more than the ledger (or the
+		// ledger lost the answer), is what was spent.
+		if hasBill && (!hasCost || bill.Currency == cost.Currency && bill.Amount > cost.Amount) {
+			cost, hasCost = ledger.CostEntry{RemoteRef: t.RemoteRef, Amount: bill.Amount, Currency: bill.Currency}, true
+		}
 		for _, b := range covering {
 			budgets[b.Name] = b
 			period := b.PeriodOf(e.ep.NominalTime)
