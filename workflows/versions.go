@@ -52,7 +52,8 @@ const (
 	// pass covered them all, so a pause or a trip that came during the
 	// attempt did not stop it: issue 24). Asked only where vendorGateChange
 	// is. Histories before it: testdata/v5/vendor_wait_episode.json (and
-	// every later one with an activity adapter's paid step).
+	// every later one with an activity adapter's paid step); with it:
+	// testdata/v9/vendor_wait_episode.json, adapter_faults_episode.json.
 	vendorGateEachRequestChange  = "vendor-gate-each-request"
 	vendorGateEachRequestVersion = 1
 
