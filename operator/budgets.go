@@ -497,39 +497,23 @@ func missingReservations(ctx context.Context, led *ledger.Ledger, in CheckInput,
 		return nil, nil
 	}
 	var out []ledger.Violation
+	coverage := newTaskCoverage(led, in.Pipelines)
 	for _, t := range tasks {
 		if t.State != allot.PaidIntent || in.Pipeline != "" && t.Pipeline != in.Pipeline {
 			continue
 		}
-		p, err := in.Pipelines.Get(t.Pipeline)
-		if err != nil {
-			continue
-		}
-		ep, err := led.Episode(ctx, t.Pipeline, t.EpisodeID)
+		covering, ep, err := coverage.of(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		plan, err := led.EpisodePlan(ctx, t.Pipeline, t.EpisodeID)
-		if err != nil {
-			return nil, err
-		}
-		if plan != "" {
-			if p, err = p.WithPlan(plan); err != nil {
-				continue // the audit reports a plan it cannot read
-			}
-		}
-		st, ok := p.Step(t.Step)
-		if !ok {
+		if len(covering) == 0 {
 			continue
-		}
-		if st.MaxCost == nil {
-			st.MaxCost = in.Pipelines.MaxCostOf(t.Pipeline, st)
 		}
 		entries, err := led.TaskBudgetEntries(ctx, t.PaidTaskRef)
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range in.Pipelines.BudgetsFor(t.Pipeline, st) {
+		for _, b := range covering {
 			period := b.PeriodOf(ep.NominalTime)
 			if slices.ContainsFunc(entries, func(e ledger.BudgetEntry) bool {
 				return e.Budget == b.Name && e.Period == period && e.State == ledger.EntryHeld

@@ -26,6 +26,64 @@ const KindChargeUnreserved = "charge_unreserved"
 // chargeKey is one budget's period.
 type chargeKey struct{ budget, period string }
 
+// taskCoverage finds, for check, the budgets of the pipeline file that
+// cover a paid task (by its episode's pinned plan) and its episode's
+// nominal time, reading each episode once.
+type taskCoverage struct {
+	led      *ledger.Ledger
+	set      *pipeline.Set
+	episodes map[[2]string]*coveredEpisode
+}
+
+type coveredEpisode struct {
+	ep ledger.Episode
+	p  *pipeline.Pipeline // nil: no pipeline of the file, or a plan it cannot read
+}
+
+func newTaskCoverage(led *ledger.Ledger, set *pipeline.Set) *taskCoverage {
+	return &taskCoverage{led: led, set: set, episodes: map[[2]string]*coveredEpisode{}}
+}
+
+// of returns the budgets covering t and its episode; none when its
+// pipeline or step is not in the file (the audit reports a plan it cannot
+// read).
+func (c *taskCoverage) of(ctx context.Context, t ledger.PaidTask) ([]pipeline.Budget, ledger.Episode, error) {
+	k := [2]string{t.Pipeline, t.EpisodeID}
+	e, ok := c.episodes[k]
+	if !ok {
+		e = &coveredEpisode{}
+		c.episodes[k] = e
+		p, err := c.set.Get(t.Pipeline)
+		if err != nil {
+			return nil, ledger.Episode{}, nil
+		}
+		if e.ep, err = c.led.Episode(ctx, t.Pipeline, t.EpisodeID); err != nil {
+			return nil, ledger.Episode{}, err
+		}
+		plan, err := c.led.EpisodePlan(ctx, t.Pipeline, t.EpisodeID)
+		if err != nil {
+			return nil, ledger.Episode{}, err
+		}
+		if plan != "" {
+			if p, err = p.WithPlan(plan); err != nil {
+				return nil, e.ep, nil
+			}
+		}
+		e.p = p
+	}
+	if e.p == nil {
+		return nil, e.ep, nil
+	}
+	st, ok := e.p.Step(t.Step)
+	if !ok {
+		return nil, e.ep, nil
+	}
+	if st.MaxCost == nil {
+		st.MaxCost = c.set.MaxCostOf(t.Pipeline, st)
+	}
+	return c.set.BudgetsFor(t.Pipeline, st), e.ep, nil
+}
+
 // chargesAgainstBudgets reports each sent task of a covered step (not an
 // imported one: it was charged before allot ran it) that holds no entry in
 // a budget covering it, and each (budget, period) whose recorded charges
@@ -43,16 +101,12 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 	}
 	imported := map[[2]string]bool{}
 	pipelinesSeen := map[string]bool{}
-	type episodeOf struct {
-		ep ledger.Episode
-		p  *pipeline.Pipeline
-	}
-	episodes := map[[2]string]*episodeOf{}
+	coverage := newTaskCoverage(led, in.Pipelines)
 	charged := map[chargeKey]int64{}
 	budgets := map[string]pipeline.Budget{}
 	var out []ledger.Violation
 	for _, t := range a.Tasks {
-		bill, hasBill := billed[t.PaidTaskRef]
+		billedCost, hasBill := billed[t.PaidTaskRef]
 		if t.RemoteRef == "" && !hasBill || in.Pipeline != "" && t.Pipeline != in.Pipeline {
 			continue
 		}
@@ -66,43 +120,14 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 				imported[[2]string{t.Pipeline, m.EpisodeID}] = true
 			}
 		}
-		k := [2]string{t.Pipeline, t.EpisodeID}
-		e, ok := episodes[k]
-		if !ok {
-			e = &episodeOf{}
-			episodes[k] = e
-			p, err := in.Pipelines.Get(t.Pipeline)
-			if err != nil {
-				continue // a pipeline no longer in the file: no budget covers it
-			}
-			if e.ep, err = led.Episode(ctx, t.Pipeline, t.EpisodeID); err != nil {
-				return nil, err
-			}
-			plan, err := led.EpisodePlan(ctx, t.Pipeline, t.EpisodeID)
-			if err != nil {
-				return nil, err
-			}
-			if plan != "" {
-				if p, err = p.WithPlan(plan); err != nil {
-					continue // the audit reports a plan it cannot read
-				}
-			}
-			e.p = p
+		covering, ep, err := coverage.of(ctx, t)
+		if err != nil {
+			return nil, err
 		}
-		if e.p == nil {
-			continue
-		}
-		st, ok := e.p.Step(t.Step)
-		if !ok {
-			continue
-		}
-		if st.MaxCost == nil {
-			st.MaxCost = in.Pipelines.MaxCostOf(t.Pipeline, st)
-		}
-		covering := in.Pipelines.BudgetsFor(t.Pipeline, st)
 		if len(covering) == 0 {
 			continue
 		}
+		k := [2]string{t.Pipeline, t.EpisodeID}
 		entries, err := led.TaskBudgetEntries(ctx, t.PaidTaskRef)
 		if err != nil {
 			return nil, err
@@ -110,12 +135,12 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 		cost, hasCost := costs[t.RemoteRef]
 		// The vendor's bill, where it says more than the ledger (or the
 		// ledger lost the answer), is what was spent.
-		if hasBill && (!hasCost || bill.Currency == cost.Currency && bill.Amount > cost.Amount) {
-			cost, hasCost = ledger.CostEntry{RemoteRef: t.RemoteRef, Amount: bill.Amount, Currency: bill.Currency}, true
+		if hasBill && (!hasCost || billedCost.Currency == cost.Currency && billedCost.Amount > cost.Amount) {
+			cost, hasCost = ledger.CostEntry{RemoteRef: t.RemoteRef, Amount: billedCost.Amount, Currency: billedCost.Currency}, true
 		}
 		for _, b := range covering {
 			budgets[b.Name] = b
-			period := b.PeriodOf(e.ep.NominalTime)
+			period := b.PeriodOf(ep.NominalTime)
 			if hasCost && cost.Currency == b.Limit.Currency {
 				sum, err := addCharge(charged[chargeKey{b.Name, period}], cost.Amount)
 				if err != nil {
