@@ -37,7 +37,7 @@ func (e *episode) runPaidByActivities(ctx workflow.Context, i int) error {
 			return nil
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the vendor: step **%s** revision %d, task `%s`.", st.Name, st.Revision, res.RemoteRef))
-		if res, err = e.remoteAwait(ctx, in, v, res.RemoteRef, gated); err == nil {
+		if res, err = e.remoteAwait(ctx, in, v, res.RemoteRef, gated, eachRequest); err == nil {
 			e.applyPaid(i, res)
 			return nil
 		}
@@ -204,7 +204,7 @@ func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutc
 		if err := d.request(); err != nil { // each look-up asks the gate
 			return activities.LookupOutcome{}, err
 		}
-		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey)
+		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey, d.eachRequest)
 		failed := out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized
 		if d.eachRequest {
 			d.answered(true, failed, out.Error)
@@ -293,12 +293,18 @@ func (d *workflowDriver) Again(attempt int, err error) (bool, error) {
 
 // adapterLookup asks the adapter's lookup activity by key; an adapter
 // without one cannot tell.
-func (e *episode) adapterLookup(ctx workflow.Context, v *activities.VendorActivities, key string) activities.LookupOutcome {
+func (e *episode) adapterLookup(ctx workflow.Context, v *activities.VendorActivities, key string, once bool) activities.LookupOutcome {
 	if v.Lookup == "" {
 		return activities.LookupOutcome{Unsupported: true}
 	}
+	actx := e.adapterCtx(ctx, v)
+	if once {
+		// Each attempt is a request, and each request asks the gate:
+		// the caller's loop makes the next one (vendor-gate-each-request).
+		actx = e.adapterOnceCtx(ctx, v)
+	}
 	var t paidvendor.ActivityTask
-	err := workflow.ExecuteActivity(e.adapterCtx(ctx, v), v.Lookup, paidvendor.ActivityLookupRequest{IdempotencyKey: key}).Get(ctx, &t)
+	err := workflow.ExecuteActivity(actx, v.Lookup, paidvendor.ActivityLookupRequest{IdempotencyKey: key}).Get(ctx, &t)
 	switch errorType(err) {
 	case "":
 	case paidvendor.ActivityErrNotFound:
@@ -343,15 +349,30 @@ func (e *episode) adapterCtx(ctx workflow.Context, v *activities.VendorActivitie
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           v.TaskQueue,
 		StartToCloseTimeout: v.CallTimeout,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: retryBatch,
-			NonRetryableErrorTypes: []string{paidvendor.ActivityErrNotFound, paidvendor.ActivityErrLookupUnsupported, paidvendor.ActivityErrUnauthorized, paidvendor.ActivityErrRefused}},
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: retryBatch, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: adapterFinalErrors},
+	})
+}
+
+// adapterFinalErrors are the adapter's answers that no retry changes.
+var adapterFinalErrors = []string{paidvendor.ActivityErrNotFound, paidvendor.ActivityErrLookupUnsupported, paidvendor.ActivityErrUnauthorized, paidvendor.ActivityErrRefused}
+
+// adapterOnceCtx is adapterCtx with one attempt: a retry by Temporal would
+// be a request that did not ask the vendor's gate (a pause or an open
+// breaker that came meanwhile), so the workflow makes each retry itself,
+// through the gate.
+func (e *episode) adapterOnceCtx(ctx workflow.Context, v *activities.VendorActivities) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           v.TaskQueue,
+		StartToCloseTimeout: v.CallTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 }
 
 // remoteAwait polls the adapter's status activity until the task ends,
 // then fetches its result through the adapter and has allot store and
 // verify it.
-func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, remoteRef string, gated bool) (activities.PaidTaskResult, error) {
+func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, remoteRef string, gated, eachRequest bool) (activities.PaidTaskResult, error) {
 	var a *activities.Activities
 	lctx := e.ledgerCtx(ctx)
 	info := workflow.GetInfo(ctx).WorkflowExecution
@@ -359,17 +380,40 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 	// adapterCall is one call of the adapter, through the vendor's gate
 	// when gated.
 	adapterCall := func(activity string, req, out any) error {
-		var pass workflowPass
-		if gated {
-			var err error
-			if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true, false); err != nil {
-				return err
+		// request is one call of the adapter, through the vendor's gate
+		// when gated.
+		request := func(actx workflow.Context, call func() error) error {
+			var pass workflowPass
+			if gated {
+				var err error
+				if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true, false); err != nil {
+					return err
+				}
 			}
+			err := call()
+			pass.observe(adapterVerdict(err))
+			e.leaveVendor(ctx, in, pass)
+			return err
 		}
-		err := e.call(e.adapterCtx(ctx, v), in.Step, activity, activity, req, out)
-		pass.observe(adapterVerdict(err))
-		e.leaveVendor(ctx, in, pass)
-		return err
+		if !eachRequest {
+			return request(ctx, func() error { return e.call(e.adapterCtx(ctx, v), in.Step, activity, activity, req, out) })
+		}
+		// One attempt a request, each through the gate: the retries
+		// Temporal made of adapterCtx's batch (which asked no gate, so a
+		// pause or an open breaker that came meanwhile let them go) are
+		// made here, in batches as call makes them.
+		once := e.adapterOnceCtx(ctx, v)
+		return e.callBatches(ctx, in.Step, activity, func() error {
+			for attempt := 0; ; attempt++ {
+				err := request(once, func() error { return workflow.ExecuteActivity(once, activity, req).Get(ctx, out) })
+				if err == nil || attempt+1 >= retryBatch || slices.Contains(adapterFinalErrors, errorType(err)) || !retryable(err) {
+					return err
+				}
+				if err := workflow.Sleep(ctx, adapterBackoff(attempt)); err != nil {
+					return err
+				}
+			}
+		})
 	}
 	for poll := 0; ; poll++ {
 		var t paidvendor.ActivityTask

@@ -148,6 +148,34 @@ func TestPauseDuringAnAttemptStopsItsSend(t *testing.T) {
 	}
 }
 
+// A retry of an activity adapter's status poll is a request: a pause that
+// comes after a poll failed stops the retries too (Temporal's own retries
+// of the activity would not ask the gate).
+func TestPauseStopsTheRetriesOfAPoll(t *testing.T) {
+	r := newConfRun(t, gateAdapters[2], allot.KindPaid, confCase{want: func(confAdapter) confWant { return confWant{} }})
+	env := r.gateEnv()
+	polls := 0
+	env.RegisterActivityWithOptions(func(ctx context.Context, req paidvendor.ActivityTaskRequest) (paidvendor.ActivityTask, error) {
+		polls++
+		task, err := r.adapter.Status(ctx, req)
+		if err != nil || polls > 1 {
+			return task, err
+		}
+		// The answer is lost, and the operator pauses the vendor.
+		if _, err := r.led.PauseVendor(context.Background(), ledger.VendorPause{Vendor: confVendor, Reason: "bills twice", By: "test", Polls: true}); err != nil {
+			t.Error(err)
+		}
+		return paidvendor.ActivityTask{}, errors.New("connection reset")
+	}, activity.RegisterOptions{Name: confNames.Status, DisableAlreadyRegisteredCheck: true})
+	st := r.waitedAnHour(env)
+	if st.Stage != allot.StageWaitingVendor || st.Waiting == nil || st.Waiting.Reason != allot.ReasonVendorPaused {
+		t.Fatalf("after an hour: stage %s, waiting %+v", st.Stage, st.Waiting)
+	}
+	if polls != 1 || r.requests()[protocoltest.EndpointPoll] != 1 {
+		t.Fatalf("%d status calls, %d polls reached the vendor; want the one before the pause", polls, r.requests()[protocoltest.EndpointPoll])
+	}
+}
+
 // pausingLookups is a Go or http adapter whose look-ups pause the vendor
 // once answered.
 type pausingLookups struct {
@@ -177,11 +205,9 @@ func TestOpenBreakerStopsTheLookups(t *testing.T) {
 				t.Fatalf("after an hour: stage %s, waiting %+v", st.Stage, st.Waiting)
 			}
 			// Two failed requests: one HTTP look-up each (http, go), or
-			// one adapter call each with its batch of attempts.
-			want := 2
-			if !ad.self() {
-				want = 2 * retryBatch
-			}
+			// one attempt of the adapter's activity each (each attempt
+			// is a request, and asks the gate).
+			const want = 2
 			if got := r.requests(); got[protocoltest.EndpointLookup] != want || got[protocoltest.EndpointSubmit] != 0 {
 				t.Fatalf("requests %v, want %d look-ups and nothing while the breaker is open", got, want)
 			}
