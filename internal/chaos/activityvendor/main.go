@@ -79,7 +79,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	w := worker.New(c, opts.taskQueue, worker.Options{})
+	// Activities only: the vendor's queue has no workflow tasks to poll for.
+	w := worker.New(c, opts.taskQueue, worker.Options{DisableWorkflowWorker: true})
 	(&paidvendor.ActivityAdapter{Client: vendor}).Register(w, opts.names)
 	if err := w.Start(); err != nil {
 		logger.Error("activityvendor: worker did not start", "error", err)
