@@ -10,12 +10,13 @@ import (
 	"allot/pipeline"
 )
 
-// pauseVendor is an operator pausing a vendor with the starter binary and
-// resuming it after d. From a grace after the pause (a request that passed
-// the gate before it may still go out) until the resume, the vendor must
-// see no request of any kind: no submission, look-up, status poll or
-// download (docs/design.md, "Vendor controls"), whatever its adapter;
-// meanwhile the episodes that reach a paid step wait, visibly, for it.
+// pauseVendor is an operator pausing a vendor, sends and polls
+// (`starter vendor pause --polls`), and resuming it after d. From a grace
+// after the pause (a request that passed the gate before it may still go
+// out) until the resume, the vendor must see no request of any kind: no
+// submission, look-up, status poll or download (docs/design.md, "Vendor
+// controls"), whatever its adapter; meanwhile the episodes that reach a
+// paid step wait, visibly, for it.
 func (r *run) pauseVendor(ctx context.Context, name string, d time.Duration) {
 	const grace = 5 * time.Second
 	v := r.vendorProcs()[name]
@@ -24,7 +25,7 @@ func (r *run) pauseVendor(ctx context.Context, name string, d time.Duration) {
 		return
 	}
 	r.logf("operator pauses vendor %s for %s (starter vendor pause)", name, d)
-	if _, err := r.starter(ctx, "vendor", "pause", name, "--reason", "chaos: the vendor bills twice", "--by", "chaos", "--json"); err != nil {
+	if _, err := r.starter(ctx, "vendor", "pause", name, "--polls", "--reason", "chaos: the vendor bills twice", "--by", "chaos", "--json"); err != nil {
 		r.faultViolation("starter vendor pause %s: %v", name, err)
 		return
 	}
