@@ -244,9 +244,8 @@ func newPlan(seed uint64, sc Scale, workers int) plan {
 	// default vendor's, and over before the vendors' restart can begin (a
 	// quarter into the load). A call of its activities that passed the gate before the
 	// pause and fails while the vendor is down is retried by Temporal
-	// without asking the gate again, so a restart in the pause makes
-	// requests reach the paused vendor (seen with seed 1, the restart
-	// 3.4 s into the pause: chaos/README.md).
+	// without asking the gate again, so a restart in the pause could let
+	// a retry reach the paused vendor (chaos/README.md).
 	evs = append(evs, event{At: between(f, frac(sc.Load, 0.05), frac(sc.Load, 0.25)-vendorPause-time.Second), Kind: evVendorPause, Vendor: ActivityVendor, Down: vendorPause})
 	// chaos-catchup's schedule runs from the start of the load until
 	// catchUpEnd, before the Temporal restart; every worker is down once
