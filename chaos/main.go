@@ -55,7 +55,7 @@ func run(args []string) int {
 	fs.IntVar(&workers, "workers", 0, "worker processes (default 3 on PostgreSQL, 1 on SQLite)")
 	fs.StringVar(&dir, "dir", "", "directory for the run's state and logs (default: a temporary one, removed after a clean run)")
 	fs.BoolVar(&keep, "keep", false, "keep the run's directory and database after a clean run")
-	fs.StringVar(&binDir, "bin-dir", "", "take worker, vendorsim, starter and devserver from this `DIR` instead of building them")
+	fs.StringVar(&binDir, "bin-dir", "", "take worker, vendorsim, starter, devserver and activityvendor from this `DIR` instead of building them")
 	fs.BoolVar(&quiet, "quiet", false, "print only the summary line")
 	fs.BoolVar(&broken, "broken-vendor", false, "self-test of the checks: the strict vendor ignores idempotency keys, so the run must find violations")
 	fs.BoolVar(&measure, "measure-kills", false, "measure episode times under worker kills only (see README.md)")
@@ -91,7 +91,7 @@ func run(args []string) int {
 	var bins chaos.Binaries
 	if binDir != "" {
 		bins = chaos.Binaries{Worker: filepath.Join(binDir, "worker"), VendorSim: filepath.Join(binDir, "vendorsim"),
-			Starter: filepath.Join(binDir, "starter"), DevServer: filepath.Join(binDir, "devserver")}
+			Starter: filepath.Join(binDir, "starter"), DevServer: filepath.Join(binDir, "devserver"), ActivityVendor: filepath.Join(binDir, "activityvendor")}
 	}
 
 	if measure {

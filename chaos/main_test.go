@@ -48,8 +48,13 @@ func TestSmallScale(t *testing.T) {
 		t.Errorf("violation: %s", v)
 	}
 	if sum.Episodes == 0 || sum.PaidTasks == 0 || sum.WorkerKills == 0 || sum.TemporalRestarts != 1 || sum.VendorRestarts != 1 ||
-		sum.VendorPauses != 1 || sum.VendorTrips == 0 || sum.VendorMaxInFlight == 0 {
+		sum.VendorPauses != 2 || sum.VendorTrips == 0 || sum.VendorMaxInFlight == 0 {
 		t.Errorf("the run did not do what it should have: %s", sum.Line())
+	}
+	// The activity-adapter vendor took tasks through its activities, and
+	// its pipeline's budget parked some episodes.
+	if sum.ActivityCharges == 0 || sum.ActivityRefusals == 0 {
+		t.Errorf("activity-adapter vendor: %s", sum.Line())
 	}
 	if sum.Charges != sum.PaidTasks {
 		t.Errorf("%d charges for %d paid tasks", sum.Charges, sum.PaidTasks)

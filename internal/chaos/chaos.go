@@ -97,12 +97,20 @@ type Summary struct {
 	BudgetUseMin                                    int
 	BudgetsOverLimit                                int
 	// Vendor controls: the most requests the default vendor served at
-	// once (its max_in_flight is DefaultMaxInFlight), its pauses, the
-	// most episodes seen waiting for it paused, and its breaker's trips.
+	// once (its max_in_flight is DefaultMaxInFlight), the pauses (of the
+	// default and the activity-adapter vendor), the requests of any kind
+	// that reached a paused vendor after the grace (each a violation), the
+	// most episodes seen waiting for a paused vendor at once, and the
+	// default vendor's breaker trips.
 	VendorMaxInFlight int
 	VendorPauses      int
+	PausedRequests    int64
 	PausedWaits       int
 	VendorTrips       int
+	// ActivityCharges are the activity-adapter vendor's charges: the
+	// tasks it accepted through its activities; ActivityRefusals the
+	// episodes of its pipeline (chaos-daily) a budget refused, parked.
+	ActivityCharges, ActivityRefusals int
 	// Catch-up: chaos-catchup's scheduled times, those its policy
 	// (latest) skipped as missed, and the outages of every worker.
 	CatchUpTimes, MissedCatchUp, WorkersOutages int
@@ -114,12 +122,12 @@ type Summary struct {
 
 // Line is the one-line summary the command prints.
 func (s Summary) Line() string {
-	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
+	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d activity_charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d activity_budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_requests=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
 		s.Seed, s.Scale, s.Plan, s.Ledger, s.Workers, s.Duration.Round(time.Second), s.Requests, s.Backfills, s.Runs, s.Keys, s.Episodes, s.Skipped,
-		s.PaidTasks, s.Charges, usd(s.Bill), usd(s.Costs),
-		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
+		s.PaidTasks, s.Charges, s.ActivityCharges, usd(s.Bill), usd(s.Costs),
+		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.ActivityRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
 		s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
-		s.Approvals, s.Parked, s.HumanCommands, s.VendorMaxInFlight, DefaultMaxInFlight, s.VendorPauses, s.PausedWaits, s.VendorTrips,
+		s.Approvals, s.Parked, s.HumanCommands, s.VendorMaxInFlight, DefaultMaxInFlight, s.VendorPauses, s.PausedRequests, s.PausedWaits, s.VendorTrips,
 		s.WorkersOutages, s.CatchUpTimes, s.MissedCatchUp,
 		s.EpisodeP50.Round(100*time.Millisecond), s.EpisodeP95.Round(100*time.Millisecond), s.EpisodeP95NoHuman.Round(100*time.Millisecond), len(s.Violations))
 }
@@ -145,6 +153,8 @@ type run struct {
 	env       []string // for the worker and the starter
 	vendor    *vendorProc
 	strict    *vendorProc
+	// activity is the vendorsim behind the activity-adapter vendor.
+	activity *vendorProc
 
 	runs     *operator.Runs
 	commands *operator.EpisodeCommands
@@ -158,13 +168,18 @@ type run struct {
 	// then saw; budgetRefusals counts those episodes.
 	exhausted      map[[2]string]bool
 	budgetRefusals int
+	// activityRefusals are those of chaos-daily, whose paid step goes to
+	// the activity-adapter vendor.
+	activityRefusals int
 
 	requests, backfills, approvals, humanCommands atomic.Int64
 	// Vendor controls: pauses given, the most episodes seen waiting for
 	// the paused vendor, breaker trips seen; faultErrs are violations the
 	// faults found (a paused vendor that got a submission).
 	vendorPauses, pausedWaits, vendorTrips atomic.Int64
-	faultErrs                              []string
+	// pausedRequests are the requests paused vendors got after the grace.
+	pausedRequests atomic.Int64
+	faultErrs      []string
 	// chaos-catchup's schedule ran over (catchUpFrom, catchUpUntil];
 	// workersOutages counts the times every worker was down at once.
 	catchUpFrom, catchUpUntil time.Time
@@ -206,8 +221,8 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	r.logf("run directory %s", r.dir)
 
 	bins := cfg.Bins
-	if bins.Worker == "" || bins.VendorSim == "" || bins.Starter == "" || bins.DevServer == "" {
-		r.logf("building worker, vendorsim, starter and devserver")
+	if bins.Worker == "" || bins.VendorSim == "" || bins.Starter == "" || bins.DevServer == "" || bins.ActivityVendor == "" {
+		r.logf("building worker, vendorsim, starter, devserver and activityvendor")
 		built, err := BuildBinaries(ctx, filepath.Join(r.dir, "bin"))
 		if err != nil {
 			return sum, err
@@ -313,6 +328,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	r.mu.Lock()
 	sum.Parked = len(r.humans)
 	sum.BudgetRefusals = r.budgetRefusals
+	sum.ActivityRefusals = r.activityRefusals
 	for _, e := range r.loadErrs {
 		r.logf("load request that never went through: %s", e)
 	}
@@ -336,6 +352,9 @@ func fillBins(b, built Binaries) Binaries {
 	}
 	if b.DevServer == "" {
 		b.DevServer = built.DevServer
+	}
+	if b.ActivityVendor == "" {
+		b.ActivityVendor = built.ActivityVendor
 	}
 	return b
 }
@@ -375,12 +394,22 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 	if err != nil {
 		return err
 	}
+	// The activity-adapter vendor's simulator: responses lost and
+	// submissions failed, so its adapter's outcome-unknown path is taken.
+	r.activity, err = r.st.addVendor("vendor-activity", seed+2, fmt.Sprintf("chaos-activity-key-%d", r.cfg.Seed), vendorFaults{
+		Lose: 0.2, Fail: 0.1, Latency: 30 * time.Millisecond, TaskDuration: r.sc.TaskDuration})
+	if err != nil {
+		return err
+	}
 	for _, v := range r.st.vendors {
 		if err := v.start(ctx, true); err != nil {
 			return err
 		}
 	}
-	r.logf("vendors at %s and %s (no lookup)", r.vendor.url, r.strict.url)
+	if err := r.st.startAdapter(ctx, "activityvendor", ActivityVendorQueue, r.activity); err != nil {
+		return fmt.Errorf("start the activity-adapter vendor's worker: %w", err)
+	}
+	r.logf("vendors at %s, %s (no lookup) and %s (through activities on %s)", r.vendor.url, r.strict.url, r.activity.url, ActivityVendorQueue)
 
 	r.pipesPath = filepath.Join(r.dir, "pipelines.toml")
 	if err := writeFile(r.pipesPath, pipelinesTOML(r.sc, r.strict.url)); err != nil {
@@ -489,7 +518,7 @@ func (r *run) execute(ctx context.Context, p plan) {
 			}()
 		case evVendorPause:
 			faults.Add(1)
-			go func() { defer faults.Done(); r.pauseVendor(ctx, e.Down) }()
+			go func() { defer faults.Done(); r.pauseVendor(ctx, e.Vendor, e.Down) }()
 		case evVendorOutage:
 			faults.Add(1)
 			go func() { defer faults.Done(); r.vendorOutage(ctx, e.Down) }()

@@ -30,7 +30,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	for _, v := range []struct {
 		name string
 		vp   *vendorProc
-	}{{pipeline.DefaultVendor, r.vendor}, {"strict", r.strict}} {
+	}{{pipeline.DefaultVendor, r.vendor}, {"strict", r.strict}, {ActivityVendor, r.activity}} {
 		c, err := paidvendor.NewHTTPClient(v.vp.url, v.vp.key, nil)
 		if err != nil {
 			return err
@@ -57,6 +57,9 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	if sum.VendorMaxInFlight > DefaultMaxInFlight {
 		bad("the default vendor served %d requests at once; its max_in_flight is %d", sum.VendorMaxInFlight, DefaultMaxInFlight)
 	}
+	// Paused vendors: the requests that reached one after the grace (each
+	// pause's is a violation of its own, in faultErrs).
+	sum.PausedRequests = r.pausedRequests.Load()
 	r.mu.Lock()
 	for _, f := range r.faultErrs {
 		bad("%s", f)
@@ -76,6 +79,9 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	chargesByRef := map[string]paidvendor.Charge{}
 	var chargedTotal int64
 	for _, b := range bills {
+		if b.name == ActivityVendor {
+			sum.ActivityCharges = len(b.charges)
+		}
 		for _, ch := range b.charges {
 			sum.Charges++
 			chargedTotal += ch.Amount

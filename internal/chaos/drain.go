@@ -248,6 +248,9 @@ func (r *run) resumeOrphans(ctx context.Context) {
 func (r *run) resolveBudget(ctx context.Context, ep ledger.Episode, a *workflows.Attention) {
 	r.mu.Lock()
 	r.budgetRefusals++
+	if ep.Pipeline == PipelineDaily {
+		r.activityRefusals++
+	}
 	for _, b := range a.Budgets {
 		r.exhausted[[2]string{b.Budget, b.Period}] = true
 	}

@@ -13,8 +13,10 @@ import (
 //   - chaos-review: ISO weeks in America/New_York, one paid step, an
 //     approval the driver gives (as an operator would), at most 3 per week;
 //   - chaos-daily: days in Pacific/Auckland (13 hours ahead of UTC at the
-//     new year, so UTC's 31 December is already 2027 there), one paid step,
-//     at most 2 per day;
+//     new year, so UTC's 31 December is already 2027 there), one paid step
+//     on the activity-adapter vendor (ActivityVendor: activities on its
+//     own task queue, served by the activityvendor process, which forwards
+//     each to a vendorsim), at most 2 per day;
 //   - chaos-strict: one paid step on a second vendor that cannot be asked by
 //     idempotency key (vendorsim --no-lookup) and loses responses: an
 //     unknown outcome parks the episode until a person runs its remedy.
@@ -22,9 +24,10 @@ import (
 // Budgets (invariant 20) cover two pipelines and one vendor, each sized
 // below what the load asks of it, so that every kind of period runs out:
 // chaos-video's ISO weeks (4 tasks of the ~6 a week asks), chaos-daily's
-// months in Auckland (6 tasks of the ~10 a month asks), and the default
-// vendor's ISO weeks in New York (7 tasks of the ~10 a week asks of it).
-// Every covered step's max_cost is the simulator's price, 250 USD cents.
+// months in Auckland (6 tasks of the ~10 a month asks: its refusals park
+// episodes of the activity-adapter vendor), and the default vendor's ISO
+// weeks in New York (5 tasks of the ~7 a week asks of it). Every covered
+// step's max_cost is the simulator's price, 250 USD cents.
 //
 // The default vendor takes at most DefaultMaxInFlight requests at once
 // from all workers, and its breaker trips after 3 consecutive failures.
@@ -52,6 +55,13 @@ const DefaultMaxInFlight = 2
 
 // defaultTripAfter is the default vendor's trip_after in the chaos run.
 const defaultTripAfter = 3
+
+// ActivityVendor is the [[vendor]] with adapter = "activity": its
+// activities (submit, lookup, status, fetch) run on ActivityVendorQueue.
+const (
+	ActivityVendor      = "activity"
+	ActivityVendorQueue = "chaos-activity-vendor"
+)
 
 // StrictVendorKeyEnv names the variable the workers and the starter read
 // the strict vendor's key from.
@@ -139,6 +149,13 @@ adapter     = "http"
 url         = %q
 api_key_env = %q
 
+[[vendor]]
+name       = %q
+adapter    = "activity"
+task_queue = %q
+timeout    = "10s"
+activities = { submit = "submit", lookup = "lookup", status = "status", fetch = "fetch" }
+
 [[budget]]
 name      = %q
 pipeline  = %q
@@ -159,7 +176,7 @@ name      = %q
 vendor    = "default"
 period    = "iso-week"
 time_zone = "America/New_York"
-limit     = { amount = 1750, currency = "USD" }
+limit     = { amount = 1250, currency = "USD" }
 
 [[pipeline]]
 name         = %q
@@ -230,6 +247,7 @@ max_episodes_per_period = 2
   [[pipeline.step]]
   name     = "settle"
   kind     = "paid"
+  vendor   = %q
   params   = { ledger = "nz" }
   max_cost = { amount = 250, currency = "USD" }
   [[pipeline.step]]
@@ -259,11 +277,11 @@ period = "day"
   [[pipeline.step]]
   name = "plan"
   kind = "local"
-`, DefaultMaxInFlight, defaultTripAfter, strictURL, StrictVendorKeyEnv,
+`, DefaultMaxInFlight, defaultTripAfter, strictURL, StrictVendorKeyEnv, ActivityVendor, ActivityVendorQueue,
 		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),
 		PipelineReview, s[PipelineReview].cron(),
-		PipelineDaily, s[PipelineDaily].cron(),
+		PipelineDaily, s[PipelineDaily].cron(), ActivityVendor,
 		PipelineStrict,
 		PipelineCatchUp, CatchUpInterval.String(), CatchUpGrace.String())
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"allot/pipeline"
 )
 
 // Scale sizes a chaos run.
@@ -76,8 +78,9 @@ const (
 	evCatchUpPause    = "catch-up-pause"
 	evVendorRestart   = "vendor-restart"
 	evTemporalRestart = "temporal-restart"
-	// evVendorPause: an operator pauses the default vendor (starter
-	// vendor pause) and resumes it after Down.
+	// evVendorPause: an operator pauses Vendor (starter vendor pause:
+	// the default vendor, then the activity-adapter vendor) and resumes
+	// it after Down.
 	evVendorPause = "vendor-pause"
 	// evVendorOutage: the default vendor is killed for Down (20 s): its
 	// breaker trips, and closes when it is back.
@@ -102,6 +105,7 @@ type event struct {
 	Via      []string      // one start per entry, all at once
 	Worker   int           // kill
 	Down     time.Duration // kill, restarts: how long it stays down
+	Vendor   string        // vendor-pause: the [[vendor]] paused
 }
 
 func (e event) String() string {
@@ -112,6 +116,8 @@ func (e event) String() string {
 		return fmt.Sprintf("%s %s %s %s key=%q via=%s", e.At.Round(time.Millisecond), e.Kind, e.Pipeline, e.Nominal.Format(time.RFC3339), e.Key, strings.Join(e.Via, ","))
 	case evKill:
 		return fmt.Sprintf("%s %s worker-%d down=%s", e.At.Round(time.Millisecond), e.Kind, e.Worker, e.Down.Round(time.Millisecond))
+	case evVendorPause:
+		return fmt.Sprintf("%s %s %s down=%s", e.At.Round(time.Millisecond), e.Kind, e.Vendor, e.Down.Round(time.Millisecond))
 	default:
 		return fmt.Sprintf("%s %s down=%s", e.At.Round(time.Millisecond), e.Kind, e.Down.Round(time.Millisecond))
 	}
@@ -121,6 +127,9 @@ func (e event) String() string {
 // schedule is paused: before the Temporal restart (from half the load on),
 // so that the Schedule starts every one of its times.
 const catchUpEnd = 0.45
+
+// vendorPause is how long an operator keeps a vendor paused.
+const vendorPause = 15 * time.Second
 
 // vendorOutage is how long the default vendor is down once: long enough
 // for its breaker to trip (trip_after 3) and probe a few times.
@@ -227,9 +236,17 @@ func newPlan(seed uint64, sc Scale, workers int) plan {
 	evs = append(evs,
 		event{At: between(f, frac(sc.Load, 0.25), frac(sc.Load, 0.5)), Kind: evVendorRestart, Down: between(f, time.Second, 3*time.Second)},
 		event{At: between(f, frac(sc.Load, 0.5), frac(sc.Load, 0.75)), Kind: evTemporalRestart, Down: between(f, time.Second, 2*time.Second)},
-		event{At: between(f, frac(sc.Load, 0.1), frac(sc.Load, 0.25)), Kind: evVendorPause, Down: 15 * time.Second},
+		event{At: between(f, frac(sc.Load, 0.1), frac(sc.Load, 0.25)), Kind: evVendorPause, Vendor: pipeline.DefaultVendor, Down: vendorPause},
 		event{At: between(f, frac(sc.Load, 0.55), frac(sc.Load, 0.7)), Kind: evVendorOutage, Down: vendorOutage},
 	)
+	// The activity-adapter vendor's pause: drawn after the others, so
+	// that their times stay what they were for a seed; early, like the
+	// default vendor's, and over before the vendors' restart can begin (a
+	// quarter into the load). A call of its activities that passed the gate before the
+	// pause and fails while the vendor is down is retried by Temporal
+	// without asking the gate again, so a restart in the pause could let
+	// a retry reach the paused vendor (chaos/README.md).
+	evs = append(evs, event{At: between(f, frac(sc.Load, 0.05), frac(sc.Load, 0.25)-vendorPause-time.Second), Kind: evVendorPause, Vendor: ActivityVendor, Down: vendorPause})
 	// chaos-catchup's schedule runs from the start of the load until
 	// catchUpEnd, before the Temporal restart; every worker is down once
 	// across several of its times.

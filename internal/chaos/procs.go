@@ -232,16 +232,20 @@ type Binaries struct {
 	VendorSim string
 	Starter   string
 	DevServer string
+	// ActivityVendor is the activity-adapter vendor's worker
+	// (internal/chaos/activityvendor); the kill measurement does not use it.
+	ActivityVendor string
 }
 
-// BuildBinaries builds allot's worker, vendorsim, starter and devserver
-// into dir with the go command, one build invocation for all four.
+// BuildBinaries builds allot's worker, vendorsim, starter and devserver,
+// and the chaos run's activityvendor, into dir with the go command, one
+// build invocation for all.
 func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binaries{}, err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator),
-		"allot/worker", "allot/vendorsim", "allot/starter", "allot/devserver")
+		"allot/worker", "allot/vendorsim", "allot/starter", "allot/devserver", "allot/internal/chaos/activityvendor")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return Binaries{}, fmt.Errorf("go build: %v\n%s", err, out)
 	}
@@ -250,13 +254,18 @@ func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 		VendorSim: filepath.Join(dir, "vendorsim"),
 		Starter:   filepath.Join(dir, "starter"),
 		DevServer: filepath.Join(dir, "devserver"),
+
+		ActivityVendor: filepath.Join(dir, "activityvendor"),
 	}, nil
 }
 
-func (b Binaries) check(needStarter bool) error {
+// check makes sure the binaries are files: the chaos run's all
+// (needAll), the kill measurement's worker, vendorsim and devserver.
+func (b Binaries) check(needAll bool) error {
 	paths := map[string]string{"worker": b.Worker, "vendorsim": b.VendorSim, "devserver": b.DevServer}
-	if needStarter {
+	if needAll {
 		paths["starter"] = b.Starter
+		paths["activityvendor"] = b.ActivityVendor
 	}
 	var errs []error
 	for name, p := range paths {

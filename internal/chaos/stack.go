@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ type stack struct {
 
 	vendors []*vendorProc
 	workers []*workerSlot
+	// adapters are the activity-adapter vendors' workers (activityvendor):
+	// up all along, started again if they exit.
+	adapters []*workerSlot
 
 	client client.Client
 
@@ -66,6 +70,7 @@ type vendorProc struct {
 	statsMu     sync.Mutex
 	maxInFlight int
 	submissions int64 // of the generations before the current one
+	requests    int64 // of the generations before the current one
 	last        vendorapi.Stats
 }
 
@@ -94,6 +99,7 @@ func (v *vendorProc) down(ctx context.Context) {
 	v.statsMu.Lock()
 	defer v.statsMu.Unlock()
 	v.submissions += v.last.Submissions
+	v.requests += v.last.Requests
 	v.last = vendorapi.Stats{}
 }
 
@@ -103,6 +109,15 @@ func (v *vendorProc) seen() (maxInFlight int, submissions int64) {
 	v.statsMu.Lock()
 	defer v.statsMu.Unlock()
 	return v.maxInFlight, v.submissions + v.last.Submissions
+}
+
+// requestsSeen is every request of any kind (submissions, look-ups, status
+// polls, downloads) the vendor served, over every generation sampled so
+// far.
+func (v *vendorProc) requestsSeen() int64 {
+	v.statsMu.Lock()
+	defer v.statsMu.Unlock()
+	return v.requests + v.last.Requests
 }
 
 type vendorFaults struct {
@@ -154,6 +169,7 @@ type workerSlot struct {
 var (
 	temporalReady = regexp.MustCompile(`Temporal:\s+(\S+) \(namespace`)
 	workerReady   = regexp.MustCompile(`allot worker starting`)
+	adapterReady  = regexp.MustCompile(`activity vendor worker started`)
 )
 
 func newStack(dir string, bins Binaries, logf func(string, ...any)) *stack {
@@ -251,6 +267,19 @@ func (s *stack) restartVendors(ctx context.Context, down time.Duration, faults b
 	return nil
 }
 
+// startAdapter starts an activity-adapter vendor's worker: its activities
+// on taskQueue forward every request to v, with v's key.
+func (s *stack) startAdapter(ctx context.Context, name, taskQueue string, v *vendorProc) error {
+	args := []string{"--temporal-address", s.frontend, "--task-queue", taskQueue, "--vendor-url", v.url}
+	w := &workerSlot{p: newProc(name, s.bins.ActivityVendor, args, append(cleanEnv(), "ALLOT_VENDOR_API_KEY="+v.key), s.dir), wantUp: true}
+	s.adapters = append(s.adapters, w)
+	if err := w.p.start(); err != nil {
+		return err
+	}
+	_, err := w.p.waitOutput(ctx, adapterReady, 2*time.Minute)
+	return err
+}
+
 func (s *stack) addWorkers(n int, env []string) {
 	for i := range n {
 		p := newProc(fmt.Sprintf("worker-%d", i), s.bins.Worker, nil, env, s.dir)
@@ -325,7 +354,7 @@ func (s *stack) monitor() {
 				return
 			case <-t.C:
 			}
-			for _, w := range s.workers {
+			for _, w := range append(slices.Clone(s.workers), s.adapters...) {
 				w.mu.Lock()
 				if w.wantUp && !w.p.running() && time.Now().After(w.nextTry) {
 					s.unexpectedExits.Add(1)
@@ -377,6 +406,12 @@ func (s *stack) shutdown() {
 		go func() { defer wg.Done(); w.p.stop(15 * time.Second) }()
 	}
 	wg.Wait()
+	for _, w := range s.adapters {
+		w.mu.Lock()
+		w.wantUp = false
+		w.mu.Unlock()
+		w.p.stop(10 * time.Second)
+	}
 	for _, v := range s.vendors {
 		v.p.stop(10 * time.Second)
 	}

@@ -10,40 +10,52 @@ import (
 	"allot/pipeline"
 )
 
-// pauseVendor is an operator pausing the default vendor with the starter
-// binary and resuming it after d. From a grace after the pause (a send
-// that passed the gate before it may still go out) until the resume, the
-// vendor must see no submission; meanwhile the episodes that reach a paid
-// step wait, visibly, for it.
-func (r *run) pauseVendor(ctx context.Context, d time.Duration) {
+// pauseVendor is an operator pausing a vendor, sends and polls
+// (`starter vendor pause --polls`), and resuming it after d. From a grace
+// after the pause (a request that passed the gate before it may still go
+// out) until the resume, the vendor must see no request of any kind: no
+// submission, look-up, status poll or download (docs/design.md, "Vendor
+// controls"), whatever its adapter; meanwhile the episodes that reach a
+// paid step wait, visibly, for it.
+func (r *run) pauseVendor(ctx context.Context, name string, d time.Duration) {
 	const grace = 5 * time.Second
-	r.logf("operator pauses the default vendor for %s (starter vendor pause)", d)
-	if _, err := r.starter(ctx, "vendor", "pause", pipeline.DefaultVendor, "--reason", "chaos: the vendor bills twice", "--by", "chaos", "--json"); err != nil {
-		r.faultViolation("starter vendor pause: %v", err)
+	v := r.vendorProcs()[name]
+	if v == nil {
+		r.faultViolation("the plan pauses vendor %q, which the run does not have", name)
+		return
+	}
+	r.logf("operator pauses vendor %s for %s (starter vendor pause)", name, d)
+	if _, err := r.starter(ctx, "vendor", "pause", name, "--polls", "--reason", "chaos: the vendor bills twice", "--by", "chaos", "--json"); err != nil {
+		r.faultViolation("starter vendor pause %s: %v", name, err)
 		return
 	}
 	r.vendorPauses.Add(1)
 	resumeAt := time.Now().Add(d)
 	sleep(ctx, grace)
-	_ = r.vendor.sample(ctx)
-	_, before := r.vendor.seen()
+	_ = v.sample(ctx)
+	before := v.requestsSeen()
 	for time.Now().Before(resumeAt) && ctx.Err() == nil {
 		r.countPausedWaits(ctx)
 		sleep(ctx, time.Second)
 	}
-	_ = r.vendor.sample(ctx)
-	_, after := r.vendor.seen()
-	if after != before {
-		r.faultViolation("the paused default vendor got %d submissions between %s after the pause and its resume", after-before, grace)
+	_ = v.sample(ctx)
+	if after := v.requestsSeen(); after != before {
+		r.pausedRequests.Add(after - before)
+		r.faultViolation("the paused vendor %s got %d requests between %s after the pause and its resume", name, after-before, grace)
 	}
 	if err := r.retry(ctx, time.Now().Add(time.Minute), func(ctx context.Context) error {
-		_, err := r.starter(ctx, "vendor", "resume", pipeline.DefaultVendor, "--json")
+		_, err := r.starter(ctx, "vendor", "resume", name, "--json")
 		return err
 	}); err != nil {
-		r.faultViolation("starter vendor resume: %v", err)
+		r.faultViolation("starter vendor resume %s: %v", name, err)
 		return
 	}
-	r.logf("operator resumed the default vendor")
+	r.logf("operator resumed vendor %s", name)
+}
+
+// vendorProcs are the run's vendors by their [[vendor]] names.
+func (r *run) vendorProcs() map[string]*vendorProc {
+	return map[string]*vendorProc{pipeline.DefaultVendor: r.vendor, "strict": r.strict, ActivityVendor: r.activity}
 }
 
 // countPausedWaits keeps the most episodes seen waiting for the paused
