@@ -2,9 +2,12 @@ package devstack_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +72,8 @@ func TestDemoWaitingOnRateAndBudgetLogsNoError(t *testing.T) {
 	logs := &allottest.SyncBuffer{}
 	dev := allottest.StartDevWith(t, devstack.Config{
 		DataDir: filepath.Join(dir, "data"), Pipelines: file, DemoInterval: 2 * time.Second, AutoApprove: true,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		MetricsAddr: "127.0.0.1:0",
+		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	led, err := ledger.OpenReadOnly(context.Background(), dev.Info.Ledger)
 	if err != nil {
@@ -106,5 +110,54 @@ func TestDemoWaitingOnRateAndBudgetLogsNoError(t *testing.T) {
 	if len(errorLines) > 0 {
 		t.Fatalf("%d ERROR lines in normal operation (waits and budget parks are expected):\n%s", len(errorLines), strings.Join(errorLines, "\n"))
 	}
+	// Nor are they failed activities in the SDK's metrics, while allot's
+	// own count the budget's refusals. The counters reach /metrics at the
+	// next report (each second): wait for allot's.
+	var scrape string
+	for {
+		scrape = scrapeMetrics(t, dev.Info.Metrics)
+		if metricSum(scrape, "allot_vendor_submissions_total", `result="budget_exhausted"`) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("allot_vendor_submissions_total does not count the budget's refusals:\n%s", scrape)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if n := metricSum(scrape, "temporal_activity_execution_failed", ""); n != 0 {
+		t.Fatalf("the SDK counted %v failed activities in normal operation:\n%s", n, scrape)
+	}
 	dev.Stop()
+}
+
+func scrapeMetrics(t *testing.T, url string) string {
+	t.Helper()
+	if url == "" {
+		t.Fatal("the dev stack serves no metrics")
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return string(body)
+}
+
+// metricSum adds the samples of the metric name (any suffix, such as
+// _total) whose labels contain label.
+func metricSum(scrape, name, label string) float64 {
+	var sum float64
+	for _, l := range strings.Split(scrape, "\n") {
+		if !strings.HasPrefix(l, name) || !strings.Contains(l, label) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
