@@ -172,10 +172,15 @@ func (a *Activities) budgetExhausted(ctx context.Context, p *pipeline.Pipeline, 
 		parts[i] = s.String()
 	}
 	activity.GetLogger(ctx).Warn("budget exhausted: the paid task is not sent", "step", st.Name, "revision", be.Task.Revision, "budgets", strings.Join(parts, "; "))
-	return temporal.NewNonRetryableApplicationError(
+	// A budget's refusal is expected operation, not a failure: the
+	// episode parks and shows it, and resumes by itself once the budget has
+	// room (docs/design.md, "Budgets"). Without waitCategory the SDK would
+	// log every park as an activity ERROR and count a failed activity.
+	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("paid task %s/%s step %s revision %d is not sent: %s. Raise the budget (the episode resumes by itself once it fits), or abandon the step",
 			p.Name, ep.ID, st.Name, be.Task.Revision, strings.Join(parts, "; ")),
-		allot.BudgetExhausted, nil, ParkDetails{TaskState: allot.PaidPlanned, Budgets: be.Shortfalls})
+		allot.BudgetExhausted, temporal.ApplicationErrorOptions{NonRetryable: true, Category: waitCategory,
+			Details: []any{ParkDetails{TaskState: allot.PaidPlanned, Budgets: be.Shortfalls}}})
 }
 
 // BudgetRoomInput asks whether a parked task's budgets have room now: the

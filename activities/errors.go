@@ -74,6 +74,15 @@ func classify(err error) error {
 	return err
 }
 
+// waitCategory marks the errors of expected waits, which are not failures:
+// a vendor that takes no request now (VendorWaiting), an earlier send's
+// deadline (SendInFlight), a budget with no room (BudgetExhausted). The SDK
+// logs a benign error at debug, not as an activity ERROR, and does not
+// count it as a failed activity; allot's own metrics count the waits
+// (docs/design.md, "Vendor controls"). The workflow matches error types,
+// never the category.
+const waitCategory = temporal.ApplicationErrorCategoryBenign
+
 func nonRetryable(errType string, format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, nil)
 }
@@ -113,5 +122,6 @@ func (a *Activities) withTaskState(ctx context.Context, ref ledger.PaidTaskRef, 
 	if rerr != nil {
 		return err
 	}
-	return temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), appErr.Unwrap(), ParkDetails{TaskState: t.State})
+	return temporal.NewApplicationErrorWithOptions(appErr.Message(), appErr.Type(), temporal.ApplicationErrorOptions{
+		NonRetryable: true, Cause: appErr.Unwrap(), Category: appErr.Category(), Details: []any{ParkDetails{TaskState: t.State}}})
 }

@@ -400,7 +400,7 @@ func (d *activityDriver) Wait(plan PaidPlan) error {
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("an earlier attempt's send of %s step %s may reach the vendor until %s; asking then",
 			d.in.EpisodeID, d.in.Step, plan.WaitUntil.Format(time.RFC3339)),
-		allot.SendInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: max(time.Until(plan.WaitUntil), 0) + afterDeadline})
+		allot.SendInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: max(time.Until(plan.WaitUntil), 0) + afterDeadline, Category: waitCategory})
 }
 
 // afterDeadline is how long after an earlier send's deadline the next

@@ -285,7 +285,7 @@ func vendorWaiting(ctx context.Context, vendor string, g ledger.VendorGrant) err
 	}
 	delay = min(max(delay, 100*time.Millisecond), time.Minute)
 	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s; nothing was sent, asking again in %s", g.Reason, delay.Round(time.Millisecond)),
-		allot.VendorWaiting, temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{w}})
+		allot.VendorWaiting, temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{w}, Category: waitCategory})
 }
 
 // awaitVendor is enterVendor for a request inside a long activity (a poll
