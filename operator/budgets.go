@@ -219,6 +219,17 @@ func BudgetShow(ctx context.Context, led *ledger.Ledger, in BudgetShowInput) (Bu
 	return BudgetShowResult{Budget: v, Tasks: tasks, Raises: raises}, nil
 }
 
+// checkTexts bounds an operator's free texts (flag, text pairs) with
+// allot.CheckText, before anything is written or sent: InvalidInput.
+func checkTexts(flagTexts ...string) error {
+	for i := 0; i+1 < len(flagTexts); i += 2 {
+		if err := allot.CheckText(flagTexts[i], flagTexts[i+1]); err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		}
+	}
+	return nil
+}
+
 // RaiseInput is an operator's new limit for one budget's period.
 type RaiseInput struct {
 	Pipelines *pipeline.Set
