@@ -1,7 +1,7 @@
 package operator
 
 // Budgets as the operator sees them (invariant 20 of docs/design.md):
-// `starter budget list|show|raise`, the spend against each budget in stats
+// `starter budget list|show|set-limit`, the spend against each budget in stats
 // and costs, and consent counted in money for runs and backfills.
 
 import (

@@ -60,7 +60,7 @@ var commands = map[string]command{
 	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
 	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|catch-up|delete", scheduleCommand},
 	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility", runsCommand},
-	"budget":   {"money budgets per period: list|show|raise", budgetCommand},
+	"budget":   {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
 	"vendor":   {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
 }
 
