@@ -72,6 +72,11 @@ const (
 	InputConflict = "InputConflict"
 	InputNotFound = "InputNotFound"
 	InputClaimed  = "InputClaimed"
+
+	// RequestConflict: an operator's request ID (budget raise
+	// --request-id) recorded already with other arguments. Nothing was
+	// written; the message shows both requests.
+	RequestConflict = "RequestConflict"
 )
 
 // NonRetryableErrorTypes lists every error type above; retry policies name
@@ -81,7 +86,7 @@ var NonRetryableErrorTypes = []string{
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
 	OutcomeUnknown, IdempotencyHorizonPassed, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, StepFailure,
 	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired, NominalTimesUnknown,
-	InputConflict, InputNotFound, InputClaimed,
+	InputConflict, InputNotFound, InputClaimed, RequestConflict,
 }
 
 // SendUnanswered is retryable: a send of a paid task got no answer (lost

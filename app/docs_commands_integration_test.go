@@ -163,7 +163,7 @@ func docSteps() []docStep {
 		// budgets.md, after the tour's paid tasks drew on the budget.
 		{line: `budget list`, want: `video-weekly`},
 		{line: `budget show video-weekly --period 2026-W32`, want: `video-weekly`},
-		{line: `budget raise video-weekly --period 2026-W32 --limit 100000 --reason "launch week"`, want: `100000|1000\.00`},
+		{line: `budget set-limit video-weekly --period 2026-W32 --limit 100000 --reason "launch week"`, want: `100000|1000\.00`},
 
 		// steps-and-vendors.md
 		{line: `run --pipeline weekly-digest --nominal-time 2026-08-03T02:00:00Z --follow`, elsewhere: "examples/custom-worker/main_test.go TestDocsBuildAndRunTheCustomWorker"},

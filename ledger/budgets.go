@@ -566,13 +566,48 @@ type BudgetRaise struct {
 	Reason    string    `json:"reason"`
 	By        string    `json:"by"`
 	At        time.Time `json:"at"`
+	// Configured is the pipeline file's limit of the budget: the period's
+	// limit while it has no raise. Input only; 0 when the caller does not
+	// know it (then a limit is never taken as unchanged before a raise).
+	Configured int64 `json:"-"`
+	// Previous and Change are what RaiseBudget found and did: the period's
+	// limit before the request, and whether the new one raised, lowered or
+	// left it unchanged. Empty for a request recorded already.
+	Previous int64       `json:"previous,omitempty"`
+	Change   LimitChange `json:"change,omitempty"`
 }
 
-// RaiseBudget records a new limit for one budget's period; the latest raise
-// of a period is its limit, and other periods keep theirs. Under the
-// period's lock, a limit below what the period has settled and reserved is
-// refused (ErrInvalidInput): it would be exceeded at once. A request
-// already recorded returns the stored raise and false, writing nothing.
+// LimitChange is what setting a period's limit did to it.
+type LimitChange string
+
+const (
+	LimitRaised    LimitChange = "raised"
+	LimitLowered   LimitChange = "lowered"
+	LimitUnchanged LimitChange = "unchanged"
+)
+
+// ErrRequestConflict: a request ID already recorded with other arguments.
+// The message shows both requests; nothing was written.
+var ErrRequestConflict = errors.New("request ID already used with other arguments")
+
+// sameRequest reports whether a stored raise and a new one are the same
+// request: same budget, period, limit, currency, reason and author.
+func sameRequest(a, b BudgetRaise) bool {
+	return a.Budget == b.Budget && a.Period == b.Period && a.Limit == b.Limit && a.Currency == b.Currency && a.Reason == b.Reason && a.By == b.By
+}
+
+func (r BudgetRaise) requestText() string {
+	return fmt.Sprintf("budget %s period %s limit %s by %s reason %q", r.Budget, r.Period, allot.Money{Amount: r.Limit, Currency: r.Currency}, r.By, r.Reason)
+}
+
+// RaiseBudget records a new limit for one budget's period (higher or lower
+// than the current one); the latest raise of a period is its limit, and
+// other periods keep theirs. Under the period's lock, a limit below what
+// the period has settled and reserved is refused (ErrInvalidInput): it
+// would be exceeded at once; a limit equal to the current one records
+// nothing (Change unchanged, false). A request already recorded returns the
+// stored raise and false, writing nothing; its ID with other arguments is
+// ErrRequestConflict (docs/design.md, "Budgets").
 func (l *Ledger) RaiseBudget(ctx context.Context, r BudgetRaise) (BudgetRaise, bool, error) {
 	switch {
 	case r.RequestID == "":
@@ -605,8 +640,31 @@ func (l *Ledger) RaiseBudget(ctx context.Context, r BudgetRaise) (BudgetRaise, b
 			return err
 		}
 		if len(stored) > 0 {
+			if !sameRequest(stored[0], r) {
+				return fmt.Errorf("%w: request %s recorded %s; this request asks %s: give a new --request-id for a new request",
+					ErrRequestConflict, r.RequestID, stored[0].requestText(), r.requestText())
+			}
 			out = stored[0]
 			return nil
+		}
+		previous := r.Configured
+		latest, err := l.queryRaises(ctx, tx, `SELECT `+raiseCols+` FROM budget_raises WHERE budget = ? AND period = ? ORDER BY id DESC LIMIT 1`, r.Budget, r.Period)
+		if err != nil {
+			return err
+		}
+		if len(latest) > 0 {
+			previous = latest[0].Limit
+		}
+		r.Previous = previous
+		switch {
+		case previous == r.Limit:
+			r.Change = LimitUnchanged
+			out = r
+			return nil
+		case previous < r.Limit:
+			r.Change = LimitRaised
+		default:
+			r.Change = LimitLowered
 		}
 		settled, reserved, err := l.periodSpend(ctx, tx, r.Budget, r.Period, r.Currency)
 		if err != nil {

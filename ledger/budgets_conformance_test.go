@@ -262,14 +262,33 @@ func testBudgetRaiseOnePeriod(t *testing.T, l *Ledger) {
 		mustReserve(t, l, paidRef(w32[i], "video", 0), usd("video-weekly", "2026-W32", limit, price))
 		mustReserve(t, l, paidRef(w33[i], "video", 0), usd("video-weekly", "2026-W33", limit, price))
 	}
-	raise := BudgetRaise{RequestID: "raise-1", Budget: "video-weekly", Period: "2026-W32", Limit: 1500, Currency: "USD", Reason: "launch week", By: "maria"}
+	raise := BudgetRaise{RequestID: "raise-1", Budget: "video-weekly", Period: "2026-W32", Limit: 1500, Currency: "USD", Reason: "launch week", By: "maria", Configured: limit}
 	got, applied, err := l.RaiseBudget(ctxT(t), raise)
 	if err != nil || !applied || got.Limit != 1500 || got.By != "maria" || got.At.IsZero() {
 		t.Fatalf("RaiseBudget = %+v, %v, %v", got, applied, err)
 	}
-	again, applied, err := l.RaiseBudget(ctxT(t), BudgetRaise{RequestID: "raise-1", Budget: "video-weekly", Period: "2026-W32", Limit: 9999, Currency: "USD", Reason: "x", By: "y"})
-	if err != nil || applied || again != got {
+	if got.Change != LimitRaised || got.Previous != limit {
+		t.Fatalf("RaiseBudget change = %q from %d, want raised from %d", got.Change, got.Previous, limit)
+	}
+	again, applied, err := l.RaiseBudget(ctxT(t), raise)
+	if err != nil || applied || again.RequestID != got.RequestID || again.Limit != got.Limit || !again.At.Equal(got.At) {
 		t.Fatalf("the same request again = %+v, %v, %v; want the first raise, not applied", again, applied, err)
+	}
+	// The same request ID with other arguments is refused, showing both.
+	rows := countRows(t, l, "budget_raises")
+	_, _, err = l.RaiseBudget(ctxT(t), BudgetRaise{RequestID: "raise-1", Budget: "video-weekly", Period: "2026-W32", Limit: 9999, Currency: "USD", Reason: "x", By: "y"})
+	wantErr(t, "a request ID reused with another limit", err, ErrRequestConflict, "raise-1", "15.00 USD", "99.99 USD")
+	// The current limit again is unchanged: no row.
+	same, applied, err := l.RaiseBudget(ctxT(t), BudgetRaise{RequestID: "raise-same", Budget: "video-weekly", Period: "2026-W32", Limit: 1500, Currency: "USD", Reason: "again", By: "maria", Configured: limit})
+	if err != nil || applied || same.Change != LimitUnchanged || same.Previous != 1500 {
+		t.Fatalf("the current limit again = %+v, %v, %v; want unchanged, not applied", same, applied, err)
+	}
+	// The pipeline file's limit of a period with no raise is unchanged too.
+	if same, applied, err := l.RaiseBudget(ctxT(t), BudgetRaise{RequestID: "raise-same-33", Budget: "video-weekly", Period: "2026-W33", Limit: limit, Currency: "USD", Reason: "again", By: "maria", Configured: limit}); err != nil || applied || same.Change != LimitUnchanged {
+		t.Fatalf("the configured limit = %+v, %v, %v; want unchanged, not applied", same, applied, err)
+	}
+	if after := countRows(t, l, "budget_raises"); after != rows {
+		t.Fatalf("a conflicting or unchanged request wrote %d rows", after-rows)
 	}
 	mustReserve(t, l, paidRef(w32[2], "video", 0), usd("video-weekly", "2026-W32", limit, price))
 	pt, err := reserve(t, l, paidRef(w32[3], "video", 0), usd("video-weekly", "2026-W32", limit, price))
@@ -313,6 +332,11 @@ func testBudgetRaiseOnePeriod(t *testing.T, l *Ledger) {
 	ps, err := l.BudgetPeriods(ctxT(t), []BudgetLimit{{Budget: "video-weekly", Currency: "USD", Limit: limit}})
 	if err != nil || len(ps) != 2 || ps[0].Period != "2026-W32" || ps[0].Limit != 1500 || ps[1].Period != "2026-W33" || ps[1].Limit != limit || ps[1].Held != 2 {
 		t.Fatalf("BudgetPeriods = %+v, %v", ps, err)
+	}
+	// A lower limit above the spend is recorded, as lowered.
+	low, applied, err := l.RaiseBudget(ctxT(t), BudgetRaise{RequestID: "lower-1", Budget: "video-weekly", Period: "2026-W34", Limit: 800, Currency: "USD", Reason: "quiet week", By: "maria", Configured: limit})
+	if err != nil || !applied || low.Change != LimitLowered || low.Previous != limit {
+		t.Fatalf("a lower limit = %+v, %v, %v; want lowered from %d, applied", low, applied, err, limit)
 	}
 }
 

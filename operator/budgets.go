@@ -1,7 +1,7 @@
 package operator
 
 // Budgets as the operator sees them (invariant 20 of docs/design.md):
-// `starter budget list|show|raise`, the spend against each budget in stats
+// `starter budget list|show|set-limit`, the spend against each budget in stats
 // and costs, and consent counted in money for runs and backfills.
 
 import (
@@ -219,6 +219,17 @@ func BudgetShow(ctx context.Context, led *ledger.Ledger, in BudgetShowInput) (Bu
 	return BudgetShowResult{Budget: v, Tasks: tasks, Raises: raises}, nil
 }
 
+// checkTexts bounds an operator's free texts (flag, text pairs) with
+// allot.CheckText, before anything is written or sent: InvalidInput.
+func checkTexts(flagTexts ...string) error {
+	for i := 0; i+1 < len(flagTexts); i += 2 {
+		if err := allot.CheckText(flagTexts[i], flagTexts[i+1]); err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		}
+	}
+	return nil
+}
+
 // RaiseInput is an operator's new limit for one budget's period.
 type RaiseInput struct {
 	Pipelines *pipeline.Set
@@ -246,11 +257,14 @@ type RaiseResult struct {
 	NotNudged []string `json:"not_nudged,omitempty"`
 }
 
-// RaiseBudget records a new limit for one period of a budget of the
-// pipeline file, with who and why; other periods keep theirs. Every check
-// comes before anything is written: the budget, the period's form, a
-// positive limit within bounds, a reason and a name; the ledger refuses a
-// limit below what the period has settled and reserved.
+// RaiseBudget sets the limit of one period of a budget of the pipeline
+// file, higher or lower, with who and why; other periods keep theirs.
+// Every check comes before anything is written: the budget, the period's
+// form, a positive limit within bounds, a reason and a name within
+// allot.MaxTextLen (who: allot.Actor); the ledger refuses a limit below
+// what the period has settled and reserved, records nothing for the
+// current limit, and refuses a request ID reused with other arguments
+// (RequestConflict).
 func RaiseBudget(ctx context.Context, led *ledger.Ledger, in RaiseInput) (RaiseResult, error) {
 	b, err := budget(in.Pipelines, in.Budget)
 	if err != nil {
@@ -266,15 +280,24 @@ func RaiseBudget(ctx context.Context, led *ledger.Ledger, in RaiseInput) (RaiseR
 		return RaiseResult{}, bad("--limit %d is not between 1 and %d minor units of %s (%s is %d)", in.Limit, pipeline.MaxBudgetLimit, b.Limit.Currency, b.Limit, b.Limit.Amount)
 	case strings.TrimSpace(in.Reason) == "":
 		return RaiseResult{}, bad("a raise needs a reason: --reason TEXT")
-	case strings.TrimSpace(in.By) == "":
-		return RaiseResult{}, bad("a raise names who made it: --by NAME (default $USER, which is not set)")
+	case allot.CheckText("--reason", in.Reason) != nil:
+		return RaiseResult{}, bad("%v", allot.CheckText("--reason", in.Reason))
 	case in.RequestID == "":
 		return RaiseResult{}, bad("a raise needs a request ID")
+	case allot.CheckText("--request-id", in.RequestID) != nil:
+		return RaiseResult{}, bad("%v", allot.CheckText("--request-id", in.RequestID))
+	}
+	by, err := allot.Actor(in.By)
+	if err != nil {
+		return RaiseResult{}, bad("%v", err)
 	}
 	r, applied, err := led.RaiseBudget(ctx, ledger.BudgetRaise{RequestID: in.RequestID, Budget: b.Name, Period: in.Period, Limit: in.Limit,
-		Currency: b.Limit.Currency, Reason: in.Reason, By: in.By})
+		Currency: b.Limit.Currency, Reason: in.Reason, By: by, Configured: b.Limit.Amount})
 	if errors.Is(err, ledger.ErrInvalidInput) {
 		return RaiseResult{}, bad("%v", err)
+	}
+	if errors.Is(err, ledger.ErrRequestConflict) {
+		return RaiseResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.RequestConflict, nil)
 	}
 	if err != nil {
 		return RaiseResult{}, err

@@ -160,21 +160,24 @@ func isType(err error, errType string) bool {
 	return errors.As(err, &appErr) && appErr.Type() == errType
 }
 
-// A raise is refused at once, writing nothing, for anything malformed; a
-// valid one changes only its period, records who and why once per
-// request, and names the parked episodes to nudge.
+// A raise is refused at once, writing nothing, for anything malformed
+// (free text over allot.MaxTextLen included); a valid one changes only its
+// period, records who and why once per request, and names the parked
+// episodes to nudge. Without --by, who is allot.Actor's ($USER here).
 func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
 	l, eps := budgetLedger(t)
 	set := budgetPipelines(t)
 	ctx := context.Background()
-	ok := RaiseInput{Pipelines: set, Budget: "video-weekly", Period: "2026-W32", Limit: 1000, Reason: "launch", By: "maria", RequestID: "req-1"}
+	t.Setenv("USER", "maria")
+	ok := RaiseInput{Pipelines: set, Budget: "video-weekly", Period: "2026-W32", Limit: 1000, Reason: "launch", RequestID: "req-1"}
 	for name, in := range map[string]RaiseInput{
 		"unknown budget":  func() RaiseInput { r := ok; r.Budget = "nope"; return r }(),
 		"period of kind":  func() RaiseInput { r := ok; r.Period = "2026-08-03"; return r }(),
 		"zero limit":      func() RaiseInput { r := ok; r.Limit = 0; return r }(),
 		"huge limit":      func() RaiseInput { r := ok; r.Limit = pipeline.MaxBudgetLimit + 1; return r }(),
 		"no reason":       func() RaiseInput { r := ok; r.Reason = " "; return r }(),
-		"nobody":          func() RaiseInput { r := ok; r.By = ""; return r }(),
+		"long reason":     func() RaiseInput { r := ok; r.Reason = strings.Repeat("r", allot.MaxTextLen+1); return r }(),
+		"control in by":   func() RaiseInput { r := ok; r.By = "maria\x1b[2J"; return r }(),
 		"below the spend": func() RaiseInput { r := ok; r.Limit = 600; return r }(),
 	} {
 		if _, err := RaiseBudget(ctx, l.led, in); !isType(err, allot.InvalidInput) {
@@ -185,7 +188,7 @@ func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
 		t.Fatalf("refused raises recorded %+v", raises)
 	}
 	res, err := RaiseBudget(ctx, l.led, ok)
-	if err != nil || !res.Applied || res.Period.Limit != 1000 || res.Period.Free != 300 || !res.Period.Raised {
+	if err != nil || !res.Applied || res.Period.Limit != 1000 || res.Period.Free != 300 || !res.Period.Raised || res.Raise.By != "maria" {
 		t.Fatalf("raise: %+v, %v", res, err)
 	}
 	if want := []string{allot.EpisodeWorkflowID("weekly", eps[3].ID)}; !slices.Equal(res.Nudge, want) {

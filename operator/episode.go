@@ -77,6 +77,9 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 	if in.EpisodeID == "" {
 		return CommandResult{}, errors.New("--episode is required: operator commands act on an existing episode and never allocate one")
 	}
+	if err := checkTexts("--reason", in.Request.Reason); err != nil {
+		return CommandResult{}, err
+	}
 	if err := checkStep(p, in); err != nil {
 		return CommandResult{}, err
 	}

@@ -132,6 +132,9 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	if in.From == "" {
 		return res, errors.New("import needs the source: a JSON Lines file or a folder of old IDs")
 	}
+	if err := checkTexts("--over-budget", in.OverBudget, "--by", in.By); err != nil {
+		return res, err
+	}
 	from, err := filepath.Abs(in.From)
 	if err != nil {
 		return res, err

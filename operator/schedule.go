@@ -108,6 +108,9 @@ func overlapName(p enumspb.ScheduleOverlapPolicy) string {
 // spec resolves the pipeline and its effective schedule settings; bad
 // settings fail here, before anything is sent.
 func (s *Schedules) spec(in ScheduleInput) (*pipeline.Pipeline, pipeline.ScheduleSpec, error) {
+	if err := checkTexts("--note", in.Note); err != nil {
+		return nil, pipeline.ScheduleSpec{}, err
+	}
 	p, err := s.Pipelines.Get(in.Pipeline)
 	if err != nil {
 		return nil, pipeline.ScheduleSpec{}, err
@@ -326,6 +329,9 @@ func (s *Schedules) List(ctx context.Context) ([]ScheduleSummary, error) {
 // come while paused; unpausing settles them under the pipeline's catch_up
 // policy (package catchup, run by `starter schedule unpause`).
 func (s *Schedules) Pause(ctx context.Context, pipelineName, note string) (ScheduleResult, error) {
+	if err := checkTexts("--note", note); err != nil {
+		return ScheduleResult{}, err
+	}
 	h, err := s.handle(ctx, pipelineName)
 	if err != nil {
 		return ScheduleResult{}, err
@@ -338,6 +344,9 @@ func (s *Schedules) Pause(ctx context.Context, pipelineName, note string) (Sched
 
 // Unpause resumes the schedule.
 func (s *Schedules) Unpause(ctx context.Context, pipelineName, note string) (ScheduleResult, error) {
+	if err := checkTexts("--note", note); err != nil {
+		return ScheduleResult{}, err
+	}
 	h, err := s.handle(ctx, pipelineName)
 	if err != nil {
 		return ScheduleResult{}, err

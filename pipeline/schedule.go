@@ -188,8 +188,11 @@ func nonNegative(name, v string, def time.Duration) (time.Duration, error) {
 		return def, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
+	if err != nil {
 		return 0, fmt.Errorf("%s %q is not a duration: write it like 30s, 10m or 24h", name, v)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s %q must not be negative: write 0s for none, or a delay like 30s, 10m or 24h", name, v)
 	}
 	return d, nil
 }

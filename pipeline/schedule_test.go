@@ -41,7 +41,7 @@ func TestScheduleSpecRejectsBadSettings(t *testing.T) {
 		{Schedule{Interval: "weekly"}, "not a positive duration"},
 		{Schedule{Interval: "-1h"}, "not a positive duration"},
 		{Schedule{Interval: "500ms"}, "under a second"},
-		{Schedule{Interval: "1h", Jitter: "-1s"}, "jitter"},
+		{Schedule{Interval: "1h", Jitter: "-1s"}, "jitter \"-1s\" must not be negative"},
 		{Schedule{Interval: "1h", CatchupWindow: "5s"}, "minimum"},
 		{Schedule{Interval: "1h", Overlap: "sometimes"}, "overlap policy"},
 		{Schedule{Interval: "1h", MaxBackfill: "forever"}, "max_backfill"},

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
 
 	"allot/ledger"
 	"allot/operator"
@@ -19,23 +20,17 @@ import (
 )
 
 // budgetCommand dispatches `starter budget <subcommand>`: the money
-// budgets of the pipeline file, their periods in the ledger, and raises.
+// budgets of the pipeline file, their periods in the ledger, and their
+// limits. set-limit sets a period's limit, higher or lower; raise is its
+// older name, kept because remedies and scripts use it.
 func budgetCommand(ctx context.Context, c *cli, args []string) error {
 	subs := map[string]func(context.Context, *cli, []string) error{
-		"list":  budgetList,
-		"show":  budgetShow,
-		"raise": budgetRaise,
+		"list":      budgetList,
+		"show":      budgetShow,
+		"set-limit": budgetSetLimit,
+		"raise":     budgetSetLimit,
 	}
 	return dispatch(ctx, c, "budget", subs, args)
-}
-
-// budgetName takes the budget named before the flags (`budget show NAME
-// --period P`), or none.
-func budgetName(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
-	}
-	return "", args
 }
 
 func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView) {
@@ -55,11 +50,10 @@ func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView
 func budgetList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("budget list", false)
 	var in operator.BudgetsInput
-	in.Budget, args = budgetName(args)
-	if err := c.parse(fs, args); err != nil {
+	var err error
+	if in.Budget, err = c.parseNamed(fs, args); err != nil {
 		return err
 	}
-	var err error
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
 		return err
 	}
@@ -85,15 +79,14 @@ func budgetList(ctx context.Context, c *cli, args []string) error {
 func budgetShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("budget show", false)
 	var in operator.BudgetShowInput
-	in.Budget, args = budgetName(args)
 	fs.StringVar(&in.Period, "period", "", "the budget's period: 2026-08-07, 2026-W32 or 2026-08 by its kind (required)")
-	if err := c.parse(fs, args); err != nil {
+	var err error
+	if in.Budget, err = c.parseNamed(fs, args); err != nil {
 		return err
 	}
 	if in.Budget == "" || in.Period == "" {
 		return usageError{errors.New("name the budget and its period: starter budget show BUDGET --period P")}
 	}
-	var err error
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
 		return err
 	}
@@ -121,23 +114,28 @@ func budgetShow(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func budgetRaise(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("budget raise", true)
-	in := operator.RaiseInput{By: os.Getenv("USER"), RequestID: uuid.NewString()}
-	in.Budget, args = budgetName(args)
-	fs.StringVar(&in.Period, "period", "", "the one period to raise: 2026-08-07, 2026-W32 or 2026-08 by the budget's kind (required); other periods keep their limits")
-	fs.Int64Var(&in.Limit, "limit", 0, "the period's new limit in minor units of the budget's currency, e.g. 100000 for 1000.00 USD (required)")
-	fs.StringVar(&in.Reason, "reason", "", "why (required); the ledger keeps it with who raised it")
-	fs.StringVar(&in.By, "by", in.By, "who raises it (default $USER)")
-	fs.StringVar(&in.RequestID, "request-id", in.RequestID, "the raise's idempotency key: the same request again records nothing more")
-	if err := c.parse(fs, args); err != nil {
+// budgetSetLimit is `budget set-limit` (and its older name `budget
+// raise`): one period's new limit, higher or lower, said truthfully.
+func budgetSetLimit(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("budget set-limit", true)
+	in := operator.RaiseInput{RequestID: uuid.NewString()}
+	var limit string
+	fs.StringVar(&in.Period, "period", "", "the one period to set: 2026-08-07, 2026-W32 or 2026-08 by the budget's kind (required); other periods keep their limits")
+	fs.StringVar(&limit, "limit", "", "the period's new limit in minor units of the budget's currency, e.g. 100000 for 1000.00 USD (required); higher or lower, not below what the period has settled and reserved")
+	fs.StringVar(&in.Reason, "reason", "", "why (required); the ledger keeps it with who set it")
+	fs.StringVar(&in.By, "by", "", "who sets it (default $USER, else the operating system's user name)")
+	fs.StringVar(&in.RequestID, "request-id", in.RequestID, "the request's idempotency key: the same request again records nothing more; the same key with other arguments is refused")
+	var err error
+	if in.Budget, err = c.parseNamed(fs, args); err != nil {
 		return err
 	}
-	if in.Budget == "" || in.Period == "" || in.Limit == 0 || in.Reason == "" {
-		return usageError{errors.New("starter budget raise BUDGET --period P --limit X --reason TEXT: the budget, --period, --limit and --reason are required")}
+	if in.Budget == "" || in.Period == "" || limit == "" || in.Reason == "" {
+		return usageError{errors.New("starter budget set-limit BUDGET --period P --limit X --reason TEXT: the budget, --period, --limit and --reason are required")}
 	}
-	var err error
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
+		return err
+	}
+	if in.Limit, err = parseLimit(in.Pipelines, in.Budget, limit); err != nil {
 		return err
 	}
 	led, err := c.openLedgerToWrite(ctx)
@@ -167,11 +165,14 @@ func budgetRaise(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	c.print(res, func(w io.Writer) {
-		what := "raised"
-		if !res.Applied {
-			what = "already recorded (request " + res.Raise.RequestID + ")"
+		switch res.Raise.Change {
+		case ledger.LimitUnchanged:
+			fmt.Fprintf(w, "unchanged\tbudget %s period %s is %s already; nothing was recorded\n", res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency))
+		case "":
+			fmt.Fprintf(w, "already recorded (request %s)\tbudget %s period %s to %s, by %s: %s\n", res.Raise.RequestID, res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
+		default:
+			fmt.Fprintf(w, "%s\tbudget %s period %s from %s to %s, by %s: %s\n", res.Raise.Change, res.Raise.Budget, res.Raise.Period, money(res.Raise.Previous, res.Raise.Currency), money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
 		}
-		fmt.Fprintf(w, "%s\tbudget %s period %s to %s, by %s: %s\n", what, res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
 		fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
 		printBudgetPeriods(w, res.Raise.Budget, []operator.BudgetPeriodView{res.Period})
 		for _, id := range res.Nudged {
@@ -182,6 +183,52 @@ func budgetRaise(ctx context.Context, c *cli, args []string) error {
 		}
 	})
 	return nil
+}
+
+// parseLimit reads --limit: a positive integer of minor units of the
+// budget's currency. Major units ("12.50", "12.50 USD") are refused with
+// the conversion, so that no amount is guessed (docs/budgets.md).
+func parseLimit(set *pipeline.Set, budgetName, v string) (int64, error) {
+	currency := ""
+	for _, b := range set.Budgets() {
+		if b.Name == budgetName {
+			currency = b.Limit.Currency
+		}
+	}
+	if currency == "" {
+		return 0, nil // operator.RaiseBudget names the unknown budget
+	}
+	bad := func(format string, args ...any) error {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), allot.InvalidInput, nil)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err == nil {
+		if n <= 0 {
+			return 0, bad("--limit %s must be positive: give the new limit in minor units of %s, e.g. --limit %d for %s", v, currency, 100000, money(100000, currency))
+		}
+		return n, nil
+	}
+	amount, cur, _ := strings.Cut(strings.TrimSpace(v), " ")
+	if cur = strings.TrimSpace(cur); cur != "" && cur != currency {
+		return 0, bad("--limit %q: budget %s is in %s, not %s, and --limit takes minor units of %s (an integer)", v, budgetName, currency, cur, currency)
+	}
+	if minor, ok := minorUnits(amount, allot.CurrencyDigits(currency)); ok {
+		return 0, bad("--limit takes minor units of %s: %s is --limit %d", currency, money(minor, currency), minor)
+	}
+	return 0, bad("--limit %q is not an amount: give an integer of minor units of %s, e.g. --limit 1250 for %s", v, currency, money(1250, currency))
+}
+
+// minorUnits converts a decimal amount in major units ("12.5") to minor
+// units exactly, or reports false (more decimals than the currency has,
+// not a number, out of range).
+func minorUnits(amount string, digits int) (int64, bool) {
+	whole, frac, _ := strings.Cut(amount, ".")
+	if whole == "" || len(frac) > digits || strings.HasPrefix(whole, "-") || strings.HasPrefix(whole, "+") {
+		return 0, false
+	}
+	frac += strings.Repeat("0", digits-len(frac))
+	n, err := strconv.ParseInt(whole+frac, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // printForecasts writes the budget forecast of runs, one line a period.

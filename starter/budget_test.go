@@ -83,7 +83,7 @@ func TestBudgetListShowRaise(t *testing.T) {
 		"budget raise video-weekly --period 2026-08 --limit 1000 --reason x":       "ISO weeks",
 		"budget raise nope --period 2026-W32 --limit 1000 --reason x":              "not defined",
 		"budget raise video-weekly --period 2026-W32 --limit 1000":                 "required",
-		"budget raise video-weekly --period 2026-W32 --limit -5 --reason x":        "between 1 and",
+		"budget raise video-weekly --period 2026-W32 --limit -5 --reason x":        "must be positive",
 		"budget raise video-weekly --period 2026-W32 --limit 1000 --reason x --by": "flag needs an argument",
 	} {
 		code, _, stderr := run(t, strings.Fields(args)...)

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"allot"
 	"allot/app"
 	"allot/ledger"
 	"allot/operator"
@@ -21,14 +21,14 @@ import (
 // contacts a vendor.
 func importCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("import", false)
-	in := operator.ImportInput{By: os.Getenv("USER")}
+	var in operator.ImportInput
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline the old runs become episodes of (required)")
 	fs.StringVar(&in.From, "from", "", "a JSON Lines file of old runs, or a folder with one folder per old ID holding a state.json (required)")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "check everything and say what would be imported; write nothing")
 	fs.BoolVar(&in.InPlace, "in-place", false, "record the artifact files where they are instead of copying them into the data folder")
 	fs.BoolVar(&in.OverCap, "over-cap", false, "import old runs beyond the pipeline's max_episodes_per_period (refused without it); each such episode's import metadata records it")
 	fs.StringVar(&in.OverBudget, "over-budget", "", "why the old runs' costs may take a budget's period over its limit (refused without it); each such episode's import metadata records it with --by")
-	fs.StringVar(&in.By, "by", in.By, "who allows --over-budget (default $USER)")
+	fs.StringVar(&in.By, "by", "", "who allows --over-budget (default $USER, else the operating system's user name)")
 	fs.StringVar(&c.cfg.DataDir, "data-dir", c.cfg.DataDir, "artifacts are copied to DATA_DIR/artifacts/<pipeline>/<episode>/ (env "+app.EnvDataDir+", default data)")
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -36,8 +36,14 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" || in.From == "" {
 		return usageError{errors.New("--pipeline and --from are required")}
 	}
-	if in.OverBudget != "" && strings.TrimSpace(in.OverBudget) == "" || strings.TrimSpace(in.OverBudget) != "" && strings.TrimSpace(in.By) == "" {
+	if in.OverBudget != "" && strings.TrimSpace(in.OverBudget) == "" {
 		return usageError{errors.New("--over-budget needs a reason and who gives it: --over-budget REASON --by NAME")}
+	}
+	// Who allows --over-budget; the remedy a refusal prints names them too.
+	if by, err := allot.Actor(in.By); err == nil {
+		in.By = by
+	} else if strings.TrimSpace(in.OverBudget) != "" {
+		return usageError{err}
 	}
 	in.DataDir = c.cfg.DataDir
 	pipelines, err := c.cfg.LoadPipelines()

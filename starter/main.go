@@ -60,7 +60,7 @@ var commands = map[string]command{
 	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
 	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|catch-up|delete", scheduleCommand},
 	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility", runsCommand},
-	"budget":   {"money budgets per period: list|show|raise", budgetCommand},
+	"budget":   {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
 	"vendor":   {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
 }
 
@@ -174,7 +174,74 @@ func (c *cli) flags(name string, temporalFlags bool) *flag.FlagSet {
 	return fs
 }
 
+// freeTextFlags are the flags whose values the ledger keeps as free text:
+// each is bounded by allot.CheckText before anything is written.
+var freeTextFlags = []string{"reason", "note", "by", "over-budget", "request-id"}
+
+// scanFlags walks args as fs.Parse will: the flags given, in order, and
+// the index of the first argument that is not a flag (len(args) if none).
+func scanFlags(fs *flag.FlagSet, args []string) (names []string, positional int) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return names, i + 1
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return names, i
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		names = append(names, name)
+		f := fs.Lookup(name)
+		if f == nil || hasValue {
+			continue
+		}
+		if isBoolFlag(f) {
+			continue
+		}
+		i++ // the flag's value
+	}
+	return names, len(args)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// refuseRepeatedFlags refuses a flag given twice: every starter flag takes
+// one value, and the flag package would silently keep the last.
+func refuseRepeatedFlags(fs *flag.FlagSet, args []string) error {
+	names, _ := scanFlags(fs, args)
+	seen := map[string]bool{}
+	for _, n := range names {
+		// A switch given twice says the same thing; a value given twice
+		// would keep only the last.
+		if f := fs.Lookup(n); seen[n] && f != nil && !isBoolFlag(f) {
+			return fmt.Errorf("--%s is given twice: give it once (it takes one value; run one command per value)", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// parseNamed parses a command whose one positional argument (a budget's
+// name) may come before its flags or after them.
+func (c *cli) parseNamed(fs *flag.FlagSet, args []string) (string, error) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], c.parse(fs, args[1:])
+	}
+	_, i := scanFlags(fs, args)
+	if i < len(args) && (i == 0 || args[i-1] != "--") {
+		rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+		return args[i], c.parse(fs, rest)
+	}
+	return "", c.parse(fs, args)
+}
+
 func (c *cli) parse(fs *flag.FlagSet, args []string) error {
+	if err := refuseRepeatedFlags(fs, args); err != nil {
+		return usageError{err}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -183,6 +250,13 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q: every value goes with a flag", fs.Args())}
+	}
+	for _, name := range freeTextFlags {
+		if f := fs.Lookup(name); f != nil {
+			if err := allot.CheckText("--"+name, f.Value.String()); err != nil {
+				return usageError{err}
+			}
+		}
 	}
 	c.given = map[string]string{}
 	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = f.Value.String() })

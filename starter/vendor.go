@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -43,13 +42,16 @@ func vendorPause(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("vendor pause", false)
 	in := operator.VendorPauseInput{Name: name}
 	fs.StringVar(&in.Reason, "reason", "", "why (required): every waiting episode shows it")
-	fs.StringVar(&in.By, "by", os.Getenv("USER"), "who pauses it (default: $USER)")
+	fs.StringVar(&in.By, "by", "", "who pauses it (default $USER, else the operating system's user name)")
 	fs.BoolVar(&in.Polls, "polls", false, "pause look-ups, polls and downloads too, not only sends")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if strings.TrimSpace(in.Reason) == "" {
 		return usageError{fmt.Errorf("--reason is required: starter vendor pause %s --reason TEXT", name)}
+	}
+	if in.By, err = allot.Actor(in.By); err != nil {
+		return usageError{err}
 	}
 	if err := c.knownVendor(name); err != nil {
 		return err

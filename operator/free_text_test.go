@@ -1,0 +1,42 @@
+package operator
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"allot"
+	"allot/workflows"
+)
+
+// Every free text an operator command takes is bounded before anything is
+// sent or written: the zero Schedules and EpisodeCommands have no client,
+// so getting past the check would panic.
+func TestFreeTextIsBoundedBeforeAnythingHappens(t *testing.T) {
+	ctx := context.Background()
+	set := budgetPipelines(t)
+	long := strings.Repeat("n", allot.MaxTextLen+1)
+	s := &Schedules{Pipelines: set}
+	for name, call := range map[string]func() error{
+		"schedule pause":   func() error { _, err := s.Pause(ctx, "weekly", long); return err },
+		"schedule unpause": func() error { _, err := s.Unpause(ctx, "weekly", "bell\a"); return err },
+		"schedule create":  func() error { _, err := s.Create(ctx, ScheduleInput{Pipeline: "weekly", Note: long}); return err },
+		"episode approve": func() error {
+			_, err := (&EpisodeCommands{Pipelines: set}).Send(ctx, CommandInput{Pipeline: "weekly", EpisodeID: "2026-W32-0", Update: "approve", Request: workflows.DecisionRequest{Reason: long}})
+			return err
+		},
+		"import --over-budget": func() error {
+			_, err := Import(ctx, nil, set, ImportInput{Pipeline: "weekly", From: "old.jsonl", OverBudget: long, By: "maria"})
+			return err
+		},
+		"import --by": func() error {
+			_, err := Import(ctx, nil, set, ImportInput{Pipeline: "weekly", From: "old.jsonl", OverBudget: "paid", By: long})
+			return err
+		},
+	} {
+		err := call()
+		if !isType(err, allot.InvalidInput) || !strings.Contains(err.Error(), "--") {
+			t.Errorf("%s with a text over the bound: %v, want InvalidInput naming the flag", name, err)
+		}
+	}
+}
