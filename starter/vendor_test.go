@@ -253,3 +253,14 @@ func TestShowPrintsAStepWaitingForItsVendor(t *testing.T) {
 		}
 	}
 }
+
+// An ALLOT_ variable with a typo is not ignored without a word: the
+// starter warns, naming the variable it was probably meant to be.
+func TestStarterWarnsAboutUnknownAllotVariables(t *testing.T) {
+	vendorEnv(t)
+	t.Setenv("ALLOT_VENDOR_RATEE", "2")
+	code, _, stderr := run(t, "vendor", "list")
+	if code != exitOK || !strings.Contains(stderr, "variable=ALLOT_VENDOR_RATEE closest=ALLOT_VENDOR_RATE") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
