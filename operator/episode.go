@@ -421,8 +421,8 @@ func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult,
 	if err := pipeline.ValidateName(in.Pipeline); err != nil {
 		return CostsResult{}, err
 	}
-	if in.Period != "" && !periodPattern.MatchString(in.Period) {
-		return CostsResult{}, fmt.Errorf("period %q is not a period: use an ISO week like 2026-W32 or a day like 2026-08-07", in.Period)
+	if err := checkPipelinePeriod(in.Pipelines, in.Pipeline, in.Period); err != nil {
+		return CostsResult{}, err
 	}
 	if err := KnownPipeline(ctx, led, in.Pipelines, in.Pipeline); err != nil {
 		return CostsResult{}, err
