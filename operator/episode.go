@@ -242,6 +242,9 @@ type ShowResult struct {
 	// approval gate, its approve and reject (a parked episode's are its
 	// attention's remedies).
 	Next []string `json:"next,omitempty"`
+	// VendorNow is the state now of the vendor a step waits for (the
+	// workflow's recorded wait is as of when it was recorded).
+	VendorNow *VendorNow `json:"vendor_now,omitempty"`
 }
 
 // WorkflowStatus is the Episode workflow's status and, while it runs, its
@@ -325,6 +328,11 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 		}
 		if w := out.Workflow; w != nil && w.State != nil && w.State.Stage == allot.StageWaitingApproval {
 			out.Next = ApprovalCommands(pipelineName, episodeID)
+		}
+		if w := out.Workflow; w != nil && w.State != nil && w.State.Waiting != nil {
+			if out.VendorNow, err = vendorNow(ctx, led, w.State.Waiting.Vendor); err != nil {
+				return ShowResult{}, err
+			}
 		}
 	}
 	return out, nil

@@ -275,3 +275,64 @@ func KnownVendor(set *pipeline.Set, name string) error {
 		fmt.Sprintf("vendor %q is not in the pipeline file: name one of %s (\"default\" is the worker's ALLOT_VENDOR_URL); `%s` shows them", name, strings.Join(known, ", "), allot.VendorListCommand()),
 		allot.InvalidInput, nil)
 }
+
+// VendorNow is a vendor's state as the workers act on it now, from the
+// ledger: `episode show` prints it under a step waiting for the vendor,
+// whose recorded wait (a probe time, say) may be stale.
+type VendorNow struct {
+	Vendor  string    `json:"vendor"`
+	Status  string    `json:"status"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
+
+// VendorNowOf says what a step waiting for the vendor waits for now: its
+// pause, its breaker under the limits the workers recorded (a breaker no
+// longer configured stops nobody), or nothing (the wait ends at the
+// step's next attempt).
+func VendorNowOf(s ledger.VendorState, enforced EnforcedLimits, at time.Time) VendorNow {
+	now := VendorNow{Vendor: s.Vendor, Status: s.Status(), At: at}
+	const next = "the wait ends at the step's next attempt"
+	switch {
+	case s.Paused:
+		now.Message = fmt.Sprintf("paused since %s by %s: %s; its steps go on after: %s", s.PausedAt.Format(time.RFC3339), dash(s.PausedBy), s.PauseReason, allot.VendorResumeCommand(s.Vendor))
+	case s.Tripped() && !enforced.Known:
+		now.Message = fmt.Sprintf("tripped since %s (%s); no worker has recorded the limits it enforces, so when its probe goes is not known", s.TrippedAt.Format(time.RFC3339), s.LastError)
+	case s.Tripped() && enforced.Limits.TripAfter <= 0:
+		now.Status = "active"
+		now.Message = fmt.Sprintf("active: its breaker is no longer configured (no trip_after in the limits worker %s recorded at %s); %s",
+			enforced.Worker, enforced.At.Format(time.RFC3339), next)
+	case s.Tripped():
+		probe := s.TrippedAt.Add(enforced.Limits.CoolDownDuration())
+		if probe.After(at) {
+			now.Message = fmt.Sprintf("tripped since %s (%s); one probe goes at %s", s.TrippedAt.Format(time.RFC3339), s.LastError, probe.Format(time.RFC3339))
+		} else {
+			now.Message = fmt.Sprintf("tripped since %s (%s); its cool-down is over: the step's next attempt is the probe", s.TrippedAt.Format(time.RFC3339), s.LastError)
+		}
+	default:
+		now.Message = "active: " + next
+	}
+	return now
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// vendorNow reads a vendor's state and the workers' limits of it now.
+func vendorNow(ctx context.Context, led *ledger.Ledger, vendor string) (*VendorNow, error) {
+	at := time.Now()
+	s, err := led.VendorStateOf(ctx, vendor, at)
+	if err != nil {
+		return nil, err
+	}
+	enforced, err := ReadEnforcedLimits(ctx, led)
+	if err != nil {
+		return nil, err
+	}
+	now := VendorNowOf(s, enforced[vendor], at)
+	return &now, nil
+}

@@ -241,12 +241,15 @@ func TestShowPrintsAStepWaitingForItsVendor(t *testing.T) {
 			}},
 		},
 	}
+	res.VendorNow = &operator.VendorNow{Vendor: "videogen", Status: "active", Message: "active: the wait ends at the step's next attempt", At: since.Add(9 * time.Minute)}
 	var b bytes.Buffer
 	printShow(&b, res)
 	out := b.String()
 	for _, want := range []string{
 		"status\twaiting_vendor",
 		"video waits for vendor videogen since 2026-08-03T02:00:05Z, vendor_paused: vendor videogen is paused by alice: bills twice",
+		// The recorded wait is followed by the vendor's state now.
+		"\tvendor videogen now (2026-08-03T02:09:05Z): active: the wait ends at the step's next attempt",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("episode show lacks %q:\n%s", want, out)
