@@ -59,14 +59,17 @@ type Config struct {
 }
 
 // ConfigFromEnv reads the ALLOT_* variables; unset ones keep their defaults.
-func ConfigFromEnv() Config {
-	limits, err := pipeline.LimitsFromEnv(os.Getenv)
+// Every name it reads is in KnownEnv.
+func ConfigFromEnv() Config { return configFrom(os.Getenv) }
+
+func configFrom(getenv func(string) string) Config {
+	limits, err := pipeline.LimitsFromEnv(getenv)
 	return Config{
-		Ledger:          os.Getenv(EnvLedger),
-		Pipelines:       os.Getenv(EnvPipelines),
-		DataDir:         os.Getenv(EnvDataDir),
-		TaskQueue:       os.Getenv(EnvTaskQueue),
-		VendorURL:       os.Getenv(EnvVendorURL),
+		Ledger:          getenv(EnvLedger),
+		Pipelines:       getenv(EnvPipelines),
+		DataDir:         getenv(EnvDataDir),
+		TaskQueue:       getenv(EnvTaskQueue),
+		VendorURL:       getenv(EnvVendorURL),
 		VendorLimits:    limits,
 		vendorLimitsErr: err,
 	}

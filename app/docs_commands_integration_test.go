@@ -169,6 +169,7 @@ func docSteps() []docStep {
 		{line: `run --pipeline weekly-digest --nominal-time 2026-08-03T02:00:00Z --follow`, elsewhere: "examples/custom-worker/main_test.go TestDocsBuildAndRunTheCustomWorker"},
 		{line: `vendor pause videogen --reason "bills twice since 09:10"`, want: `paused`},
 		{line: `vendor list`, want: `videogen`},
+		{line: `vendor list --history`, want: `videogen\s+pause\s+\S+\s+\S+\s+bills twice since 09:10`},
 		{line: `vendor resume videogen`, want: `videogen`},
 
 		// operating.md, the starter CLI; the import first, so that its

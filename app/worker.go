@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"allot/catchup"
 	"allot/ledger"
 	"allot/metrics"
+	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"
@@ -121,6 +123,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	// start instead (docs/design.md, "Budgets").
 	if err := led.CheckBudgetShapes(ctx, pipelines.Budgets()); err != nil {
 		return err
+	}
+	// The limits this worker enforces, per vendor, go in the ledger so
+	// that `starter vendor list` and `episode show` show what the workers
+	// act on, not the asking process's environment (docs/design.md,
+	// "Vendor controls").
+	if err := operator.RecordEnforcedLimits(ctx, led, pipelines, workerIdentity()); err != nil {
+		return fmt.Errorf("record the vendor limits this worker enforces: %w", err)
 	}
 
 	opts := cfg.Temporal
@@ -274,4 +283,11 @@ func hostPort(opts client.Options) string {
 		return client.DefaultHostPort
 	}
 	return opts.HostPort
+}
+
+// workerIdentity names this worker process as Temporal's default identity
+// does (pid@host), for the limits it records.
+func workerIdentity() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d@%s", os.Getpid(), host)
 }

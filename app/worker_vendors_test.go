@@ -13,6 +13,9 @@ import (
 	"allot"
 	"allot/app"
 	"allot/internal/allottest"
+	"allot/ledger"
+	"allot/operator"
+	"allot/pipeline"
 )
 
 // vendorPipelines: "video" (paid) on the http vendor studio, whose key is
@@ -116,5 +119,40 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 	// Every key a step needs is there: the worker gets as far as Temporal.
 	if err := start("http://127.0.0.1:1", paidvendor.NewStaticCredentials("k")); allottest.ErrorType(err) != "" || err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
 		t.Fatalf("with every key: RunWorker = %v, want it to get as far as dialing Temporal", err)
+	}
+}
+
+// A starting worker records in the ledger the limits it enforces per
+// vendor (the default vendor's from its ALLOT_VENDOR_*), before it dials
+// Temporal: `starter vendor list` reads them there, not its own
+// environment.
+func TestWorkerRecordsTheLimitsItEnforces(t *testing.T) {
+	dir := t.TempDir()
+	pipelines := filepath.Join(dir, "pipelines.toml")
+	if err := os.WriteFile(pipelines, []byte("[[pipeline]]\nname = \"weekly\"\n  [[pipeline.step]]\n  name = \"cover\"\n  kind = \"paid\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledgerURL := "sqlite:" + filepath.Join(dir, "allot.db")
+	ctx, cancel := allottest.Context(t, 30*time.Second)
+	defer cancel()
+	err := app.RunWorker(ctx, app.WorkerConfig{
+		Config:      app.Config{Ledger: ledgerURL, DataDir: dir, Pipelines: pipelines, VendorURL: "http://127.0.0.1:1", VendorLimits: pipeline.VendorLimits{Rate: 2}},
+		Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // never reached
+		Credentials: paidvendor.NewStaticCredentials("k"),
+	})
+	if err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
+		t.Fatalf("RunWorker = %v, want it to get as far as dialing Temporal", err)
+	}
+	led, err := ledger.Open(ctx, ledgerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	enforced, err := operator.ReadEnforcedLimits(ctx, led)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := enforced[pipeline.DefaultVendor]; !d.Known || d.Limits.Rate != 2 || d.Worker == "" || d.At.IsZero() {
+		t.Fatalf("the default vendor's recorded limits: %+v (all: %+v)", d, enforced)
 	}
 }

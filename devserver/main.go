@@ -44,6 +44,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "devserver: unexpected arguments %q: every value goes with a flag\n", flag.Args())
 		os.Exit(2)
 	}
+	app.WarnUnknownEnv(logger, os.Environ())
 	cfg.Logger = logger
 	cfg.Ready = func(info devstack.Info) { printWhereToLook(cfg, info) }
 

@@ -126,6 +126,8 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BudgetGaugedPeriods", testBudgetGaugedPeriods},
 		// Vendor controls: pause, slots, rate, breaker (vendor_conformance_test.go).
 		{"VendorPauseResume", testVendorPauseResume},
+		{"VendorPauseHistory", testVendorPauseHistory},
+		{"VendorEnforcedLimits", testVendorEnforcedLimits},
 		{"VendorSlots", testVendorSlots},
 		{"VendorSlotsConcurrent", testVendorSlotsConcurrent},
 		{"VendorRate", testVendorRate},

@@ -56,9 +56,10 @@ func testVendorPauseResume(t *testing.T, l *Ledger) {
 		}
 		_, _ = l.ReleaseVendor(ctx, VendorRelease{Vendor: "videogen", Holder: "b", Outcome: VendorNoVerdict, Limits: lim})
 	}
-	// Pausing again takes the new scope and reason, keeps since when.
+	// Pausing again widens the scope and keeps the first pause: its
+	// reason, who and since when.
 	s, err = l.PauseVendor(ctx, VendorPause{Vendor: "videogen", Reason: "garbage results", By: "bob", Polls: true, At: t0.Add(time.Hour)})
-	if err != nil || !s.PausePolls || s.PauseReason != "garbage results" || s.PausedBy != "bob" || !s.PausedAt.Equal(t0) {
+	if err != nil || !s.PausePolls || s.PauseReason != "bills twice" || s.PausedBy != "alice" || !s.PausedAt.Equal(t0) {
 		t.Fatalf("paused again: %+v, %v", s, err)
 	}
 	if g := mustAcquire(t, l, vendorReq("c", VendorPoll, VendorLimits{}, t0.Add(time.Hour))); g.Granted || g.Wait != WaitPaused {
@@ -334,5 +335,77 @@ func testVendorBreaker(t *testing.T, l *Ledger) {
 	}
 	if g := mustAcquire(t, l, vendorReq("u", VendorSend, lim, next.Add(time.Minute))); !g.Granted || g.Probe {
 		t.Fatalf("after resume: %+v", g)
+	}
+}
+
+// testVendorPauseHistory: a second pause keeps the first one's reason,
+// who and since, and every request (pause, pause, resume) is in the
+// history in order; a pause without polls does not narrow one with polls.
+func testVendorPauseHistory(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	if _, err := l.PauseVendor(ctx, VendorPause{Vendor: "videogen", Reason: "bills twice since 09:10", By: "alice", Polls: true, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.PauseVendor(ctx, VendorPause{Vendor: "videogen", Reason: "still broken", By: "bob", At: t0.Add(time.Minute)})
+	if err != nil || s.PauseReason != "bills twice since 09:10" || s.PausedBy != "alice" || !s.PausedAt.Equal(t0) || !s.PausePolls {
+		t.Fatalf("a second pause replaced the first: %+v, %v", s, err)
+	}
+	if _, err := l.PauseVendor(ctx, VendorPause{Vendor: "covers", Reason: "other", By: "carol", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ResumeVendorBy(ctx, "videogen", "dave", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// Resuming an active vendor adds nothing.
+	if _, err := l.ResumeVendorBy(ctx, "videogen", "dave", t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.VendorPauseHistory(ctx, "videogen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []VendorPauseEvent{
+		{Vendor: "videogen", Action: "pause", Reason: "bills twice since 09:10", By: "alice", Polls: true, At: t0},
+		{Vendor: "videogen", Action: "pause", Reason: "still broken", By: "bob", At: t0.Add(time.Minute)},
+		{Vendor: "videogen", Action: "resume", By: "dave", At: t0.Add(time.Hour)},
+	}
+	if len(h) != len(want) {
+		t.Fatalf("history: %+v, want %+v", h, want)
+	}
+	for i := range want {
+		if h[i].Vendor != want[i].Vendor || h[i].Action != want[i].Action || h[i].Reason != want[i].Reason || h[i].By != want[i].By ||
+			h[i].Polls != want[i].Polls || !h[i].At.Equal(want[i].At) {
+			t.Fatalf("history[%d]: %+v, want %+v", i, h[i], want[i])
+		}
+	}
+	all, err := l.VendorPauseHistory(ctx, "")
+	if err != nil || len(all) != 4 {
+		t.Fatalf("every vendor's history: %+v, %v", all, err)
+	}
+}
+
+// testVendorEnforcedLimits: the limits a worker records are read back per
+// vendor, and a later worker's record replaces an earlier one's.
+func testVendorEnforcedLimits(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	if got, err := l.EnforcedVendorLimits(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("before any worker: %+v, %v", got, err)
+	}
+	if err := l.RecordEnforcedLimits(ctx, "", map[string]string{"videogen": "{}"}, t0); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("a record without the worker: %v", err)
+	}
+	if err := l.RecordEnforcedLimits(ctx, "w1", map[string]string{"videogen": `{"trip_after":3}`, "default": "{}"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordEnforcedLimits(ctx, "w2", map[string]string{"videogen": "{}"}, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.EnforcedVendorLimits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, d := got["videogen"], got["default"]
+	if len(got) != 2 || v.Limits != "{}" || v.Worker != "w2" || !v.RecordedAt.Equal(t0.Add(time.Minute)) || d.Worker != "w1" || d.Limits != "{}" {
+		t.Fatalf("enforced limits: %+v", got)
 	}
 }

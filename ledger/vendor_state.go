@@ -551,31 +551,87 @@ type VendorPause struct {
 
 // PauseVendor pauses a vendor for every worker: no send (and with Polls no
 // request at all) goes to it until ResumeVendor. Pausing a paused vendor
-// keeps its first time and takes the new reason and scope. The reason is
-// required: every wait says why.
+// keeps the first pause (its reason, who and since: the reason people
+// look for) and may only widen it to polls; every request is kept in the
+// pause history (VendorPauseHistory). The reason is required: every wait
+// says why.
 func (l *Ledger) PauseVendor(ctx context.Context, p VendorPause) (VendorState, error) {
 	if strings.TrimSpace(p.Reason) == "" {
 		return VendorState{}, invalid("pausing vendor %s needs a reason (--reason TEXT): every waiting episode shows it", p.Vendor)
 	}
 	at := vendorAt(p.At)
-	return l.vendorTx(ctx, p.Vendor, at, func(_ *sql.Tx, s *VendorState) error {
+	reason, by := truncate(p.Reason, 500), truncate(p.By, 200)
+	return l.vendorTx(ctx, p.Vendor, at, func(tx *sql.Tx, s *VendorState) error {
 		if !s.Paused {
-			s.PausedAt = at
+			s.PausedAt, s.PauseReason, s.PausedBy = at, reason, by
 		}
-		s.Paused, s.PausePolls, s.PauseReason, s.PausedBy = true, p.Polls, truncate(p.Reason, 500), truncate(p.By, 200)
-		return nil
+		s.Paused, s.PausePolls = true, s.PausePolls || p.Polls
+		return l.addVendorPause(ctx, tx, VendorPauseEvent{Vendor: p.Vendor, Action: "pause", Reason: reason, By: by, Polls: p.Polls, At: at})
 	})
 }
 
 // ResumeVendor lets requests go to a vendor again: it lifts an operator's
 // pause and closes a tripped breaker (its failures start from zero).
-// Resuming an active vendor changes nothing.
+// Resuming an active vendor changes nothing; resuming a paused one is
+// kept in the pause history.
 func (l *Ledger) ResumeVendor(ctx context.Context, vendor string, at time.Time) (VendorState, error) {
-	return l.vendorTx(ctx, vendor, vendorAt(at), func(_ *sql.Tx, s *VendorState) error {
+	return l.ResumeVendorBy(ctx, vendor, "", at)
+}
+
+// ResumeVendorBy is ResumeVendor naming who resumes, for the history.
+func (l *Ledger) ResumeVendorBy(ctx context.Context, vendor, by string, at time.Time) (VendorState, error) {
+	at = vendorAt(at)
+	return l.vendorTx(ctx, vendor, at, func(tx *sql.Tx, s *VendorState) error {
+		if s.Paused {
+			if err := l.addVendorPause(ctx, tx, VendorPauseEvent{Vendor: vendor, Action: "resume", By: truncate(by, 200), At: at}); err != nil {
+				return err
+			}
+		}
 		s.Paused, s.PausePolls, s.PauseReason, s.PausedBy, s.PausedAt = false, false, "", "", time.Time{}
 		s.Failures, s.TrippedAt, s.ProbeHolder, s.ProbeUntil = 0, time.Time{}, "", time.Time{}
 		return nil
 	})
+}
+
+// VendorPauseEvent is one operator request in a vendor's pause history.
+type VendorPauseEvent struct {
+	Vendor string    `json:"vendor"`
+	Action string    `json:"action"` // pause or resume
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	Polls  bool      `json:"polls,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+func (l *Ledger) addVendorPause(ctx context.Context, tx *sql.Tx, e VendorPauseEvent) error {
+	if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO vendor_pauses (vendor, action, reason, requested_by, polls, requested_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		e.Vendor, e.Action, e.Reason, e.By, e.Polls, l.d.timeArg(e.At)); err != nil {
+		return fmt.Errorf("ledger %s: record the %s of vendor %s: %w", l.where, e.Action, e.Vendor, err)
+	}
+	return nil
+}
+
+// VendorPauseHistory lists the pause and resume requests of a vendor
+// (every vendor when vendor is ""), oldest first.
+func (l *Ledger) VendorPauseHistory(ctx context.Context, vendor string) ([]VendorPauseEvent, error) {
+	q, args := `SELECT vendor, action, reason, requested_by, polls, requested_at FROM vendor_pauses ORDER BY id`, []any{}
+	if vendor != "" {
+		q, args = `SELECT vendor, action, reason, requested_by, polls, requested_at FROM vendor_pauses WHERE vendor = ? ORDER BY id`, []any{vendor}
+	}
+	rows, err := l.r.QueryContext(ctx, l.d.q(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: read the pause history: %w", l.where, err)
+	}
+	defer rows.Close()
+	var out []VendorPauseEvent
+	for rows.Next() {
+		var e VendorPauseEvent
+		if err := rows.Scan(&e.Vendor, &e.Action, &e.Reason, &e.By, &e.Polls, dbTime{&e.At}); err != nil {
+			return nil, fmt.Errorf("ledger %s: read the pause history: %w", l.where, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 // VendorStates lists every vendor with state in the ledger, by name, with

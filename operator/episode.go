@@ -245,6 +245,9 @@ type ShowResult struct {
 	// approval gate, its approve and reject (a parked episode's are its
 	// attention's remedies).
 	Next []string `json:"next,omitempty"`
+	// VendorNow is the state now of the vendor a step waits for (the
+	// workflow's recorded wait is as of when it was recorded).
+	VendorNow *VendorNow `json:"vendor_now,omitempty"`
 }
 
 // WorkflowStatus is the Episode workflow's status and, while it runs, its
@@ -328,6 +331,11 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 		}
 		if w := out.Workflow; w != nil && w.State != nil && w.State.Stage == allot.StageWaitingApproval {
 			out.Next = ApprovalCommands(pipelineName, episodeID)
+		}
+		if w := out.Workflow; w != nil && w.State != nil && w.State.Waiting != nil {
+			if out.VendorNow, err = vendorNow(ctx, led, w.State.Waiting.Vendor); err != nil {
+				return ShowResult{}, err
+			}
 		}
 	}
 	return out, nil
@@ -424,8 +432,8 @@ func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult,
 	if err := pipeline.ValidateName(in.Pipeline); err != nil {
 		return CostsResult{}, err
 	}
-	if in.Period != "" && !periodPattern.MatchString(in.Period) {
-		return CostsResult{}, fmt.Errorf("period %q is not a period: use an ISO week like 2026-W32 or a day like 2026-08-07", in.Period)
+	if err := checkPipelinePeriod(in.Pipelines, in.Pipeline, in.Period); err != nil {
+		return CostsResult{}, err
 	}
 	if err := KnownPipeline(ctx, led, in.Pipelines, in.Pipeline); err != nil {
 		return CostsResult{}, err

@@ -2,15 +2,38 @@ package operator
 
 import (
 	"context"
-	"fmt"
-	"regexp"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 )
 
-var periodPattern = regexp.MustCompile(`^\d{4}-(W\d{2}|\d{2}-\d{2})$`)
+// checkPipelinePeriod refuses a --period that is not one of the
+// pipeline's periods, with the same error and fix as a budget's
+// (pipeline.CheckPeriodOf); "" is every period. A pipeline gone from the
+// file (its episodes stay in the ledger) takes a day or an ISO week.
+func checkPipelinePeriod(set *pipeline.Set, name, period string) error {
+	if period == "" {
+		return nil
+	}
+	var err error
+	var p *pipeline.Pipeline
+	if set != nil {
+		p, _ = set.Get(name)
+	}
+	if p != nil {
+		err = p.CheckPeriod(period)
+	} else if kind, ok := pipeline.BudgetPeriodKindOf(period); !ok || kind == pipeline.Month {
+		err = pipeline.CheckPeriodOf(pipeline.ISOWeek, "pipeline "+name, period)
+	}
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+	}
+	return nil
+}
 
 // EpisodesInput selects episodes of one pipeline, optionally one period.
 type EpisodesInput struct {
@@ -33,8 +56,8 @@ func Episodes(ctx context.Context, led *ledger.Ledger, in EpisodesInput) (Episod
 	if err := pipeline.ValidateName(in.Pipeline); err != nil {
 		return EpisodesResult{}, err
 	}
-	if in.Period != "" && !periodPattern.MatchString(in.Period) {
-		return EpisodesResult{}, fmt.Errorf("period %q is not a period: use an ISO week like 2026-W32 or a day like 2026-08-07", in.Period)
+	if err := checkPipelinePeriod(in.Pipelines, in.Pipeline, in.Period); err != nil {
+		return EpisodesResult{}, err
 	}
 	if err := KnownPipeline(ctx, led, in.Pipelines, in.Pipeline); err != nil {
 		return EpisodesResult{}, err

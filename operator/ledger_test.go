@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite" // the driver the ledger uses; the check test edits the file directly
 
 	"allot/ledger"
+	"allot/pipeline"
 )
 
 // testLedger is a SQLite ledger in the test's temporary directory.
@@ -114,15 +115,37 @@ func TestEpisodesListsThePipelinesEpisodesByPeriod(t *testing.T) {
 func TestLedgerCommandsRefuseBadInput(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
-	for _, period := range []string{"W32", "2026-W3", "2026-w32", "2026-8-7", "2026-08-07T00:00:00Z", "32", "2026-W32 "} {
-		_, err := Episodes(ctx, l.led, EpisodesInput{Pipeline: "weekly", Period: period})
-		if err == nil || !strings.Contains(err.Error(), "is not a period") {
-			t.Errorf("Episodes with period %q: %v, want it refused as not a period", period, err)
+	// One check for every --period (pipeline.CheckPeriodOf): the same
+	// error and fix from episodes and costs, as from budget show.
+	for _, period := range []string{"W32", "2026-W3", "2026-w32", "2026-8-7", "2026-08-07T00:00:00Z", "32", "2026-W32 ", "2026-W99", "last-week", "2025-W53", "2026-08"} {
+		_, eerr := Episodes(ctx, l.led, EpisodesInput{Pipeline: "weekly", Period: period})
+		_, cerr := Costs(ctx, l.led, CostsInput{Pipeline: "weekly", Period: period})
+		if eerr == nil || !strings.Contains(eerr.Error(), fmt.Sprintf("pipeline weekly: period %q is not", period)) &&
+			!strings.Contains(eerr.Error(), fmt.Sprintf("pipeline weekly counts ISO weeks: period %q is not one; write it like 2026-W32", period)) || !isType(eerr, allot.InvalidInput) {
+			t.Errorf("Episodes with period %q: %v, want it refused as not a period of the pipeline", period, eerr)
 		}
-		_, err = Costs(ctx, l.led, CostsInput{Pipeline: "weekly", Period: period})
-		if err == nil || !strings.Contains(err.Error(), "is not a period") {
-			t.Errorf("Costs with period %q: %v, want it refused as not a period", period, err)
+		if cerr == nil || fmt.Sprint(cerr) != fmt.Sprint(eerr) {
+			t.Errorf("Costs with period %q: %v, want the same error as episodes: %v", period, cerr, eerr)
 		}
+	}
+	// With the pipeline file, the pipeline's kind decides: a day is not a
+	// period of an ISO-week pipeline, a week not one of a daily one; the
+	// error is the one budget show gives for its budget.
+	set, err := pipeline.Parse([]byte(budgetSet), "budgets_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Episodes(ctx, l.led, EpisodesInput{Pipeline: "weekly", Period: "2026-08-07", Pipelines: set}); err == nil ||
+		!strings.Contains(err.Error(), `pipeline weekly counts ISO weeks: period "2026-08-07" is not one; write it like 2026-W32`) {
+		t.Errorf("a day for an ISO-week pipeline: %v", err)
+	}
+	if _, err := Costs(ctx, l.led, CostsInput{Pipeline: "daily", Period: "2026-W32", Pipelines: set}); err == nil ||
+		!strings.Contains(err.Error(), `pipeline daily counts days: period "2026-W32" is not one; write it like 2026-08-07`) {
+		t.Errorf("a week for a daily pipeline: %v", err)
+	}
+	_, berr := BudgetShow(ctx, l.led, BudgetShowInput{Pipelines: set, Budget: "video-weekly", Period: "2026-W99"})
+	if berr == nil || !strings.Contains(berr.Error(), `budget video-weekly counts ISO weeks: period "2026-W99" is not one; write it like 2026-W32`) {
+		t.Errorf("budget show with 2026-W99: %v", berr)
 	}
 	for _, period := range []string{"2026-W32", "2026-W01", "2026-08-07", "2027-01-01"} {
 		if _, err := Episodes(ctx, l.led, EpisodesInput{Pipeline: "weekly", Period: period}); err != nil {

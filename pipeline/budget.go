@@ -278,41 +278,16 @@ func (s *Set) MaxCostOf(pipelineName string, pinned Step) *allot.Money {
 
 // CheckPeriod refuses text that is not one of the budget's periods in
 // canonical form: "2026-08-07" (day), "2026-W32" (iso-week), "2026-08"
-// (month).
+// (month) (CheckPeriodOf).
 func (b Budget) CheckPeriod(period string) error {
-	var start time.Time
-	switch b.Period {
-	case Day:
-		t, err := time.Parse("2006-01-02", period)
-		if err != nil {
-			return fmt.Errorf("budget %s counts days: period %q is not one; write it like 2026-08-07", b.Name, period)
-		}
-		start = t
-	case Month:
-		t, err := time.Parse("2006-01", period)
-		if err != nil {
-			return fmt.Errorf("budget %s counts months: period %q is not one; write it like 2026-08", b.Name, period)
-		}
-		start = t
-	default:
-		var year, week int
-		if n, err := fmt.Sscanf(period, "%4d-W%2d", &year, &week); err != nil || n != 2 || week < 1 || week > 53 {
-			return fmt.Errorf("budget %s counts ISO weeks: period %q is not one; write it like 2026-W32", b.Name, period)
-		}
-		jan4 := time.Date(year, time.January, 4, 12, 0, 0, 0, time.UTC)
-		start = jan4.AddDate(0, 0, -((int(jan4.Weekday())+6)%7)+(week-1)*7)
-	}
-	if got := PeriodOf(b.Period, start.Add(12*time.Hour)); got != period {
-		return fmt.Errorf("budget %s: period %q is not a %s period (did you mean %s?)", b.Name, period, b.Period, got)
-	}
-	return nil
+	return CheckPeriodOf(b.Period, "budget "+b.Name, period)
 }
 
 // BudgetPeriodKindOf is the kind of budget period the text is, by its
 // form: "2026-08-07" a day, "2026-W32" an ISO week, "2026-08" a month.
 func BudgetPeriodKindOf(period string) (PeriodKind, bool) {
 	for _, k := range []PeriodKind{Day, ISOWeek, Month} {
-		if (Budget{Period: k}).CheckPeriod(period) == nil {
+		if CheckPeriodOf(k, "", period) == nil {
 			return k, true
 		}
 	}

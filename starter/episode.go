@@ -95,6 +95,11 @@ func printShow(w io.Writer, res operator.ShowResult) {
 			}
 			if v := res.Workflow.State.Waiting; v != nil {
 				stage += fmt.Sprintf(" (%s waits for vendor %s since %s, %s: %s)", v.Step, v.Vendor, v.Since.Format(time.RFC3339), v.Reason, v.Message)
+				// The recorded wait is as of Since; what the workers act
+				// on now is the ledger's.
+				if n := res.VendorNow; n != nil {
+					stage += fmt.Sprintf("\n\tvendor %s now (%s): %s", n.Vendor, n.At.Format(time.RFC3339), n.Message)
+				}
 			}
 		}
 		fmt.Fprintf(w, "workflow\t%s %s%s\n", res.Workflow.WorkflowID, res.Workflow.Status, stage)

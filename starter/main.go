@@ -120,6 +120,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
+	app.WarnUnknownEnv(slog.New(slog.NewTextHandler(stderr, nil)), os.Environ())
 	env := &cli{cfg: app.ConfigFromEnv(), stdout: stdout, stderr: stderr}
 	err := cmd.run(ctx, env, args[1:])
 	var uerr usageError

@@ -82,6 +82,7 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	fs := c.flags("vendor resume", false)
+	by := fs.String("by", os.Getenv("USER"), "who resumes it, for the pause history (default: $USER)")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer led.Close()
-	v, err := operator.ResumeVendor(ctx, led, pipelines, name)
+	v, err := operator.ResumeVendorBy(ctx, led, pipelines, name, *by)
 	if err != nil {
 		return err
 	}
@@ -105,6 +106,7 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 
 func vendorList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("vendor list", false)
+	history := fs.Bool("history", false, "print every pause and resume request (who, when, why), oldest first")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -121,17 +123,38 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 	default:
 		defer led.Close()
 	}
+	if *history {
+		h, err := operator.VendorPauseHistory(ctx, led, "")
+		if err != nil {
+			return err
+		}
+		c.print(h, func(w io.Writer) {
+			fmt.Fprintln(w, "VENDOR\tACTION\tAT\tBY\tREASON")
+			for _, e := range h {
+				reason := e.Reason
+				if e.Polls {
+					reason += " (polls too)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Vendor, e.Action, e.At.Format(time.RFC3339), dash(e.By), dash(reason))
+			}
+		})
+		return nil
+	}
 	vs, err := operator.ListVendors(ctx, led, pipelines)
 	if err != nil {
 		return err
 	}
 	c.print(vs, func(w io.Writer) {
 		fmt.Fprintln(w, "VENDOR\tSTATE\tSINCE\tIN FLIGHT\tTOKENS\tFAILURES\tREASON")
+		var unrecorded []string
 		for _, v := range vs {
 			since := "-"
 			if !v.Since.IsZero() {
 				since = v.Since.Format(time.RFC3339)
 			}
+			// The limits are the ones the workers recorded in the ledger,
+			// never this process's ALLOT_VENDOR_* (docs/design.md, "Vendor
+			// controls").
 			inFlight := strconv.Itoa(v.InFlightSend + v.InFlightPoll)
 			if m := v.Limits.MaxInFlight; m > 0 {
 				inFlight += "/" + strconv.Itoa(m)
@@ -148,10 +171,21 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 			if v.Status == "paused" && v.PausedBy != "" {
 				reason += " (by " + v.PausedBy + ")"
 			}
+			if v.LatestPause != nil {
+				reason += fmt.Sprintf("; %d later pause request(s), the latest by %s at %s: %s", v.LaterPauses, dash(v.LatestPause.By),
+					v.LatestPause.At.Format(time.RFC3339), v.LatestPause.Reason)
+			}
 			if v.Unknown {
 				reason = strings.TrimSpace(reason + " (not in the pipeline file)")
 			}
+			if !v.LimitsKnown && !v.Unknown {
+				unrecorded = append(unrecorded, v.Name)
+			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Status, since, inFlight, tokens, failures, dash(reason))
+		}
+		if len(unrecorded) > 0 {
+			fmt.Fprintf(w, "no worker has recorded the limits it enforces for %s yet: a worker records them when it starts (%s)\n",
+				strings.Join(unrecorded, ", "), workerCommand(c.cfg.Ledger))
 		}
 	})
 	return nil

@@ -13,6 +13,7 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/operator"
+	"allot/pipeline"
 	"allot/workflows"
 )
 
@@ -69,9 +70,10 @@ func listVendors(t *testing.T) map[string]operator.VendorView {
 // commands change nothing.
 func TestVendorPauseResumeList(t *testing.T) {
 	vendorEnv(t)
-	// Before the ledger exists every vendor is active, with its controls.
+	// Before the ledger exists every vendor is active, and no worker has
+	// recorded the limits it enforces.
 	vs := listVendors(t)
-	if len(vs) != 2 || vs["default"].Status != "active" || vs["videogen"].Limits.MaxInFlight != 4 || vs["videogen"].Tokens == nil || *vs["videogen"].Tokens != 4 {
+	if len(vs) != 2 || vs["default"].Status != "active" || vs["videogen"].LimitsKnown || vs["videogen"].Limits.MaxInFlight != 0 || vs["videogen"].Tokens != nil {
 		t.Fatalf("before anything: %+v", vs)
 	}
 	for _, c := range []struct {
@@ -101,7 +103,11 @@ func TestVendorPauseResumeList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	recordWorkerLimits(t, created)
 	created.Close()
+	if vs := listVendors(t); !vs["videogen"].LimitsKnown || vs["videogen"].Limits.MaxInFlight != 4 || vs["videogen"].Tokens == nil || *vs["videogen"].Tokens != 4 {
+		t.Fatalf("after a worker recorded its limits: %+v", vs)
+	}
 
 	code, stdout, stderr := run(t, "vendor", "pause", "videogen", "--reason", "bills twice", "--by", "alice", "--polls")
 	if code != exitOK {
@@ -153,6 +159,75 @@ func TestVendorPauseResumeList(t *testing.T) {
 	}
 }
 
+// recordWorkerLimits records the limits of vendorPipelines as a starting
+// worker does (app.Run).
+func recordWorkerLimits(t *testing.T, led *ledger.Ledger) {
+	t.Helper()
+	set, err := pipeline.Load(os.Getenv("ALLOT_PIPELINES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.RecordEnforcedLimits(t.Context(), led, set, "worker-1@host"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// `vendor list` shows the limits the workers recorded, not the starter's
+// ALLOT_VENDOR_* (which the workers never see), and says when no worker
+// has recorded any.
+func TestVendorListShowsTheWorkersLimitsNotTheStartersEnv(t *testing.T) {
+	vendorEnv(t)
+	t.Setenv("ALLOT_VENDOR_URL", "http://127.0.0.1:1")
+	t.Setenv("ALLOT_VENDOR_RATE", "2")
+	created, err := ledger.Open(t.Context(), os.Getenv("ALLOT_LEDGER"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Close()
+	code, out, stderr := run(t, "vendor", "list")
+	if code != exitOK || regexp.MustCompile(`default\s+active\s+\S+\s+\S+\s+\d\.\d/`).MatchString(out) ||
+		!strings.Contains(out, "no worker has recorded the limits it enforces for default, videogen yet") || !strings.Contains(out, "go run ./worker --ledger") {
+		t.Fatalf("vendor list before any worker, with the starter's ALLOT_VENDOR_RATE=2: exit %d %s\n%s", code, stderr, out)
+	}
+	if v := listVendors(t)["default"]; v.LimitsKnown || v.Limits.Rate != 0 || v.Tokens != nil {
+		t.Fatalf("the starter's environment shown as the default vendor's limits: %+v", v)
+	}
+}
+
+// Pausing a paused vendor keeps the first reason; the later request shows
+// in `vendor list` and both in `vendor list --history`.
+func TestVendorPauseTwiceKeepsTheFirstReason(t *testing.T) {
+	vendorEnv(t)
+	created, err := ledger.Open(t.Context(), os.Getenv("ALLOT_LEDGER"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Close()
+	for _, c := range [][]string{
+		{"vendor", "pause", "videogen", "--reason", "bills twice since 09:10", "--by", "alice"},
+		{"vendor", "pause", "videogen", "--reason", "still billing twice", "--by", "bob"},
+	} {
+		if code, _, stderr := run(t, c...); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", c, code, stderr)
+		}
+	}
+	v := listVendors(t)["videogen"]
+	if v.Reason != "bills twice since 09:10" || v.PausedBy != "alice" || v.LaterPauses != 1 || v.LatestPause == nil || v.LatestPause.By != "bob" {
+		t.Fatalf("paused twice: %+v", v)
+	}
+	_, out, _ := run(t, "vendor", "list")
+	if !strings.Contains(out, "bills twice since 09:10 (by alice); 1 later pause request(s), the latest by bob at ") {
+		t.Fatalf("vendor list:\n%s", out)
+	}
+	if code, _, stderr := run(t, "vendor", "resume", "videogen", "--by", "carol"); code != exitOK {
+		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	code, out, stderr := run(t, "vendor", "list", "--history")
+	if code != exitOK || !regexp.MustCompile(`(?s)videogen\s+pause\s+\S+\s+alice\s+bills twice since 09:10.*videogen\s+pause\s+\S+\s+bob\s+still billing twice.*videogen\s+resume\s+\S+\s+carol`).MatchString(out) {
+		t.Fatalf("vendor list --history: exit %d %s\n%s", code, stderr, out)
+	}
+}
+
 // `episode show` prints a step waiting for its vendor, and why.
 func TestShowPrintsAStepWaitingForItsVendor(t *testing.T) {
 	since := time.Date(2026, 8, 3, 2, 0, 5, 0, time.UTC)
@@ -166,15 +241,29 @@ func TestShowPrintsAStepWaitingForItsVendor(t *testing.T) {
 			}},
 		},
 	}
+	res.VendorNow = &operator.VendorNow{Vendor: "videogen", Status: "active", Message: "active: the wait ends at the step's next attempt", At: since.Add(9 * time.Minute)}
 	var b bytes.Buffer
 	printShow(&b, res)
 	out := b.String()
 	for _, want := range []string{
 		"status\twaiting_vendor",
 		"video waits for vendor videogen since 2026-08-03T02:00:05Z, vendor_paused: vendor videogen is paused by alice: bills twice",
+		// The recorded wait is followed by the vendor's state now.
+		"\tvendor videogen now (2026-08-03T02:09:05Z): active: the wait ends at the step's next attempt",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("episode show lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// An ALLOT_ variable with a typo is not ignored without a word: the
+// starter warns, naming the variable it was probably meant to be.
+func TestStarterWarnsAboutUnknownAllotVariables(t *testing.T) {
+	vendorEnv(t)
+	t.Setenv("ALLOT_VENDOR_RATEE", "2")
+	code, _, stderr := run(t, "vendor", "list")
+	if code != exitOK || !strings.Contains(stderr, "variable=ALLOT_VENDOR_RATEE closest=ALLOT_VENDOR_RATE") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
