@@ -92,6 +92,10 @@ func TestPausedVendorGetsNothingUntilResumed(t *testing.T) {
 	if sim.Stats().Requests != requests {
 		t.Fatal("a pause of polls let a poll through")
 	}
+	// A second pause never narrows the first: resume, then pause sends.
+	if _, err := f.led.ResumeVendor(f.ctx, pipeline.DefaultVendor, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.led.PauseVendor(f.ctx, ledger.VendorPause{Vendor: pipeline.DefaultVendor, Reason: "maintenance"}); err != nil {
 		t.Fatal(err)
 	}

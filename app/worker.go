@@ -19,7 +19,6 @@ import (
 	"allot/catchup"
 	"allot/ledger"
 	"allot/metrics"
-	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"
@@ -128,7 +127,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	// that `starter vendor list` and `episode show` show what the workers
 	// act on, not the asking process's environment (docs/design.md,
 	// "Vendor controls").
-	if err := operator.RecordEnforcedLimits(ctx, led, pipelines, workerIdentity()); err != nil {
+	if err := led.RecordLimitsOf(ctx, pipelines, workerIdentity()); err != nil {
 		return fmt.Errorf("record the vendor limits this worker enforces: %w", err)
 	}
 

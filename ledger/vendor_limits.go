@@ -8,9 +8,12 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+
+	"allot/pipeline"
 )
 
 // EnforcedLimits are a vendor's limits as the last worker to start
@@ -21,6 +24,22 @@ type EnforcedLimits struct {
 	Limits     string    `json:"limits"`
 	Worker     string    `json:"worker"`
 	RecordedAt time.Time `json:"recorded_at"`
+}
+
+// RecordLimitsOf records the limits a starting worker enforces for every
+// vendor of set (the default one with its ALLOT_VENDOR_* settings), so that
+// `starter vendor list` and `episode show` show what the workers act on
+// rather than the asking process's environment.
+func (l *Ledger) RecordLimitsOf(ctx context.Context, set *pipeline.Set, worker string) error {
+	limits := map[string]string{}
+	for _, name := range set.ControlledVendors() {
+		b, err := json.Marshal(set.Limits(name))
+		if err != nil {
+			return fmt.Errorf("record the limits of vendor %s: %w", name, err)
+		}
+		limits[name] = string(b)
+	}
+	return l.RecordEnforcedLimits(ctx, worker, limits, time.Time{})
 }
 
 // RecordEnforcedLimits records the limits worker enforces, one row per

@@ -81,22 +81,6 @@ type EnforcedLimits struct {
 	At     time.Time
 }
 
-// RecordEnforcedLimits records in the ledger the limits a starting worker
-// enforces for every vendor of set (the default one with its ALLOT_VENDOR_*
-// settings), so that `starter vendor list` and `episode show` show what
-// the workers act on rather than the asking process's environment.
-func RecordEnforcedLimits(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, worker string) error {
-	limits := map[string]string{}
-	for _, name := range set.ControlledVendors() {
-		b, err := json.Marshal(set.Limits(name))
-		if err != nil {
-			return fmt.Errorf("record the limits of vendor %s: %w", name, err)
-		}
-		limits[name] = string(b)
-	}
-	return led.RecordEnforcedLimits(ctx, worker, limits, time.Time{})
-}
-
 // ReadEnforcedLimits reads the limits the workers recorded, by vendor; a
 // nil ledger (not created yet) has none.
 func ReadEnforcedLimits(ctx context.Context, led *ledger.Ledger) (map[string]EnforcedLimits, error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"allot"
 	"allot/ledger"
 	"allot/operator"
 )
@@ -82,9 +82,12 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	fs := c.flags("vendor resume", false)
-	by := fs.String("by", os.Getenv("USER"), "who resumes it, for the pause history (default: $USER)")
+	by := fs.String("by", "", "who resumes it, for the pause history (default $USER, else the operating system's user name)")
 	if err := c.parse(fs, args); err != nil {
 		return err
+	}
+	if *by, err = allot.Actor(*by); err != nil {
+		return usageError{err}
 	}
 	if err := c.knownVendor(name); err != nil {
 		return err

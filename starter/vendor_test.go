@@ -167,7 +167,7 @@ func recordWorkerLimits(t *testing.T, led *ledger.Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := operator.RecordEnforcedLimits(t.Context(), led, set, "worker-1@host"); err != nil {
+	if err := led.RecordLimitsOf(t.Context(), set, "worker-1@host"); err != nil {
 		t.Fatal(err)
 	}
 }
