@@ -26,13 +26,9 @@ func TestAbandonEndsTheWaitForAVendorThatNeverComesBack(t *testing.T) {
 	s := newStarterEnv(t, c)
 	reasons := map[string]string{}
 	for _, step := range []string{"video", "cover"} {
-		var st workflows.EpisodeState
-		for {
-			st = c.WaitStage("auto-paid", ep, allot.StageWaitingVendor)
-			if st.Waiting != nil && st.Waiting.Step == step {
-				break
-			}
-		}
+		st := c.WaitState("auto-paid", ep, "a wait for step "+step+"'s vendor", func(st workflows.EpisodeState) bool {
+			return st.Stage == allot.StageWaitingVendor && st.Waiting != nil && st.Waiting.Step == step
+		})
 		switch step {
 		case "video":
 			// The exit the wait prints, run as printed.

@@ -245,16 +245,23 @@ func (c *Cluster) WaitEpisode(pipelineName, episodeID string) workflows.EpisodeR
 // WaitStage polls the Episode's state query until it reaches stage (60 s).
 func (c *Cluster) WaitStage(pipelineName, episodeID string, stage allot.Stage) workflows.EpisodeState {
 	c.t.Helper()
+	return c.WaitState(pipelineName, episodeID, "stage "+string(stage), func(st workflows.EpisodeState) bool { return st.Stage == stage })
+}
+
+// WaitState polls the Episode's state query until ok holds for it (60 s);
+// what names the condition in the failure.
+func (c *Cluster) WaitState(pipelineName, episodeID, what string, ok func(workflows.EpisodeState) bool) workflows.EpisodeState {
+	c.t.Helper()
 	deadline := Deadline(c.t, 60*time.Second)
 	var st workflows.EpisodeState
 	for time.Now().Before(deadline) {
 		v, err := c.Client.QueryWorkflow(context.Background(), allot.EpisodeWorkflowID(pipelineName, episodeID), "", workflows.StateQuery)
-		if err == nil && v.Get(&st) == nil && st.Stage == stage {
+		if err == nil && v.Get(&st) == nil && ok(st) {
 			return st
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatalf("episode %s never reached stage %s; last state %+v", episodeID, stage, st)
+	c.t.Fatalf("episode %s never reached %s; last state %+v", episodeID, what, st)
 	return st
 }
 
