@@ -40,25 +40,25 @@ func connectError(err error, opts client.Options, otherwise string, getenv func(
 	return fmt.Errorf("connect to Temporal at %s: %s: %w", hostPort(opts), remedy, err)
 }
 
-// profileHint is " (or the profile's ...)" wording: where else the settings
-// may come from.
+// profileHint names the profile in use ("" when none is chosen): where
+// else the settings may come from.
 func profileHint(getenv func(string) string) string {
 	profile, file := getenv(EnvTemporalProfile), getenv(EnvTemporalConfigFile)
 	switch {
 	case profile != "" && file != "":
-		return fmt.Sprintf("profile %q in %s (%s)", profile, file, EnvTemporalConfigFile)
+		return fmt.Sprintf("profile %q in %s", profile, file)
 	case profile != "":
-		return fmt.Sprintf("profile %q (%s)", profile, EnvTemporalProfile)
+		return fmt.Sprintf("profile %q", profile)
 	case file != "":
-		return fmt.Sprintf("the default profile in %s (%s)", file, EnvTemporalConfigFile)
+		return "the default profile in " + file
 	}
-	return "the profile's"
+	return ""
 }
 
 // connectRemedy is what to fix for a credential or TLS failure, or "".
 func connectRemedy(err error, opts client.Options, profile string) string {
 	or := func(section string) string {
-		if profile == "the profile's" {
+		if profile == "" {
 			return "(or the profile's " + section + ")"
 		}
 		return "(or " + section + " of " + profile + ")"
@@ -106,6 +106,10 @@ func connectRemedy(err error, opts client.Options, profile string) string {
 		// With TLS 1.3 the server checks the client's certificate after the
 		// client's handshake is done: its refusal may arrive as a closed
 		// connection.
+		if !hasClientCert {
+			return fmt.Sprintf("the server closed the TLS connection: it most likely asks for a client certificate: set %s and %s %s",
+				EnvTemporalClientCert, EnvTemporalClientKey, or("tls section"))
+		}
 		return fmt.Sprintf("the server closed the TLS connection: it may want a client certificate signed by a CA it trusts: check %s and %s %s",
 			EnvTemporalClientCert, EnvTemporalClientKey, or("tls section"))
 	case tlsOn && (strings.Contains(msg, "first record does not look like a TLS handshake") || strings.Contains(msg, "tls:")):

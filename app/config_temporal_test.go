@@ -126,7 +126,7 @@ func TestConnectErrorNamesTheSettingToFix(t *testing.T) {
 			[]string{"refused the API key", EnvTemporalAPIKey}},
 		{"wrong API key from a profile", map[string]string{EnvTemporalAddress: keyed, EnvTemporalServerCA: certs.CAPath, EnvTemporalAPIKey: key + "-wrong",
 			EnvTemporalProfile: "cloud", EnvTemporalConfigFile: writeProfile(t, "cloud")},
-			[]string{"refused the API key", EnvTemporalAPIKey, `api_key of profile "cloud" in `}},
+			[]string{"refused the API key", EnvTemporalAPIKey, `(or api_key of profile "cloud" in `}},
 		{"no credentials", map[string]string{EnvTemporalAddress: plain},
 			[]string{"wants credentials", EnvTemporalAPIKey, EnvTemporalClientCert}},
 	} {
