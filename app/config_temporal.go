@@ -1,12 +1,17 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 	"google.golang.org/grpc/codes"
 )
 
@@ -22,6 +27,35 @@ const (
 	EnvTemporalProfile    = "TEMPORAL_PROFILE"
 	EnvTemporalConfigFile = "TEMPORAL_CONFIG_FILE"
 )
+
+// temporalConfigError explains why envconfig could not load the Temporal
+// settings: a profile that is not in the file names the file and its
+// profiles, and a value that does not parse is not quoted when it may be a
+// secret.
+func temporalConfigError(err error, getenv func(string) string) error {
+	msg := err.Error()
+	if strings.Contains(msg, "unable to find profile") {
+		profile, file := getenv(EnvTemporalProfile), cmp.Or(getenv(EnvTemporalConfigFile), envconfig.DefaultConfigFilePath())
+		if _, statErr := os.Stat(file); statErr != nil {
+			return fmt.Errorf("%s=%q, but the Temporal config file %s does not exist: set %s to the file with that profile, or unset %s",
+				EnvTemporalProfile, profile, file, EnvTemporalConfigFile, EnvTemporalProfile)
+		}
+		names := []string{"none"}
+		if conf, err := envconfig.LoadClientConfig(envconfig.LoadClientConfigOptions{ConfigFilePath: file}); err == nil && len(conf.Profiles) > 0 {
+			names = slices.Sorted(maps.Keys(conf.Profiles))
+		}
+		return fmt.Errorf("%s=%q is not a profile of %s (it has %s): set %s to one of them, or %s to the file that has it",
+			EnvTemporalProfile, profile, file, strings.Join(names, ", "), EnvTemporalProfile, EnvTemporalConfigFile)
+	}
+	if m := secretSetting.FindStringSubmatch(msg); m != nil {
+		// The TOML parser quotes what it found, which may be the secret.
+		return fmt.Errorf("load the Temporal config file (%s): %s: the value does not parse (not shown: it may be a secret): write it as a quoted string", EnvTemporalConfigFile, m[1])
+	}
+	return fmt.Errorf("load the Temporal client settings (%s, %s, %s, %s, ...): %w", EnvTemporalConfigFile, EnvTemporalProfile, EnvTemporalAddress, "TEMPORAL_NAMESPACE", err)
+}
+
+// secretSetting matches a TOML error on a secret value, up to the value.
+var secretSetting = regexp.MustCompile(`(toml: line \d+ \(last key "[^"]*(?:api_key|_data|auth)"\))`)
 
 // ConnectError explains a failed connection to Temporal with opts. A
 // refused credential or a failed TLS handshake names the variables (and the

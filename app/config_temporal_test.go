@@ -158,3 +158,46 @@ func writeProfile(t *testing.T, name string) string {
 	}
 	return path
 }
+
+// A profile that is not in the file, or a file that is not there, names
+// the variable to fix and the profiles there are; a secret that does not
+// parse is not shown.
+func TestTemporalConfigErrorsNameTheProfileAndHideSecrets(t *testing.T) {
+	const secret = "SECRETKEY123"
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		path := dir + "/" + name
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := file("good.toml", "[profile.cloud]\naddress = \"x:7233\"\n[profile.staging]\naddress = \"y:7233\"\n")
+	for _, tc := range []struct {
+		name, file, profile string
+		want                []string
+	}{
+		{"unknown profile", good, "prod", []string{`TEMPORAL_PROFILE="prod" is not a profile of ` + good, "(it has cloud, staging)", "TEMPORAL_CONFIG_FILE"}},
+		{"missing file", dir + "/nope.toml", "cloud", []string{"does not exist", "set TEMPORAL_CONFIG_FILE", "unset TEMPORAL_PROFILE"}},
+		{"unquoted key", file("bare.toml", "[profile.cloud]\napi_key = "+secret+"\n"), "cloud", []string{`"profile.cloud.api_key"`, "quoted string"}},
+		{"unterminated key", file("open.toml", "[profile.cloud]\napi_key = \""+secret+"\n"), "cloud", []string{`"profile.cloud.api_key"`, "quoted string"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearTemporalEnv(t)
+			t.Setenv(EnvTemporalConfigFile, tc.file)
+			t.Setenv(EnvTemporalProfile, tc.profile)
+			_, err := TemporalOptions("", "", nil)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), secret[:6]) {
+				t.Errorf("error shows the key:\n%v", err)
+			}
+		})
+	}
+}
