@@ -129,7 +129,7 @@ func (c Config) LoadPipelines() (*pipeline.Set, error) {
 func TemporalOptions(address, namespace string, logger *slog.Logger) (client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return client.Options{}, fmt.Errorf("load Temporal client config (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE, ...): %w", err)
+		return client.Options{}, temporalConfigError(err, os.Getenv)
 	}
 	if address != "" {
 		opts.HostPort = address

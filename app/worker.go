@@ -153,7 +153,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 			// Stopped while still connecting: a clean stop, not a failure.
 			return nil
 		}
-		return fmt.Errorf("connect to Temporal at %s: %w (start the dev server with `go run ./devserver`, or set TEMPORAL_ADDRESS)", hostPort(opts), err)
+		return ConnectError(err, opts, "start the dev server with `go run ./devserver`, or set TEMPORAL_ADDRESS")
 	}
 	defer c.Close()
 

@@ -296,7 +296,7 @@ func (c *cli) dial(ctx context.Context) (client.Client, error) {
 	}
 	cl, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w (is the dev server running? `go run ./devserver`)", opts.HostPort, err)
+		return nil, app.ConnectError(err, opts, "is the dev server running? `go run ./devserver`")
 	}
 	return cl, nil
 }

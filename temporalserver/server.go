@@ -9,11 +9,15 @@
 package temporalserver
 
 import (
+	"cmp"
 	"context"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -24,6 +28,7 @@ import (
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -91,7 +96,28 @@ type Config struct {
 	// Logger receives the server's own log records at warn level and above
 	// (the server is chatty below that). nil discards them.
 	Logger *slog.Logger
+
+	// TLS makes the frontend serve TLS, as a secured cluster or Temporal
+	// Cloud does (tests of allot's connection settings). nil: plain gRPC.
+	TLS *TLS
+	// APIKey makes the frontend accept only calls that carry it, as
+	// "authorization: Bearer <APIKey>" (what the SDK sends for an API key);
+	// every other call is refused with PermissionDenied. "": no check.
+	APIKey string
 }
+
+// TLS is the frontend's TLS: PEM-encoded certificate and key, and the CA
+// its clients' certificates must be signed by.
+type TLS struct {
+	CertPEM, KeyPEM []byte
+	// ClientCAPEM, when set, makes the frontend require a client
+	// certificate signed by it (mutual TLS).
+	ClientCAPEM []byte
+}
+
+// secured is whether clients of the frontend need credentials; the server's
+// own services and Start then reach it through a plain internal frontend.
+func (c Config) secured() bool { return c.TLS != nil || c.APIKey != "" }
 
 // Server is a running embedded Temporal server.
 type Server struct {
@@ -130,7 +156,11 @@ type settings struct {
 	internal     [3]int // history, matching, worker gRPC ports
 	membership   [4]int // frontend, history, matching, worker membership ports
 	frontendAddr string
-	uiURL        string
+	// internalFrontend is the gRPC and membership ports of the internal
+	// frontend (zero unless Config.secured) and internalAddr where it is.
+	internalFrontend [2]int
+	internalAddr     string
+	uiURL            string
 }
 
 // Start brings up the server (and the UI unless disabled), waits until the
@@ -189,7 +219,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.temporal = srv
 
-	s.conn, err = grpc.NewClient(st.frontendAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// A secured frontend wants credentials Start has not: it uses the
+	// internal frontend, which answers the same calls.
+	s.conn, err = grpc.NewClient(cmp.Or(st.internalAddr, st.frontendAddr), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("temporalserver: connecting to the frontend: %w", err)
 	}
@@ -340,6 +372,14 @@ func resolve(cfg Config) (*settings, error) {
 			return nil, err
 		}
 	}
+	if st.cfg.secured() {
+		for i := range st.internalFrontend {
+			if st.internalFrontend[i], err = reserve("internal frontend", internalHost, 0); err != nil {
+				return nil, err
+			}
+		}
+		st.internalAddr = net.JoinHostPort(internalHost, strconv.Itoa(st.internalFrontend[0]))
+	}
 
 	st.frontendAddr = net.JoinHostPort(st.dialHost, strconv.Itoa(st.port))
 	if !st.cfg.DisableUI {
@@ -424,18 +464,44 @@ func newTemporalServer(st *settings, db *store, logger *slogLogger) (temporal.Se
 		// client of the frontend.
 		PublicClient: config.PublicClient{HostPort: st.frontendAddr},
 	}
+	services := temporal.DefaultServices
+	claimMapper, authorizer := authorization.NewNoopClaimMapper(), authorization.NewNoopAuthorizer()
+	if st.cfg.secured() {
+		// The server's own clients (the worker service: schedules, ...)
+		// find the internal frontend through membership, without TLS and
+		// as the server itself; only the public frontend is secured.
+		services = append(slices.Clone(services), string(primitives.InternalFrontendService))
+		cfg.Services[string(primitives.InternalFrontendService)] = service(st.internalFrontend[0], st.internalFrontend[1])
+		cfg.PublicClient = config.PublicClient{}
+		cfg.ClusterMetadata.ClusterInformation[clusterName] = cluster.ClusterInformation{
+			Enabled: true, InitialFailoverVersion: 1, RPCAddress: st.internalAddr,
+		}
+		if t := st.cfg.TLS; t != nil {
+			cfg.Global.TLS.Frontend.Server = config.ServerTLS{
+				CertData: base64.StdEncoding.EncodeToString(t.CertPEM),
+				KeyData:  base64.StdEncoding.EncodeToString(t.KeyPEM),
+			}
+			if t.ClientCAPEM != nil {
+				cfg.Global.TLS.Frontend.Server.ClientCAData = []string{base64.StdEncoding.EncodeToString(t.ClientCAPEM)}
+				cfg.Global.TLS.Frontend.Server.RequireClientAuth = true
+			}
+		}
+		if st.cfg.APIKey != "" {
+			claimMapper, authorizer = apiKeyClaimMapper{bearer: "Bearer " + st.cfg.APIKey}, adminOnly{}
+		}
+	}
 
 	var srv temporal.Server
 	err := recoverFatal(func() error {
 		var err error
 		srv, err = temporal.NewServer(
 			temporal.WithConfig(cfg),
-			temporal.ForServices(temporal.DefaultServices),
+			temporal.ForServices(services),
 			temporal.WithLogger(logger),
 			temporal.WithDynamicConfigClient(dynamicConfig()),
-			temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
+			temporal.WithAuthorizer(authorizer),
 			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper {
-				return authorization.NewNoopClaimMapper()
+				return claimMapper
 			}),
 		)
 		return err
@@ -444,6 +510,30 @@ func newTemporalServer(st *settings, db *store, logger *slogLogger) (temporal.Se
 		return nil, fmt.Errorf("temporalserver: creating the server: %w", err)
 	}
 	return srv, nil
+}
+
+// apiKeyClaimMapper makes a caller an admin when it sends the one accepted
+// API key, and nobody otherwise (also without any header).
+type apiKeyClaimMapper struct{ bearer string }
+
+func (m apiKeyClaimMapper) GetClaims(info *authorization.AuthInfo) (*authorization.Claims, error) {
+	if subtle.ConstantTimeCompare([]byte(info.AuthToken), []byte(m.bearer)) == 1 {
+		return &authorization.Claims{System: authorization.RoleAdmin}, nil
+	}
+	return &authorization.Claims{}, nil
+}
+
+func (apiKeyClaimMapper) AuthInfoRequired() bool { return false }
+
+// adminOnly allows admins: the API key's holder and the server itself
+// (through the internal frontend).
+type adminOnly struct{}
+
+func (adminOnly) Authorize(_ context.Context, claims *authorization.Claims, _ *authorization.CallTarget) (authorization.Result, error) {
+	if claims != nil && claims.System&authorization.RoleAdmin != 0 {
+		return authorization.Result{Decision: authorization.DecisionAllow}, nil
+	}
+	return authorization.Result{Decision: authorization.DecisionDeny}, nil
 }
 
 // dynamicConfig is the dev server's fixed dynamic configuration.

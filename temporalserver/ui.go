@@ -1,6 +1,7 @@
 package temporalserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,9 @@ func startUI(ctx context.Context, st *settings) (*uiServer, error) {
 		origins = append(origins, "http://localhost:"+strconv.Itoa(st.uiPort))
 	}
 	cfg := &uiconfig.Config{
-		TemporalGRPCAddress: st.frontendAddr,
+		// The UI holds no credentials: behind a secured frontend it uses the
+		// internal one (this server is for tests and one machine).
+		TemporalGRPCAddress: cmp.Or(st.internalAddr, st.frontendAddr),
 		Host:                st.bindIP,
 		Port:                st.uiPort,
 		PublicPath:          "", // served at the root
