@@ -298,6 +298,10 @@ func (c *cli) dial(ctx context.Context) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w (is the dev server running? `go run ./devserver`)", opts.HostPort, err)
 	}
+	if err := app.CheckNamespace(ctx, cl, opts, app.NamespaceSource(c.namespace)); err != nil {
+		cl.Close()
+		return nil, err
+	}
 	return cl, nil
 }
 
