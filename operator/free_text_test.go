@@ -48,3 +48,18 @@ func TestFreeTextIsBoundedBeforeAnythingHappens(t *testing.T) {
 		}
 	}
 }
+
+// Temporal keeps a note on a schedule and no actor: the note sent names
+// who acted, --by else $USER, with the reason after it when there is one.
+func TestScheduleNoteNamesWhoActed(t *testing.T) {
+	t.Setenv("USER", "maria")
+	for n, want := range map[ScheduleNote]string{
+		{By: "alice", Text: "launch freeze"}: "by alice: launch freeze",
+		{Text: "vendor outage"}:              "by maria: vendor outage",
+		{By: "bob"}:                          "by bob",
+	} {
+		if got, err := n.note(); err != nil || got != want {
+			t.Errorf("%+v: note %q, %v; want %q", n, got, err, want)
+		}
+	}
+}
