@@ -114,6 +114,12 @@ func ScheduleCreateCommand(pipeline string) string {
 	return "starter schedule create --pipeline " + pipeline
 }
 
+// ScheduleUnpauseCommand unpauses a pipeline's schedule (and settles the
+// times it missed under the pipeline's catch_up policy).
+func ScheduleUnpauseCommand(pipeline string) string {
+	return "starter schedule unpause --pipeline " + pipeline
+}
+
 // InputListCommand lists a pipeline's inputs.
 func InputListCommand(pipeline string) string {
 	return "starter input list --pipeline " + pipeline

@@ -22,6 +22,7 @@ type DecisionInput struct {
 	Step      string       `json:"step,omitempty"`
 	RemoteRef string       `json:"remote_ref,omitempty"`
 	Reason    string       `json:"reason,omitempty"`
+	By        string       `json:"by,omitempty"` // who sent the command; "" for automatic approvals
 	// Verified is the vendor's task for RemoteRef as the vendor's own
 	// status activity reported it (activity adapters); nil: ApplyDecision
 	// asks the vendor itself.
@@ -61,7 +62,7 @@ func (a *Activities) ApplyDecision(ctx context.Context, in DecisionInput) (Decis
 	}
 	req := ledger.DecisionRequest{OperatorDecision: ledger.OperatorDecision{
 		RequestID: in.RequestID, Pipeline: p.Name, EpisodeID: ep.ID, Step: in.Step,
-		Action: in.Action, RemoteRef: in.RemoteRef, Reason: in.Reason,
+		Action: in.Action, RemoteRef: in.RemoteRef, Reason: in.Reason, By: in.By,
 	}}
 	switch in.Action {
 	case allot.ActionApprove, allot.ActionReject:

@@ -109,7 +109,7 @@ func TestRetriedDecisionReturnsItsFirstResult(t *testing.T) {
 	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
 	unknownOutcome(t, f, sim)
 	ref := sim.Charges()[0].TaskID
-	adopt := DecisionInput{RequestID: "adopt-1", Action: allot.ActionAdopt, Step: "video", RemoteRef: ref}
+	adopt := DecisionInput{RequestID: "adopt-1", Action: allot.ActionAdopt, Step: "video", RemoteRef: ref, By: "alice"}
 	first, err := f.decide(t, adopt)
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +128,8 @@ func TestRetriedDecisionReturnsItsFirstResult(t *testing.T) {
 	if again.Action != first.Action || again.Step != first.Step || again.Revision != first.Revision {
 		t.Fatalf("retry = %+v, first = %+v", again, first)
 	}
-	if ds := f.decisions(t); len(ds) != 1 {
-		t.Fatalf("decisions recorded: %+v, want one", ds)
+	if ds := f.decisions(t); len(ds) != 1 || ds[0].By != "alice" {
+		t.Fatalf("decisions recorded: %+v, want one, by alice", ds)
 	}
 	if sim.ChargeCount() != 1 {
 		t.Fatalf("charges = %d, want 1", sim.ChargeCount())

@@ -9,6 +9,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
@@ -141,6 +144,59 @@ func TemporalOptions(address, namespace string, logger *slog.Logger) (client.Opt
 		opts.Logger = tlog.NewStructuredLogger(logger)
 	}
 	return opts, nil
+}
+
+// NamespaceSource names what set the namespace TemporalOptions returns, so
+// that an error about it says what to change: the --namespace flag (when
+// flagNamespace is set), TEMPORAL_NAMESPACE, the envconfig profile, or the
+// default.
+func NamespaceSource(flagNamespace string) string {
+	switch {
+	case flagNamespace != "":
+		return "--namespace"
+	case os.Getenv("TEMPORAL_NAMESPACE") != "":
+		return "TEMPORAL_NAMESPACE"
+	}
+	prof, err := envconfig.LoadClientConfigProfile(envconfig.LoadClientConfigProfileOptions{DisableEnv: true})
+	if err == nil && prof.Namespace != "" {
+		name, file := os.Getenv("TEMPORAL_PROFILE"), os.Getenv("TEMPORAL_CONFIG_FILE")
+		if name == "" {
+			name = envconfig.DefaultConfigFileProfile
+		}
+		if file == "" {
+			file = envconfig.DefaultConfigFilePath()
+		}
+		return fmt.Sprintf("namespace of profile %q in %s", name, file)
+	}
+	return "the default: no --namespace, TEMPORAL_NAMESPACE or profile sets one"
+}
+
+// CheckNamespace asks the server for the namespace c was dialed with, and
+// turns "not found" into an error that names the namespace, what set it
+// (source, from NamespaceSource) and the fix. Other errors (a key allowed
+// to use a namespace but not to describe it) are left to the calls that
+// use it.
+func CheckNamespace(ctx context.Context, c client.Client, opts client.Options, source string) error {
+	ns := opts.Namespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+	var nsNotFound *serviceerror.NamespaceNotFound
+	var notFound *serviceerror.NotFound
+	if !errors.As(err, &nsNotFound) && !errors.As(err, &notFound) {
+		return nil
+	}
+	fix := "set TEMPORAL_NAMESPACE to an existing namespace"
+	switch {
+	case source == "--namespace":
+		fix = "pass --namespace with an existing namespace"
+	case strings.HasPrefix(source, "namespace of profile"):
+		fix = "change that profile's namespace, or set TEMPORAL_NAMESPACE, to an existing namespace"
+	}
+	addr := hostPort(opts)
+	return fmt.Errorf("namespace %q (set by %s) does not exist on the Temporal server at %s: %s (list them with `temporal operator namespace list --address %s`), or create it: on a dev server `temporal operator namespace create --namespace %s --address %s`, on Temporal Cloud in its web console",
+		ns, source, addr, fix, addr, ns, addr)
 }
 
 // RedactURL hides a password in a database URL before it is logged.

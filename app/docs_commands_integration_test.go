@@ -252,7 +252,7 @@ func docSteps() []docStep {
 		{line: `schedule describe --pipeline weekly-video`, prep: func(d *docsRun) map[string]string {
 			d.run("schedule", "pause", "--pipeline", "weekly-video", "--note", "vendor outage")
 			return nil
-		}, want: `paused +true\nnote +vendor outage`},
+		}, want: `paused +true\nnote +by \S+: vendor outage`},
 		{line: `runs --pipeline weekly-video --status failed`, want: `0 execution`},
 		{line: `schedule unpause --pipeline weekly-video`, want: `paused +false`},
 		{line: `run --pipeline weekly-video --nominal-time 2026-12-01T09:00:00Z`, want: `existing`},

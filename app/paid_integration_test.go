@@ -32,7 +32,7 @@ func TestPaidEpisodeWithApprovalChargesOncePerStep(t *testing.T) {
 		}
 	}
 	c.WaitVisible(`AllotPipeline = "weekly-paid" AND AllotOutcome = "waiting_approval"`, 1)
-	if _, err := c.Send("weekly-paid", ep, workflows.ApproveUpdate, workflows.DecisionRequest{Reason: "looks good"}); err != nil {
+	if _, err := c.Send("weekly-paid", ep, workflows.ApproveUpdate, workflows.DecisionRequest{Reason: "looks good", By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	final := c.WaitEpisode("weekly-paid", ep)
@@ -49,7 +49,7 @@ func TestPaidEpisodeWithApprovalChargesOncePerStep(t *testing.T) {
 	if len(show.PaidTasks) != 2 || len(show.Costs) != 2 || show.Totals["USD"] != 2*paidvendortest.DefaultPrice.Amount {
 		t.Fatalf("show = %+v", show)
 	}
-	if len(show.Decisions) != 1 || show.Decisions[0].Action != allot.ActionApprove || show.Decisions[0].Reason != "looks good" {
+	if len(show.Decisions) != 1 || show.Decisions[0].Action != allot.ActionApprove || show.Decisions[0].Reason != "looks good" || show.Decisions[0].By != "alice" {
 		t.Fatalf("decisions = %+v", show.Decisions)
 	}
 	manifest, err := os.ReadFile(c.Dir + "/artifacts/weekly-paid/" + ep + "/manifest.json")

@@ -29,7 +29,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 		t.Fatalf("created %+v", created.Spec)
 	}
 	ids := c.WaitAtLeast(`WorkflowType = "ScheduledRun" AND ExecutionStatus = "Completed" AND AllotPipeline = "weekly-video"`, 3)
-	if _, err := s.Pause(ctx, "weekly-video", "backfill test"); err != nil {
+	if _, err := s.Pause(ctx, "weekly-video", operator.ScheduleNote{Text: "backfill test"}); err != nil {
 		t.Fatal(err)
 	}
 	// Let an action already fired finish: the paused schedule's own list
@@ -188,7 +188,7 @@ func TestBadScheduleInputCreatesNothing(t *testing.T) {
 	}
 	for _, cmd := range []func() error{
 		func() error { _, err := s.Describe(ctx, "capped"); return err },
-		func() error { _, err := s.Pause(ctx, "capped", ""); return err },
+		func() error { _, err := s.Pause(ctx, "capped", operator.ScheduleNote{}); return err },
 		func() error { _, err := s.Trigger(ctx, "capped"); return err },
 		func() error { return s.Delete(ctx, "monthly-podcast") },
 	} {

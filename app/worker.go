@@ -45,6 +45,9 @@ type WorkerConfig struct {
 	Credentials paidvendor.CredentialsSource
 	// MetricsAddr, when set, serves Prometheus metrics at /metrics there.
 	MetricsAddr string
+	// NamespaceSource names what set Temporal.Namespace, for the error
+	// when it does not exist (NamespaceSource; "": from the environment).
+	NamespaceSource string
 	// MetricsReady, when set, gets the address the metrics server bound.
 	MetricsReady func(addr string)
 	// AutoApprove makes every pipeline pass its approval steps (the demo).
@@ -156,6 +159,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return ConnectError(err, opts, "start the dev server with `go run ./devserver`, or set TEMPORAL_ADDRESS")
 	}
 	defer c.Close()
+	source := cfg.NamespaceSource
+	if source == "" {
+		source = NamespaceSource("")
+	}
+	if err := CheckNamespace(ctx, c, opts, source); err != nil {
+		return err
+	}
 
 	acts := &activities.Activities{
 		Temporal:     c,

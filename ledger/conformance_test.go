@@ -75,6 +75,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"DecideAtomic", testDecideAtomic},
 		{"DecideActionsByState", testDecideActionsByState},
 		{"DecideEpisodeActions", testDecideEpisodeActions},
+		{"DecideRecordsWho", testDecideRecordsWho},
 		{"DecideAdoptChecksCost", testDecideAdoptChecksCost},
 		// The paid-task state machine against a model (paid_model_test.go).
 		{"PaidStateMachineModel", testPaidStateMachineModel},

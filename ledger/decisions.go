@@ -26,10 +26,11 @@ type OperatorDecision struct {
 	Action    allot.Action `json:"action"`
 	RemoteRef string       `json:"remote_ref"`
 	Reason    string       `json:"reason"`
+	By        string       `json:"by"` // who sent the command (allot.Actor); "" before ledger v16 and for automatic approvals
 	At        time.Time    `json:"at"` // zero = now
 }
 
-const decisionCols = `request_id, pipeline, episode_id, step, revision, action, remote_ref, reason, decided_at`
+const decisionCols = `request_id, pipeline, episode_id, step, revision, action, remote_ref, reason, decided_by, decided_at`
 
 // DecisionRequest is an operator decision to apply.
 type DecisionRequest struct {
@@ -130,8 +131,8 @@ func (l *Ledger) Decide(ctx context.Context, r DecisionRequest) (OperatorDecisio
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO operator_decisions (`+decisionCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			d.RequestID, d.Pipeline, d.EpisodeID, d.Step, d.Revision, string(d.Action), d.RemoteRef, d.Reason, l.d.timeArg(d.At)); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			d.RequestID, d.Pipeline, d.EpisodeID, d.Step, d.Revision, string(d.Action), d.RemoteRef, d.Reason, d.By, l.d.timeArg(d.At)); err != nil {
 			return fmt.Errorf("ledger %s: record decision %s (%s) on episode %s of %s: %w", l.where, d.RequestID, d.Action, d.EpisodeID, d.Pipeline, err)
 		}
 		out, applied = d, true
@@ -237,7 +238,7 @@ func (l *Ledger) queryDecisions(ctx context.Context, db querier, query string, a
 	for rows.Next() {
 		var d OperatorDecision
 		if err := rows.Scan(&d.RequestID, &d.Pipeline, &d.EpisodeID, &d.Step, &d.Revision, &d.Action,
-			&d.RemoteRef, &d.Reason, dbTime{&d.At}); err != nil {
+			&d.RemoteRef, &d.Reason, &d.By, dbTime{&d.At}); err != nil {
 			return nil, fmt.Errorf("ledger %s: read decision: %w", l.where, err)
 		}
 		out = append(out, d)

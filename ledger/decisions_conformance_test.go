@@ -533,3 +533,35 @@ func testDecideAdoptChecksCost(t *testing.T, l *Ledger) {
 		mustBeUnchanged(t, l, "an adopt with an invalid cost", before)
 	}
 }
+
+// A decision keeps who made it: Decide returns it, Decisions and Decision
+// read it back, and a retried request keeps the first request's actor.
+func testDecideRecordsWho(t *testing.T, l *Ledger) {
+	ep := alloc(t, l, "weekly", "k", "2026-W32", 0).Episode
+	ap := decision(ep, "ap-who", allot.ActionApprove, "approval")
+	ap.By = "alice"
+	if d := mustDecide(t, l, ap); d.By != "alice" {
+		t.Fatalf("approve by alice returned by %q", d.By)
+	}
+	again := ap
+	again.By = "bob"
+	if d, applied, err := l.Decide(ctxT(t), again); err != nil || applied || d.By != "alice" {
+		t.Fatalf("the request retried by bob: %+v, applied %v, %v; want alice's decision, not applied", d, applied, err)
+	}
+	auto := decision(ep, "rj-auto", allot.ActionReject, "approval")
+	mustDecide(t, l, auto)
+	ds, err := l.Decisions(ctxT(t), "weekly", ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who []string
+	for _, d := range ds {
+		who = append(who, d.RequestID+"="+d.By)
+	}
+	if want := []string{"ap-who=alice", "rj-auto="}; !slices.Equal(who, want) {
+		t.Fatalf("decisions by %v, want %v", who, want)
+	}
+	if d, ok, err := l.Decision(ctxT(t), "weekly", ep.ID, "ap-who"); err != nil || !ok || d.By != "alice" {
+		t.Fatalf("Decision(ap-who) = %+v, %v, %v; want by alice", d, ok, err)
+	}
+}

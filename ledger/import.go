@@ -778,8 +778,8 @@ func (l *Ledger) insertImportedTx(ctx context.Context, tx *sql.Tx, b ImportBatch
 	}
 	for _, d := range r.Decisions {
 		if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO operator_decisions (`+decisionCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			d.RequestID, b.Pipeline, ep.EpisodeID, d.Step, d.Revision, string(d.Action), d.RemoteRef, d.Reason, l.d.timeArg(d.At)); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			d.RequestID, b.Pipeline, ep.EpisodeID, d.Step, d.Revision, string(d.Action), d.RemoteRef, d.Reason, d.By, l.d.timeArg(d.At)); err != nil {
 			return fmt.Errorf("%s: record decision %s: %w", where, d.RequestID, err)
 		}
 	}

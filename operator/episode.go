@@ -80,6 +80,10 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 	if err := checkTexts("--reason", in.Request.Reason); err != nil {
 		return CommandResult{}, err
 	}
+	// The decision records who acted, resolved as every command does.
+	if in.Request.By, err = allot.Actor(in.Request.By); err != nil {
+		return CommandResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+	}
 	if err := checkStep(p, in); err != nil {
 		return CommandResult{}, err
 	}

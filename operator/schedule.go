@@ -63,6 +63,32 @@ type ScheduleInput struct {
 	Override pipeline.Schedule
 	Paused   bool
 	Note     string
+	// By is who acts (allot.Actor resolves it); create, and update with a
+	// Note, send the note as "by NAME: NOTE".
+	By string
+}
+
+// ScheduleNote is an operator's note on a schedule and who wrote it.
+type ScheduleNote struct {
+	By   string // who acts; "" resolves as allot.Actor does
+	Text string // why; may be empty
+}
+
+// note is the note sent to Temporal: its schedule state keeps one note and
+// no actor, so the actor goes in the note ("by alice: reason"), and
+// describe and list show it.
+func (n ScheduleNote) note() (string, error) {
+	if err := checkTexts("--note", n.Text); err != nil {
+		return "", err
+	}
+	by, err := allot.Actor(n.By)
+	if err != nil {
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+	}
+	if n.Text == "" {
+		return "by " + by, nil
+	}
+	return "by " + by + ": " + n.Text, nil
 }
 
 // ScheduleResult describes a pipeline's schedule.
@@ -78,6 +104,9 @@ type ScheduleResult struct {
 	NextActionTimes  []time.Time           `json:"next_action_times"`
 	RecentActions    []ScheduledAction     `json:"recent_actions"`
 	RunningWorkflows []string              `json:"running_workflows"`
+	// Triggered is the workflow ID of the run a trigger started (Trigger
+	// only).
+	Triggered string `json:"triggered_workflow_id,omitempty"`
 }
 
 // ScheduledAction is one run a schedule started.
@@ -162,7 +191,11 @@ func (s *Schedules) Create(ctx context.Context, in ScheduleInput) (ScheduleResul
 	if err != nil {
 		return ScheduleResult{}, err
 	}
-	sched := s.temporalSchedule(p, spec, in.Paused, in.Note)
+	note, err := ScheduleNote{By: in.By, Text: in.Note}.note()
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	sched := s.temporalSchedule(p, spec, in.Paused, note)
 	_, err = s.Client.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:                    allot.ScheduleID(p.Name),
 		Spec:                  *sched.Spec,
@@ -170,7 +203,7 @@ func (s *Schedules) Create(ctx context.Context, in ScheduleInput) (ScheduleResul
 		Overlap:               sched.Policy.Overlap,
 		CatchupWindow:         sched.Policy.CatchupWindow,
 		Paused:                in.Paused,
-		Note:                  in.Note,
+		Note:                  note,
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(p.Name)),
 	})
 	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
@@ -183,11 +216,18 @@ func (s *Schedules) Create(ctx context.Context, in ScheduleInput) (ScheduleResul
 }
 
 // Update replaces the schedule's spec, action and policies with the
-// pipeline's (and the overrides'); its paused state is kept.
+// pipeline's (and the overrides'); its paused state is kept, and its note
+// unless in.Note gives a new one (sent as "by NAME: NOTE").
 func (s *Schedules) Update(ctx context.Context, in ScheduleInput) (ScheduleResult, error) {
 	p, spec, err := s.spec(in)
 	if err != nil {
 		return ScheduleResult{}, err
+	}
+	note := ""
+	if in.Note != "" {
+		if note, err = (ScheduleNote{By: in.By, Text: in.Note}).note(); err != nil {
+			return ScheduleResult{}, err
+		}
 	}
 	h, err := s.handle(ctx, p.Name)
 	if err != nil {
@@ -195,7 +235,10 @@ func (s *Schedules) Update(ctx context.Context, in ScheduleInput) (ScheduleResul
 	}
 	if err := h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(cur client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		state := cur.Description.Schedule.State
-		sched := s.temporalSchedule(p, spec, state != nil && state.Paused, noteOf(state))
+		if note == "" {
+			note = noteOf(state)
+		}
+		sched := s.temporalSchedule(p, spec, state != nil && state.Paused, note)
 		return &client.ScheduleUpdate{Schedule: &sched}, nil
 	}}); err != nil {
 		return ScheduleResult{}, fmt.Errorf("update schedule %s: %w", h.GetID(), err)
@@ -299,6 +342,7 @@ type ScheduleSummary struct {
 	ScheduleID      string      `json:"schedule_id"`
 	Pipeline        string      `json:"pipeline"`
 	Paused          bool        `json:"paused"`
+	Note            string      `json:"note,omitempty"` // "by NAME: why", as the last pause, unpause or create sent it
 	NextActionTimes []time.Time `json:"next_action_times"`
 }
 
@@ -319,7 +363,7 @@ func (s *Schedules) List(ctx context.Context) ([]ScheduleSummary, error) {
 			return nil, fmt.Errorf("list schedules: %w", err)
 		}
 		if name, ok := byID[e.ID]; ok {
-			out = append(out, ScheduleSummary{ScheduleID: e.ID, Pipeline: name, Paused: e.Paused, NextActionTimes: e.NextActionTimes})
+			out = append(out, ScheduleSummary{ScheduleID: e.ID, Pipeline: name, Paused: e.Paused, Note: e.Note, NextActionTimes: e.NextActionTimes})
 		}
 	}
 	return out, nil
@@ -328,8 +372,9 @@ func (s *Schedules) List(ctx context.Context) ([]ScheduleSummary, error) {
 // Pause stops the schedule's future actions. Temporal skips the times that
 // come while paused; unpausing settles them under the pipeline's catch_up
 // policy (package catchup, run by `starter schedule unpause`).
-func (s *Schedules) Pause(ctx context.Context, pipelineName, note string) (ScheduleResult, error) {
-	if err := checkTexts("--note", note); err != nil {
+func (s *Schedules) Pause(ctx context.Context, pipelineName string, n ScheduleNote) (ScheduleResult, error) {
+	note, err := n.note()
+	if err != nil {
 		return ScheduleResult{}, err
 	}
 	h, err := s.handle(ctx, pipelineName)
@@ -343,8 +388,9 @@ func (s *Schedules) Pause(ctx context.Context, pipelineName, note string) (Sched
 }
 
 // Unpause resumes the schedule.
-func (s *Schedules) Unpause(ctx context.Context, pipelineName, note string) (ScheduleResult, error) {
-	if err := checkTexts("--note", note); err != nil {
+func (s *Schedules) Unpause(ctx context.Context, pipelineName string, n ScheduleNote) (ScheduleResult, error) {
+	note, err := n.note()
+	if err != nil {
 		return ScheduleResult{}, err
 	}
 	h, err := s.handle(ctx, pipelineName)
@@ -357,16 +403,61 @@ func (s *Schedules) Unpause(ctx context.Context, pipelineName, note string) (Sch
 	return s.Describe(ctx, pipelineName)
 }
 
+// TriggerWait bounds how long Trigger waits for the schedule to record the
+// run it started.
+var TriggerWait = 30 * time.Second
+
 // Trigger starts one run now; its nominal time is the trigger's time.
+// Temporal starts it even while the schedule is paused (a pause holds the
+// schedule's own times, not a trigger), and starts it asynchronously:
+// Trigger waits until the schedule records the run and returns its
+// workflow ID in Triggered, or says that none started.
 func (s *Schedules) Trigger(ctx context.Context, pipelineName string) (ScheduleResult, error) {
 	h, err := s.handle(ctx, pipelineName)
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	before, err := s.Describe(ctx, pipelineName)
 	if err != nil {
 		return ScheduleResult{}, err
 	}
 	if err := h.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}); err != nil {
 		return ScheduleResult{}, fmt.Errorf("trigger schedule %s: %w", h.GetID(), err)
 	}
-	return s.Describe(ctx, pipelineName)
+	seen := map[string]bool{}
+	for _, a := range before.RecentActions {
+		seen[a.WorkflowID] = true
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, TriggerWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := s.Describe(waitCtx, pipelineName)
+		if err == nil && res.Actions > before.Actions {
+			for _, a := range res.RecentActions {
+				if !seen[a.WorkflowID] && a.WorkflowID != "" {
+					res.Triggered = a.WorkflowID // the newest new one: actions come oldest first
+				}
+			}
+			if res.Triggered != "" {
+				return res, nil
+			}
+		}
+		select {
+		case <-waitCtx.Done():
+			if ctx.Err() != nil {
+				return ScheduleResult{}, ctx.Err()
+			}
+			why := ""
+			if before.Paused {
+				why = fmt.Sprintf(" (the schedule is paused: its own times run again after `%s`)", allot.ScheduleUnpauseCommand(pipelineName))
+			}
+			return ScheduleResult{}, fmt.Errorf("trigger schedule %s: no run started within %s%s: see what the schedule did with `starter schedule describe --pipeline %s`",
+				h.GetID(), TriggerWait, why, pipelineName)
+		case <-tick.C:
+		}
+	}
 }
 
 // BackfillInput is a range of nominal times to run, [From, To).

@@ -71,6 +71,9 @@ func Parse(data []byte, source string) (*Set, error) {
 	var f file
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f)
 	if err != nil {
+		if explained := moneyTypeError(data, source, err); explained != err {
+			return nil, explained
+		}
 		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {

@@ -39,6 +39,7 @@ func TestPrintedCommandLinesParse(t *testing.T) {
 		"backfill --yes": allot.BackfillCommand("weekly-video", from, from.Add(28*24*time.Hour), "--yes"),
 		"catch-up":       allot.CatchUpCommand("weekly-video", from),
 		"schedule":       allot.ScheduleCreateCommand("weekly-video"),
+		"unpause":        allot.ScheduleUnpauseCommand("weekly-video"),
 		"inputs":         allot.InputListCommand("drafts"),
 		"vendor resume":  allot.VendorResumeCommand("videogen"),
 		"import":         allot.ImportCommand("weekly-video", "old runs/export.jsonl", "--over-cap"),

@@ -152,9 +152,9 @@ func printShow(w io.Writer, res operator.ShowResult) {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", s.Step, s.Status, dash(s.SHA256))
 	}
 	if len(res.Decisions) > 0 {
-		fmt.Fprintln(w, "\nDECISION\tSTEP\tREV\tREF\tREASON\tAT")
+		fmt.Fprintln(w, "\nDECISION\tSTEP\tREV\tREF\tBY\tREASON\tAT")
 		for _, d := range res.Decisions {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Action, dash(d.Step), d.Revision, dash(d.RemoteRef), dash(d.Reason), d.At.Format(time.RFC3339))
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.Action, dash(d.Step), d.Revision, dash(d.RemoteRef), dash(d.By), dash(d.Reason), d.At.Format(time.RFC3339))
 		}
 	}
 	for cur, amount := range res.Totals {
@@ -173,6 +173,7 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 		fs.StringVar(&in.EpisodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required; commands never allocate)")
 		fs.StringVar(&in.Request.Reason, "reason", "", "why (recorded in the ledger)")
+		fs.StringVar(&in.Request.By, "by", "", "who decides, recorded with the decision (default $USER, else the operating system's user name)")
 		if update == workflows.ReworkUpdate || update == workflows.ResolveUpdate {
 			fs.StringVar(&in.Request.Step, "step", "", "paid step (required)")
 		}

@@ -298,6 +298,10 @@ func (c *cli) dial(ctx context.Context) (client.Client, error) {
 	if err != nil {
 		return nil, app.ConnectError(err, opts, "is the dev server running? `go run ./devserver`")
 	}
+	if err := app.CheckNamespace(ctx, cl, opts, app.NamespaceSource(c.namespace)); err != nil {
+		cl.Close()
+		return nil, err
+	}
 	return cl, nil
 }
 

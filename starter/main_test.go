@@ -38,6 +38,7 @@ func TestBadInputIsAUsageErrorBeforeAnythingIsContacted(t *testing.T) {
 		{[]string{"run", "--pipeline", "weekly-video", "--ledger", "mysql://x"}, "use sqlite:PATH"},
 		{[]string{"episodes", "--period", "2026-W32"}, "--pipeline is required"},
 		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"episode", "approve", "--pipeline", "weekly-video", "--episode", "2026-W32-0", "--by", strings.Repeat("b", 1001)}, "--by is 1001 characters"},
 		{[]string{"schedule"}, "schedule takes a subcommand"},
 		{[]string{"schedule", "create"}, "--pipeline is required"},
 		{[]string{"schedule", "backfill", "--pipeline", "weekly-video", "--from", "yesterday", "--to", "2026-08-03T00:00:00Z"}, "--from \"yesterday\" is not RFC3339"},

@@ -58,6 +58,7 @@ func bindScheduleFlags(c *cli, name string, in *operator.ScheduleInput) *flag.Fl
 	fs.StringVar(&in.Override.Overlap, "overlap", "", "overlap policy: "+fmt.Sprint(pipeline.OverlapPolicies)+" (default "+pipeline.DefaultOverlap+")")
 	fs.StringVar(&in.Override.CatchupWindow, "catchup-window", "", "how late a missed time may still run, e.g. 24h (minimum 10s)")
 	fs.StringVar(&in.Note, "note", "", "note shown with the schedule")
+	fs.StringVar(&in.By, "by", "", "who acts, shown in the note as \"by NAME: NOTE\" (default $USER, else the operating system's user name)")
 	return fs
 }
 
@@ -99,10 +100,14 @@ func scheduleChange(name string) func(context.Context, *cli, []string) error {
 func scheduleSimple(name string) func(context.Context, *cli, []string) error {
 	return func(ctx context.Context, c *cli, args []string) error {
 		fs := c.flags("schedule "+name, true)
-		var pipelineName, note string
+		var (
+			pipelineName string
+			note         operator.ScheduleNote
+		)
 		fs.StringVar(&pipelineName, "pipeline", "", "pipeline (required)")
 		if name == "pause" || name == "unpause" {
-			fs.StringVar(&note, "note", "", "why")
+			fs.StringVar(&note.Text, "note", "", "why")
+			fs.StringVar(&note.By, "by", "", "who acts, shown in the note as \"by NAME: NOTE\" (default $USER, else the operating system's user name)")
 		}
 		if err := c.parse(fs, args); err != nil {
 			return err
@@ -135,6 +140,9 @@ func scheduleSimple(name string) func(context.Context, *cli, []string) error {
 			return err
 		}
 		c.printSchedule(res)
+		if name == "trigger" {
+			c.printTriggered(res)
+		}
 		if name == "unpause" {
 			return c.catchUpAfterUnpause(ctx, s, pipelineName)
 		}
@@ -157,13 +165,13 @@ func scheduleList(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	c.print(list, func(w io.Writer) {
-		fmt.Fprintln(w, "SCHEDULE\tPIPELINE\tPAUSED\tNEXT")
+		fmt.Fprintln(w, "SCHEDULE\tPIPELINE\tPAUSED\tNEXT\tNOTE")
 		for _, e := range list {
 			next := "-"
 			if len(e.NextActionTimes) > 0 {
 				next = e.NextActionTimes[0].Format(time.RFC3339)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", e.ScheduleID, e.Pipeline, e.Paused, next)
+			fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", e.ScheduleID, e.Pipeline, e.Paused, next, dash(e.Note))
 		}
 	})
 	return nil
@@ -366,4 +374,16 @@ func backfillFlags(in operator.BackfillInput, extra ...string) []string {
 		extra = append([]string{"--yes"}, extra...)
 	}
 	return extra
+}
+
+// printTriggered says which run a trigger started, and that a paused
+// schedule stays paused: a trigger runs once, the schedule's own times wait.
+func (c *cli) printTriggered(res operator.ScheduleResult) {
+	if c.json {
+		return
+	}
+	fmt.Fprintf(c.stdout, "triggered: run %s started\n", res.Triggered)
+	if res.Paused {
+		fmt.Fprintf(c.stdout, "the schedule stays paused: this run only; its own times run again after `%s`\n", allot.ScheduleUnpauseCommand(res.Pipeline))
+	}
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"allot"
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"text/tabwriter"
+	"time"
 
 	"allot/ledger"
 	"allot/operator"
@@ -29,6 +31,26 @@ func TestShowPrintsEffectStepsAsEffects(t *testing.T) {
 	paid, effects, ok := strings.Cut(text, "EFFECT STEP")
 	if !ok || !strings.Contains(paid, "PAID STEP") || !strings.Contains(paid, "vt_1") || strings.Contains(paid, "notify") ||
 		!strings.Contains(effects, "notify") || strings.Contains(effects, "video") {
+		t.Fatalf("show printed\n%s", text)
+	}
+}
+
+// episode show names who made each decision, and a dash for a decision
+// recorded without one (before ledger v16, or an automatic approval).
+func TestShowPrintsWhoDecided(t *testing.T) {
+	at := time.Date(2026, 8, 4, 12, 0, 0, 0, time.UTC)
+	res := operator.ShowResult{Decisions: []ledger.OperatorDecision{
+		{Action: allot.ActionApprove, Step: "approval", Reason: "looks right", By: "alice", At: at},
+		{Action: allot.ActionReject, Step: "approval", Reason: "auto", At: at},
+	}}
+	var out bytes.Buffer
+	tw := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
+	printShow(tw, res)
+	tw.Flush()
+	text := out.String()
+	if !regexp.MustCompile(`(?m)^DECISION\s+STEP\s+REV\s+REF\s+BY\s+REASON\s+AT$`).MatchString(text) ||
+		!regexp.MustCompile(`(?m)^approve\s+approval\s+0\s+-\s+alice\s+looks right\s`).MatchString(text) ||
+		!regexp.MustCompile(`(?m)^reject\s+approval\s+0\s+-\s+-\s+auto\s`).MatchString(text) {
 		t.Fatalf("show printed\n%s", text)
 	}
 }

@@ -35,7 +35,7 @@ func main() {
 
 	opts, err := app.TemporalOptions(address, namespace, logger)
 	if err == nil {
-		err = app.RunWorker(ctx, app.WorkerConfig{Config: cfg, Temporal: opts, Logger: logger, MetricsAddr: metricsAddr})
+		err = app.RunWorker(ctx, app.WorkerConfig{Config: cfg, Temporal: opts, Logger: logger, MetricsAddr: metricsAddr, NamespaceSource: app.NamespaceSource(namespace)})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "allot worker:", err)

@@ -94,6 +94,9 @@ type DecisionRequest struct {
 	Resolve   allot.Action `json:"resolve,omitempty"` // resolve: adopt | resubmit | retry | abandon
 	RemoteRef string       `json:"remote_ref,omitempty"`
 	Reason    string       `json:"reason,omitempty"`
+	// By is who sent the command (allot.Actor), recorded with the
+	// decision; "" from commands sent before it existed.
+	By string `json:"by,omitempty"`
 }
 
 type episode struct {

@@ -57,7 +57,7 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 		env.UpdateWorkflow(ResolveUpdate, "resolve-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("resolve rejected: %v", err) },
 			OnComplete: func(_ any, err error) { resolved = err == nil },
-		}, DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: "vt_0123456789abcdef", Reason: "seen in console"})
+		}, DecisionRequest{Step: "video", Resolve: allot.ActionAdopt, RemoteRef: "vt_0123456789abcdef", Reason: "seen in console", By: "alice"})
 	}, 6*time.Hour)
 
 	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
@@ -68,7 +68,7 @@ func TestUnknownOutcomeParksUntilResolved(t *testing.T) {
 	if parked.Stage != allot.StageNeedsAttention || parked.Attention == nil || parked.Attention.ErrorType != allot.OutcomeUnknown || parked.Attention.Step != "video" {
 		t.Fatalf("parked state %+v", parked)
 	}
-	if !resolved || decided.Action != allot.ActionAdopt || decided.RemoteRef != "vt_0123456789abcdef" || decided.Reason != "seen in console" || decided.RequestID != "resolve-1" {
+	if !resolved || decided.Action != allot.ActionAdopt || decided.RemoteRef != "vt_0123456789abcdef" || decided.Reason != "seen in console" || decided.RequestID != "resolve-1" || decided.By != "alice" {
 		t.Fatalf("resolved %v, decision %+v", resolved, decided)
 	}
 	if res.Stage != allot.StageCompleted || res.Attention != nil || res.Steps[0].RemoteRef != "vt_0123456789abcdef" || res.Steps[0].CostAmount != 250 {
@@ -80,8 +80,10 @@ func TestApprovalGateWaitsForOperator(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(loaded(
 		activities.StepState{Name: "approve", Kind: "approval", Status: allot.StepPending}, pending("publish")), nil)
+	var decidedBy string
 	env.OnActivity(a.ApplyDecision, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DecisionInput) (activities.DecisionResult, error) {
+			decidedBy = in.By
 			status := allot.StepApproved
 			if in.Action == allot.ActionReject {
 				status = allot.StepRejected
@@ -104,15 +106,15 @@ func TestApprovalGateWaitsForOperator(t *testing.T) {
 		env.UpdateWorkflow(RejectUpdate, "reject-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("reject rejected: %v", err) },
 			OnComplete: func(_ any, err error) { rejectErr = err },
-		}, DecisionRequest{Reason: "off-brand"})
+		}, DecisionRequest{Reason: "off-brand", By: "bob"})
 	}, 24*time.Hour)
 	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
 	var res EpisodeResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if waiting.Stage != allot.StageWaitingApproval || rejectErr != nil {
-		t.Fatalf("waiting state %+v, reject error %v", waiting, rejectErr)
+	if waiting.Stage != allot.StageWaitingApproval || rejectErr != nil || decidedBy != "bob" {
+		t.Fatalf("waiting state %+v, reject error %v, decided by %q (want bob)", waiting, rejectErr, decidedBy)
 	}
 	if res.Stage != allot.StageRejected || published {
 		t.Fatalf("after reject: stage %s, published %v", res.Stage, published)

@@ -744,7 +744,7 @@ func (e *episode) abandonWaiting(ctx workflow.Context, req DecisionRequest) (Epi
 		return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("episode %s/%s: step %s stopped waiting for its vendor before the abandon came (the vendor took its request): it runs on; abandon it if it parks",
 			e.input.Pipeline, e.input.EpisodeID, req.Step), allot.NotReady)
 	}
-	st, err := e.decide(ctx, activities.DecisionInput{Action: allot.ActionAbandon, Step: req.Step, Reason: req.Reason})
+	st, err := e.decide(ctx, activities.DecisionInput{Action: allot.ActionAbandon, Step: req.Step, Reason: req.Reason, By: req.By})
 	stop.abandoned = err == nil
 	return st, err
 }

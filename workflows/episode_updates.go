@@ -216,7 +216,7 @@ func (e *episode) approve(action allot.Action) func(workflow.Context, DecisionRe
 		if err := allot.EpisodeActionAllowed(action, e.state.Stage, e.approvals()); err != nil {
 			return EpisodeState{}, temporal.NewApplicationError(fmt.Sprintf("episode %s: %v", e.input.EpisodeID, err), allot.NotReady)
 		}
-		return e.decide(ctx, activities.DecisionInput{Action: action, Reason: req.Reason})
+		return e.decide(ctx, activities.DecisionInput{Action: action, Reason: req.Reason, By: req.By})
 	}
 }
 
@@ -226,7 +226,7 @@ func (e *episode) rework(ctx workflow.Context, req DecisionRequest) (EpisodeStat
 		return EpisodeState{}, err
 	}
 	defer release()
-	return e.decide(ctx, activities.DecisionInput{Action: allot.ActionRework, Step: req.Step, Reason: req.Reason})
+	return e.decide(ctx, activities.DecisionInput{Action: allot.ActionRework, Step: req.Step, Reason: req.Reason, By: req.By})
 }
 
 func (e *episode) reassemble(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
@@ -235,7 +235,7 @@ func (e *episode) reassemble(ctx workflow.Context, req DecisionRequest) (Episode
 		return EpisodeState{}, err
 	}
 	defer release()
-	return e.decide(ctx, activities.DecisionInput{Action: allot.ActionReassemble, Reason: req.Reason})
+	return e.decide(ctx, activities.DecisionInput{Action: allot.ActionReassemble, Reason: req.Reason, By: req.By})
 }
 
 func (e *episode) resolve(ctx workflow.Context, req DecisionRequest) (EpisodeState, error) {
@@ -251,5 +251,5 @@ func (e *episode) resolve(ctx workflow.Context, req DecisionRequest) (EpisodeSta
 		return EpisodeState{}, temporal.NewApplicationError(
 			fmt.Sprintf("step %s of episode %s has no unresolved outcome: resolve is for a paid step that needs attention", req.Step, e.input.EpisodeID), allot.NotReady)
 	}
-	return e.decide(ctx, activities.DecisionInput{Action: req.Resolve, Step: req.Step, RemoteRef: req.RemoteRef, Reason: req.Reason})
+	return e.decide(ctx, activities.DecisionInput{Action: req.Resolve, Step: req.Step, RemoteRef: req.RemoteRef, Reason: req.Reason, By: req.By})
 }

@@ -451,7 +451,7 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 	r.commands = &operator.EpisodeCommands{Client: c, Pipelines: r.pipelines, TaskQueue: workflows.TaskQueue, Ledger: r.led}
 	r.scheds = &operator.Schedules{Client: c, Pipelines: r.pipelines, TaskQueue: workflows.TaskQueue, Namespace: "default", Ledger: r.led, LedgerID: r.led.ID()}
 	for _, name := range []string{PipelineVideo, PipelineReview, PipelineDaily} {
-		if _, err := r.scheds.Create(ctx, operator.ScheduleInput{Pipeline: name, Paused: true, Note: "chaos run: backfills only"}); err != nil {
+		if _, err := r.scheds.Create(ctx, operator.ScheduleInput{Pipeline: name, Paused: true, Note: "chaos run: backfills only", By: "chaos"}); err != nil {
 			return err
 		}
 	}
@@ -464,7 +464,7 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 func (r *run) execute(ctx context.Context, p plan) {
 	begin := time.Now()
 	giveUp := begin.Add(r.sc.Load + time.Minute)
-	if _, err := r.scheds.Create(ctx, operator.ScheduleInput{Pipeline: PipelineCatchUp, Note: "chaos run: catch-up across a workers outage"}); err != nil {
+	if _, err := r.scheds.Create(ctx, operator.ScheduleInput{Pipeline: PipelineCatchUp, Note: "chaos run: catch-up across a workers outage", By: "chaos"}); err != nil {
 		r.loadError("create the schedule of %s: %v", PipelineCatchUp, err)
 	}
 	r.catchUpFrom = time.Now()
@@ -503,7 +503,7 @@ func (r *run) execute(ctx context.Context, p plan) {
 			// paused, and a paused schedule's times are settled when it is
 			// unpaused (starter schedule unpause), which this run never does.
 			r.catchUpUntil = time.Now()
-			if _, err := r.scheds.Pause(ctx, PipelineCatchUp, "chaos run: the load of "+PipelineCatchUp+" is over"); err != nil {
+			if _, err := r.scheds.Pause(ctx, PipelineCatchUp, operator.ScheduleNote{By: "chaos", Text: "chaos run: the load of " + PipelineCatchUp + " is over"}); err != nil {
 				r.loadError("pause the schedule of %s: %v", PipelineCatchUp, err)
 			}
 		case evVendorRestart:

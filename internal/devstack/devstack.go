@@ -213,6 +213,7 @@ func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info I
 		Pipeline: name,
 		Override: pipeline.Schedule{Interval: cfg.DemoInterval.String(), CatchupWindow: pipeline.MinCatchupWindow.String()},
 		Note:     "demo schedule of the dev setup",
+		By:       "devserver",
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("demo schedule: %w", err)
