@@ -175,7 +175,10 @@ func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName s
 // run behind for every refused command. Rework and reassemble reopen a
 // settled episode, so they go through.
 func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName string, ep ledger.Episode, update string) error {
-	if update == workflows.ReworkUpdate || update == workflows.ReassembleUpdate {
+	if update == workflows.ReassembleUpdate {
+		return o.refuseReassembleWithoutRun(ctx, pipelineName, ep)
+	}
+	if update == workflows.ReworkUpdate {
 		return nil
 	}
 	outcome := allot.Outcome(ep.Outcome)
@@ -210,6 +213,62 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 	}
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, stands, update, o.reopenCommands(pipelineName, ep.ID)),
+		allot.NotReady, nil)
+}
+
+// refuseReassembleWithoutRun answers, from the ledger and starting
+// nothing, a reassemble of an episode whose assembly has not run
+// (allot.CheckReassemble) when no workflow of it runs: a run started for it
+// would record a decision that changes nothing. A running workflow's
+// validator answers it, with the parked step's remedies.
+func (o *EpisodeCommands) refuseReassembleWithoutRun(ctx context.Context, pipelineName string, ep ledger.Episode) error {
+	p, err := o.Pipelines.Get(pipelineName)
+	if err != nil {
+		return err
+	}
+	assemble := ""
+	for _, s := range p.Steps {
+		if s.Kind == allot.KindLocal && s.Action == pipeline.ActionAssemble {
+			assemble = s.Name
+			break
+		}
+	}
+	var status allot.StepStatus
+	if assemble != "" {
+		records, err := o.Ledger.Steps(ctx, pipelineName, ep.ID)
+		if err != nil {
+			return err
+		}
+		for _, r := range records {
+			if r.Step == assemble {
+				status = r.Status
+			}
+		}
+	}
+	refusal := allot.CheckReassemble(assemble, status)
+	if refusal == nil {
+		return nil
+	}
+	id := allot.EpisodeWorkflowID(pipelineName, ep.ID)
+	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil:
+		return fmt.Errorf("describe workflow %s: %w", id, err)
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil
+	}
+	next := fmt.Sprintf("it has no workflow running: resume it with `%s`", allot.ResumeCommand(pipelineName, ep.ID))
+	if settled(ep) {
+		var reworks []string
+		for _, st := range p.PaidStepNames() {
+			reworks = append(reworks, "`"+allot.ReworkCommand(pipelineName, ep.ID, st)+"`")
+		}
+		next = fmt.Sprintf("it is %s: a rework reopens it (%s)", outcomeOf(ep), strings.Join(reworks, ", "))
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("episode %s of %s: %v; %s, and `%s` shows how it stands", ep.ID, pipelineName, refusal, next, allot.ShowCommand(pipelineName, ep.ID)),
 		allot.NotReady, nil)
 }
 
