@@ -46,6 +46,12 @@ type CommandResult struct {
 	RunID      string                 `json:"run_id"`
 	Update     string                 `json:"update"`
 	State      workflows.EpisodeState `json:"state"`
+	// BudgetShort are, after a retry of a step parked BudgetExhausted, the
+	// budgets that still refuse it (the ledger's view right after the
+	// command): the step parks again until they are raised. BudgetRaises
+	// are the commands that admit it.
+	BudgetShort  []ledger.BudgetShortfall `json:"budget_short,omitempty"`
+	BudgetRaises []string                 `json:"budget_raises,omitempty"`
 }
 
 // EpisodeStartOptions starts (or joins) an episode's workflow: the running
@@ -97,6 +103,7 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 			return CommandResult{}, err
 		}
 	}
+	refusedBy := o.budgetParked(ctx, p.Name, in)
 	opts, ledgerID := EpisodeStartOptions(p.Name, in.EpisodeID, o.TaskQueue), ""
 	if o.Ledger != nil {
 		ledgerID = o.Ledger.ID()
@@ -135,7 +142,45 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 			out.State = st
 		}
 	}
+	if len(refusedBy) > 0 {
+		if out.BudgetShort, err = o.stillShort(ctx, refusedBy); err != nil {
+			return out, err
+		}
+		out.BudgetRaises = workflows.BudgetRemedies(p.Name, in.EpisodeID, in.Request.Step, out.BudgetShort)
+	}
 	return out, nil
+}
+
+// budgetParked are the budgets that refused the step a retry names, when
+// the episode is parked on it BudgetExhausted (nil otherwise): the retry
+// asks them again, and its answer says whether they still refuse.
+func (o *EpisodeCommands) budgetParked(ctx context.Context, pipelineName string, in CommandInput) []ledger.BudgetShortfall {
+	if in.Update != workflows.ResolveUpdate || in.Request.Resolve != allot.ActionRetry || o.Ledger == nil {
+		return nil
+	}
+	v, err := o.Client.QueryWorkflow(ctx, allot.EpisodeWorkflowID(pipelineName, in.EpisodeID), "", workflows.StateQuery)
+	if err != nil {
+		return nil
+	}
+	var st workflows.EpisodeState
+	if v.Get(&st) != nil || st.Attention == nil || st.Attention.Step != in.Request.Step || st.Attention.ErrorType != allot.BudgetExhausted {
+		return nil
+	}
+	return st.Attention.Budgets
+}
+
+// stillShort asks the ledger, read-only, which of the budgets that refused
+// a step still would, with the limits it has now (raises included).
+func (o *EpisodeCommands) stillShort(ctx context.Context, refused []ledger.BudgetShortfall) ([]ledger.BudgetShortfall, error) {
+	rs := make([]ledger.Reservation, len(refused))
+	for i, n := range refused {
+		limit := n.Limit
+		if b, ok := o.Pipelines.Budget(n.Budget); ok && b.Limit.Currency == n.Currency {
+			limit = b.Limit.Amount
+		}
+		rs[i] = ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked}
+	}
+	return o.Ledger.BudgetRoom(ctx, rs)
 }
 
 // updateOnEndedWorkflow is the type of the failure Temporal gives an
@@ -173,7 +218,8 @@ func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName s
 // workflow is not running and the ledger says the episode is settled
 // (completed or rejected): starting a run just to refuse would leave a new
 // run behind for every refused command. Rework and reassemble reopen a
-// settled episode, so they go through.
+// settled episode, so they go through (a reassemble once the episode's
+// assembly has run: refuseReassembleWithoutRun).
 func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName string, ep ledger.Episode, update string) error {
 	if update == workflows.ReassembleUpdate {
 		return o.refuseReassembleWithoutRun(ctx, pipelineName, ep)

@@ -229,6 +229,17 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		}
 		c.print(res, func(w io.Writer) {
 			fmt.Fprintf(w, "%s\t%s\n", update, res.WorkflowID)
+			if len(res.BudgetShort) > 0 {
+				// The stage right after a retry is a passing one (the
+				// step runs, or waits for its vendor, then the budget
+				// refuses it): the budget's answer is what happened.
+				for i, b := range res.BudgetShort {
+					short := b.Needed() - b.Limit
+					fmt.Fprintf(w, "budget\tstill refuses step %s (%s): short %s; the step stays parked until it is raised: `%s`\n",
+						in.Request.Step, b, money(short, b.Currency), res.BudgetRaises[i])
+				}
+				return
+			}
 			fmt.Fprintf(w, "stage\t%s\n", res.State.Stage)
 			for _, s := range res.State.Steps {
 				fmt.Fprintf(w, "  %s\t%s\trev %d\t%s\n", s.Name, s.Status, s.Revision, dash(s.RemoteRef))
