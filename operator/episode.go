@@ -142,13 +142,21 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 			out.State = st
 		}
 	}
-	if len(refusedBy) > 0 {
-		if out.BudgetShort, err = o.stillShort(ctx, refusedBy); err != nil {
-			return out, err
-		}
-		out.BudgetRaises = workflows.BudgetRemedies(p.Name, in.EpisodeID, in.Request.Step, out.BudgetShort)
+	out.BudgetShort, out.BudgetRaises, err = o.budgetAnswer(ctx, p.Name, in.EpisodeID, in.Request.Step, refusedBy)
+	return out, err
+}
+
+// budgetAnswer is what a retry of a step that refused parked on budgets
+// found: the budgets that still refuse it, and the raises that admit it.
+func (o *EpisodeCommands) budgetAnswer(ctx context.Context, pipelineName, episodeID, step string, refused []ledger.BudgetShortfall) ([]ledger.BudgetShortfall, []string, error) {
+	if len(refused) == 0 {
+		return nil, nil, nil
 	}
-	return out, nil
+	short, err := o.stillShort(ctx, refused)
+	if err != nil {
+		return nil, nil, err
+	}
+	return short, workflows.BudgetRemedies(pipelineName, episodeID, step, short), nil
 }
 
 // budgetParked are the budgets that refused the step a retry names, when
