@@ -1,11 +1,16 @@
 package operator
 
 import (
+	"context"
+	"errors"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"allot"
+	"allot/ledger"
+	"allot/paidvendor"
 	"allot/workflows"
 )
 
@@ -135,5 +140,38 @@ func TestEveryPrintedCommandIsOneTheEpisodeTakes(t *testing.T) {
 				t.Errorf("reopen %q is refused on a succeeded step", line)
 			}
 		}
+	}
+}
+
+// noTask is a vendor that holds nothing under any key.
+type noTask struct{}
+
+func (noTask) Submit(context.Context, paidvendor.SubmitRequest) (paidvendor.Task, error) {
+	return paidvendor.Task{}, errors.New("the look-up sends nothing")
+}
+func (noTask) LookupByIdempotencyKey(context.Context, string) (paidvendor.Task, error) {
+	return paidvendor.Task{}, paidvendor.ErrNotFound
+}
+
+// Without Temporal the ledger's recorded outcome says why the episode is
+// parked: past the horizon, a vendor with nothing under the key gets the
+// resubmit and a note that the step may have been sent, never a retry.
+func TestLookupPastTheHorizonFromTheLedgerAlone(t *testing.T) {
+	l := newTestLedger(t)
+	ep := l.allocate("weekly", mon)
+	ctx := context.Background()
+	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}
+	if _, err := l.led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly", ep.ID, "video", 0), "op-test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.led.RecordEpisodeOutcome(ctx, "weekly", ep.ID, allot.OutcomeNeedsAttention, allot.IdempotencyHorizonPassed, mon); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Lookup(ctx, l.led, noTask{}, testPipelines(t), LookupInput{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attention != allot.IdempotencyHorizonPassed || res.Next != allot.ResubmitCommand("weekly", ep.ID, "video") || !strings.Contains(res.Note, "may still have been sent") {
+		t.Fatalf("lookup %+v", res)
 	}
 }
