@@ -1,6 +1,7 @@
 package allot
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -124,6 +125,22 @@ func EpisodeActionAllowed(action Action, stage Stage, approvals []StepStatus) er
 		return fmt.Errorf("the episode is %s: reassemble it once it is idle (waiting for approval, needing attention, completed or rejected)", stage)
 	}
 	return fmt.Errorf("%s is not an episode-wide action", action)
+}
+
+// CheckReassemble refuses a reassemble that means nothing: it runs the
+// episode's assembly (its pipeline's assemble step, "" if it has none) and
+// the steps after it again, so the assembly must have run (status is the
+// assemble step's). An episode parked before its assembly gets nothing from
+// it but a recorded decision.
+func CheckReassemble(assembleStep string, status StepStatus) error {
+	if assembleStep == "" {
+		return errors.New("its pipeline has no assemble step: there is nothing to reassemble")
+	}
+	switch status {
+	case "", StepPending, StepReset:
+		return fmt.Errorf("its step %s has not run yet, so nothing was assembled: reassemble runs the assembly again once it has run", assembleStep)
+	}
+	return nil
 }
 
 // pastApproval is the last decision of approvals when every approval step

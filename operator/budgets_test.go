@@ -388,3 +388,29 @@ func TestCheckFindsABudgetExceededOnTheVendorsBill(t *testing.T) {
 		t.Fatalf("with the vendor's bill (850 of 750): %v", got)
 	}
 }
+
+// Defect (issue 25): `resolve --retry` of a step parked BudgetExhausted,
+// the budget still short, answered with a passing stage (waiting_vendor).
+// The answer is the ledger's: the budget that still refuses, what it has,
+// and the raise that admits the step; none once it is raised.
+func TestRetryOfABudgetParkedStepSaysWhichBudgetStillRefuses(t *testing.T) {
+	l, eps := budgetLedger(t)
+	set := budgetPipelines(t)
+	ctx := context.Background()
+	cmds := &EpisodeCommands{Client: idleClient(t), Pipelines: set, TaskQueue: "allot", Ledger: l.led}
+	refused := []ledger.BudgetShortfall{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Settled: 200, Reserved: 500, Asked: 250}}
+	short, raises, err := cmds.budgetAnswer(ctx, "weekly", eps[3].ID, "video", refused)
+	if err != nil || len(short) != 1 || short[0].Budget != "video-weekly" || short[0].Needed()-short[0].Limit != 200 {
+		t.Fatalf("still short %+v, %v", short, err)
+	}
+	if len(raises) != 1 || !strings.HasPrefix(raises[0], "starter budget raise video-weekly --period 2026-W32 --limit 950 --reason ") {
+		t.Fatalf("raises %q", raises)
+	}
+	t.Setenv("USER", "maria")
+	if _, err := RaiseBudget(ctx, l.led, RaiseInput{Pipelines: set, Budget: "video-weekly", Period: "2026-W32", Limit: 950, Reason: "one more", RequestID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	if short, raises, err := cmds.budgetAnswer(ctx, "weekly", eps[3].ID, "video", refused); err != nil || len(short)+len(raises) != 0 {
+		t.Fatalf("after the raise: %+v %q, %v", short, raises, err)
+	}
+}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
@@ -260,5 +262,30 @@ func TestCalendarCronRoundTrips(t *testing.T) {
 			}
 			at = na
 		}
+	}
+}
+
+// Defect (issue 25): reassemble of an episode whose assembly never ran was
+// accepted (a run started, a decision recorded). With no workflow running,
+// the ledger answers it, NotReady, and nothing is sent to Temporal but the
+// describe.
+func TestReassembleBeforeTheAssemblyIsRefusedFromTheLedger(t *testing.T) {
+	l := newTestLedger(t)
+	ep := l.allocate("weekly", mon)
+	cl := mocks.NewClient(t)
+	cl.On("DescribeWorkflowExecution", mock.Anything, allot.EpisodeWorkflowID("weekly", ep.ID), "").
+		Return(nil, serviceerror.NewNotFound("no such workflow"))
+	cmds := &EpisodeCommands{Client: cl, Pipelines: testPipelines(t), TaskQueue: "allot", Ledger: l.led}
+	_, err := cmds.Send(context.Background(), CommandInput{Pipeline: "weekly", EpisodeID: ep.ID, Update: workflows.ReassembleUpdate})
+	if errorType(err) != allot.NotReady {
+		t.Fatalf("reassemble before the assembly: %v, want %s", err, allot.NotReady)
+	}
+	for _, want := range []string{"step assemble has not run yet", "`" + allot.ResumeCommand("weekly", ep.ID) + "`"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	if ds, err := l.led.Decisions(context.Background(), "weekly", ep.ID); err != nil || len(ds) != 0 {
+		t.Fatalf("decisions %+v, %v", ds, err)
 	}
 }

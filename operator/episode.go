@@ -46,6 +46,12 @@ type CommandResult struct {
 	RunID      string                 `json:"run_id"`
 	Update     string                 `json:"update"`
 	State      workflows.EpisodeState `json:"state"`
+	// BudgetShort are, after a retry of a step parked BudgetExhausted, the
+	// budgets that still refuse it (the ledger's view right after the
+	// command): the step parks again until they are raised. BudgetRaises
+	// are the commands that admit it.
+	BudgetShort  []ledger.BudgetShortfall `json:"budget_short,omitempty"`
+	BudgetRaises []string                 `json:"budget_raises,omitempty"`
 }
 
 // EpisodeStartOptions starts (or joins) an episode's workflow: the running
@@ -101,6 +107,7 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 			return CommandResult{}, err
 		}
 	}
+	refusedBy := o.budgetParked(ctx, p.Name, in)
 	opts, ledgerID := EpisodeStartOptions(p.Name, in.EpisodeID, o.TaskQueue), ""
 	if o.Ledger != nil {
 		ledgerID = o.Ledger.ID()
@@ -139,7 +146,53 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 			out.State = st
 		}
 	}
-	return out, nil
+	out.BudgetShort, out.BudgetRaises, err = o.budgetAnswer(ctx, p.Name, in.EpisodeID, in.Request.Step, refusedBy)
+	return out, err
+}
+
+// budgetAnswer is what a retry of a step that refused parked on budgets
+// found: the budgets that still refuse it, and the raises that admit it.
+func (o *EpisodeCommands) budgetAnswer(ctx context.Context, pipelineName, episodeID, step string, refused []ledger.BudgetShortfall) ([]ledger.BudgetShortfall, []string, error) {
+	if len(refused) == 0 {
+		return nil, nil, nil
+	}
+	short, err := o.stillShort(ctx, refused)
+	if err != nil {
+		return nil, nil, err
+	}
+	return short, workflows.BudgetRemedies(pipelineName, episodeID, step, short), nil
+}
+
+// budgetParked are the budgets that refused the step a retry names, when
+// the episode is parked on it BudgetExhausted (nil otherwise): the retry
+// asks them again, and its answer says whether they still refuse.
+func (o *EpisodeCommands) budgetParked(ctx context.Context, pipelineName string, in CommandInput) []ledger.BudgetShortfall {
+	if in.Update != workflows.ResolveUpdate || in.Request.Resolve != allot.ActionRetry || o.Ledger == nil {
+		return nil
+	}
+	v, err := o.Client.QueryWorkflow(ctx, allot.EpisodeWorkflowID(pipelineName, in.EpisodeID), "", workflows.StateQuery)
+	if err != nil {
+		return nil
+	}
+	var st workflows.EpisodeState
+	if v.Get(&st) != nil || st.Attention == nil || st.Attention.Step != in.Request.Step || st.Attention.ErrorType != allot.BudgetExhausted {
+		return nil
+	}
+	return st.Attention.Budgets
+}
+
+// stillShort asks the ledger, read-only, which of the budgets that refused
+// a step still would, with the limits it has now (raises included).
+func (o *EpisodeCommands) stillShort(ctx context.Context, refused []ledger.BudgetShortfall) ([]ledger.BudgetShortfall, error) {
+	rs := make([]ledger.Reservation, len(refused))
+	for i, n := range refused {
+		limit := n.Limit
+		if b, ok := o.Pipelines.Budget(n.Budget); ok && b.Limit.Currency == n.Currency {
+			limit = b.Limit.Amount
+		}
+		rs[i] = ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked}
+	}
+	return o.Ledger.BudgetRoom(ctx, rs)
 }
 
 // updateOnEndedWorkflow is the type of the failure Temporal gives an
@@ -177,9 +230,13 @@ func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName s
 // workflow is not running and the ledger says the episode is settled
 // (completed or rejected): starting a run just to refuse would leave a new
 // run behind for every refused command. Rework and reassemble reopen a
-// settled episode, so they go through.
+// settled episode, so they go through (a reassemble once the episode's
+// assembly has run: refuseReassembleWithoutRun).
 func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName string, ep ledger.Episode, update string) error {
-	if update == workflows.ReworkUpdate || update == workflows.ReassembleUpdate {
+	if update == workflows.ReassembleUpdate {
+		return o.refuseReassembleWithoutRun(ctx, pipelineName, ep)
+	}
+	if update == workflows.ReworkUpdate {
 		return nil
 	}
 	outcome := allot.Outcome(ep.Outcome)
@@ -214,6 +271,62 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 	}
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, stands, update, o.reopenCommands(pipelineName, ep.ID)),
+		allot.NotReady, nil)
+}
+
+// refuseReassembleWithoutRun answers, from the ledger and starting
+// nothing, a reassemble of an episode whose assembly has not run
+// (allot.CheckReassemble) when no workflow of it runs: a run started for it
+// would record a decision that changes nothing. A running workflow's
+// validator answers it, with the parked step's remedies.
+func (o *EpisodeCommands) refuseReassembleWithoutRun(ctx context.Context, pipelineName string, ep ledger.Episode) error {
+	p, err := o.Pipelines.Get(pipelineName)
+	if err != nil {
+		return err
+	}
+	assemble := ""
+	for _, s := range p.Steps {
+		if s.Kind == allot.KindLocal && s.Action == pipeline.ActionAssemble {
+			assemble = s.Name
+			break
+		}
+	}
+	var status allot.StepStatus
+	if assemble != "" {
+		records, err := o.Ledger.Steps(ctx, pipelineName, ep.ID)
+		if err != nil {
+			return err
+		}
+		for _, r := range records {
+			if r.Step == assemble {
+				status = r.Status
+			}
+		}
+	}
+	refusal := allot.CheckReassemble(assemble, status)
+	if refusal == nil {
+		return nil
+	}
+	id := allot.EpisodeWorkflowID(pipelineName, ep.ID)
+	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil:
+		return fmt.Errorf("describe workflow %s: %w", id, err)
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil
+	}
+	next := fmt.Sprintf("it has no workflow running: resume it with `%s`", allot.ResumeCommand(pipelineName, ep.ID))
+	if settled(ep) {
+		var reworks []string
+		for _, st := range p.PaidStepNames() {
+			reworks = append(reworks, "`"+allot.ReworkCommand(pipelineName, ep.ID, st)+"`")
+		}
+		next = fmt.Sprintf("it is %s: a rework reopens it (%s)", outcomeOf(ep), strings.Join(reworks, ", "))
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("episode %s of %s: %v; %s, and `%s` shows how it stands", ep.ID, pipelineName, refusal, next, allot.ShowCommand(pipelineName, ep.ID)),
 		allot.NotReady, nil)
 }
 

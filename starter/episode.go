@@ -230,6 +230,17 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		}
 		c.print(res, func(w io.Writer) {
 			fmt.Fprintf(w, "%s\t%s\n", update, res.WorkflowID)
+			if len(res.BudgetShort) > 0 {
+				// The stage right after a retry is a passing one (the
+				// step runs, or waits for its vendor, then the budget
+				// refuses it): the budget's answer is what happened.
+				for i, b := range res.BudgetShort {
+					short := b.Needed() - b.Limit
+					fmt.Fprintf(w, "budget\tstill refuses step %s (%s): short %s; the step stays parked until it is raised: `%s`\n",
+						in.Request.Step, b, money(short, b.Currency), res.BudgetRaises[i])
+				}
+				return
+			}
 			fmt.Fprintf(w, "stage\t%s\n", res.State.Stage)
 			for _, s := range res.State.Steps {
 				fmt.Fprintf(w, "  %s\t%s\trev %d\t%s\n", s.Name, s.Status, s.Revision, dash(s.RemoteRef))
@@ -481,6 +492,17 @@ func episodeLookup(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Temporal is optional: the workflow's state says which step the
+	// episode is parked on; without it the ledger's recorded outcome does.
+	if cl, _ := c.dial(ctx); cl != nil {
+		defer cl.Close()
+		if v, err := cl.QueryWorkflow(ctx, allot.EpisodeWorkflowID(in.Pipeline, in.EpisodeID), "", workflows.StateQuery); err == nil {
+			var st workflows.EpisodeState
+			if v.Get(&st) == nil && st.Stage != "" {
+				in.State = &st
+			}
+		}
+	}
 	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.LookupResult, error) {
 		return operator.Lookup(ctx, led, vendor, pipelines, in)
 	})
@@ -500,8 +522,14 @@ func episodeLookup(ctx context.Context, c *cli, args []string) error {
 		case res.Found:
 			t := res.VendorTask
 			fmt.Fprintf(w, "vendor task\t%s (%s), cost %s\n", t.ID, t.Status, money(t.CostAmount, t.CostCurrency))
+		case res.Attention == allot.IdempotencyHorizonPassed:
+			// Past the horizon, not found does not mean not sent: the note says so.
+			fmt.Fprintln(w, "vendor\thas no task with this key")
 		default:
 			fmt.Fprintln(w, "vendor\thas no task with this key: nothing was accepted")
+		}
+		if res.Note != "" {
+			fmt.Fprintf(w, "note\t%s\n", res.Note)
 		}
 		if res.Next != "" {
 			fmt.Fprintf(w, "next\t%s\n", res.Next)

@@ -273,3 +273,56 @@ func TestRetryingStepIsVisible(t *testing.T) {
 		t.Fatalf("AllotOutcome was set to %q, want %q while retrying and %q last", outcomeAttrs, allot.OutcomeRetrying, allot.OutcomeCompleted)
 	}
 }
+
+// Defect (issue 25): reassemble on an episode parked before its assembly
+// ran was accepted and a reassemble decision recorded, for nothing. It is
+// refused at once, records nothing, leaves the state as it was, and names
+// the commands that do move the episode on (the parked step's remedies).
+func TestReassembleBeforeTheAssemblyIsRefusedAtOnce(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(loaded(paidPending("video"), pending("assemble")), nil)
+	env.OnActivity(a.SubmitPaidTask, mock.Anything, mock.Anything).Return(
+		activities.PaidTaskResult{}, temporal.NewNonRetryableApplicationError("vendor cannot tell", allot.OutcomeUnknown, nil)).Once()
+	var decided []allot.Action
+	env.OnActivity(a.ApplyDecision, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DecisionInput) (activities.DecisionResult, error) {
+			decided = append(decided, in.Action)
+			return activities.DecisionResult{Action: in.Action, Step: "video", Steps: []activities.StepState{
+				{Name: "video", Kind: "paid", Status: allot.StepAbandoned, TaskState: allot.PaidAbandoned}, pending("assemble"),
+			}}, nil
+		})
+	env.OnActivity(a.RunLocalStep, mock.Anything, mock.Anything).Return(activities.StepState{Name: "assemble", Kind: "local", Action: "assemble", Status: allot.StepCompleted}, nil)
+	env.OnActivity(a.CompleteEpisode, mock.Anything, mock.Anything).Return(nominal(), nil)
+
+	var before EpisodeState
+	var reassemble *updateResult
+	env.RegisterDelayedCallback(func() {
+		before = queryState(t, env)
+		reassemble = sendUpdate(env, ReassembleUpdate, "reassemble-1", DecisionRequest{Reason: "try again"})
+		env.RegisterDelayedCallback(func() {
+			if !reassemble.rejected {
+				t.Errorf("reassemble was not refused at once: %+v", reassemble)
+			}
+			if after := queryState(t, env); !reflect.DeepEqual(after, before) {
+				t.Errorf("the refused reassemble changed the state:\n%+v\n%+v", before, after)
+			}
+			sendUpdate(env, ResolveUpdate, "abandon-1", DecisionRequest{Step: "video", Resolve: allot.ActionAbandon, Reason: "gave up"})
+		}, time.Second)
+	}, time.Hour)
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	if err := env.GetWorkflowResult(new(EpisodeResult)); err != nil {
+		t.Fatal(err)
+	}
+	if before.Attention == nil || before.Attention.ErrorType != allot.OutcomeUnknown {
+		t.Fatalf("not parked: %+v", before)
+	}
+	wantType(t, reassemble.err, allot.NotReady)
+	for _, want := range []string{"step assemble has not run yet", "parked on step video (OutcomeUnknown)", before.Attention.Remedies[0]} {
+		if !strings.Contains(reassemble.err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", reassemble.err, want)
+		}
+	}
+	if !slices.Equal(decided, []allot.Action{allot.ActionAbandon}) {
+		t.Fatalf("decisions recorded %v, want only the abandon", decided)
+	}
+}

@@ -709,7 +709,8 @@ func (m *modelRun) randomCommand(st EpisodeState) {
 }
 
 // predict is the model of the update validators: the shape rules, then
-// the command table (allot.EpisodeActionAllowed, allot.PaidActionsAllowed)
+// the command table (allot.EpisodeActionAllowed, allot.CheckReassemble,
+// allot.PaidActionsAllowed)
 // on the state the command meets. It returns "" for a command the
 // validator must accept, else the error type it must refuse it with.
 func modelPredict(update string, req DecisionRequest, st EpisodeState) string {
@@ -739,7 +740,15 @@ func modelPredict(update string, req DecisionRequest, st EpisodeState) string {
 	case RejectUpdate:
 		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionReject, st.Stage, nil))
 	case ReassembleUpdate:
-		return modelNotReady(allot.EpisodeActionAllowed(allot.ActionReassemble, st.Stage, nil))
+		if err := allot.EpisodeActionAllowed(allot.ActionReassemble, st.Stage, nil); err != nil {
+			return allot.NotReady
+		}
+		// Reassemble runs the assembly again: once it has run.
+		name, status := "", allot.StepStatus("")
+		if i := slices.IndexFunc(st.Steps, func(s activities.StepState) bool { return s.Kind == "local" && s.Action == "assemble" }); i >= 0 {
+			name, status = st.Steps[i].Name, st.Steps[i].Status
+		}
+		return modelNotReady(allot.CheckReassemble(name, status))
 	}
 	action := allot.ActionRework
 	if update == ResolveUpdate {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -9,6 +10,7 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/paidvendor"
+	"allot/pipeline"
 )
 
 // validator refuses, before anything enters history, a command that is
@@ -24,8 +26,39 @@ func (e *episode) validator(update string) func(workflow.Context, DecisionReques
 		if !e.loaded {
 			return nil
 		}
-		return e.admissible(update, req)
+		if err := e.admissible(update, req); err != nil {
+			return err
+		}
+		if update == ReassembleUpdate {
+			// Checked here only: the handler's check is replayed
+			// (commandTableChange), a validator's is not.
+			return e.reassembleRefusal()
+		}
+		return nil
 	}
+}
+
+// reassembleRefusal refuses a reassemble before the episode's assembly
+// ran (allot.CheckReassemble), naming what does move the episode on.
+func (e *episode) reassembleRefusal() error {
+	name, status := "", allot.StepStatus("")
+	for _, s := range e.state.Steps {
+		if allot.StepKind(s.Kind) == allot.KindLocal && s.Action == pipeline.ActionAssemble {
+			name, status = s.Name, s.Status
+			break
+		}
+	}
+	err := allot.CheckReassemble(name, status)
+	if err == nil {
+		return nil
+	}
+	next := "it assembles when it reaches that step"
+	if a := e.state.Attention; a != nil && len(a.Remedies) > 0 {
+		next = fmt.Sprintf("the episode is parked on step %s (%s): run one of `%s`", a.Step, a.ErrorType, strings.Join(a.Remedies, "`, `"))
+	} else if w := e.state.Waiting; w != nil && w.Remedy != "" {
+		next = fmt.Sprintf("step %s waits for vendor %s: it goes on by itself, or `%s`", w.Step, w.Vendor, w.Remedy)
+	}
+	return temporal.NewApplicationError(fmt.Sprintf("episode %s/%s: %v; %s", e.input.Pipeline, e.input.EpisodeID, err, next), allot.NotReady)
 }
 
 // validateShape rejects malformed commands.
