@@ -54,3 +54,19 @@ func TestShowPrintsWhoDecided(t *testing.T) {
 		t.Fatalf("show printed\n%s", text)
 	}
 }
+
+// schedule trigger names the run it started and, on a paused schedule,
+// says the schedule stays paused with the command that unpauses it. (The
+// embedded server's behaviour: TestScheduleNotesNameWhoActedAndTriggerSaysWhatRan.)
+func TestTriggerSaysWhatRanAndThatAPauseHolds(t *testing.T) {
+	for _, paused := range []bool{true, false} {
+		var out bytes.Buffer
+		c := &cli{stdout: &out}
+		c.printTriggered(operator.ScheduleResult{Pipeline: "weekly-video", Paused: paused, Triggered: "weekly-video/scheduled-2026-12-03T16:13:58Z"})
+		text := out.String()
+		if !strings.Contains(text, "triggered: run weekly-video/scheduled-2026-12-03T16:13:58Z started") ||
+			strings.Contains(text, "stays paused") != paused || strings.Contains(text, "`"+allot.ScheduleUnpauseCommand("weekly-video")+"`") != paused {
+			t.Errorf("paused %v: printed\n%s", paused, text)
+		}
+	}
+}
