@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/operator"
 	"allot/pipeline"
 )
@@ -247,7 +247,7 @@ func TestStarterFastBackfillCtrlCResumes(t *testing.T) {
 	from := monday().Truncate(24 * time.Hour)
 	const n = 20
 	to := from.Add(n * time.Hour)
-	env := append(os.Environ(), "TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(), "TEMPORAL_NAMESPACE="+c.Namespace,
+	env := cleanenv.Environ("TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(), "TEMPORAL_NAMESPACE="+c.Namespace,
 		"ALLOT_LEDGER="+c.LedgerURL, "ALLOT_PIPELINES="+pipelinesFile)
 
 	cmd := exec.Command(bin, "schedule", "backfill", "--pipeline", "weekly-video", "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339),

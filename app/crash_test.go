@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/ledger"
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
@@ -104,6 +104,6 @@ func TestWorkerKilledDuringPaidTaskResumesWithOneChargePerStep(t *testing.T) {
 func startWorker(t *testing.T, bin string, env []string) *allottest.Process {
 	t.Helper()
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = cleanenv.Environ(env...)
 	return allottest.StartProcess(t, cmd)
 }

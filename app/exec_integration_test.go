@@ -9,6 +9,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 )
 
 // execFailTOML has an exec step that fails for good (exit 3, leaving a
@@ -40,7 +41,7 @@ func TestFailedExecStepShowsRunnableRemedies(t *testing.T) {
 	c := allottest.NewClusterWithPipelines(t, []byte(toml))
 	bin := allottest.BuildBinary(t, "allot/starter")
 	pipelinesFile := writeFile(t, toml)
-	s := &starterEnv{t: t, bin: bin, env: append(os.Environ(),
+	s := &starterEnv{t: t, bin: bin, env: cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(), "TEMPORAL_NAMESPACE="+c.Namespace,
 		"ALLOT_LEDGER="+c.LedgerURL, "ALLOT_PIPELINES="+pipelinesFile)}
 

@@ -8,7 +8,6 @@ package app_test
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,6 +18,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/ledger"
 	"allot/operator"
 	"allot/workflows"
@@ -28,7 +28,7 @@ import (
 // with: the cluster's server, ledger and vendor, the test pipelines.
 func processEnv(t *testing.T, c *allottest.Cluster) []string {
 	t.Helper()
-	return append(os.Environ(),
+	return cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(),
 		"TEMPORAL_NAMESPACE="+c.Namespace,
 		"TEMPORAL_CONFIG_FILE="+filepath.Join(c.Dir, "no-temporal-config.toml"),

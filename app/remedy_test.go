@@ -3,7 +3,6 @@ package app_test
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/paidvendor/paidvendortest"
 	"allot/workflows"
 )
@@ -27,7 +27,7 @@ type starterEnv struct {
 
 func newStarterEnv(t *testing.T, c *allottest.Cluster) *starterEnv {
 	t.Helper()
-	return &starterEnv{t: t, bin: allottest.BuildBinary(t, "allot/starter"), env: append(os.Environ(),
+	return &starterEnv{t: t, bin: allottest.BuildBinary(t, "allot/starter"), env: cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(),
 		"TEMPORAL_NAMESPACE="+c.Namespace,
 		"ALLOT_LEDGER="+c.LedgerURL,

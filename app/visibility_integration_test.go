@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"allot/internal/cleanenv"
 	"allot/paidvendor"
 	"encoding/json"
 	"fmt"
@@ -46,7 +47,7 @@ name = "weekly-video"
 func starterCmd(t *testing.T, bin string, c *allottest.Cluster, pipelinesFile string, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(),
 		"TEMPORAL_NAMESPACE="+c.Namespace,
 		"ALLOT_LEDGER="+c.LedgerURL,

@@ -17,6 +17,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/workflows"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkWorkerFootprint(b *testing.B) {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+st.Server.FrontendAddress(),
 		"TEMPORAL_NAMESPACE="+st.Namespace,
 		"TEMPORAL_CONFIG_FILE="+filepath.Join(dir, "no-temporal-config.toml"),

@@ -42,6 +42,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 )
 
 // TestProductionTopology runs what docker-compose.temporal.yml describes,
@@ -819,15 +820,10 @@ type vendorProcess struct {
 }
 
 // env is the environment of an allot process: this machine's, without any
-// TEMPORAL_* or ALLOT_* setting of its own, plus the system's and extra.
+// TEMPORAL_* or ALLOT_* setting of its own (cleanenv), plus the system's
+// and extra.
 func (s *topology) env(extra map[string]string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "TEMPORAL_") && !strings.HasPrefix(k, "ALLOT_") {
-			out = append(out, kv)
-		}
-	}
+	var given []string
 	vars := map[string]string{
 		"TEMPORAL_ADDRESS":   s.address,
 		"TEMPORAL_NAMESPACE": s.namespace,
@@ -838,9 +834,9 @@ func (s *topology) env(extra map[string]string) []string {
 	}
 	maps.Copy(vars, extra)
 	for _, k := range sortedKeys(vars) {
-		out = append(out, k+"="+vars[k])
+		given = append(given, k+"="+vars[k])
 	}
-	return out
+	return cleanenv.Environ(given...)
 }
 
 func (s *topology) startVendor(t *testing.T, name string, port int, faults ...string) *vendorProcess {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"allot/internal/cleanenv"
 	"allot/paidvendor"
 	"context"
 	"encoding/json"
@@ -244,7 +245,7 @@ func TestReadOnlyCommandsWorkOnAReadOnlyFilesystem(t *testing.T) {
 	// if they are (exit 97 otherwise).
 	script := `for d in "$1" "$2"; do mount --bind "$d" "$d" && mount -o remount,ro,bind "$d" || exit 97; ! touch "$d/probe" 2>/dev/null || exit 97; done; shift 2; exec "$@"`
 	cmd := exec.Command(unshare, "-rm", "sh", "-c", script, "sh", closed, live, os.Args[0], "-test.run=^TestHelperReadOnlyCommands$", "-test.count=1")
-	cmd.Env = append(os.Environ(), roHelperEnv+"="+string(spec), roResultEnv+"="+results)
+	cmd.Env = cleanenv.Environ(roHelperEnv+"="+string(spec), roResultEnv+"="+results)
 	out, err := cmd.CombinedOutput()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) && exitErr.ExitCode() == 97 || errors.As(err, &exitErr) && strings.HasPrefix(string(out), "unshare:") {

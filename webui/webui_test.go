@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/devstack"
 	"allot/workflows"
 )
@@ -264,7 +265,7 @@ func (b browser) run(t *testing.T, args ...string) ([]byte, error) {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Chromium keeps its crash database and caches under the XDG
 	// directories, not the profile: point them into dir too.
-	cmd.Env = append(os.Environ(),
+	cmd.Env = cleanenv.Environ(
 		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

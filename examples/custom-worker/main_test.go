@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/devstack"
 	"allot/ledger"
 	"allot/paidvendor"
@@ -94,7 +95,7 @@ func TestDocsBuildAndRunTheCustomWorker(t *testing.T) {
 	workerBin := allottest.BuildBinary(t, "allot/examples/custom-worker")
 	starterBin := allottest.BuildBinary(t, "allot/starter")
 	ledgerURL := "sqlite:" + filepath.Join(tmp, "allot.db")
-	env := append(os.Environ(),
+	env := cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+dev.Info.Frontend, "TEMPORAL_NAMESPACE="+dev.Info.Namespace,
 		"ALLOT_LEDGER="+ledgerURL, "ALLOT_DATA_DIR="+filepath.Join(tmp, "data"))
 	outbox := filepath.Join(tmp, "outbox")
@@ -185,7 +186,7 @@ func TestWorkerRefusesAPipelineWithAnUnregisteredGoStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(allottest.BuildBinary(t, "allot/examples/custom-worker"))
-	cmd.Env = append(os.Environ(), "ALLOT_PIPELINES="+pipelines, "ALLOT_LEDGER=sqlite:"+filepath.Join(tmp, "allot.db"), "TEMPORAL_ADDRESS=127.0.0.1:1")
+	cmd.Env = cleanenv.Environ("ALLOT_PIPELINES="+pipelines, "ALLOT_LEDGER=sqlite:"+filepath.Join(tmp, "allot.db"), "TEMPORAL_ADDRESS=127.0.0.1:1")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), `"count-rows"`) || !strings.Contains(string(out), "app.WorkerConfig.Steps") {

@@ -26,6 +26,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/devstack"
 	"allot/ledger"
 	"allot/operator"
@@ -424,7 +425,7 @@ func newEnv(t *testing.T) *env {
 	if err := os.Symlink(allottest.BuildBinary(t, "allot/examples/daily-settlement/settle"), e.settleB); err != nil {
 		t.Fatal(err)
 	}
-	e.vars = append(os.Environ(),
+	e.vars = cleanenv.Environ(
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"SETTLE_DB="+e.dbPath, "SETTLE_BUSY_TIMEOUT=300ms", "LEDGER_NOTIFY_API_KEY="+notifyKey,
 		"TEMPORAL_ADDRESS="+dev.Info.Frontend, "TEMPORAL_NAMESPACE="+dev.Info.Namespace,

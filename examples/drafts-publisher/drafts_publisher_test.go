@@ -25,6 +25,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/devstack"
 	"allot/ledger"
 	"allot/operator"
@@ -621,7 +622,7 @@ func newEnv(t *testing.T) *env {
 	if err := os.Symlink(allottest.BuildBinary(t, "allot/examples/drafts-publisher/render-draft"), filepath.Join(bin, "render-draft")); err != nil {
 		t.Fatal(err)
 	}
-	e.vars = append(os.Environ(),
+	e.vars = cleanenv.Environ(
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "BLOG_API_KEY="+blogKey,
 		"TEMPORAL_ADDRESS="+dev.Info.Frontend, "TEMPORAL_NAMESPACE="+dev.Info.Namespace,
 		"ALLOT_LEDGER="+e.ledger, "ALLOT_DATA_DIR="+e.dataDir, "ALLOT_PIPELINES="+pipelinesFile, "ALLOT_VENDOR_URL=")

@@ -23,6 +23,7 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/devstack"
 	"allot/operator"
 	"allot/paidvendor"
@@ -106,7 +107,7 @@ func TestWeeklyMediaTwoVendorsApprovedAndPublishedOnce(t *testing.T) {
 	workerBin := allottest.BuildBinary(t, "allot/worker")
 	s := &starter{t: t, bin: allottest.BuildBinary(t, "allot/starter"), dir: tmp}
 	dataDir := filepath.Join(tmp, "data")
-	s.env = append(os.Environ(),
+	s.env = cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+dev.Info.Frontend, "TEMPORAL_NAMESPACE="+dev.Info.Namespace,
 		"ALLOT_LEDGER=sqlite:"+filepath.Join(dataDir, "allot.db"), "ALLOT_DATA_DIR="+dataDir,
 		"ALLOT_PIPELINES="+pipelinesFile, "ALLOT_VENDOR_URL=",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/ledger"
 )
 
@@ -25,7 +26,7 @@ func startDevserver(t *testing.T, bin, dir string) *allottest.Process {
 	t.Helper()
 	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--port", "-1", "--ui-port", "-1",
 		"--vendor-port", "-1", "--demo-interval", "2s")
-	cmd.Dir = dir
+	cmd.Dir, cmd.Env = dir, cleanenv.Environ()
 	p := allottest.StartProcess(t, cmd)
 	p.WaitOutput(t, temporalLine, 3*time.Minute)
 	return p
