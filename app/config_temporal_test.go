@@ -201,3 +201,29 @@ func TestTemporalConfigErrorsNameTheProfileAndHideSecrets(t *testing.T) {
 		})
 	}
 }
+
+// The worker explains a refused connection as ConnectError does.
+func TestWorkerNamesTheSettingToFix(t *testing.T) {
+	certs := testcerts.New(t, "allot-test")
+	const key = "tmprl-key-5b1e-DO-NOT-LOG"
+	addr := fakeFrontend(t, serverTLS(t, certs, false), key)
+	clearTemporalEnv(t)
+	t.Setenv(EnvTemporalAddress, addr)
+	t.Setenv(EnvTemporalServerCA, certs.CAPath)
+	t.Setenv(EnvTemporalAPIKey, "wrong-"+key)
+	opts, err := TemporalOptions("", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pipelines := dir + "/pipelines.toml"
+	if err := os.WriteFile(pipelines, []byte("[[pipeline]]\nname = \"weekly\"\n  [[pipeline.step]]\n  name = \"plan\"\n  kind = \"local\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = RunWorker(ctx, WorkerConfig{Config: Config{Ledger: "sqlite:" + dir + "/allot.db", DataDir: dir, Pipelines: pipelines}.WithDefaults(), Temporal: opts})
+	if err == nil || !strings.Contains(err.Error(), "refused the API key") || !strings.Contains(err.Error(), EnvTemporalAPIKey) || strings.Contains(err.Error(), key) {
+		t.Fatalf("RunWorker = %v, want the refused key named by its variable, not shown", err)
+	}
+}

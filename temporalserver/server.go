@@ -402,7 +402,7 @@ func portSetting(name string, v, def int) (int, error) {
 
 // newTemporalServer builds the server configuration: all four services in
 // this process, SQLite for persistence and visibility, no archival, no
-// metrics, no authorization.
+// metrics, and no TLS or authorization unless Config asks for them.
 func newTemporalServer(st *settings, db *store, logger *slogLogger) (temporal.Server, error) {
 	service := func(grpcPort, membershipPort int) config.Service {
 		return config.Service{RPC: config.RPC{
