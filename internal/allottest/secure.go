@@ -2,11 +2,10 @@ package allottest
 
 import (
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"allot/internal/cleanenv"
 	"allot/internal/testcerts"
 	"allot/temporalserver"
 	"allot/workflows"
@@ -73,13 +72,10 @@ func startSecure(t *testing.T, certs *testcerts.Set, cfg temporalserver.Config) 
 	return &SecureServer{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Certs: certs, Logs: logs}
 }
 
-// CleanEnv is an environment built from nothing but PATH, a fresh HOME
-// (so no Temporal config file of the user's is found) and vars: what a
-// process of a test needs, and none of the caller's ALLOT_ or TEMPORAL_
-// settings.
+// CleanEnv is the environment of a test's process: the caller's without
+// any ALLOT_ or TEMPORAL_ setting (and no Temporal config file of the
+// user's), then vars. See internal/cleanenv.
 func CleanEnv(t *testing.T, vars ...string) []string {
 	t.Helper()
-	home := t.TempDir()
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "TMPDIR=" + os.TempDir()}
-	return append(env, vars...)
+	return cleanenv.Environ(vars...)
 }
