@@ -246,15 +246,8 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 	if outcome != allot.OutcomeCompleted && outcome != allot.OutcomeRejected {
 		return nil
 	}
-	id := allot.EpisodeWorkflowID(pipelineName, ep.ID)
-	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
-	var notFound *serviceerror.NotFound
-	switch {
-	case errors.As(err, &notFound):
-	case err != nil:
-		return fmt.Errorf("describe workflow %s: %w", id, err)
-	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return nil
+	if running, err := o.workflowRunning(ctx, pipelineName, ep.ID); err != nil || running {
+		return err
 	}
 	stands := string(outcome)
 	if update == workflows.ApproveUpdate || update == workflows.RejectUpdate {
@@ -272,6 +265,21 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, stands, update, o.reopenCommands(pipelineName, ep.ID)),
 		allot.NotReady, nil)
+}
+
+// workflowRunning says whether the episode's workflow runs now: then its
+// validators answer a command, not the ledger.
+func (o *EpisodeCommands) workflowRunning(ctx context.Context, pipelineName, episodeID string) (bool, error) {
+	id := allot.EpisodeWorkflowID(pipelineName, episodeID)
+	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("describe workflow %s: %w", id, err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // refuseReassembleWithoutRun answers, from the ledger and starting
@@ -307,15 +315,8 @@ func (o *EpisodeCommands) refuseReassembleWithoutRun(ctx context.Context, pipeli
 	if refusal == nil {
 		return nil
 	}
-	id := allot.EpisodeWorkflowID(pipelineName, ep.ID)
-	desc, err := o.Client.DescribeWorkflowExecution(ctx, id, "")
-	var notFound *serviceerror.NotFound
-	switch {
-	case errors.As(err, &notFound):
-	case err != nil:
-		return fmt.Errorf("describe workflow %s: %w", id, err)
-	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return nil
+	if running, err := o.workflowRunning(ctx, pipelineName, ep.ID); err != nil || running {
+		return err
 	}
 	next := fmt.Sprintf("it has no workflow running: resume it with `%s`", allot.ResumeCommand(pipelineName, ep.ID))
 	if settled(ep) {
