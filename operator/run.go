@@ -89,6 +89,43 @@ func StartOptions(key, taskQueue, pipelineName string, nominal time.Time) client
 	}
 }
 
+// ResolveRunKey is the allocation key and nominal time a run request stands
+// for, as Run starts it: a missing key is the Schedule's key for the
+// nominal time (now if none); a given key is placed under the pipeline's
+// prefix (or refused if it names another pipeline) and agreed with the
+// nominal time it carries. The forecast of a run asks it too, so that it
+// looks up the key the run will use.
+func ResolveRunKey(p *pipeline.Pipeline, known []string, in RunInput, now time.Time) (key string, nominal time.Time, err error) {
+	nominal = in.NominalTime
+	if in.Key == "" {
+		if nominal.IsZero() {
+			nominal = now
+		}
+		nominal = nominal.UTC().Truncate(time.Second)
+		return allot.AllocationKey(p.Name, nominal), nominal, nil
+	}
+	if in.Key, err = allot.PlaceKey(p.Name, in.Key, known); err != nil {
+		return "", time.Time{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
+	}
+	if err := activities.ValidateAllocationKey(in.Key); err != nil {
+		return "", time.Time{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
+	}
+	keyTime, ok := allot.NominalTimeOfKey(p.Name, in.Key)
+	switch {
+	case nominal.IsZero() && ok:
+		nominal = keyTime
+	case nominal.IsZero():
+		return "", time.Time{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("key %q carries no nominal time: give it with --nominal-time (e.g. 2026-08-03T02:00:00Z); the period comes from it, never from the clock", in.Key),
+			allot.InvalidInput, nil)
+	case ok && !nominal.UTC().Truncate(time.Second).Equal(keyTime):
+		return "", time.Time{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("key %q is the Schedule's key for %s, not for --nominal-time %s: leave --nominal-time out, or leave --key out", in.Key, keyTime.Format(time.RFC3339), nominal.Format(time.RFC3339)),
+			allot.InvalidInput, nil)
+	}
+	return in.Key, nominal, nil
+}
+
 // Run starts (or finds) the ScheduledRun for the request's key. Validation
 // happens before anything is sent, so bad input starts nothing: the key is
 // placed under the pipeline's prefix (or refused if it names another
@@ -99,34 +136,11 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	nominal := in.NominalTime
-	if in.Key == "" {
-		if nominal.IsZero() {
-			nominal = r.now()
-		}
-		nominal = nominal.UTC().Truncate(time.Second)
-		in.Key = allot.AllocationKey(p.Name, nominal)
-	} else {
-		if in.Key, err = allot.PlaceKey(p.Name, in.Key, r.Pipelines.Names()); err != nil {
-			return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
-		}
-		if err := activities.ValidateAllocationKey(in.Key); err != nil {
-			return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
-		}
-		keyTime, ok := allot.NominalTimeOfKey(p.Name, in.Key)
-		switch {
-		case nominal.IsZero() && ok:
-			nominal = keyTime
-		case nominal.IsZero():
-			return RunResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("key %q carries no nominal time: give it with --nominal-time (e.g. 2026-08-03T02:00:00Z); the period comes from it, never from the clock", in.Key),
-				allot.InvalidInput, nil)
-		case ok && !nominal.UTC().Truncate(time.Second).Equal(keyTime):
-			return RunResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("key %q is the Schedule's key for %s, not for --nominal-time %s: leave --nominal-time out, or leave --key out", in.Key, keyTime.Format(time.RFC3339), nominal.Format(time.RFC3339)),
-				allot.InvalidInput, nil)
-		}
+	key, nominal, err := ResolveRunKey(p, r.Pipelines.Names(), in, r.now())
+	if err != nil {
+		return RunResult{}, err
 	}
+	in.Key = key
 	if err := p.CheckNominalTime(nominal, r.now()); err != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
 	}

@@ -246,13 +246,15 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 	if len(set.Budgets()) == 0 {
 		return nil, nil
 	}
-	nominal := in.NominalTime
-	if nominal.IsZero() {
-		nominal = time.Now()
+	p, err := set.Get(in.Pipeline)
+	if err != nil {
+		return nil, err
 	}
-	key := in.Key
-	if key == "" {
-		key = allot.AllocationKey(in.Pipeline, nominal.UTC().Truncate(time.Second))
+	// The key and time the run will use: a key given unplaced (manual-7)
+	// is looked up as the ledger keeps it (<pipeline>/manual-7).
+	key, nominal, err := operator.ResolveRunKey(p, set.Names(), in, time.Now())
+	if err != nil {
+		return nil, err
 	}
 	type forecast struct {
 		fs       []operator.BudgetForecast
