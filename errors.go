@@ -1,8 +1,78 @@
 package allot
 
-// Error types: the Type of the Temporal application errors allot's
-// activities and workflows return. Callers and tests match on these, never
-// on messages. Every one of them is non-retryable.
+import (
+	"errors"
+	"fmt"
+)
+
+// Error is allot's one error: a Type from the list below, which callers
+// and tests match, and a Message for people that names the problem and the
+// fix. The ledger, the pipeline file, the operator and the CLI return it
+// (the ledger's sentinels are Errors, so errors.Is still tells them
+// apart); it becomes a Temporal application error once, at the activity
+// boundary, with the same type.
+type Error struct {
+	Type    string
+	Message string
+	// Err is a sentinel the error is, for errors.Is (an operator's
+	// ErrBackfillNeedsConsent); it is not part of the message.
+	Err error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf is an Error of the given type whose message is formatted as
+// fmt.Sprintf does.
+func Errorf(typ, format string, args ...any) *Error {
+	return &Error{Type: typ, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrapf is Errorf whose error is also sentinel, for errors.Is.
+func Wrapf(sentinel error, typ, format string, args ...any) *Error {
+	e := Errorf(typ, format, args...)
+	e.Err = sentinel
+	return e
+}
+
+// ErrorType is the type of the first typed error in err's chain: an
+// Error's Type, or the Type of an error that reports one (a Temporal
+// application error, as a failed workflow, update or activity returns
+// it). "" when there is none: an I/O failure, a context's end.
+func ErrorType(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Type
+	}
+	var typed interface{ Type() string }
+	if errors.As(err, &typed) {
+		return typed.Type()
+	}
+	return ""
+}
+
+// ErrorMessage is err's message for people: a Temporal application error's
+// own message (without the SDK's decoration of type and retry state), else
+// err.Error().
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return err.Error()
+	}
+	var msg interface {
+		Type() string
+		Message() string
+	}
+	if errors.As(err, &msg) {
+		return msg.Message()
+	}
+	return err.Error()
+}
+
+// Error types: the Type of allot's Errors and of the Temporal application
+// errors its activities and workflows return. Callers and tests match on
+// these, never on messages. Every one of them is non-retryable.
 const (
 	// Allocation and input.
 	EpisodeNotFound            = "EpisodeNotFound"

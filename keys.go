@@ -1,11 +1,12 @@
 package allot
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The builders of every key and workflow ID allot forms: the Schedule's,
@@ -57,7 +58,7 @@ var ReservedKeyPrefixes = []string{"episode/", "legacy/"}
 
 // ErrReservedKey: an operator's key falls under a ReservedKeyPrefixes
 // prefix of its pipeline.
-var ErrReservedKey = errors.New("reserved allocation key")
+var ErrReservedKey = &Error{Type: InvalidAllocationKey, Message: "reserved allocation key"}
 
 // PlaceKey puts an operator's key for a pipeline under the pipeline's
 // prefix: a key that already carries it is kept, any other is prefixed. A
@@ -66,12 +67,12 @@ var ErrReservedKey = errors.New("reserved allocation key")
 // and one that lands under a reserved prefix (ErrReservedKey).
 func PlaceKey(pipeline, key string, known []string) (string, error) {
 	if strings.TrimSpace(key) == "" {
-		return "", fmt.Errorf("allocation key %q is blank: give a key, or leave --key out to use the Schedule's key for the nominal time", key)
+		return "", Errorf(InvalidAllocationKey, "allocation key %q is blank: give a key, or leave --key out to use the Schedule's key for the nominal time", key)
 	}
 	placed := key
 	if !strings.HasPrefix(key, KeyPrefix(pipeline)) {
 		if first, _, found := strings.Cut(key, "/"); found && first != pipeline && slices.Contains(known, first) {
-			return "", fmt.Errorf("allocation key %q names pipeline %s, not %s: a key belongs to one pipeline; run it with --pipeline %s, or give a key without that prefix", key, first, pipeline, first)
+			return "", Errorf(InvalidAllocationKey, "allocation key %q names pipeline %s, not %s: a key belongs to one pipeline; run it with --pipeline %s, or give a key without that prefix", key, first, pipeline, first)
 		}
 		placed = KeyPrefix(pipeline) + key
 	}
@@ -83,6 +84,90 @@ func PlaceKey(pipeline, key string, known []string) (string, error) {
 		}
 	}
 	return placed, nil
+}
+
+// MaxAllocationKeyBytes bounds a key: it is a workflow ID and a ledger column.
+const MaxAllocationKeyBytes = 200
+
+// ValidateAllocationKey refuses (InvalidAllocationKey) a key that cannot
+// be a stable identity: empty, longer than MaxAllocationKeyBytes, not
+// UTF-8, or with a character people cannot see.
+func ValidateAllocationKey(key string) error {
+	switch {
+	case key == "":
+		return Errorf(InvalidAllocationKey, "allocation key is empty: give --key or leave it out to derive it from the nominal time")
+	case len(key) > MaxAllocationKeyBytes:
+		return Errorf(InvalidAllocationKey, "allocation key is %d bytes, over the limit of %d: use a shorter key", len(key), MaxAllocationKeyBytes)
+	case !utf8.ValidString(key):
+		return Errorf(InvalidAllocationKey, "allocation key is not valid UTF-8: use printable text")
+	}
+	for i, r := range key {
+		// Invisible characters (controls, format characters, line
+		// separators) would let two keys look alike in the UI and in logs.
+		if !unicode.IsPrint(r) {
+			return Errorf(InvalidAllocationKey, "allocation key has a control or invisible character %U at byte %d: use printable characters only", r, i)
+		}
+	}
+	return nil
+}
+
+// RunKeyInput is a request to run a pipeline, as far as its key goes.
+type RunKeyInput struct {
+	Pipeline string
+	// Known are the pipelines the file defines: a key whose first segment
+	// names another of them is refused rather than placed (PlaceKey).
+	Known []string
+	// Key is the operator's key; "" is the Schedule's key for the nominal
+	// time.
+	Key string
+	// Nominal is when the run was planned; zero is Now without a Key, the
+	// time a Schedule-form Key carries with one.
+	Nominal time.Time
+	Now     time.Time
+}
+
+// RunKey is the allocation key a run starts under (its ScheduledRun's
+// workflow ID) and the nominal time it stands for.
+type RunKey struct {
+	Key     string
+	Nominal time.Time
+}
+
+// ResolveRunKey is the one resolver of a run's key and nominal time, asked
+// by every start allot makes (a manual run, its forecast, a fast backfill,
+// a catch-up): a missing key is the Schedule's key for the nominal time
+// (Now if none), so that every start of one time collapses on one key; a
+// given key is placed under the pipeline (PlaceKey), validated
+// (ValidateAllocationKey) and agreed with the nominal time it carries. The
+// ScheduledRun checks the same rules for starts allot did not make (the
+// temporal CLI's, a Schedule's). Errors are InvalidAllocationKey or
+// InvalidInput.
+func ResolveRunKey(in RunKeyInput) (RunKey, error) {
+	nominal := in.Nominal
+	if in.Key == "" {
+		if nominal.IsZero() {
+			nominal = in.Now
+		}
+		nominal = nominal.UTC().Truncate(time.Second)
+		return RunKey{Key: AllocationKey(in.Pipeline, nominal), Nominal: nominal}, nil
+	}
+	key, err := PlaceKey(in.Pipeline, in.Key, in.Known)
+	if err != nil {
+		return RunKey{}, err
+	}
+	if err := ValidateAllocationKey(key); err != nil {
+		return RunKey{}, err
+	}
+	keyTime, ok := NominalTimeOfKey(in.Pipeline, key)
+	switch {
+	case nominal.IsZero() && ok:
+		nominal = keyTime
+	case nominal.IsZero():
+		return RunKey{}, Errorf(InvalidInput, "key %q carries no nominal time: give it with --nominal-time (e.g. 2026-08-03T02:00:00Z); the period comes from it, never from the clock", key)
+	case ok && !nominal.UTC().Truncate(time.Second).Equal(keyTime):
+		return RunKey{}, Errorf(InvalidInput, "key %q is the Schedule's key for %s, not for --nominal-time %s: leave --nominal-time out, or leave --key out", key, keyTime.Format(time.RFC3339), nominal.Format(time.RFC3339))
+	}
+	return RunKey{Key: key, Nominal: nominal}, nil
 }
 
 // reservedFor says what each reserved prefix holds.

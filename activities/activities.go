@@ -87,8 +87,8 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (AllocateRe
 	if err != nil {
 		return AllocateResult{}, err
 	}
-	if err := ValidateAllocationKey(in.Key); err != nil {
-		return AllocateResult{}, nonRetryable(allot.InvalidAllocationKey, "%v", err)
+	if err := allot.ValidateAllocationKey(in.Key); err != nil {
+		return AllocateResult{}, classify(err)
 	}
 	if in.NominalTime.IsZero() {
 		return AllocateResult{}, nonRetryable(allot.InvalidInput, "allocation for key %q has no nominal time", in.Key)

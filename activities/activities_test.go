@@ -516,7 +516,7 @@ func TestValidateAllocationKey(t *testing.T) {
 		{"space and unicode", "manual run 週刊", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateAllocationKey(tc.key)
+			err := allot.ValidateAllocationKey(tc.key)
 			if tc.ok && err != nil {
 				t.Fatalf("ValidateAllocationKey(%q) = %v, want nil", tc.key, err)
 			}

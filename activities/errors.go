@@ -4,74 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unicode"
-	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
-	"allot/pipeline"
 )
 
-// MaxAllocationKeyBytes bounds a key: it is a workflow ID and a ledger column.
-const MaxAllocationKeyBytes = 200
-
-// ValidateAllocationKey rejects keys that cannot be a stable identity.
-func ValidateAllocationKey(key string) error {
-	switch {
-	case key == "":
-		return errors.New("allocation key is empty: give --key or leave it out to derive it from the nominal time")
-	case len(key) > MaxAllocationKeyBytes:
-		return fmt.Errorf("allocation key is %d bytes, over the limit of %d: use a shorter key", len(key), MaxAllocationKeyBytes)
-	case !utf8.ValidString(key):
-		return errors.New("allocation key is not valid UTF-8: use printable text")
-	}
-	for i, r := range key {
-		// Invisible characters (controls, format characters, line
-		// separators) would let two keys look alike in the UI and in logs.
-		if !unicode.IsPrint(r) {
-			return fmt.Errorf("allocation key has a control or invisible character %U at byte %d: use printable characters only", r, i)
-		}
-	}
-	return nil
-}
-
-// classify turns domain errors into Temporal errors at the activity
-// boundary: every refusal of the ledger or the pipeline set becomes a
-// non-retryable application error with a named type (so a refused command
-// returns at once instead of retrying forever); anything else (I/O, a busy
-// database, another attempt owning an intent) stays retryable.
+// classify turns allot's errors into Temporal errors at the activity
+// boundary: a typed refusal (an allot.Error: the ledger's, the pipeline
+// set's) becomes a non-retryable application error of the same type, so a
+// refused command returns at once instead of retrying forever; anything
+// else (I/O, a busy database, another attempt owning an intent) stays
+// retryable.
 func classify(err error) error {
-	if err == nil {
-		return nil
+	var refused *allot.Error
+	if !errors.As(err, &refused) {
+		return err
 	}
-	var unknown *pipeline.UnknownError
-	switch {
-	case errors.Is(err, ledger.ErrEpisodeNotFound):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.EpisodeNotFound, nil)
-	case errors.Is(err, ledger.ErrKeyCrossesPeriod):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.AllocationKeyCrossesPeriod, nil)
-	case errors.Is(err, ledger.ErrKeyAmbiguous):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.AllocationKeyAmbiguous, nil)
-	case errors.Is(err, ledger.ErrInvalidInput):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
-	case errors.Is(err, ledger.ErrPaidTaskState):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PaidTaskStateConflict, nil)
-	case errors.Is(err, ledger.ErrPaidTaskNotFound):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PaidTaskNotFound, nil)
-	case errors.Is(err, ledger.ErrRemoteRefConflict):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.RemoteRefConflict, nil)
-	case errors.As(err, &unknown):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.PipelineNotFound, nil)
-	case errors.Is(err, ledger.ErrInputConflict):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InputConflict, nil)
-	case errors.Is(err, ledger.ErrInputNotFound):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InputNotFound, nil)
-	case errors.Is(err, ledger.ErrInputClaimed):
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InputClaimed, nil)
-	}
-	return err
+	return temporal.NewNonRetryableApplicationError(err.Error(), refused.Type, nil)
 }
 
 // waitCategory marks the errors of expected waits, which are not failures:

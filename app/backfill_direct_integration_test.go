@@ -16,7 +16,6 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/internal/allottest"
@@ -227,8 +226,7 @@ func TestFastBackfillDryRunOf100000Times(t *testing.T) {
 	}
 	// Over max_backfill_runs without --yes: refused, nothing started.
 	_, err = s.BackfillDirect(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: to})
-	var appErr *temporal.ApplicationError
-	if !errors.Is(err, operator.ErrBackfillNeedsConsent) || !errors.As(err, &appErr) || appErr.Type() != allot.ConsentRequired {
+	if !errors.Is(err, operator.ErrBackfillNeedsConsent) || allot.ErrorType(err) != allot.ConsentRequired {
 		t.Fatalf("without consent: %v", err)
 	}
 	if after := c.CountWorkflows(`WorkflowType = "ScheduledRun"`); after != before {
@@ -332,8 +330,7 @@ func TestFastBackfillRefusesUnknownNominalTimes(t *testing.T) {
 	from := monday().Truncate(24 * time.Hour)
 	to := from.Add(24 * time.Hour)
 	_, err := s.BackfillDirect(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: to})
-	var appErr *temporal.ApplicationError
-	if !errors.Is(err, operator.ErrNominalTimesUnknown) || !errors.As(err, &appErr) || appErr.Type() != allot.NominalTimesUnknown {
+	if !errors.Is(err, operator.ErrNominalTimesUnknown) || allot.ErrorType(err) != allot.NominalTimesUnknown {
 		t.Fatalf("fast backfill of a schedule with hidden nominal times: %v", err)
 	}
 	if n := len(c.KeysRun("weekly-video")); n != 0 {

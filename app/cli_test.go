@@ -132,7 +132,7 @@ func TestTemporalCLICommandsInDocsMatchStarter(t *testing.T) {
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    searchAttributes(t, ws),
 	}
-	starterOpts := operator.StartOptions(allot.AllocationKey(input.Pipeline, input.NominalTime), workflows.TaskQueue, input.Pipeline, input.NominalTime)
+	starterOpts := workflows.ScheduledRunStartOptions(operator.RunReusePolicy, workflows.ScheduledRunStart{Pipeline: input.Pipeline, Run: allot.RunKey{Key: allot.AllocationKey(input.Pipeline, input.NominalTime), Nominal: input.NominalTime}, TaskQueue: workflows.TaskQueue})
 	if opts.ID != starterOpts.ID || opts.TaskQueue != starterOpts.TaskQueue || opts.WorkflowIDConflictPolicy != starterOpts.WorkflowIDConflictPolicy || opts.WorkflowIDReusePolicy != starterOpts.WorkflowIDReusePolicy {
 		t.Fatalf("docs start options %+v differ from starter's %+v", opts, starterOpts)
 	}

@@ -96,7 +96,7 @@ func TestConcurrentDuplicateStartsShareOneEpisode(t *testing.T) {
 	}
 	// Raw duplicate starts through the client with the same options attach too.
 	for range 3 {
-		run, err := c.Client.ExecuteWorkflow(c.Ctx(), operator.StartOptions(results[0].WorkflowID, workflows.TaskQueue, "weekly-video", nominal),
+		run, err := c.Client.ExecuteWorkflow(c.Ctx(), workflows.ScheduledRunStartOptions(operator.RunReusePolicy, workflows.ScheduledRunStart{Pipeline: "weekly-video", Run: allot.RunKey{Key: results[0].WorkflowID, Nominal: nominal}, TaskQueue: workflows.TaskQueue}),
 			workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: "weekly-video", NominalTime: nominal})
 		var already interface{ Error() string }
 		if err != nil && !errors.As(err, &already) {

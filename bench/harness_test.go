@@ -205,7 +205,7 @@ func (w *allotWorker) runAllot(ctx context.Context, c client.Client, nominal tim
 
 // startOptions are the options `starter run` starts a ScheduledRun with.
 func startOptions(key, taskQueue string, nominal time.Time) client.StartWorkflowOptions {
-	return operator.StartOptions(key, taskQueue, benchPipeline, nominal)
+	return workflows.ScheduledRunStartOptions(operator.RunReusePolicy, workflows.ScheduledRunStart{Pipeline: benchPipeline, Run: allot.RunKey{Key: key, Nominal: nominal}, TaskQueue: taskQueue})
 }
 
 // nominalClock hands out distinct nominal times, one minute apart, from a

@@ -18,13 +18,13 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
 	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"
+	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // SweepRunID is the run ID of the skipped runs a sweep records: no
@@ -110,8 +110,8 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 	// A time still to come is not missed: the Schedule starts it when it
 	// comes (docs/design.md, "Catch-up").
 	if !in.Settled && in.Until.After(now) {
-		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("catch-up of %s refused, nothing was settled: until %s is after now (%s), and a time that has not come yet is not missed; settle up to now at the latest: `%s`",
-			p.Name, in.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), allot.CatchUpCommand(p.Name, now.Truncate(time.Second))), allot.InvalidInput, ErrTimeNotYet)
+		return out, allot.Wrapf(ErrTimeNotYet, allot.InvalidInput, "catch-up of %s refused, nothing was settled: until %s is after now (%s), and a time that has not come yet is not missed; settle up to now at the latest: `%s`",
+			p.Name, in.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), allot.CatchUpCommand(p.Name, now.Truncate(time.Second)))
 	}
 	// The file gives the catch-up settings; a pipeline without a schedule
 	// in it may still have a Schedule (created with --cron or
@@ -252,7 +252,9 @@ func (s *Sweeper) missed(ctx context.Context, pipelineName string, times []time.
 func (s *Sweeper) startRun(ctx context.Context, p *pipeline.Pipeline, nominal time.Time) error {
 	// Priority 0, the server's default: a missed time is a scheduled run,
 	// dispatched as the Schedule's own runs are, ahead of backfills.
-	opts := workflows.ScheduledRunStartOptions(p.Name, nominal, s.TaskQueue, 0, p.Name+" missed run (catch-up)")
+	rk, _ := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: p.Name, Nominal: nominal}) // no key: it cannot fail
+	opts := workflows.ScheduledRunStartOptions(enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		workflows.ScheduledRunStart{Pipeline: p.Name, Run: rk, TaskQueue: s.TaskQueue, Summary: p.Name + " missed run (catch-up)"})
 	_, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: s.LedgerID})
 	return err
 }

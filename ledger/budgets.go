@@ -588,7 +588,7 @@ const (
 
 // ErrRequestConflict: a request ID already recorded with other arguments.
 // The message shows both requests; nothing was written.
-var ErrRequestConflict = errors.New("request ID already used with other arguments")
+var ErrRequestConflict = &allot.Error{Type: allot.RequestConflict, Message: "request ID already used with other arguments"}
 
 // sameRequest reports whether a stored raise and a new one are the same
 // request: same budget, period, limit, currency, reason and author.

@@ -32,12 +32,12 @@ const MaxInputPayload = 64 << 10
 var (
 	// ErrInputConflict: the reference is taken by an input with another
 	// payload or ready time. Nothing was written.
-	ErrInputConflict = errors.New("input reference already added with other data")
+	ErrInputConflict = &allot.Error{Type: allot.InputConflict, Message: "input reference already added with other data"}
 	// ErrInputNotFound: the pipeline has no input of that reference.
-	ErrInputNotFound = errors.New("input not found")
+	ErrInputNotFound = &allot.Error{Type: allot.InputNotFound, Message: "input not found"}
 	// ErrInputClaimed: the input was claimed by an episode; it can no
 	// longer be withdrawn.
-	ErrInputClaimed = errors.New("input already claimed")
+	ErrInputClaimed = &allot.Error{Type: allot.InputClaimed, Message: "input already claimed"}
 )
 
 // Input is one input a pipeline consumes.

@@ -22,21 +22,27 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"allot"
 )
 
 // Errors callers tell apart with errors.Is. Every error the package returns
 // wraps one of these when it is a domain failure rather than an I/O one.
+// The refusals are allot.Errors, so their type reaches the caller
+// (allot.ErrorType) and the activity boundary without a table of cases;
+// the others (an intent owned, a send in flight, a missing file) are
+// untyped: the caller decides what they mean.
 var (
-	ErrEpisodeNotFound  = errors.New("episode not found")
-	ErrKeyCrossesPeriod = errors.New("allocation key crosses period")
-	ErrKeyAmbiguous     = errors.New("allocation key ambiguous")
-	ErrInvalidInput     = errors.New("invalid ledger input")
+	ErrEpisodeNotFound  = &allot.Error{Type: allot.EpisodeNotFound, Message: "episode not found"}
+	ErrKeyCrossesPeriod = &allot.Error{Type: allot.AllocationKeyCrossesPeriod, Message: "allocation key crosses period"}
+	ErrKeyAmbiguous     = &allot.Error{Type: allot.AllocationKeyAmbiguous, Message: "allocation key ambiguous"}
+	ErrInvalidInput     = &allot.Error{Type: allot.InvalidInput, Message: "invalid ledger input"}
 
-	ErrPaidTaskNotFound = errors.New("paid task not found")
+	ErrPaidTaskNotFound = &allot.Error{Type: allot.PaidTaskNotFound, Message: "paid task not found"}
 	// ErrPaidTaskState: the message names the task, its current state and
 	// the states that would allow the operation.
-	ErrPaidTaskState     = errors.New("paid task is not in a state that allows this")
-	ErrRemoteRefConflict = errors.New("paid task already has another remote reference")
+	ErrPaidTaskState     = &allot.Error{Type: allot.PaidTaskStateConflict, Message: "paid task is not in a state that allows this"}
+	ErrRemoteRefConflict = &allot.Error{Type: allot.RemoteRefConflict, Message: "paid task already has another remote reference"}
 	// ErrIntentOwned: another attempt owns the intent; only it sends. Not
 	// a refusal: the caller asks the vendor, or waits for the owner.
 	ErrIntentOwned = errors.New("paid task intent is owned by another attempt")

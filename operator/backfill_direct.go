@@ -11,11 +11,11 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/pipeline"
 	"allot/workflows"
+	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // Task priorities of the runs allot starts (Temporal's PriorityKey: 1 is the
@@ -53,10 +53,12 @@ var ErrNominalTimesUnknown = errors.New("nominal times unknown")
 
 // RunOptions are the options a run of p for nominal starts with when allot
 // starts it itself (workflows.ScheduledRunStartOptions): the Schedule's key
-// for the time, the schedule action's task queue and search attributes, and
-// the priority.
+// for the time (allot.ResolveRunKey), the schedule action's task queue and
+// search attributes, and the priority.
 func (s *Schedules) RunOptions(p *pipeline.Pipeline, nominal time.Time, priority int) client.StartWorkflowOptions {
-	return workflows.ScheduledRunStartOptions(p.Name, nominal, s.TaskQueue, priority, p.Name+" run for "+nominal.UTC().Format(time.RFC3339))
+	rk, _ := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: p.Name, Nominal: nominal}) // no key: it cannot fail
+	return workflows.ScheduledRunStartOptions(enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		workflows.ScheduledRunStart{Pipeline: p.Name, Run: rk, TaskQueue: s.TaskQueue, Priority: priority})
 }
 
 // StartRun starts (or joins, when one is running) the ScheduledRun of p for
@@ -128,9 +130,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (s *Schedules) BackfillDirect(ctx context.Context, in BackfillInput) (BackfillResult, error) {
 	switch {
 	case in.Rate < 0 || math.IsNaN(in.Rate) || math.IsInf(in.Rate, 0):
-		return BackfillResult{}, fmt.Errorf("backfill rate %v: give a positive number of starts per second, e.g. --rate %v", in.Rate, DefaultBackfillRate)
+		return BackfillResult{}, allot.Errorf(allot.InvalidInput, "backfill rate %v: give a positive number of starts per second, e.g. --rate %v", in.Rate, DefaultBackfillRate)
 	case in.MaxInFlight < 0:
-		return BackfillResult{}, fmt.Errorf("backfill max in flight %d: give a positive number of runs, e.g. --max-in-flight %d", in.MaxInFlight, DefaultBackfillMaxInFlight)
+		return BackfillResult{}, allot.Errorf(allot.InvalidInput, "backfill max in flight %d: give a positive number of runs, e.g. --max-in-flight %d", in.MaxInFlight, DefaultBackfillMaxInFlight)
 	}
 	if in.Rate == 0 {
 		in.Rate = DefaultBackfillRate
@@ -146,8 +148,8 @@ func (s *Schedules) BackfillDirect(ctx context.Context, in BackfillInput) (Backf
 	out.Direct = true
 	p := pl.p
 	if out.NominalUnknown {
-		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the schedule of %s has jitter and a spec whose nominal times allot cannot work out from the server's jittered times, so it cannot form the runs' keys; nothing was started. Let the Schedule run them: `%s`",
-			p.Name, allot.BackfillCommand(p.Name, out.From, out.To, backfillFlagsWith(in, "--via-schedule")...)), allot.NominalTimesUnknown, ErrNominalTimesUnknown)
+		return out, allot.Wrapf(ErrNominalTimesUnknown, allot.NominalTimesUnknown, "the schedule of %s has jitter and a spec whose nominal times allot cannot work out from the server's jittered times, so it cannot form the runs' keys; nothing was started. Let the Schedule run them: `%s`",
+			p.Name, allot.BackfillCommand(p.Name, out.From, out.To, backfillFlagsWith(in, "--via-schedule")...))
 	}
 	done := map[string]bool{}
 	if s.Ledger != nil && len(out.Keys) > 0 {

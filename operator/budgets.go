@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
@@ -67,8 +65,7 @@ func budget(set *pipeline.Set, name string) (pipeline.Budget, error) {
 		if known == "" {
 			known = "none"
 		}
-		return pipeline.Budget{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("budget %q is not defined in the pipeline file: known budgets are %s", name, known), allot.InvalidInput, nil)
+		return pipeline.Budget{}, allot.Errorf(allot.InvalidInput, "budget %q is not defined in the pipeline file: known budgets are %s", name, known)
 	}
 	return b, nil
 }
@@ -190,7 +187,7 @@ func BudgetShow(ctx context.Context, led *ledger.Ledger, in BudgetShowInput) (Bu
 		return BudgetShowResult{}, err
 	}
 	if err := b.CheckPeriod(in.Period); err != nil {
-		return BudgetShowResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		return BudgetShowResult{}, &allot.Error{Type: allot.InvalidInput, Message: err.Error()}
 	}
 	bp, err := led.BudgetPeriodOf(ctx, limitOf(b), in.Period)
 	if err != nil {
@@ -224,7 +221,7 @@ func BudgetShow(ctx context.Context, led *ledger.Ledger, in BudgetShowInput) (Bu
 func checkTexts(flagTexts ...string) error {
 	for i := 0; i+1 < len(flagTexts); i += 2 {
 		if err := allot.CheckText(flagTexts[i], flagTexts[i+1]); err != nil {
-			return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+			return &allot.Error{Type: allot.InvalidInput, Message: err.Error()}
 		}
 	}
 	return nil
@@ -271,7 +268,7 @@ func RaiseBudget(ctx context.Context, led *ledger.Ledger, in RaiseInput) (RaiseR
 		return RaiseResult{}, err
 	}
 	bad := func(format string, args ...any) error {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), allot.InvalidInput, nil)
+		return allot.Errorf(allot.InvalidInput, format, args...)
 	}
 	switch {
 	case b.CheckPeriod(in.Period) != nil:
@@ -297,7 +294,7 @@ func RaiseBudget(ctx context.Context, led *ledger.Ledger, in RaiseInput) (RaiseR
 		return RaiseResult{}, bad("%v", err)
 	}
 	if errors.Is(err, ledger.ErrRequestConflict) {
-		return RaiseResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.RequestConflict, nil)
+		return RaiseResult{}, &allot.Error{Type: allot.RequestConflict, Message: err.Error()}
 	}
 	if err != nil {
 		return RaiseResult{}, err

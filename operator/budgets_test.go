@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
@@ -156,8 +154,7 @@ func TestBudgetListShowsPeriodsAndParkedEpisodes(t *testing.T) {
 }
 
 func isType(err error, errType string) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == errType
+	return allot.ErrorType(err) == errType
 }
 
 // A raise is refused at once, writing nothing, for anything malformed

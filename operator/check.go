@@ -137,7 +137,7 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		}
 	}
 	if in.StaleIntent < 0 {
-		return CheckResult{}, fmt.Errorf("the stale-intent threshold %s is negative: give a duration like 1h", in.StaleIntent)
+		return CheckResult{}, allot.Errorf(allot.InvalidInput, "the stale-intent threshold %s is negative: give a duration like 1h", in.StaleIntent)
 	}
 	opts := ledger.AuditOptions{Pipeline: in.Pipeline, StaleAfter: in.StaleIntent, Now: in.Now, WithRefs: len(in.Vendors) > 0}
 	if in.Pipelines != nil {

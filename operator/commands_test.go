@@ -3,7 +3,6 @@ package operator
 import (
 	"allot"
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
-	"go.temporal.io/sdk/temporal"
 
 	"allot/livespec"
 	"allot/pipeline"
@@ -57,36 +55,7 @@ func testPipelines(t *testing.T) *pipeline.Set {
 // refusals below must happen before anything is sent.
 func idleClient(t *testing.T) client.Client { return mocks.NewClient(t) }
 
-func errorType(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Type()
-	}
-	return ""
-}
-
-func TestStartOptionsAttachToRunningAndNeverRerunFinished(t *testing.T) {
-	nominal := time.Date(2026, 8, 3, 2, 0, 0, 0, time.FixedZone("CEST", 2*3600))
-	key := allot.AllocationKey("weekly", nominal)
-	o := StartOptions(key, "allot", "weekly", nominal)
-	if o.ID != key || o.TaskQueue != "allot" {
-		t.Errorf("ID %q, task queue %q", o.ID, o.TaskQueue)
-	}
-	if o.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING ||
-		o.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY ||
-		!o.WorkflowExecutionErrorWhenAlreadyStarted {
-		t.Errorf("policies: conflict %v, reuse %v, error when started %v", o.WorkflowIDConflictPolicy, o.WorkflowIDReusePolicy, o.WorkflowExecutionErrorWhenAlreadyStarted)
-	}
-	if o.StaticSummary != "weekly run for 2026-08-03T00:00:00Z" {
-		t.Errorf("summary %q, want the nominal time in UTC", o.StaticSummary)
-	}
-	if v, ok := o.TypedSearchAttributes.GetKeyword(workflows.PipelineAttr); !ok || v != "weekly" || o.TypedSearchAttributes.Size() != 1 {
-		t.Errorf("search attributes %v, want only AllotPipeline=weekly", o.TypedSearchAttributes)
-	}
-	if s := StartOptions("weekly/manual", "allot", "weekly", time.Time{}).StaticSummary; s != "weekly run" {
-		t.Errorf("summary without a nominal time %q", s)
-	}
-}
+func errorType(err error) string { return allot.ErrorType(err) }
 
 func TestEpisodeStartOptionsResumeFinishedEpisodes(t *testing.T) {
 	o := EpisodeStartOptions("weekly", "2026-W32-0", "allot")
@@ -146,8 +115,8 @@ func TestSendRefusesBeforeContactingTemporal(t *testing.T) {
 		wantType string
 		wantText string
 	}{
-		"unknown pipeline": {CommandInput{Pipeline: "monthly", EpisodeID: "2026-W32-0", Update: workflows.ApproveUpdate}, "", "monthly"},
-		"no episode":       {CommandInput{Pipeline: "weekly", Update: workflows.ApproveUpdate}, "", "--episode is required"},
+		"unknown pipeline": {CommandInput{Pipeline: "monthly", EpisodeID: "2026-W32-0", Update: workflows.ApproveUpdate}, allot.PipelineNotFound, "monthly"},
+		"no episode":       {CommandInput{Pipeline: "weekly", Update: workflows.ApproveUpdate}, allot.InvalidInput, "--episode is required"},
 		"local step":       {CommandInput{Pipeline: "weekly", EpisodeID: "2026-W32-0", Update: workflows.ReworkUpdate, Request: workflows.DecisionRequest{Step: "assemble"}}, allot.StepNotFound, "no paid step"},
 		"missing episode":  {CommandInput{Pipeline: "weekly", EpisodeID: "2026-W32-5", Update: workflows.ApproveUpdate}, allot.EpisodeNotFound, "has no episode 2026-W32-5"},
 	} {

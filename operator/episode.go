@@ -81,14 +81,14 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 		return CommandResult{}, err
 	}
 	if in.EpisodeID == "" {
-		return CommandResult{}, errors.New("--episode is required: operator commands act on an existing episode and never allocate one")
+		return CommandResult{}, allot.Errorf(allot.InvalidInput, "--episode is required: operator commands act on an existing episode and never allocate one")
 	}
 	if err := checkTexts("--reason", in.Request.Reason); err != nil {
 		return CommandResult{}, err
 	}
 	// The decision records who acted, resolved as every command does.
 	if in.Request.By, err = allot.Actor(in.Request.By); err != nil {
-		return CommandResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		return CommandResult{}, &allot.Error{Type: allot.InvalidInput, Message: err.Error()}
 	}
 	if err := checkStep(p, in); err != nil {
 		return CommandResult{}, err
@@ -97,9 +97,7 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 		ep, err := o.Ledger.Episode(ctx, p.Name, in.EpisodeID)
 		if err != nil {
 			if errors.Is(err, ledger.ErrEpisodeNotFound) {
-				return CommandResult{}, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("pipeline %s has no episode %s: list them with `%s`", p.Name, in.EpisodeID, allot.EpisodesCommand(p.Name)),
-					allot.EpisodeNotFound, nil)
+				return CommandResult{}, allot.Errorf(allot.EpisodeNotFound, "pipeline %s has no episode %s: list them with `%s`", p.Name, in.EpisodeID, allot.EpisodesCommand(p.Name))
 			}
 			return CommandResult{}, err
 		}
@@ -219,10 +217,8 @@ func (o *EpisodeCommands) endedBeforeCommand(ctx context.Context, pipelineName s
 			stands = fmt.Sprintf(", and the ledger has the episode %s (%s)", ep.Outcome, ep.OutcomeReason)
 		}
 	}
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("episode %s of %s: its workflow %s before it could take the %s%s: there is nothing to %s; see why with `%s`",
-			in.EpisodeID, pipelineName, ended, in.Update, stands, in.Update, allot.ShowCommand(pipelineName, in.EpisodeID)),
-		allot.NotReady, nil)
+	return allot.Errorf(allot.NotReady, "episode %s of %s: its workflow %s before it could take the %s%s: there is nothing to %s; see why with `%s`",
+		in.EpisodeID, pipelineName, ended, in.Update, stands, in.Update, allot.ShowCommand(pipelineName, in.EpisodeID))
 }
 
 // refuseWithoutRun answers, from the ledger and without starting anything,
@@ -262,9 +258,7 @@ func (o *EpisodeCommands) refuseWithoutRun(ctx context.Context, pipelineName str
 			stands = fmt.Sprintf("%s and its pipeline has no approval step", outcome)
 		}
 	}
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, stands, update, o.reopenCommands(pipelineName, ep.ID)),
-		allot.NotReady, nil)
+	return allot.Errorf(allot.NotReady, "episode %s of %s is %s: there is nothing to %s; reopen it with one of: %s", ep.ID, pipelineName, stands, update, o.reopenCommands(pipelineName, ep.ID))
 }
 
 // workflowRunning says whether the episode's workflow runs now: then its
@@ -326,9 +320,7 @@ func (o *EpisodeCommands) refuseReassembleWithoutRun(ctx context.Context, pipeli
 		}
 		next = fmt.Sprintf("it is %s: a rework reopens it (%s)", outcomeOf(ep), strings.Join(reworks, ", "))
 	}
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("episode %s of %s: %v; %s, and `%s` shows how it stands", ep.ID, pipelineName, refusal, next, allot.ShowCommand(pipelineName, ep.ID)),
-		allot.NotReady, nil)
+	return allot.Errorf(allot.NotReady, "episode %s of %s: %v; %s, and `%s` shows how it stands", ep.ID, pipelineName, refusal, next, allot.ShowCommand(pipelineName, ep.ID))
 }
 
 // checkStep refuses unknown or unfitting steps before anything is sent.
@@ -339,9 +331,7 @@ func checkStep(p *pipeline.Pipeline, in CommandInput) error {
 	s, ok := p.Step(in.Request.Step)
 	// Rework is for paid steps; resolve for any step that can park.
 	if !ok || s.Kind.Gate() || in.Update == workflows.ReworkUpdate && !s.Kind.Costs() {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("pipeline %s has no paid step %q: its paid steps are %v", p.Name, in.Request.Step, p.PaidStepNames()),
-			allot.StepNotFound, nil)
+		return allot.Errorf(allot.StepNotFound, "pipeline %s has no paid step %q: its paid steps are %v", p.Name, in.Request.Step, p.PaidStepNames())
 	}
 	return nil
 }
@@ -406,7 +396,7 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 		return ShowResult{}, err
 	}
 	if episodeID == "" {
-		return ShowResult{}, errors.New("--episode is required")
+		return ShowResult{}, allot.Errorf(allot.InvalidInput, "--episode is required")
 	}
 	ep, err := led.Episode(ctx, pipelineName, episodeID)
 	if err != nil {
@@ -611,13 +601,11 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 		return ResumeResult{}, err
 	}
 	if o.Ledger == nil {
-		return ResumeResult{}, errors.New("resume needs the ledger: set ALLOT_LEDGER or pass --ledger")
+		return ResumeResult{}, allot.Errorf(allot.InvalidInput, "resume needs the ledger: set ALLOT_LEDGER or pass --ledger")
 	}
 	ep, err := o.Ledger.Episode(ctx, p.Name, episodeID)
 	if errors.Is(err, ledger.ErrEpisodeNotFound) {
-		return ResumeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("pipeline %s has no episode %s: list them with `%s`", p.Name, episodeID, allot.EpisodesCommand(p.Name)),
-			allot.EpisodeNotFound, nil)
+		return ResumeResult{}, allot.Errorf(allot.EpisodeNotFound, "pipeline %s has no episode %s: list them with `%s`", p.Name, episodeID, allot.EpisodesCommand(p.Name))
 	}
 	if err != nil {
 		return ResumeResult{}, err
@@ -632,18 +620,14 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 	default:
 		info := desc.GetWorkflowExecutionInfo()
 		if owner := activities.LedgerOfMemo(info.GetMemo().GetFields()); owner != "" && owner != o.Ledger.ID() {
-			return ResumeResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("workflow %s belongs to ledger %s, not to this ledger %s: give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace before resuming", id, owner, o.Ledger.ID()),
-				allot.LedgerMismatch, nil)
+			return ResumeResult{}, allot.Errorf(allot.LedgerMismatch, "workflow %s belongs to ledger %s, not to this ledger %s: give each ledger its own task queue (ALLOT_TASK_QUEUE) or namespace before resuming", id, owner, o.Ledger.ID())
 		}
 		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return ResumeResult{Action: ResumeRunning, WorkflowID: id, RunID: info.GetExecution().GetRunId()}, nil
 		}
 	}
 	if settled(ep) {
-		return ResumeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("episode %s of %s is %s: there is nothing to resume; reopen it with one of: %s", ep.ID, p.Name, outcomeOf(ep), o.reopenCommands(p.Name, ep.ID)),
-			allot.NotReady, nil)
+		return ResumeResult{}, allot.Errorf(allot.NotReady, "episode %s of %s is %s: there is nothing to resume; reopen it with one of: %s", ep.ID, p.Name, outcomeOf(ep), o.reopenCommands(p.Name, ep.ID))
 	}
 	opts := EpisodeStartOptions(p.Name, ep.ID, o.TaskQueue)
 	opts.Memo = map[string]any{allot.LedgerMemo: o.Ledger.ID()}

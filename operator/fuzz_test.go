@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"allot"
-	"allot/activities"
 	"allot/ledger"
 	"allot/pipeline"
 )
@@ -172,7 +171,7 @@ func checkPlanned(t *testing.T, p *pipeline.Pipeline, src sourceRecord, pr plann
 	if ir.Key != want || ir.Scheduled != (want != p.Name+"/legacy/"+rec.OldID) {
 		fail("key %q (scheduled %v), want %q", ir.Key, ir.Scheduled, want)
 	}
-	if err := activities.ValidateAllocationKey(ir.Key); err != nil {
+	if err := allot.ValidateAllocationKey(ir.Key); err != nil {
 		fail("key %q is not a valid allocation key: %v", ir.Key, err)
 	}
 	if ir.NominalTime.Location() != time.UTC || !ir.NominalTime.Equal(rec.NominalTime) || p.CheckNominalTime(ir.NominalTime, fuzzImportNow) != nil {

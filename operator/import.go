@@ -130,7 +130,7 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 		return res, err
 	}
 	if in.From == "" {
-		return res, errors.New("import needs the source: a JSON Lines file or a folder of old IDs")
+		return res, allot.Errorf(allot.InvalidInput, "import needs the source: a JSON Lines file or a folder of old IDs")
 	}
 	if err := checkTexts("--over-budget", in.OverBudget, "--by", in.By); err != nil {
 		return res, err
@@ -143,7 +143,7 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	root := ""
 	if !in.InPlace {
 		if in.DataDir == "" {
-			return res, errors.New("import copies the artifacts into the data folder: name it (--data-dir, ALLOT_DATA_DIR), or record them in place (--in-place)")
+			return res, allot.Errorf(allot.InvalidInput, "import copies the artifacts into the data folder: name it (--data-dir, ALLOT_DATA_DIR), or record them in place (--in-place)")
 		}
 		if root, err = filepath.Abs(filepath.Join(in.DataDir, "artifacts")); err != nil {
 			return res, err

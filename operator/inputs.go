@@ -3,11 +3,7 @@ package operator
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
@@ -30,7 +26,7 @@ func AddInput(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, in Inp
 		return ledger.AddInputResult{}, err
 	}
 	res, err := led.AddInput(ctx, ledger.Input{Pipeline: in.Pipeline, Ref: in.Ref, ReadyAt: in.ReadyAt, Payload: in.Payload})
-	return res, inputError(err)
+	return res, err
 }
 
 // ListInputs lists a pipeline's inputs in claim order; state "" lists all.
@@ -38,13 +34,13 @@ func ListInputs(ctx context.Context, led *ledger.Ledger, pipelineName string, st
 	switch state {
 	case "", ledger.InputReady, ledger.InputClaimed, ledger.InputWithdrawn:
 	default:
-		return nil, fmt.Errorf("input state %q is unknown: use %s, %s or %s", state, ledger.InputReady, ledger.InputClaimed, ledger.InputWithdrawn)
+		return nil, allot.Errorf(allot.InvalidInput, "input state %q is unknown: use %s, %s or %s", state, ledger.InputReady, ledger.InputClaimed, ledger.InputWithdrawn)
 	}
 	ins, err := led.Inputs(ctx, pipelineName, state)
 	if ins == nil && err == nil {
 		ins = []ledger.Input{}
 	}
-	return ins, inputError(err)
+	return ins, err
 }
 
 // WithdrawInput withdraws an input no episode has claimed.
@@ -53,7 +49,7 @@ func WithdrawInput(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, p
 		return ledger.Input{}, err
 	}
 	in, err := led.WithdrawInput(ctx, pipelineName, ref)
-	return in, inputError(err)
+	return in, err
 }
 
 func consumesInputs(set *pipeline.Set, name string) error {
@@ -62,27 +58,7 @@ func consumesInputs(set *pipeline.Set, name string) error {
 		return err
 	}
 	if !p.ClaimsInputs() {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("pipeline %s does not consume inputs: add [pipeline.inputs] with claim = %q to it in the pipeline file", p.Name, pipeline.ClaimOldestReady),
-			allot.InvalidInput, nil)
+		return allot.Errorf(allot.InvalidInput, "pipeline %s does not consume inputs: add [pipeline.inputs] with claim = %q to it in the pipeline file", p.Name, pipeline.ClaimOldestReady)
 	}
 	return nil
-}
-
-// inputError gives the ledger's input errors their vocabulary type.
-func inputError(err error) error {
-	for _, m := range []struct {
-		err error
-		typ string
-	}{
-		{ledger.ErrInputConflict, allot.InputConflict},
-		{ledger.ErrInputNotFound, allot.InputNotFound},
-		{ledger.ErrInputClaimed, allot.InputClaimed},
-		{ledger.ErrInvalidInput, allot.InvalidInput},
-	} {
-		if errors.Is(err, m.err) {
-			return temporal.NewNonRetryableApplicationError(err.Error(), m.typ, err)
-		}
-	}
-	return err
 }

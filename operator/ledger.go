@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
@@ -30,7 +28,7 @@ func checkPipelinePeriod(set *pipeline.Set, name, period string) error {
 		err = pipeline.CheckPeriodOf(pipeline.ISOWeek, "pipeline "+name, period)
 	}
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		return &allot.Error{Type: allot.InvalidInput, Message: err.Error()}
 	}
 	return nil
 }

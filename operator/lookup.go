@@ -80,7 +80,7 @@ func Lookup(ctx context.Context, led *ledger.Ledger, vendor paidvendor.Submitter
 	}
 	st, ok := p.Step(in.Step)
 	if !ok || !st.Kind.Remote() {
-		return LookupResult{}, fmt.Errorf("pipeline %s has no paid or effect step %q: its paid steps are %v", p.Name, in.Step, p.PaidStepNames())
+		return LookupResult{}, allot.Errorf(allot.StepNotFound, "pipeline %s has no paid or effect step %q: its paid steps are %v", p.Name, in.Step, p.PaidStepNames())
 	}
 	task, err := led.LatestPaidTask(ctx, p.Name, in.EpisodeID, in.Step)
 	if err != nil {

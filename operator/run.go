@@ -14,10 +14,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/activities"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -53,6 +51,12 @@ type RunInput struct {
 	Wait bool
 }
 
+// RunReusePolicy is the ID-reuse policy of a run an operator asks for
+// (workflows.ScheduledRunStartOptions), as `starter run` and the docs'
+// `temporal workflow start` command start it: a finished key is never run
+// again, a failed one may be (the ledger then hands back the same episode).
+const RunReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY
+
 // How a run request was served.
 const (
 	RunStarted  = "started"  // a new ScheduledRun was started
@@ -68,64 +72,6 @@ type RunResult struct {
 	Result     *workflows.ScheduledRunResult `json:"result,omitempty"`
 }
 
-// StartOptions are the options every entry uses to start a ScheduledRun; the
-// `temporal workflow start` command of docs/operating.md sets the same ones.
-//   - conflict UseExisting: a second start of a running key attaches to it;
-//   - reuse AllowDuplicateFailedOnly: a finished key is never run again, a
-//     failed one may be (the ledger then hands back the same episode).
-func StartOptions(key, taskQueue, pipelineName string, nominal time.Time) client.StartWorkflowOptions {
-	summary := pipelineName + " run"
-	if !nominal.IsZero() {
-		summary += " for " + nominal.UTC().Format(time.RFC3339)
-	}
-	return client.StartWorkflowOptions{
-		ID:                                       key,
-		TaskQueue:                                taskQueue,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		StaticSummary:                            summary,
-		TypedSearchAttributes:                    temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(pipelineName)),
-	}
-}
-
-// ResolveRunKey is the allocation key and nominal time a run request stands
-// for, as Run starts it: a missing key is the Schedule's key for the
-// nominal time (now if none); a given key is placed under the pipeline's
-// prefix (or refused if it names another pipeline) and agreed with the
-// nominal time it carries. The forecast of a run asks it too, so that it
-// looks up the key the run will use.
-func ResolveRunKey(p *pipeline.Pipeline, known []string, in RunInput, now time.Time) (key string, nominal time.Time, err error) {
-	nominal = in.NominalTime
-	if in.Key == "" {
-		if nominal.IsZero() {
-			nominal = now
-		}
-		nominal = nominal.UTC().Truncate(time.Second)
-		return allot.AllocationKey(p.Name, nominal), nominal, nil
-	}
-	if in.Key, err = allot.PlaceKey(p.Name, in.Key, known); err != nil {
-		return "", time.Time{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
-	}
-	if err := activities.ValidateAllocationKey(in.Key); err != nil {
-		return "", time.Time{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, nil)
-	}
-	keyTime, ok := allot.NominalTimeOfKey(p.Name, in.Key)
-	switch {
-	case nominal.IsZero() && ok:
-		nominal = keyTime
-	case nominal.IsZero():
-		return "", time.Time{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("key %q carries no nominal time: give it with --nominal-time (e.g. 2026-08-03T02:00:00Z); the period comes from it, never from the clock", in.Key),
-			allot.InvalidInput, nil)
-	case ok && !nominal.UTC().Truncate(time.Second).Equal(keyTime):
-		return "", time.Time{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("key %q is the Schedule's key for %s, not for --nominal-time %s: leave --nominal-time out, or leave --key out", in.Key, keyTime.Format(time.RFC3339), nominal.Format(time.RFC3339)),
-			allot.InvalidInput, nil)
-	}
-	return in.Key, nominal, nil
-}
-
 // Run starts (or finds) the ScheduledRun for the request's key. Validation
 // happens before anything is sent, so bad input starts nothing: the key is
 // placed under the pipeline's prefix (or refused if it names another
@@ -136,13 +82,14 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	key, nominal, err := ResolveRunKey(p, r.Pipelines.Names(), in, r.now())
+	rk, err := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: p.Name, Known: r.Pipelines.Names(), Key: in.Key, Nominal: in.NominalTime, Now: r.now()})
 	if err != nil {
 		return RunResult{}, err
 	}
-	in.Key = key
+	in.Key = rk.Key
+	nominal := rk.Nominal
 	if err := p.CheckNominalTime(nominal, r.now()); err != nil {
-		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		return RunResult{}, allot.Errorf(allot.InvalidInput, "%v", err)
 	}
 
 	rerun := false
@@ -178,11 +125,12 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	// Conflict policy Fail rather than the Schedule's UseExisting: the
 	// effect is the same (one run per key), but a start that lost the race
 	// to a concurrent one learns that it attached instead of started.
-	opts := StartOptions(in.Key, r.TaskQueue, p.Name, nominal)
-	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	reuse := RunReusePolicy
 	if rerun {
-		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 	}
+	opts := workflows.ScheduledRunStartOptions(reuse, workflows.ScheduledRunStart{Pipeline: p.Name, Run: rk, TaskQueue: r.TaskQueue})
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	run, err := r.Client.ExecuteWorkflow(ctx, opts,
 		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: r.LedgerID})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
@@ -244,10 +192,8 @@ func (r *Runs) checkSamePeriod(ctx context.Context, p *pipeline.Pipeline, key, r
 	if want == have {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("allocation key %q belongs to period %s (nominal time %s), but this request's nominal time %s is in period %s: use the key of that period's run, or leave --key out",
-			key, have, existing.Format(time.RFC3339), requested.Format(time.RFC3339), want),
-		allot.AllocationKeyCrossesPeriod, nil)
+	return allot.Errorf(allot.AllocationKeyCrossesPeriod, "allocation key %q belongs to period %s (nominal time %s), but this request's nominal time %s is in period %s: use the key of that period's run, or leave --key out",
+		key, have, existing.Format(time.RFC3339), requested.Format(time.RFC3339), want)
 }
 
 // runNominalTime reads the nominal time a run was started with: its input's,

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"allot"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -85,7 +86,7 @@ func RunsQuery(in RunsInput) (string, error) {
 		key := strings.ReplaceAll(strings.ToLower(in.Status), "-", "_")
 		st, ok := executionStatuses[key]
 		if !ok {
-			return "", fmt.Errorf("status %q is not an execution status: use one of %s", in.Status, strings.Join(ExecutionStatusNames, ", "))
+			return "", allot.Errorf(allot.InvalidInput, "status %q is not an execution status: use one of %s", in.Status, strings.Join(ExecutionStatusNames, ", "))
 		}
 		q += fmt.Sprintf(` AND ExecutionStatus = %q`, statusName(st))
 	}

@@ -83,7 +83,7 @@ func (n ScheduleNote) note() (string, error) {
 	}
 	by, err := allot.Actor(n.By)
 	if err != nil {
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		return "", &allot.Error{Type: allot.InvalidInput, Message: err.Error()}
 	}
 	if n.Text == "" {
 		return "by " + by, nil
@@ -604,8 +604,8 @@ func CheckBackfillRange(pipelineName string, from, to, now time.Time, flags ...s
 	if from.Before(now) {
 		fix = fmt.Sprintf("end it at now at the latest: `%s`", allot.BackfillCommand(pipelineName, from, now, flags...))
 	}
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfill of %s refused, nothing was started: --to %s is after now (%s), so the range holds times that have not come yet; %s",
-		pipelineName, to.UTC().Format(time.RFC3339), now.Format(time.RFC3339), fix), allot.InvalidInput, ErrTimeNotYet)
+	return allot.Wrapf(ErrTimeNotYet, allot.InvalidInput, "backfill of %s refused, nothing was started: --to %s is after now (%s), so the range holds times that have not come yet; %s",
+		pipelineName, to.UTC().Format(time.RFC3339), now.Format(time.RFC3339), fix)
 }
 
 // backfillPlan is what both backfill paths work out before they send or
@@ -646,11 +646,11 @@ func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput) (*backfi
 	}
 	switch {
 	case in.From.IsZero() || in.To.IsZero():
-		return nil, errors.New("backfill needs --from and --to (RFC3339)")
+		return nil, allot.Errorf(allot.InvalidInput, "backfill needs --from and --to (RFC3339)")
 	case !in.From.Before(in.To):
-		return nil, fmt.Errorf("backfill range is reversed or empty: --from %s is not before --to %s", in.From.Format(time.RFC3339), in.To.Format(time.RFC3339))
+		return nil, allot.Errorf(allot.InvalidInput, "backfill range is reversed or empty: --from %s is not before --to %s", in.From.Format(time.RFC3339), in.To.Format(time.RFC3339))
 	case in.To.Sub(in.From) > maxBackfill:
-		return nil, fmt.Errorf("backfill range of %s is longer than pipeline %s's max_backfill of %s: split it, or raise max_backfill", in.To.Sub(in.From), p.Name, maxBackfill)
+		return nil, allot.Errorf(allot.InvalidInput, "backfill range of %s is longer than pipeline %s's max_backfill of %s: split it, or raise max_backfill", in.To.Sub(in.From), p.Name, maxBackfill)
 	}
 	if err := CheckBackfillRange(p.Name, in.From, in.To, s.clock(), backfillFlagsWith(in)...); err != nil {
 		return nil, err
@@ -715,17 +715,17 @@ func (pl *backfillPlan) consent(in BackfillInput) error {
 	dry := allot.BackfillCommand(p.Name, from, to, append(slices.Clone(in.Flags), "--dry-run")...)
 	yes := allot.BackfillCommand(p.Name, from, to, append(slices.Clone(in.Flags), "--yes")...)
 	if out.Runs > out.MaxRuns && !in.Yes {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d; nothing was sent. Check the range with `%s`, then send it with `%s` (or raise max_backfill_runs)",
+		return allot.Wrapf(ErrBackfillNeedsConsent, allot.ConsentRequired, "backfilling %s from %s to %s starts %d runs (%s to %s), more than pipeline %s's max_backfill_runs of %d; nothing was sent. Check the range with `%s`, then send it with `%s` (or raise max_backfill_runs)",
 			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), out.Runs,
-			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, out.MaxRuns, dry, yes), allot.ConsentRequired, ErrBackfillNeedsConsent)
+			out.First.Format(time.RFC3339), out.Last.Format(time.RFC3339), p.Name, out.MaxRuns, dry, yes)
 	}
 	if over := OverBudget(out.Budgets); len(over) > 0 && !in.Yes {
 		lines := make([]string, len(over))
 		for i, f := range over {
 			lines[i] = f.String()
 		}
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("backfilling %s from %s to %s would reserve more than its budgets have free, or an amount not known before the runs: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
-			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), strings.Join(lines, "; "), dry, yes), allot.ConsentRequired, ErrBackfillNeedsConsent)
+		return allot.Wrapf(ErrBackfillNeedsConsent, allot.ConsentRequired, "backfilling %s from %s to %s would reserve more than its budgets have free, or an amount not known before the runs: %s; nothing was sent. Check it with `%s`, raise the budget (`starter budget raise`), or send it anyway with `%s` (the runs beyond the budget park until it has room)",
+			p.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), strings.Join(lines, "; "), dry, yes)
 	}
 	return nil
 }

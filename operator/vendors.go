@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
@@ -203,11 +201,10 @@ func PauseVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, in 
 		return VendorView{}, err
 	}
 	if strings.TrimSpace(in.Reason) == "" {
-		return VendorView{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("pausing vendor %s needs a reason, which every waiting episode shows: starter vendor pause %s --reason TEXT", in.Name, in.Name), allot.InvalidInput, nil)
+		return VendorView{}, allot.Errorf(allot.InvalidInput, "pausing vendor %s needs a reason, which every waiting episode shows: starter vendor pause %s --reason TEXT", in.Name, in.Name)
 	}
 	if _, err := led.PauseVendor(ctx, ledger.VendorPause{Vendor: in.Name, Reason: in.Reason, By: in.By, Polls: in.Polls}); err != nil {
-		return VendorView{}, inputError(err)
+		return VendorView{}, err
 	}
 	return vendorView(ctx, led, set, in.Name)
 }
@@ -230,7 +227,7 @@ func ResumeVendorBy(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, 
 		// be resumed.
 	}
 	if _, err := led.ResumeVendorBy(ctx, name, by, time.Time{}); err != nil {
-		return VendorView{}, inputError(err)
+		return VendorView{}, err
 	}
 	return vendorView(ctx, led, set, name)
 }
@@ -255,9 +252,7 @@ func KnownVendor(set *pipeline.Set, name string) error {
 	if slices.Contains(known, name) {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("vendor %q is not in the pipeline file: name one of %s (\"default\" is the worker's ALLOT_VENDOR_URL); `%s` shows them", name, strings.Join(known, ", "), allot.VendorListCommand()),
-		allot.InvalidInput, nil)
+	return allot.Errorf(allot.InvalidInput, "vendor %q is not in the pipeline file: name one of %s (\"default\" is the worker's ALLOT_VENDOR_URL); `%s` shows them", name, strings.Join(known, ", "), allot.VendorListCommand())
 }
 
 // VendorNow is a vendor's state as the workers act on it now, from the

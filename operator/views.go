@@ -3,12 +3,9 @@ package operator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
@@ -72,9 +69,7 @@ func KnownPipeline(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, n
 		}
 	}
 	slices.Sort(known)
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("pipeline %q is not defined and the ledger holds none of its episodes or runs: known pipelines are %s", name, strings.Join(known, ", ")),
-		allot.PipelineNotFound, nil)
+	return allot.Errorf(allot.PipelineNotFound, "pipeline %q is not defined and the ledger holds none of its episodes or runs: known pipelines are %s", name, strings.Join(known, ", "))
 }
 
 // NormalRun reports whether a run's outcome is the normal course of a

@@ -3,13 +3,10 @@ package operator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/ledger"
@@ -96,8 +93,7 @@ func TestUnknownPipelineIsRefusedButALedgerOnlyPipelineWorks(t *testing.T) {
 		"costs": func(p string) error { _, err := Costs(ctx, l.led, CostsInput{Pipeline: p, Pipelines: set}); return err },
 	} {
 		err := call("nosuch")
-		var appErr *temporal.ApplicationError
-		if err == nil || !strings.Contains(err.Error(), "daily, retired, weekly") || !errors.As(err, &appErr) || appErr.Type() != allot.PipelineNotFound {
+		if err == nil || !strings.Contains(err.Error(), "daily, retired, weekly") || allot.ErrorType(err) != allot.PipelineNotFound {
 			t.Errorf("%s --pipeline nosuch: %v; want PipelineNotFound naming daily, retired, weekly", name, err)
 		}
 		for _, p := range []string{"retired", "weekly", "daily"} {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"allot"
 )
 
 // DefaultConfig is the embedded pipeline file used when none is given. It is
@@ -214,6 +216,12 @@ type UnknownError struct {
 	Known  []string
 	Source string
 }
+
+// ErrUnknownPipeline is what every UnknownError is (errors.Is), typed
+// PipelineNotFound.
+var ErrUnknownPipeline = &allot.Error{Type: allot.PipelineNotFound, Message: "pipeline not defined"}
+
+func (e *UnknownError) Unwrap() error { return ErrUnknownPipeline }
 
 func (e *UnknownError) Error() string {
 	where := "the pipeline file"

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
 	"allot/ledger"
 	"allot/operator"
@@ -199,7 +198,7 @@ func parseLimit(set *pipeline.Set, budgetName, v string) (int64, error) {
 		return 0, nil // operator.RaiseBudget names the unknown budget
 	}
 	bad := func(format string, args ...any) error {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), allot.InvalidInput, nil)
+		return allot.Errorf(allot.InvalidInput, format, args...)
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err == nil {
@@ -252,7 +251,7 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 	}
 	// The key and time the run will use: a key given unplaced (manual-7)
 	// is looked up as the ledger keeps it (<pipeline>/manual-7).
-	key, nominal, err := operator.ResolveRunKey(p, set.Names(), in, time.Now())
+	rk, err := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: p.Name, Known: set.Names(), Key: in.Key, Nominal: in.NominalTime, Now: time.Now()})
 	if err != nil {
 		return nil, err
 	}
@@ -261,10 +260,10 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 		existing bool
 	}
 	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (forecast, error) {
-		if _, err := led.EpisodeByKey(ctx, in.Pipeline, key); err == nil || errors.Is(err, ledger.ErrKeyAmbiguous) {
+		if _, err := led.EpisodeByKey(ctx, in.Pipeline, rk.Key); err == nil || errors.Is(err, ledger.ErrKeyAmbiguous) {
 			return forecast{existing: true}, nil
 		}
-		fs, err := operator.ForecastBudgets(ctx, led, set, in.Pipeline, []time.Time{nominal})
+		fs, err := operator.ForecastBudgets(ctx, led, set, in.Pipeline, []time.Time{rk.Nominal})
 		return forecast{fs: fs}, err
 	})
 	switch {
@@ -274,7 +273,7 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 		return res.fs, nil
 	}
 	// Without a readable ledger the forecast takes the limits.
-	return operator.ForecastBudgets(ctx, nil, set, in.Pipeline, []time.Time{nominal})
+	return operator.ForecastBudgets(ctx, nil, set, in.Pipeline, []time.Time{rk.Nominal})
 }
 
 // printBudgetSpend writes the spend against each budget (stats, costs).

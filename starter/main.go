@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/app"
@@ -369,16 +368,12 @@ func (c *cli) print(v any, text func(w io.Writer)) {
 }
 
 func (c *cli) printError(cmd string, err error) {
-	errType := ""
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		errType = appErr.Type()
-	}
+	errType := allot.ErrorType(err)
 	if c.json {
 		_ = json.NewEncoder(c.stdout).Encode(map[string]string{"error": err.Error(), "type": errType})
 	}
 	if errType != "" {
-		fmt.Fprintf(c.stderr, "starter %s: %s: %s\n", cmd, errType, appErr.Message())
+		fmt.Fprintf(c.stderr, "starter %s: %s: %s\n", cmd, errType, allot.ErrorMessage(err))
 		return
 	}
 	fmt.Fprintf(c.stderr, "starter %s: %v\n", cmd, err)
@@ -421,13 +416,13 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		// A key another pipeline's, or under a reserved prefix, is refused
 		// before anything is contacted (Runs.Run refuses it too).
 		if _, err := allot.PlaceKey(pipelineName, key, pipelines.Names()); err != nil {
-			return temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidAllocationKey, err)
+			return err
 		}
 	}
 	if nominal != "" && in.NominalTime.IsZero() {
 		// Runs.Run takes the zero time for "now": a zero time given on
 		// purpose is an absurd one.
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("--nominal-time %s: %v", nominal, p.CheckNominalTime(in.NominalTime, time.Now())), allot.InvalidInput, nil)
+		return allot.Errorf(allot.InvalidInput, "--nominal-time %s: %v", nominal, p.CheckNominalTime(in.NominalTime, time.Now()))
 	}
 	ledgerID, err := c.ledgerID(ctx)
 	if err != nil {

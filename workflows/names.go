@@ -52,21 +52,53 @@ func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
 	}
 }
 
-// ScheduledRunStartOptions are the options allot starts the ScheduledRun of
-// pipeline for nominal with when it starts one itself (a fast backfill, a
-// catch-up): the key the pipeline's Schedule forms for that time, so that
-// the run collapses with scheduled, manual and backfilled runs of it; a new
-// run only when the key has none running (allow-duplicate), a running one
-// joined (use-existing); the pipeline's search attribute, as the Schedule's
-// action sets it; the task priority; and a summary for the Web UI.
-func ScheduledRunStartOptions(pipeline string, nominal time.Time, taskQueue string, priority int, summary string) client.StartWorkflowOptions {
+// ScheduledRunStart is one start of a ScheduledRun that allot makes: a
+// manual run, a fast backfill's, a catch-up's, or the one the docs' `temporal
+// workflow start` command makes.
+type ScheduledRunStart struct {
+	Pipeline string
+	// Run is the key (the workflow ID) and nominal time, from
+	// allot.ResolveRunKey, so that the run collapses with the scheduled,
+	// manual and backfilled runs of its time.
+	Run       allot.RunKey
+	TaskQueue string
+	// Priority is the task priority (0, the server's default, for runs
+	// dispatched like the Schedule's own).
+	Priority int
+	// Summary is the Web UI's summary; "" is "<pipeline> run for <nominal
+	// time>".
+	Summary string
+}
+
+// ScheduledRunStartOptions are the options of every ScheduledRun start
+// allot makes, so that they cannot drift apart: a start of a running key
+// joins it (conflict policy use-existing; a caller that must know whether it
+// started may set Fail), the pipeline's search attribute as the Schedule's
+// action sets it, and a summary. The ID-reuse policy is the caller's
+// decision, so it is an argument:
+//   - ALLOW_DUPLICATE_FAILED_ONLY for a manual run: a finished key is never
+//     run again, a failed one may be (the ledger then hands back the same
+//     episode);
+//   - ALLOW_DUPLICATE for allot's own starts of a time it found missing (a
+//     fast backfill, a catch-up), which looked at the key first.
+func ScheduledRunStartOptions(reuse enumspb.WorkflowIdReusePolicy, s ScheduledRunStart) client.StartWorkflowOptions {
+	summary := s.Summary
+	if summary == "" {
+		summary = s.Pipeline + " run"
+		if !s.Run.Nominal.IsZero() {
+			summary += " for " + s.Run.Nominal.UTC().Format(time.RFC3339)
+		}
+	}
 	return client.StartWorkflowOptions{
-		ID:                       allot.AllocationKey(pipeline, nominal),
-		TaskQueue:                taskQueue,
+		ID:                       s.Run.Key,
+		TaskQueue:                s.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            summary,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(PipelineAttr.ValueSet(pipeline)),
-		Priority:                 temporal.Priority{PriorityKey: priority},
+		WorkflowIDReusePolicy:    reuse,
+		// Only a start the reuse policy refuses (a finished key) errs:
+		// use-existing answers a running key with its run.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            summary,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(PipelineAttr.ValueSet(s.Pipeline)),
+		Priority:                                 temporal.Priority{PriorityKey: s.Priority},
 	}
 }

@@ -14,17 +14,10 @@
 package allottest
 
 import (
-	"errors"
-
-	"go.temporal.io/sdk/temporal"
+	"allot"
 )
 
-// ErrorType is the type of the Temporal application error in err's chain
-// ("EpisodeNotFound", ...), or "" if there is none.
-func ErrorType(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Type()
-	}
-	return ""
-}
+// ErrorType is the type of the typed error in err's chain
+// ("EpisodeNotFound", ...): an allot.Error's, or a Temporal application
+// error's; "" if there is none (allot.ErrorType).
+func ErrorType(err error) string { return allot.ErrorType(err) }

@@ -598,7 +598,7 @@ func (r *run) startRun(ctx context.Context, via string, e event, key string) err
 		_, err := r.starter(ctx, args...)
 		return err
 	case viaSDK:
-		opts := operator.StartOptions(key, workflows.TaskQueue, e.Pipeline, e.Nominal)
+		opts := workflows.ScheduledRunStartOptions(operator.RunReusePolicy, workflows.ScheduledRunStart{Pipeline: e.Pipeline, Run: allot.RunKey{Key: key, Nominal: e.Nominal}, TaskQueue: workflows.TaskQueue})
 		_, err := r.st.client.ExecuteWorkflow(ctx, opts, workflows.ScheduledRunWorkflow,
 			workflows.ScheduledRunInput{Pipeline: e.Pipeline, NominalTime: e.Nominal, LedgerID: r.led.ID()})
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
