@@ -72,9 +72,10 @@ func (a *Activities) submitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 	return withHeartbeat(ctx, func(context.Context) (PaidTaskResult, error) { return payonce.Drive(d) })
 }
 
-// activityDriver drives a paid task inside one activity attempt (http and
-// go adapters): the ledger phases are direct calls, and the attempt makes
-// one try only; Temporal's retry of the activity is the next attempt.
+// activityDriver (a payonce.Driver) drives a paid task inside one activity
+// attempt (http and go adapters): the ledger phases are direct calls, and
+// the attempt makes one try only; Temporal's retry of the activity is the
+// next attempt.
 type activityDriver struct {
 	a     *Activities
 	ctx   context.Context

@@ -30,12 +30,12 @@ import (
 // workflow histories (Plan.Next), so they never change.
 type Phase string
 
-// The phases. Only the ledger decides which comes next (NextPhase, and the
-// driver's after-look-up phase after a look-up); only Drive acts on them.
+// The phases. Only the ledger decides which comes next (NextPhase, and
+// PaidAfterLookup after a look-up); only Drive acts on them.
 const (
 	NextDone   Phase = "done"   // the ledger has the vendor's answer: Result
-	NextLookup Phase = "lookup" // ask the vendor by IdempotencyKey, then the after-look-up phase
-	NextSend   Phase = "send"   // begin the send, send, then the after-send phase
+	NextLookup Phase = "lookup" // ask the vendor by IdempotencyKey, then PaidAfterLookup
+	NextSend   Phase = "send"   // PaidBeginSend, send, then PaidAfterSend
 	NextWait   Phase = "wait"   // an earlier send may still arrive: prepare again after WaitUntil
 	// NextQuote: a budget covers the task, which is about to become an
 	// intent, and its vendor may quote: ask it for QuoteRequest's price,
