@@ -18,6 +18,7 @@ import (
 	"allot/ledger"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
+	"allot/payonce"
 	"allot/pipeline"
 )
 
@@ -270,14 +271,14 @@ func TestBudgetReservesTheQuote(t *testing.T) {
 	// The reservation is the quote: watched between the intent and the
 	// send through PaidPrepare.
 	plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, PaidPhaseInput{PaidTaskInput: PaidTaskInput{Pipeline: "tokyo", EpisodeID: ep, Step: "cover"}, Owner: "a1"})
-	if err != nil || plan.Next != PaidNextQuote || plan.QuoteRequest == nil || plan.QuoteRequest.Kind != "cover" {
+	if err != nil || plan.Next != payonce.NextQuote || plan.QuoteRequest == nil || plan.QuoteRequest.Kind != "cover" {
 		t.Fatalf("PaidPrepare of a quoting vendor's task: %+v, %v; want the quote phase first", plan, err)
 	}
 	if task, err := f.led.LatestPaidTask(f.ctx, "tokyo", ep, "cover"); err != nil || task.State != allot.PaidPlanned || task.Owner != "" {
 		t.Fatalf("after a refused quote and the quote phase: %+v, %v; want the task planned, nothing reserved", task, err)
 	}
 	plan, err = execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, PaidPhaseInput{PaidTaskInput: PaidTaskInput{Pipeline: "tokyo", EpisodeID: ep, Step: "cover"}, Owner: "a1", Quote: f.q.price})
-	if err != nil || plan.Next != PaidNextSend {
+	if err != nil || plan.Next != payonce.NextSend {
 		t.Fatalf("PaidPrepare with the quote: %+v, %v", plan, err)
 	}
 	month := tokyoNominal.UTC().Format("2006-01")
@@ -307,7 +308,7 @@ func TestBudgetReservesMaxCostOfThePlanOrTheFile(t *testing.T) {
 	old := `[{"name":"video","kind":"paid","action":"video"},{"name":"cover","kind":"effect","action":"cover","vendor":"quoter"}]`
 	rawSQL(t, f.fixture, `UPDATE episodes SET plan = ? WHERE episode_id = ?`, old, ep)
 	plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, PaidPhaseInput{PaidTaskInput: PaidTaskInput{Pipeline: "tokyo", EpisodeID: ep, Step: "video"}, Owner: "a1"})
-	if err != nil || plan.Next != PaidNextSend {
+	if err != nil || plan.Next != payonce.NextSend {
 		t.Fatalf("PaidPrepare: %+v, %v", plan, err)
 	}
 	if bp := f.period(t, "tokyo-daily", tokyoPeriod); bp.Reserved != 250 {
@@ -361,7 +362,7 @@ func TestAStaleReadNeverSendsWithoutAReservation(t *testing.T) {
 	in := func(owner string, quote *paidvendor.Cost) PaidPhaseInput {
 		return PaidPhaseInput{PaidTaskInput: PaidTaskInput{Pipeline: "tokyo", EpisodeID: ep, Step: "cover"}, Owner: owner, Quote: quote}
 	}
-	if plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, in("a1", f.q.price)); err != nil || plan.Next != PaidNextSend {
+	if plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, in("a1", f.q.price)); err != nil || plan.Next != payonce.NextSend {
 		t.Fatalf("attempt a1 with its quote: %+v, %v", plan, err)
 	}
 	month := tokyoNominal.UTC().Format("2006-01")
@@ -382,7 +383,7 @@ func TestAStaleReadNeverSendsWithoutAReservation(t *testing.T) {
 	if !released {
 		t.Fatal("the hook between pricing and writing never ran")
 	}
-	if err != nil || plan.Next != PaidNextQuote {
+	if err != nil || plan.Next != payonce.NextQuote {
 		t.Fatalf("attempt a2 after a1's intent went back to planned: %+v, %v; want it to ask for a quote again", plan, err)
 	}
 	task, err := f.led.LatestPaidTask(f.ctx, "tokyo", ep, "cover")
@@ -392,7 +393,7 @@ func TestAStaleReadNeverSendsWithoutAReservation(t *testing.T) {
 	if bp := f.period(t, "quoter-monthly", month); bp.Reserved != 0 {
 		t.Fatalf("quoter-monthly holds %+v, want nothing reserved yet", bp)
 	}
-	if plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, in("a2", f.q.price)); err != nil || plan.Next != PaidNextSend {
+	if plan, err := execute[PaidPlan](t, f.fixture, f.acts.PaidPrepare, in("a2", f.q.price)); err != nil || plan.Next != payonce.NextSend {
 		t.Fatalf("attempt a2 with its quote: %+v, %v", plan, err)
 	}
 	if bp := f.period(t, "quoter-monthly", month); bp.Reserved != 80 {

@@ -1,6 +1,7 @@
 package activities
 
-// The paid protocol (invariant 7 of docs/design.md), in phases, so that one
+// The paid protocol's phases (invariant 7 of docs/design.md; its loop and
+// next-phase decision are package payonce), as activities, so that one
 // implementation serves both kinds of adapters: one this worker calls itself
 // (http, go: SubmitPaidTask runs the phases in one activity) and one of
 // another worker (activity: the Episode runs each phase as an activity and
@@ -20,175 +21,24 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/paidvendor"
+	"allot/payonce"
 	"allot/pipeline"
 )
-
-// PaidPhase is what the protocol does next for a paid task. Its values are
-// in workflow histories (PaidPlan.Next), so they never change.
-type PaidPhase string
-
-// The phases. Only the ledger decides which comes next (nextPhase, and
-// paidAfterLookup after a look-up); only DrivePaidTask acts on them.
-const (
-	PaidNextDone   PaidPhase = "done"   // the ledger has the vendor's answer: Result
-	PaidNextLookup PaidPhase = "lookup" // ask the vendor by IdempotencyKey, then PaidAfterLookup
-	PaidNextSend   PaidPhase = "send"   // PaidBeginSend, send, then PaidAfterSend
-	PaidNextWait   PaidPhase = "wait"   // an earlier send may still arrive: prepare again after WaitUntil
-	// PaidNextQuote: a budget covers the task, which is about to become an
-	// intent, and its vendor may quote: ask it for QuoteRequest's price,
-	// then prepare again with the quote (nothing is written before).
-	PaidNextQuote PaidPhase = "quote"
-)
-
-// nextPhase decides what attempt owner does with task, as WriteIntent left
-// it, at now: a task past its intent is done; the owner's own intent that
-// nothing sent yet is sent; while an earlier send may still arrive, wait
-// for its deadline (before it, the vendor's "nothing" proves nothing);
-// else (another attempt's intent, or a send that may have reached the
-// vendor) ask the vendor before anything is sent.
-func nextPhase(task ledger.PaidTask, owner string, now time.Time) PaidPhase {
-	switch {
-	case task.State != allot.PaidIntent:
-		return PaidNextDone
-	case task.Owner == owner && !task.MaybeSent:
-		return PaidNextSend
-	case task.MaybeSent && now.Before(task.SendingUntil):
-		return PaidNextWait
-	}
-	return PaidNextLookup
-}
-
-// PaidDriver makes the calls of the paid protocol for DrivePaidTask, in one
-// of two shapes: inside one activity (http and go adapters, SubmitPaidTask)
-// or as activities of the Episode workflow with the vendor's own
-// activities in between (activity adapters). A driver only makes calls; it
-// never decides a phase.
-type PaidDriver interface {
-	// Prepare runs PaidPrepare as the drive's attempt-th attempt, which
-	// owns the intents it writes.
-	Prepare(attempt int) (PaidPlan, error)
-	// Quote asks the vendor for the price of plan.QuoteRequest and runs
-	// PaidPrepare again, for the same attempt, with the quote (or saying
-	// the adapter gives none).
-	Quote(plan PaidPlan) (PaidPlan, error)
-	// Lookup asks the vendor by the plan's idempotency key.
-	Lookup(plan PaidPlan) (LookupOutcome, error)
-	// AfterLookup runs PaidAfterLookup on the vendor's answer.
-	AfterLookup(plan PaidPlan, out LookupOutcome) (PaidPlan, error)
-	// Wait waits out an earlier send's deadline (plan.WaitUntil): nil
-	// prepares again as the next attempt; an error ends the drive.
-	Wait(plan PaidPlan) error
-	// Send runs PaidBeginSend, the vendor's submit, and PaidAfterSend.
-	Send(plan PaidPlan) (PaidTaskResult, error)
-	// Again says, after a send that ended with err, whether the drive
-	// makes another attempt (which asks the vendor first).
-	Again(attempt int, err error) (bool, error)
-}
-
-// DrivePaidTask is the one loop of the paid protocol (invariant 7 of
-// docs/design.md), for every driver: prepare (the ledger decides the
-// phase), ask the vendor while the phase says so, then finish, wait or
-// send; a send without an answer, or a wait, starts another attempt if the
-// driver makes one.
-func DrivePaidTask(d PaidDriver) (PaidTaskResult, error) {
-	for attempt := 0; ; attempt++ {
-		plan, err := d.Prepare(attempt)
-		if err != nil {
-			return PaidTaskResult{}, err
-		}
-		if plan.Next == PaidNextQuote {
-			if plan, err = d.Quote(plan); err != nil {
-				return PaidTaskResult{}, err
-			}
-			if plan.Next == PaidNextQuote {
-				return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid protocol: a quote was asked again after the vendor's answer")
-			}
-		}
-		for plan.Next == PaidNextLookup {
-			out, err := d.Lookup(plan)
-			if err != nil {
-				return PaidTaskResult{}, err
-			}
-			if plan, err = d.AfterLookup(plan, out); err != nil {
-				return PaidTaskResult{}, err
-			}
-		}
-		switch plan.Next {
-		case PaidNextDone:
-			if plan.Result == nil {
-				return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid protocol: the phase is done without a result")
-			}
-			return *plan.Result, nil
-		case PaidNextWait:
-			if err := d.Wait(plan); err != nil {
-				return PaidTaskResult{}, err
-			}
-		case PaidNextSend:
-			res, err := d.Send(plan)
-			again, aerr := d.Again(attempt, err)
-			if aerr != nil {
-				return PaidTaskResult{}, aerr
-			}
-			if !again {
-				return res, err
-			}
-		default:
-			return PaidTaskResult{}, nonRetryable(allot.InvalidInput, "paid protocol: unknown next phase %q", plan.Next)
-		}
-	}
-}
 
 // PaidPhaseInput names a paid task and the attempt (owner) working on it.
 type PaidPhaseInput struct {
 	PaidTaskInput
 	Owner string `json:"owner"`
 	// Quote is the vendor's price for the task, asked before its intent
-	// (PaidNextQuote); NoQuote says the adapter gives none. Either way
+	// (payonce.NextQuote); NoQuote says the adapter gives none. Either way
 	// PaidPrepare then reserves without asking again.
 	Quote   *paidvendor.Cost `json:"quote,omitempty"`
 	NoQuote bool             `json:"no_quote,omitempty"`
 }
 
-// PaidPlan is where the protocol stands for one attempt, and what it does
-// next.
-type PaidPlan struct {
-	Next           PaidPhase       `json:"next"`
-	Result         *PaidTaskResult `json:"result,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	WaitUntil      time.Time       `json:"wait_until,omitzero"`
-	// Seen is the intent as it was read before the vendor was asked: a
-	// take-over after the vendor's "nothing" is refused if it changed.
-	Seen ledger.PaidTask `json:"seen"`
-	// AskedAbsent: the vendor said it had nothing, in this attempt.
-	AskedAbsent bool `json:"asked_absent,omitempty"`
-	// QuoteRequest is the request to price (PaidNextQuote): what the send
-	// would carry.
-	QuoteRequest *paidvendor.SubmitRequest `json:"quote_request,omitempty"`
-}
-
-// LookupOutcome is what the vendor answered to a look-up by key.
-type LookupOutcome struct {
-	Found        *paidvendor.Task `json:"found,omitempty"`
-	NotFound     bool             `json:"not_found,omitempty"`
-	Unsupported  bool             `json:"unsupported,omitempty"`
-	Unauthorized bool             `json:"unauthorized,omitempty"`
-	// Error is any other failure (the vendor did not answer): retry.
-	Error string `json:"error,omitempty"`
-}
-
-// SendRequest is one send, begun: the request and its deadline.
-type SendRequest struct {
-	Request paidvendor.SubmitRequest `json:"request"`
-	Until   time.Time                `json:"until"`
-}
-
-// SendOutcome is what the vendor answered to a send.
-type SendOutcome struct {
-	Accepted     *paidvendor.Task `json:"accepted,omitempty"`
-	Refused      bool             `json:"refused,omitempty"`
-	Unauthorized bool             `json:"unauthorized,omitempty"`
-	Error        string           `json:"error,omitempty"`
-}
+// PaidPlan is the protocol's plan (payonce.Plan) as the phase activities
+// give and take it.
+type PaidPlan = payonce.Plan[PaidTaskResult]
 
 // SubmitPaidTask sends a paid (or effect) task to its vendor at most once,
 // through an adapter this worker calls itself. In order:
@@ -219,12 +69,13 @@ func (a *Activities) submitPaidTask(ctx context.Context, in PaidTaskInput) (Paid
 	// The whole attempt heartbeats, not only its vendor calls: a killed
 	// worker's attempt is retried at the heartbeat timeout, which a short
 	// send_timeout makes short too.
-	return withHeartbeat(ctx, func(context.Context) (PaidTaskResult, error) { return DrivePaidTask(d) })
+	return withHeartbeat(ctx, func(context.Context) (PaidTaskResult, error) { return payonce.Drive(d) })
 }
 
-// activityDriver drives a paid task inside one activity attempt (http and
-// go adapters): the ledger phases are direct calls, and the attempt makes
-// one try only; Temporal's retry of the activity is the next attempt.
+// activityDriver (a payonce.Driver) drives a paid task inside one activity
+// attempt (http and go adapters): the ledger phases are direct calls, and
+// the attempt makes one try only; Temporal's retry of the activity is the
+// next attempt.
 type activityDriver struct {
 	a     *Activities
 	ctx   context.Context
@@ -360,15 +211,15 @@ func (d *activityDriver) submitter() (paidvendor.Submitter, error) {
 	return d.vendor, nil
 }
 
-func (d *activityDriver) Lookup(plan PaidPlan) (LookupOutcome, error) {
+func (d *activityDriver) Lookup(plan PaidPlan) (payonce.LookupOutcome, error) {
 	pass, err := d.request() // the look-up asks the gate
 	if err != nil {
-		return LookupOutcome{}, err
+		return payonce.LookupOutcome{}, err
 	}
 	vendor, err := d.submitter()
 	if err != nil {
 		pass.leave(d.ctx)
-		return LookupOutcome{}, err
+		return payonce.LookupOutcome{}, err
 	}
 	found, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Task, error) {
 		return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
@@ -378,7 +229,7 @@ func (d *activityDriver) Lookup(plan PaidPlan) (LookupOutcome, error) {
 	return lookupOutcome(found, err), nil
 }
 
-func (d *activityDriver) AfterLookup(plan PaidPlan, out LookupOutcome) (PaidPlan, error) {
+func (d *activityDriver) AfterLookup(plan PaidPlan, out payonce.LookupOutcome) (PaidPlan, error) {
 	return d.a.paidAfterLookup(d.ctx, d.phase, plan, out)
 }
 
@@ -406,8 +257,8 @@ func (d *activityDriver) Wait(plan PaidPlan) error {
 // afterDeadline is how long after an earlier send's deadline the next
 // attempt comes. Only efficiency rides on it: an attempt that comes too
 // soon (another worker's clock) finds the send in flight and waits again
-// (nextPhase, TakeIntent). A recovery from a killed sender takes the send's
-// deadline, this and a look-up, so it is kept short.
+// (payonce.NextPhase, TakeIntent). A recovery from a killed sender takes
+// the send's deadline, this and a look-up, so it is kept short.
 const afterDeadline = 250 * time.Millisecond
 
 // nearDeadline: an attempt whose earlier send's deadline is this close
@@ -444,37 +295,37 @@ func (d *activityDriver) Send(plan PaidPlan) (PaidTaskResult, error) {
 // Again: never within the activity; its retry is the next attempt.
 func (d *activityDriver) Again(int, error) (bool, error) { return false, nil }
 
-func lookupOutcome(t paidvendor.Task, err error) LookupOutcome {
+func lookupOutcome(t paidvendor.Task, err error) payonce.LookupOutcome {
 	switch {
 	case err == nil:
-		return LookupOutcome{Found: &t}
+		return payonce.LookupOutcome{Found: &t}
 	case errors.Is(err, paidvendor.ErrNotFound):
-		return LookupOutcome{NotFound: true}
+		return payonce.LookupOutcome{NotFound: true}
 	case errors.Is(err, paidvendor.ErrLookupUnsupported):
-		return LookupOutcome{Unsupported: true}
+		return payonce.LookupOutcome{Unsupported: true}
 	case errors.Is(err, paidvendor.ErrUnauthorized):
-		return LookupOutcome{Unauthorized: true, Error: err.Error()}
+		return payonce.LookupOutcome{Unauthorized: true, Error: err.Error()}
 	}
-	return LookupOutcome{Error: err.Error()}
+	return payonce.LookupOutcome{Error: err.Error()}
 }
 
-func sendOutcome(t paidvendor.Task, err error) SendOutcome {
+func sendOutcome(t paidvendor.Task, err error) payonce.SendOutcome {
 	switch {
 	case err == nil:
-		return SendOutcome{Accepted: &t}
+		return payonce.SendOutcome{Accepted: &t}
 	case errors.Is(err, paidvendor.ErrUnauthorized):
-		return SendOutcome{Refused: true, Unauthorized: true, Error: err.Error()}
+		return payonce.SendOutcome{Refused: true, Unauthorized: true, Error: err.Error()}
 	case refused(err):
-		return SendOutcome{Refused: true, Error: err.Error()}
+		return payonce.SendOutcome{Refused: true, Error: err.Error()}
 	}
-	return SendOutcome{Error: err.Error()}
+	return payonce.SendOutcome{Error: err.Error()}
 }
 
 // PaidPrepare writes the intent for the attempt and says what to do next:
 // done (the ledger already has the vendor's answer), look up, send, or
 // wait for an earlier send's deadline. A task that budgets cover reserves
 // its price with the intent (invariant 20); before that, a vendor that may
-// quote is asked first (PaidNextQuote, nothing written), and a task the
+// quote is asked first (payonce.NextQuote, nothing written), and a task the
 // budgets refuse is planned and parks the episode (BudgetExhausted).
 func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPlan, error) {
 	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
@@ -501,7 +352,7 @@ func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPl
 			if err != nil {
 				return PaidPlan{}, err
 			}
-			return PaidPlan{Next: PaidNextQuote, IdempotencyKey: key, QuoteRequest: &req}, nil
+			return PaidPlan{Next: payonce.NextQuote, IdempotencyKey: key, QuoteRequest: &req}, nil
 		}
 		if testHookPriced != nil {
 			testHookPriced(ref)
@@ -520,15 +371,15 @@ func (a *Activities) PaidPrepare(ctx context.Context, in PaidPhaseInput) (PaidPl
 	if err != nil {
 		return PaidPlan{}, classify(err)
 	}
-	plan := PaidPlan{Next: nextPhase(task, in.Owner, time.Now()), IdempotencyKey: key, Seen: task}
+	plan := PaidPlan{Next: payonce.NextPhase(task, in.Owner, time.Now()), IdempotencyKey: key, Seen: task}
 	switch plan.Next {
-	case PaidNextDone:
+	case payonce.NextDone:
 		res, err := a.paidResult(ctx, task, st.Kind)
 		if err != nil {
 			return PaidPlan{}, err
 		}
 		plan.Result = &res
-	case PaidNextWait:
+	case payonce.NextWait:
 		plan.WaitUntil = task.SendingUntil
 	}
 	return plan, nil
@@ -547,8 +398,8 @@ var testHookPriced func(ledger.PaidTaskRef)
 // PaidAfterLookupInput is the vendor's answer to a look-up.
 type PaidAfterLookupInput struct {
 	PaidPhaseInput
-	Plan    PaidPlan      `json:"plan"`
-	Outcome LookupOutcome `json:"outcome"`
+	Plan    PaidPlan              `json:"plan"`
+	Outcome payonce.LookupOutcome `json:"outcome"`
 }
 
 // PaidAfterLookup acts on the vendor's answer: a task it has becomes the
@@ -560,7 +411,7 @@ func (a *Activities) PaidAfterLookup(ctx context.Context, in PaidAfterLookupInpu
 	return plan, a.withTaskState(ctx, in.ref(), err)
 }
 
-func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, plan PaidPlan, out LookupOutcome) (PaidPlan, error) {
+func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, plan PaidPlan, out payonce.LookupOutcome) (PaidPlan, error) {
 	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
 	if err != nil {
 		return PaidPlan{}, err
@@ -576,7 +427,7 @@ func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, pla
 		}
 		a.budgetAlerts(ctx, p, ep, st)
 		countSubmission(ctx, p.Name, st.Name, SubmissionAdopted)
-		plan.Next, plan.Result = PaidNextDone, &res
+		plan.Next, plan.Result = payonce.NextDone, &res
 		return plan, nil
 	case out.NotFound:
 		if err := a.checkHorizon(p.Name, ep.ID, st, task, plan.IdempotencyKey); err != nil {
@@ -609,7 +460,7 @@ func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, pla
 			return PaidPlan{}, classify(err)
 		}
 	}
-	plan.Next = PaidNextSend
+	plan.Next = payonce.NextSend
 	return plan, nil
 }
 
@@ -639,16 +490,16 @@ type PaidSendInput struct {
 
 // PaidBeginSend marks the send (MaybeSent, with its deadline) and gives the
 // request to send: the step's kind and params, with the idempotency key.
-func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendRequest, error) {
+func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (payonce.SendRequest, error) {
 	p, ep, st, err := a.paidStep(ctx, in.PaidTaskInput)
 	if err != nil {
-		return SendRequest{}, err
+		return payonce.SendRequest{}, err
 	}
 	// The request is built (the claimed input read) before the send is
 	// marked, so that a failed read sends nothing.
 	req, err := a.sendRequest(ctx, p, ep, st, in.Revision, in.Plan.IdempotencyKey)
 	if err != nil {
-		return SendRequest{}, err
+		return payonce.SendRequest{}, err
 	}
 	ref := ledger.PaidTaskRef{Pipeline: p.Name, EpisodeID: ep.ID, Step: st.Name, Revision: in.Revision}
 	until := time.Now().Add(a.sendTimeout(vendorOf(st)))
@@ -659,11 +510,11 @@ func (a *Activities) PaidBeginSend(ctx context.Context, in PaidSendInput) (SendR
 			// elsewhere): nothing was sent. Retryable, as when the other
 			// still owns the intent (ErrIntentOwned): the retry finds what
 			// it did.
-			return SendRequest{}, fmt.Errorf("paid task %s/%s step %s revision %d moved on while this attempt prepared its send; nothing was sent: %w", p.Name, ep.ID, st.Name, in.Revision, err)
+			return payonce.SendRequest{}, fmt.Errorf("paid task %s/%s step %s revision %d moved on while this attempt prepared its send; nothing was sent: %w", p.Name, ep.ID, st.Name, in.Revision, err)
 		}
-		return SendRequest{}, classify(err)
+		return payonce.SendRequest{}, classify(err)
 	}
-	return SendRequest{Request: req, Until: until}, nil
+	return payonce.SendRequest{Request: req, Until: until}, nil
 }
 
 // sendRequest is what a send of the task carries (and what a quote
@@ -690,8 +541,8 @@ func (a *Activities) sendRequest(ctx context.Context, p *pipeline.Pipeline, ep l
 // PaidAfterSendInput is the vendor's answer to a send.
 type PaidAfterSendInput struct {
 	PaidPhaseInput
-	Plan    PaidPlan    `json:"plan"`
-	Outcome SendOutcome `json:"outcome"`
+	Plan    PaidPlan            `json:"plan"`
+	Outcome payonce.SendOutcome `json:"outcome"`
 }
 
 // PaidAfterSend writes the vendor's answer before anything else: accepted,

@@ -22,6 +22,7 @@ import (
 	"allot/ledger"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
+	"allot/payonce"
 	"allot/pipeline"
 )
 
@@ -511,7 +512,7 @@ func TestUnansweredSendIsNamedAndRetryable(t *testing.T) {
 	f.mustAllocate(t, "tokyo", "run-1", tokyoNominal)
 	_, err := execute[PaidTaskResult](t, f, f.acts.PaidAfterSend, PaidAfterSendInput{
 		PaidPhaseInput: PaidPhaseInput{PaidTaskInput: videoTask, Owner: "attempt-1"},
-		Outcome:        SendOutcome{Error: "read tcp: i/o timeout"},
+		Outcome:        payonce.SendOutcome{Error: "read tcp: i/o timeout"},
 	})
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != allot.SendUnanswered || appErr.NonRetryable() {

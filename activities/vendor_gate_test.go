@@ -19,6 +19,7 @@ import (
 	"allot/ledger"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
+	"allot/payonce"
 	"allot/pipeline"
 )
 
@@ -332,7 +333,7 @@ func TestLookupAndSendAskTheGateWithoutAPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &activityDriver{a: f.acts, ctx: f.ctx, in: videoTask, phase: PaidPhaseInput{PaidTaskInput: videoTask, Owner: "attempt-1"}}
-	plan := PaidPlan{Next: PaidNextSend, IdempotencyKey: key, Seen: task}
+	plan := PaidPlan{Next: payonce.NextSend, IdempotencyKey: key, Seen: task}
 	_, err = d.Send(plan)
 	wantWaiting(t, err, allot.ReasonVendorPaused)
 	_, err = d.Lookup(plan)

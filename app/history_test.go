@@ -229,7 +229,7 @@ name = "adapter-faults"
 // the protocol loop exists for: the first send's answer is lost after the
 // vendor accepted it (the next attempt asks by key), and the look-up does
 // not answer for a whole batch of attempts (it is asked again after a
-// pause). The replay test keeps the one protocol loop (activities.DrivePaidTask)
+// pause). The replay test keeps the one protocol loop (payonce.Drive)
 // faithful to the workflow driver it replaced.
 func TestSaveHistoriesAdapterFaults(t *testing.T) {
 	dir := os.Getenv("ALLOT_SAVE_HISTORIES")

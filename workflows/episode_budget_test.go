@@ -21,6 +21,7 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/paidvendor"
+	"allot/payonce"
 )
 
 var weeklyShortfall = ledger.BudgetShortfall{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Settled: 500, Reserved: 250, Asked: 250}
@@ -201,9 +202,9 @@ func TestActivityAdapterQuoteGoesToPaidPrepare(t *testing.T) {
 				func(_ context.Context, in activities.PaidPhaseInput) (activities.PaidPlan, error) {
 					prepared = append(prepared, in)
 					if in.Quote == nil && !in.NoQuote {
-						return activities.PaidPlan{Next: activities.PaidNextQuote, IdempotencyKey: "k", QuoteRequest: &paidvendor.SubmitRequest{IdempotencyKey: "k", Kind: "cover"}}, nil
+						return activities.PaidPlan{Next: payonce.NextQuote, IdempotencyKey: "k", QuoteRequest: &paidvendor.SubmitRequest{IdempotencyKey: "k", Kind: "cover"}}, nil
 					}
-					return activities.PaidPlan{Next: activities.PaidNextDone, Result: &activities.PaidTaskResult{Step: "cover", Kind: "effect", State: allot.PaidSubmitted, RemoteRef: "out_1"}}, nil
+					return activities.PaidPlan{Next: payonce.NextDone, Result: &activities.PaidTaskResult{Step: "cover", Kind: "effect", State: allot.PaidSubmitted, RemoteRef: "out_1"}}, nil
 				})
 			env.OnActivity(a.CompleteEpisode, mock.Anything, mock.Anything).Return(nominal(), nil).Maybe()
 			var parked EpisodeState

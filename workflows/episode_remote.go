@@ -13,6 +13,7 @@ import (
 	"allot/activities"
 	"allot/ledger"
 	"allot/paidvendor"
+	"allot/payonce"
 )
 
 // runPaidByActivities runs a paid or effect step whose vendor is an
@@ -56,10 +57,10 @@ func adapterBackoff(attempt int) time.Duration {
 }
 
 // remoteSubmit is SubmitPaidTask for an activity adapter: the one protocol
-// loop (activities.DrivePaidTask) with the workflow as its driver.
+// loop (payonce.Drive) with the workflow as its driver.
 func (e *episode) remoteSubmit(ctx workflow.Context, in activities.PaidTaskInput, v *activities.VendorActivities, gated, eachRequest bool) (activities.PaidTaskResult, error) {
 	d := &workflowDriver{e: e, ctx: ctx, lctx: e.ledgerCtx(ctx), in: in, v: v, gated: gated, eachRequest: eachRequest}
-	res, err := activities.DrivePaidTask(d)
+	res, err := payonce.Drive(d)
 	d.release()
 	return res, err
 }
@@ -194,15 +195,15 @@ func (d *workflowDriver) release() {
 	d.pass = workflowPass{}
 }
 
-func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutcome, error) {
+func (d *workflowDriver) Lookup(plan activities.PaidPlan) (payonce.LookupOutcome, error) {
 	if !d.eachRequest {
 		if err := d.gate(); err != nil {
-			return activities.LookupOutcome{}, err
+			return payonce.LookupOutcome{}, err
 		}
 	}
 	for asked := 0; ; asked++ {
 		if err := d.request(); err != nil { // each look-up asks the gate
-			return activities.LookupOutcome{}, err
+			return payonce.LookupOutcome{}, err
 		}
 		out := d.e.adapterLookup(d.ctx, d.v, plan.IdempotencyKey, d.eachRequest)
 		failed := out.Found == nil && !out.NotFound && !out.Unsupported && !out.Unauthorized
@@ -217,7 +218,7 @@ func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutc
 			// spent): ask it again after a pause. Retrying
 			// PaidAfterLookup would only repeat this non-answer.
 			if err := workflow.Sleep(d.ctx, adapterBackoff(asked)); err != nil {
-				return activities.LookupOutcome{}, err
+				return payonce.LookupOutcome{}, err
 			}
 			continue
 		}
@@ -225,7 +226,7 @@ func (d *workflowDriver) Lookup(plan activities.PaidPlan) (activities.LookupOutc
 	}
 }
 
-func (d *workflowDriver) AfterLookup(plan activities.PaidPlan, out activities.LookupOutcome) (activities.PaidPlan, error) {
+func (d *workflowDriver) AfterLookup(plan activities.PaidPlan, out payonce.LookupOutcome) (activities.PaidPlan, error) {
 	var a *activities.Activities
 	var next activities.PaidPlan
 	err := d.e.call(d.lctx, d.in.Step, "PaidAfterLookup", a.PaidAfterLookup, activities.PaidAfterLookupInput{
@@ -247,7 +248,7 @@ func (d *workflowDriver) Send(plan activities.PaidPlan) (activities.PaidTaskResu
 	if err := gate(); err != nil {
 		return activities.PaidTaskResult{}, err
 	}
-	var send activities.SendRequest
+	var send payonce.SendRequest
 	if err := d.e.call(d.lctx, d.in.Step, "PaidBeginSend", a.PaidBeginSend, activities.PaidSendInput{PaidPhaseInput: d.phase, Plan: plan}, &send); err != nil {
 		return activities.PaidTaskResult{}, err
 	}
@@ -293,9 +294,9 @@ func (d *workflowDriver) Again(attempt int, err error) (bool, error) {
 
 // adapterLookup asks the adapter's lookup activity by key; an adapter
 // without one cannot tell.
-func (e *episode) adapterLookup(ctx workflow.Context, v *activities.VendorActivities, key string, once bool) activities.LookupOutcome {
+func (e *episode) adapterLookup(ctx workflow.Context, v *activities.VendorActivities, key string, once bool) payonce.LookupOutcome {
 	if v.Lookup == "" {
-		return activities.LookupOutcome{Unsupported: true}
+		return payonce.LookupOutcome{Unsupported: true}
 	}
 	actx := e.adapterCtx(ctx, v)
 	if once {
@@ -308,39 +309,39 @@ func (e *episode) adapterLookup(ctx workflow.Context, v *activities.VendorActivi
 	switch errorType(err) {
 	case "":
 	case paidvendor.ActivityErrNotFound:
-		return activities.LookupOutcome{NotFound: true}
+		return payonce.LookupOutcome{NotFound: true}
 	case paidvendor.ActivityErrLookupUnsupported:
-		return activities.LookupOutcome{Unsupported: true}
+		return payonce.LookupOutcome{Unsupported: true}
 	case paidvendor.ActivityErrUnauthorized:
-		return activities.LookupOutcome{Unauthorized: true, Error: err.Error()}
+		return payonce.LookupOutcome{Unauthorized: true, Error: err.Error()}
 	}
 	if err != nil {
-		return activities.LookupOutcome{Error: err.Error()}
+		return payonce.LookupOutcome{Error: err.Error()}
 	}
 	task, terr := t.Task()
 	if terr != nil {
-		return activities.LookupOutcome{Error: terr.Error()}
+		return payonce.LookupOutcome{Error: terr.Error()}
 	}
-	return activities.LookupOutcome{Found: &task}
+	return payonce.LookupOutcome{Found: &task}
 }
 
-func sendOutcomeOf(err error, t paidvendor.ActivityTask) activities.SendOutcome {
+func sendOutcomeOf(err error, t paidvendor.ActivityTask) payonce.SendOutcome {
 	switch errorType(err) {
 	case "":
 	case paidvendor.ActivityErrRefused:
-		return activities.SendOutcome{Refused: true, Error: err.Error()}
+		return payonce.SendOutcome{Refused: true, Error: err.Error()}
 	case paidvendor.ActivityErrUnauthorized:
-		return activities.SendOutcome{Refused: true, Unauthorized: true, Error: err.Error()}
+		return payonce.SendOutcome{Refused: true, Unauthorized: true, Error: err.Error()}
 	}
 	if err != nil {
-		return activities.SendOutcome{Error: err.Error()}
+		return payonce.SendOutcome{Error: err.Error()}
 	}
 	task, terr := t.Task()
 	if terr != nil {
 		// An answer that cannot be read is no answer: look it up.
-		return activities.SendOutcome{Error: terr.Error()}
+		return payonce.SendOutcome{Error: terr.Error()}
 	}
-	return activities.SendOutcome{Accepted: &task}
+	return payonce.SendOutcome{Accepted: &task}
 }
 
 // adapterCtx is for the adapter's look-up, status and fetch calls: on its

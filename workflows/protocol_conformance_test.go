@@ -61,6 +61,7 @@ import (
 	"allot/ledger"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
+	"allot/payonce"
 	"allot/pipeline"
 )
 
@@ -884,7 +885,7 @@ func (p *confPhases) prepare() activities.PaidPlan {
 }
 
 func (p *confPhases) lookup(plan activities.PaidPlan) activities.PaidPlan {
-	out := activities.LookupOutcome{Unsupported: true}
+	out := payonce.LookupOutcome{Unsupported: true}
 	if !p.r.ad.noLookupActivity {
 		task, err := confCall[paidvendor.ActivityTask](p.env, confNames.Lookup, paidvendor.ActivityLookupRequest{IdempotencyKey: plan.IdempotencyKey})
 		switch errorType(err) {
@@ -896,9 +897,9 @@ func (p *confPhases) lookup(plan activities.PaidPlan) activities.PaidPlan {
 			if terr != nil {
 				p.r.t.Fatal(terr)
 			}
-			out = activities.LookupOutcome{Found: &vt}
+			out = payonce.LookupOutcome{Found: &vt}
 		case paidvendor.ActivityErrNotFound:
-			out = activities.LookupOutcome{NotFound: true}
+			out = payonce.LookupOutcome{NotFound: true}
 		case paidvendor.ActivityErrLookupUnsupported:
 		default:
 			p.r.t.Fatalf("%s: lookup: %v", p.phase.Owner, err)
@@ -911,11 +912,11 @@ func (p *confPhases) lookup(plan activities.PaidPlan) activities.PaidPlan {
 	return next
 }
 
-func (p *confPhases) beginSend(plan activities.PaidPlan) (activities.SendRequest, error) {
-	return confCall[activities.SendRequest](p.env, p.r.acts.PaidBeginSend, activities.PaidSendInput{PaidPhaseInput: p.phase, Plan: plan})
+func (p *confPhases) beginSend(plan activities.PaidPlan) (payonce.SendRequest, error) {
+	return confCall[payonce.SendRequest](p.env, p.r.acts.PaidBeginSend, activities.PaidSendInput{PaidPhaseInput: p.phase, Plan: plan})
 }
 
-func (p *confPhases) send(plan activities.PaidPlan, send activities.SendRequest) (activities.PaidTaskResult, error) {
+func (p *confPhases) send(plan activities.PaidPlan, send payonce.SendRequest) (activities.PaidTaskResult, error) {
 	task, err := confCall[paidvendor.ActivityTask](p.env, confNames.Submit, paidvendor.ActivitySubmitRequest{
 		IdempotencyKey: send.Request.IdempotencyKey, Kind: send.Request.Kind, Params: send.Request.Params,
 	})
@@ -930,7 +931,7 @@ func (r *confRun) concurrentPhases() {
 	t := r.t
 	a, b := r.phases("attempt-a"), r.phases("attempt-b")
 	planA := a.prepare()
-	if planA.Next != activities.PaidNextSend {
+	if planA.Next != payonce.NextSend {
 		t.Fatalf("the first attempt: next %s, want send", planA.Next)
 	}
 	var ref string
@@ -941,7 +942,7 @@ func (r *confRun) concurrentPhases() {
 			t.Fatal(err)
 		}
 		// A's request is in flight: B waits for its deadline.
-		if planB := b.prepare(); planB.Next != activities.PaidNextWait {
+		if planB := b.prepare(); planB.Next != payonce.NextWait {
 			t.Errorf("an attempt during another's send: next %s, want wait", planB.Next)
 		}
 		resA, err := a.send(planA, sendA)
@@ -953,11 +954,11 @@ func (r *confRun) concurrentPhases() {
 		// B comes between A's intent and A's send: it asks, takes over
 		// and sends; A's send is refused.
 		planB := b.prepare()
-		if planB.Next != activities.PaidNextLookup {
+		if planB.Next != payonce.NextLookup {
 			t.Fatalf("an attempt on another's unsent intent: next %s, want lookup", planB.Next)
 		}
 		planB = b.lookup(planB)
-		if planB.Next != activities.PaidNextSend {
+		if planB.Next != payonce.NextSend {
 			t.Fatalf("after the look-up: next %s, want send", planB.Next)
 		}
 		sendB, err := b.beginSend(planB)
@@ -976,7 +977,7 @@ func (r *confRun) concurrentPhases() {
 	// Each prepares again and finds the one task.
 	for _, p := range []*confPhases{a, b} {
 		plan := p.prepare()
-		if plan.Next != activities.PaidNextDone || plan.Result == nil || plan.Result.RemoteRef != ref {
+		if plan.Next != payonce.NextDone || plan.Result == nil || plan.Result.RemoteRef != ref {
 			t.Errorf("%s after the race: %+v, want done with %s", p.phase.Owner, plan, ref)
 		}
 	}
