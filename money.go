@@ -76,6 +76,19 @@ func AddAmount(a, b int64) (int64, error) {
 	return sum, nil
 }
 
+// AddAmounts adds amounts of one currency, refusing an overflow
+// (ErrAmountOverflow) instead of wrapping around.
+func AddAmounts(xs ...int64) (int64, error) {
+	var sum int64
+	for _, x := range xs {
+		var err error
+		if sum, err = AddAmount(sum, x); err != nil {
+			return 0, err
+		}
+	}
+	return sum, nil
+}
+
 // AddTo adds amount to totals[currency], refusing an overflow and leaving
 // totals unchanged then. It is how every per-currency total is summed.
 func AddTo(totals map[string]int64, m Money) error {

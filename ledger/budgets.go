@@ -4,7 +4,8 @@ package ledger
 // paid task reserves its price in every budget that covers it, in the
 // transaction that writes its intent, under a lock that serialises each
 // (budget, period)'s admissions: admitted only if, for every budget,
-// settled + reserved + asked <= the period's limit; else nothing is
+// settled + reserved + asked <= the period's limit (the rule is
+// allot.BudgetSpend.Admits; the ledger reads and locks); else nothing is
 // reserved, the task stays planned and nothing is sent. When the vendor's
 // cost is recorded (in the reference's transaction) the reservation becomes
 // that cost; when the vendor is known not to have charged (a refusal, an
@@ -63,16 +64,9 @@ var entryMoves = map[string][]string{
 	EntrySettled:  {EntrySettled},
 }
 
-// Reservation asks a budget to hold Amount for a paid task in Period. Limit
-// is the limit the pipeline file gives the budget; a raise recorded for the
-// period replaces it.
-type Reservation struct {
-	Budget   string `json:"budget"`
-	Period   string `json:"period"`
-	Currency string `json:"currency"`
-	Limit    int64  `json:"limit"`
-	Amount   int64  `json:"amount"`
-}
+// Reservation asks a budget to hold Amount for a paid task in Period (the
+// domain's allot.Reservation, which admission adds and compares).
+type Reservation = allot.Reservation
 
 // BudgetEntry is one budget's share of one paid task.
 type BudgetEntry struct {
@@ -107,11 +101,7 @@ type BudgetShortfall struct {
 // Needed is the smallest limit that admits the task: settled + reserved +
 // asked (saturating, never wrapping).
 func (s BudgetShortfall) Needed() int64 {
-	n, err := addAmounts(s.Settled, s.Reserved, s.Asked)
-	if err != nil {
-		return pipeline.MaxBudgetLimit
-	}
-	return n
+	return allot.BudgetSpend{Settled: s.Settled, Reserved: s.Reserved}.Needed(s.Asked)
 }
 
 func (s BudgetShortfall) String() string {
@@ -239,10 +229,8 @@ func (l *Ledger) shortfalls(ctx context.Context, db querier, rs []Reservation) (
 		if err != nil {
 			return nil, err
 		}
-		s := BudgetShortfall{Budget: r.Budget, Period: r.Period, Currency: r.Currency, Limit: limit, Settled: settled, Reserved: reserved, Asked: r.Amount}
-		total, err := addAmounts(settled, reserved, r.Amount)
-		if err != nil || total > limit {
-			out = append(out, s)
+		if !(allot.BudgetSpend{Settled: settled, Reserved: reserved}).Admits(limit, r.Amount) {
+			out = append(out, BudgetShortfall{Budget: r.Budget, Period: r.Period, Currency: r.Currency, Limit: limit, Settled: settled, Reserved: reserved, Asked: r.Amount})
 		}
 	}
 	return out, nil
@@ -535,19 +523,19 @@ func (l *Ledger) budgetPeriodTx(ctx context.Context, tx *sql.Tx, b BudgetLimit, 
 		switch e.State {
 		case EntryHeld:
 			bp.Held++
-			bp.Reserved, err = addAmounts(bp.Reserved, e.Reserved)
+			bp.Reserved, err = allot.AddAmounts(bp.Reserved, e.Reserved)
 		case EntrySettled:
 			bp.SettledTasks++
-			bp.Settled, err = addAmounts(bp.Settled, e.Settled)
+			bp.Settled, err = allot.AddAmounts(bp.Settled, e.Settled)
 			if err == nil && e.Settled > e.Granted {
-				bp.Overrun, err = addAmounts(bp.Overrun, e.Settled-e.Granted)
+				bp.Overrun, err = allot.AddAmounts(bp.Overrun, e.Settled-e.Granted)
 			}
 		}
 		if err != nil {
 			return bp, fmt.Errorf("ledger %s: budget %s period %s: %w", l.where, b.Budget, period, err)
 		}
 	}
-	spent, err := addAmounts(bp.Settled, bp.Reserved)
+	spent, err := allot.AddAmounts(bp.Settled, bp.Reserved)
 	if err != nil {
 		return bp, fmt.Errorf("ledger %s: budget %s period %s: %w", l.where, b.Budget, period, err)
 	}
@@ -670,7 +658,8 @@ func (l *Ledger) RaiseBudget(ctx context.Context, r BudgetRaise) (BudgetRaise, b
 		if err != nil {
 			return err
 		}
-		if spent, err := addAmounts(settled, reserved); err != nil || r.Limit < spent {
+		if spend := (allot.BudgetSpend{Settled: settled, Reserved: reserved}); !spend.Admits(r.Limit, 0) {
+			spent, _ := spend.Total()
 			m := func(a int64) string { return allot.Money{Amount: a, Currency: r.Currency}.String() }
 			return invalid("budget %s period %s has %s settled and %s reserved: a limit of %s would be exceeded at once; nothing was recorded (give at least %s)",
 				r.Budget, r.Period, m(settled), m(reserved), m(r.Limit), m(spent))
@@ -1000,57 +989,14 @@ func (l *Ledger) releaseUnsentOfEpisodeTx(ctx context.Context, tx *sql.Tx, pipel
 	return nil
 }
 
-// beyondHeld is what rs asks beyond the reservations the task holds
-// already in the same (budget, period) and currency: an episode's first
-// paid task reserved a later task's max_cost, and the later task's own
-// admission asks only a rise (a lower quote fits in what is held).
-func beyondHeld(rs []Reservation, held []BudgetEntry) []Reservation {
+// heldReservations are the task's entries that hold a reservation, as
+// what admission finds held already (allot.AsksBeyondHeld).
+func heldReservations(entries []BudgetEntry) []Reservation {
 	var out []Reservation
-	for _, r := range rs {
-		for _, e := range held {
-			if e.State == EntryHeld && e.Budget == r.Budget && e.Period == r.Period && e.Currency == r.Currency {
-				r.Amount -= e.Reserved
-			}
-		}
-		if r.Amount > 0 {
-			out = append(out, r)
+	for _, e := range entries {
+		if e.State == EntryHeld {
+			out = append(out, Reservation{Budget: e.Budget, Period: e.Period, Currency: e.Currency, Amount: e.Reserved})
 		}
 	}
 	return out
-}
-
-// sumReservations adds the asks of several tasks per (budget, period), so
-// that an admission of a whole episode checks each budget once, with
-// everything it asks.
-func sumReservations(rs []Reservation) ([]Reservation, error) {
-	var out []Reservation
-	for _, r := range rs {
-		i := slices.IndexFunc(out, func(o Reservation) bool { return o.Budget == r.Budget && o.Period == r.Period })
-		if i < 0 {
-			out = append(out, r)
-			continue
-		}
-		if out[i].Currency != r.Currency {
-			return nil, invalid("budget %s period %s is asked in %s and in %s: a budget counts one currency", r.Budget, r.Period, out[i].Currency, r.Currency)
-		}
-		sum, err := addAmounts(out[i].Amount, r.Amount)
-		if err != nil {
-			return nil, invalid("budget %s period %s: the asks add up beyond what int64 minor units hold", r.Budget, r.Period)
-		}
-		out[i].Amount = sum
-	}
-	return out, nil
-}
-
-// addAmounts adds amounts of one currency, refusing an overflow
-// (allot.ErrAmountOverflow) instead of wrapping around.
-func addAmounts(xs ...int64) (int64, error) {
-	var sum int64
-	for _, x := range xs {
-		var err error
-		if sum, err = allot.AddAmount(sum, x); err != nil {
-			return 0, err
-		}
-	}
-	return sum, nil
 }

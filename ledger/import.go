@@ -614,7 +614,7 @@ func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (Imp
 			continue
 		}
 		fix := "raise the period first"
-		if needed, err := addAmounts(o.Settled, o.Reserved, o.Imported); err == nil && needed <= pipeline.MaxBudgetLimit {
+		if needed, err := allot.AddAmounts(o.Settled, o.Reserved, o.Imported); err == nil && needed <= pipeline.MaxBudgetLimit {
 			fix = "raise the period first: " + allot.BudgetRaiseCommand(o.Budget, o.Period, needed, "imported costs of "+b.Pipeline)
 		}
 		conflict(ConflictOverBudget, "", "%s: the imported costs of old IDs %s would take it over its limit: if the old system did pay them, import them anyway with --over-budget REASON (recorded with who and why; check then reports the period while its settled costs are above the limit), or %s",
@@ -650,7 +650,7 @@ func (l *Ledger) importOverBudgetTx(ctx context.Context, tx *sql.Tx, b ImportBat
 					sums[k], limits[k] = o, bu.Limit
 					order = append(order, k)
 				}
-				sum, err := addAmounts(o.Imported, t.Amount)
+				sum, err := allot.AddAmounts(o.Imported, t.Amount)
 				if err != nil {
 					sum = math.MaxInt64 // saturates: over any limit, never wrapped
 				}
@@ -682,7 +682,7 @@ func (l *Ledger) importOverBudgetTx(ctx context.Context, tx *sql.Tx, b ImportBat
 		if o.Settled, o.Reserved, err = l.periodSpend(ctx, tx, k.budget, k.period, o.Currency); err != nil {
 			return nil, err
 		}
-		if total, err := addAmounts(o.Settled, o.Reserved, o.Imported); err != nil || total > o.Limit {
+		if !(allot.BudgetSpend{Settled: o.Settled, Reserved: o.Reserved}).Admits(o.Limit, o.Imported) {
 			out = append(out, *o)
 		}
 	}

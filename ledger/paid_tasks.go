@@ -477,7 +477,7 @@ func (l *Ledger) WriteIntentAdmitted(ctx context.Context, ref PaidTaskRef, idemp
 				return err
 			}
 		}
-		asks := beyondHeld(rs, held)
+		asks := allot.AsksBeyondHeld(rs, heldReservations(held))
 		var later []LaterTask
 		for _, lt := range adm.Later {
 			_, exists, err := l.getPaidTask(ctx, tx, lt.Ref)
@@ -489,8 +489,8 @@ func (l *Ledger) WriteIntentAdmitted(ctx context.Context, ref PaidTaskRef, idemp
 				asks = append(asks, lt.Reservations...)
 			}
 		}
-		if asks, err = sumReservations(asks); err != nil {
-			return err
+		if asks, err = allot.SumAsks(asks); err != nil {
+			return invalid("%v", err)
 		}
 		if refused, err = l.admitTx(ctx, tx, asks); err != nil {
 			return err

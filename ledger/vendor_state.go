@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"math"
 	"strings"
 	"time"
 
@@ -55,6 +54,14 @@ type VendorLimits struct {
 	CoolDown    time.Duration
 }
 
+func (v VendorLimits) bucket() allot.TokenBucket {
+	return allot.TokenBucket{Rate: v.Rate, Burst: v.Burst}
+}
+
+func (v VendorLimits) breaker() allot.Breaker {
+	return allot.Breaker{TripAfter: v.TripAfter, CoolDown: v.CoolDown}
+}
+
 // Gated reports whether a request needs a write: a slot, a token or the
 // breaker's count. Without, only the pause is read.
 func (v VendorLimits) Gated() bool { return v.MaxInFlight > 0 || v.Rate > 0 || v.TripAfter > 0 }
@@ -89,18 +96,15 @@ type VendorGrant struct {
 	RetryAt time.Time  `json:"retry_at,omitzero"`
 }
 
-// VendorOutcome is what a request's answer says about the vendor.
-type VendorOutcome string
+// VendorOutcome is what a request's answer says about the vendor (the
+// domain's allot.VendorOutcome, which the breaker counts).
+type VendorOutcome = allot.VendorOutcome
 
 // Request outcomes, for the breaker.
 const (
-	// VendorAnswered: the vendor answered (2xx, 4xx, 404, 501): it is up.
-	VendorAnswered VendorOutcome = "answered"
-	// VendorFailed: unreachable, 5xx, timed out.
-	VendorFailed VendorOutcome = "failed"
-	// VendorNoVerdict: nothing was sent, or an answer that says neither
-	// (429); the breaker does not count it.
-	VendorNoVerdict VendorOutcome = "none"
+	VendorAnswered  = allot.VendorAnswered
+	VendorFailed    = allot.VendorFailed
+	VendorNoVerdict = allot.VendorNoVerdict
 )
 
 // VendorRelease ends a granted request.
@@ -139,7 +143,19 @@ type VendorState struct {
 }
 
 // Tripped reports whether the breaker is open (or half-open, probing).
-func (s VendorState) Tripped() bool { return !s.TrippedAt.IsZero() }
+func (s VendorState) Tripped() bool { return s.breaker().Tripped() }
+
+func (s VendorState) breaker() allot.BreakerState {
+	return allot.BreakerState{Failures: s.Failures, LastError: s.LastError, TrippedAt: s.TrippedAt, ProbeHolder: s.ProbeHolder, ProbeUntil: s.ProbeUntil}
+}
+
+func (s *VendorState) setBreaker(b allot.BreakerState) {
+	s.Failures, s.LastError, s.TrippedAt, s.ProbeHolder, s.ProbeUntil = b.Failures, b.LastError, b.TrippedAt, b.ProbeHolder, b.ProbeUntil
+}
+
+func (s VendorState) bucket() allot.BucketLevel {
+	return allot.BucketLevel{Milli: s.TokensMilli, At: s.RefilledAt}
+}
 
 // Status is the state in one word: paused, tripped or active.
 func (s VendorState) Status() string {
@@ -166,24 +182,7 @@ func (s VendorState) Reason() string {
 
 // Tokens is the bucket at time at, refilled at rate up to burst.
 func (s VendorState) Tokens(l VendorLimits, at time.Time) float64 {
-	return float64(s.refill(l, at)) / 1000
-}
-
-// refill is the bucket in thousandths at at.
-func (s VendorState) refill(l VendorLimits, at time.Time) int64 {
-	full := int64(max(l.Burst, 1)) * 1000
-	if s.RefilledAt.IsZero() {
-		return full
-	}
-	elapsed := at.Sub(s.RefilledAt).Seconds()
-	if elapsed <= 0 {
-		return min(s.TokensMilli, full)
-	}
-	add := elapsed * l.Rate * 1000
-	if add >= float64(full) {
-		return full
-	}
-	return min(full, s.TokensMilli+int64(math.Floor(add)))
+	return float64(l.bucket().Level(s.bucket(), at)) / 1000
 }
 
 // errVendorName: a vendor name the ledger cannot key state by.
@@ -354,51 +353,36 @@ func (l *Ledger) AcquireVendor(ctx context.Context, req VendorRequest) (VendorGr
 			return nil
 		}
 		lim := req.Limits
-		probe := false
-		if s.Tripped() && lim.TripAfter > 0 {
-			reopen := s.TrippedAt.Add(lim.CoolDown)
-			switch {
-			case at.Before(reopen):
-				grant = VendorGrant{Wait: WaitTripped, Reason: fmt.Sprintf("vendor %s tripped at %s after %d failures (tripped: %s); one probe goes at %s",
-					s.Vendor, s.TrippedAt.Format(time.RFC3339), s.Failures, s.LastError, reopen.Format(time.RFC3339)), RetryAt: reopen}
-				return nil
-			case s.ProbeHolder != "" && s.ProbeHolder != req.Holder && at.Before(s.ProbeUntil):
-				grant = VendorGrant{Wait: WaitTripped, Reason: fmt.Sprintf("vendor %s tripped (tripped: %s); its probe is under way", s.Vendor, s.LastError),
-					RetryAt: minTime(s.ProbeUntil, at.Add(time.Second))}
-				return nil
-			}
-			probe = true
+		gate, retryAt := lim.breaker().Admit(s.breaker(), req.Holder, at)
+		switch gate {
+		case allot.BreakerCooling:
+			grant = VendorGrant{Wait: WaitTripped, Reason: fmt.Sprintf("vendor %s tripped at %s after %d failures (tripped: %s); one probe goes at %s",
+				s.Vendor, s.TrippedAt.Format(time.RFC3339), s.Failures, s.LastError, retryAt.Format(time.RFC3339)), RetryAt: retryAt}
+			return nil
+		case allot.BreakerProbing:
+			grant = VendorGrant{Wait: WaitTripped, Reason: fmt.Sprintf("vendor %s tripped (tripped: %s); its probe is under way", s.Vendor, s.LastError),
+				RetryAt: retryAt}
+			return nil
 		}
-		var live []vendorLease
+		probe := gate == allot.BreakerProbe
 		if lim.MaxInFlight > 0 {
-			var err error
-			if live, err = l.liveLeases(ctx, tx, req.Vendor, at); err != nil {
+			live, err := l.liveLeases(ctx, tx, req.Vendor, at)
+			if err != nil {
 				return err
 			}
-			others, soonest := 0, time.Time{}
-			for _, ls := range live {
-				if ls.holder == req.Holder {
-					continue
-				}
-				others++
-				if soonest.IsZero() || ls.expires.Before(soonest) {
-					soonest = ls.expires
-				}
-			}
-			if others >= lim.MaxInFlight {
+			if free, others, soonest := allot.MaxInFlight(lim.MaxInFlight).Admit(live, req.Holder); !free {
 				grant = VendorGrant{Wait: WaitBusy, Reason: fmt.Sprintf("vendor %s has %d of max_in_flight %d requests in flight", s.Vendor, others, lim.MaxInFlight), RetryAt: soonest}
 				return nil
 			}
 		}
 		if req.Kind == VendorSend && lim.Rate > 0 {
-			tokens := s.refill(lim, at)
-			if tokens < 1000 {
-				wait := time.Duration(float64(1000-tokens) / (lim.Rate * 1000) * float64(time.Second))
+			after, wait, ok := lim.bucket().Take(s.bucket(), at)
+			if !ok {
 				grant = VendorGrant{Wait: WaitRate, Reason: fmt.Sprintf("vendor %s is at its rate of %g submissions per second (burst %d)", s.Vendor, lim.Rate, max(lim.Burst, 1)),
-					RetryAt: at.Add(max(wait, time.Millisecond))}
+					RetryAt: at.Add(wait)}
 				return nil
 			}
-			s.TokensMilli, s.RefilledAt = tokens-1000, at
+			s.TokensMilli, s.RefilledAt = after.Milli, after.At
 		}
 		grant = VendorGrant{Granted: true, Probe: probe}
 		if probe {
@@ -424,43 +408,26 @@ func (l *Ledger) AcquireVendor(ctx context.Context, req VendorRequest) (VendorGr
 	return grant, nil
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-type vendorLease struct {
-	holder  string
-	kind    VendorKind
-	expires time.Time
-}
-
 // liveLeases deletes the vendor's expired leases and returns the others.
-func (l *Ledger) liveLeases(ctx context.Context, tx *sql.Tx, vendor string, at time.Time) ([]vendorLease, error) {
+func (l *Ledger) liveLeases(ctx context.Context, tx *sql.Tx, vendor string, at time.Time) ([]allot.SlotLease, error) {
 	if _, err := tx.ExecContext(ctx, l.d.q(`DELETE FROM vendor_leases WHERE vendor = ? AND expires_at <= ?`), vendor, l.d.timeArg(at)); err != nil {
 		return nil, fmt.Errorf("ledger %s: drop expired slots of vendor %s: %w", l.where, vendor, err)
 	}
 	return l.leases(ctx, tx, vendor, at)
 }
 
-func (l *Ledger) leases(ctx context.Context, db querier, vendor string, at time.Time) ([]vendorLease, error) {
-	rows, err := db.QueryContext(ctx, l.d.q(`SELECT holder, kind, expires_at FROM vendor_leases WHERE vendor = ? AND expires_at > ? ORDER BY holder`), vendor, l.d.timeArg(at))
+func (l *Ledger) leases(ctx context.Context, db querier, vendor string, at time.Time) ([]allot.SlotLease, error) {
+	rows, err := db.QueryContext(ctx, l.d.q(`SELECT holder, expires_at FROM vendor_leases WHERE vendor = ? AND expires_at > ? ORDER BY holder`), vendor, l.d.timeArg(at))
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: read the slots of vendor %s: %w", l.where, vendor, err)
 	}
 	defer rows.Close()
-	var out []vendorLease
+	var out []allot.SlotLease
 	for rows.Next() {
-		var (
-			ls   vendorLease
-			kind string
-		)
-		if err := rows.Scan(&ls.holder, &kind, dbTime{&ls.expires}); err != nil {
+		var ls allot.SlotLease
+		if err := rows.Scan(&ls.Holder, dbTime{&ls.Expires}); err != nil {
 			return nil, fmt.Errorf("ledger %s: read a slot of vendor %s: %w", l.where, vendor, err)
 		}
-		ls.kind = VendorKind(kind)
 		out = append(out, ls)
 	}
 	return out, rows.Err()
@@ -503,25 +470,7 @@ func (l *Ledger) ReleaseVendor(ctx context.Context, rel VendorRelease) (VendorSt
 		if _, err := tx.ExecContext(ctx, l.d.q(`DELETE FROM vendor_leases WHERE vendor = ? AND holder = ?`), rel.Vendor, rel.Holder); err != nil {
 			return fmt.Errorf("ledger %s: free a slot of vendor %s: %w", l.where, rel.Vendor, err)
 		}
-		probe := s.ProbeHolder == rel.Holder && rel.Holder != ""
-		if probe {
-			s.ProbeHolder, s.ProbeUntil = "", time.Time{}
-		}
-		if rel.Limits.TripAfter <= 0 {
-			return nil
-		}
-		switch {
-		case s.Tripped() && !probe:
-			// A request that went before the trip: the probe decides.
-		case rel.Outcome == VendorAnswered:
-			s.Failures, s.TrippedAt = 0, time.Time{}
-		case rel.Outcome == VendorFailed:
-			s.Failures++
-			s.LastError = truncate(rel.Error, 500)
-			if probe || s.Failures >= rel.Limits.TripAfter {
-				s.TrippedAt = at
-			}
-		}
+		s.setBreaker(rel.Limits.breaker().Release(s.breaker(), rel.Holder, rel.Outcome, truncate(rel.Error, 500), at))
 		return nil
 	})
 }

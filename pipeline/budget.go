@@ -19,10 +19,9 @@ import (
 // pipeline's episodes count in days or ISO weeks.
 const Month PeriodKind = "month"
 
-// MaxBudgetLimit bounds a budget's limit and its raises: 10^15 minor
-// units, a thousand times a cost entry's bound (allot.MaxAmount). Every
-// sum of amounts is checked all the same (allot.AddAmount).
-const MaxBudgetLimit int64 = 1_000_000_000_000_000
+// MaxBudgetLimit bounds a budget's limit and its raises
+// (allot.MaxBudgetLimit).
+const MaxBudgetLimit = allot.MaxBudgetLimit
 
 // CheckCurrency refuses a code that is not an active ISO 4217 currency
 // with a minor unit (allot.IsISO4217): a typo such as "XYZ" or "usd" would
