@@ -363,22 +363,6 @@ func printCosts(w io.Writer, res operator.CostsResult) {
 	printBudgetSpend(w, res.Budgets)
 }
 
-// money prints an amount as every command does (allot.Money); "" when
-// there is no currency (no cost).
-func money(minor int64, currency string) string {
-	if currency == "" {
-		return ""
-	}
-	return allot.Money{Amount: minor, Currency: currency}.String()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func statsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("stats", false)
 	var (

@@ -51,16 +51,6 @@ func askLedger[T any](ctx context.Context, c *cli, access ledgerAccess, ask func
 	return ask(set, led)
 }
 
-// emit prints a command's answer (text for people, or JSON), or returns
-// its error.
-func emit[T any](c *cli, res T, err error, text func(io.Writer, T)) error {
-	if err != nil {
-		return err
-	}
-	c.print(res, func(w io.Writer) { text(w, res) })
-	return nil
-}
-
 // pipelines is the pipeline file, loaded once a command: the checks a
 // command makes before it opens the ledger and the ledger's answer read
 // the same one.
