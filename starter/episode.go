@@ -225,28 +225,28 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		}
 		defer done()
 		res, err := cmds.Send(ctx, in)
-		if err != nil {
-			return err
+		return emit(c, res, err, func(w io.Writer, res operator.CommandResult) { printSent(w, update, in.Request.Step, res) })
+	}
+}
+
+// printSent writes what an episode command did: the stage it left the
+// episode in, or the budget that still refuses step.
+func printSent(w io.Writer, update, step string, res operator.CommandResult) {
+	fmt.Fprintf(w, "%s\t%s\n", update, res.WorkflowID)
+	if len(res.BudgetShort) > 0 {
+		// The stage right after a retry is a passing one (the
+		// step runs, or waits for its vendor, then the budget
+		// refuses it): the budget's answer is what happened.
+		for i, b := range res.BudgetShort {
+			short := b.Needed() - b.Limit
+			fmt.Fprintf(w, "budget\tstill refuses step %s (%s): short %s; the step stays parked until it is raised: `%s`\n",
+				step, b, money(short, b.Currency), res.BudgetRaises[i])
 		}
-		c.print(res, func(w io.Writer) {
-			fmt.Fprintf(w, "%s\t%s\n", update, res.WorkflowID)
-			if len(res.BudgetShort) > 0 {
-				// The stage right after a retry is a passing one (the
-				// step runs, or waits for its vendor, then the budget
-				// refuses it): the budget's answer is what happened.
-				for i, b := range res.BudgetShort {
-					short := b.Needed() - b.Limit
-					fmt.Fprintf(w, "budget\tstill refuses step %s (%s): short %s; the step stays parked until it is raised: `%s`\n",
-						in.Request.Step, b, money(short, b.Currency), res.BudgetRaises[i])
-				}
-				return
-			}
-			fmt.Fprintf(w, "stage\t%s\n", res.State.Stage)
-			for _, s := range res.State.Steps {
-				fmt.Fprintf(w, "  %s\t%s\trev %d\t%s\n", s.Name, s.Status, s.Revision, dash(s.RemoteRef))
-			}
-		})
-		return nil
+		return
+	}
+	fmt.Fprintf(w, "stage\t%s\n", res.State.Stage)
+	for _, s := range res.State.Steps {
+		fmt.Fprintf(w, "  %s\t%s\trev %d\t%s\n", s.Name, s.Status, s.Revision, dash(s.RemoteRef))
 	}
 }
 
@@ -254,7 +254,7 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 // pipelines, the ledger (read-only: the Episode writes) and Temporal. done
 // closes them.
 func (c *cli) episodeCommands(ctx context.Context) (cmds *operator.EpisodeCommands, done func(), err error) {
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -327,14 +327,12 @@ func episodeResume(ctx context.Context, c *cli, args []string) error {
 	}
 	defer done()
 	res, err := cmds.Resume(ctx, pipelineName, episodeID)
-	if err != nil {
-		return err
-	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintf(w, "%s\t%s\n", res.Action, res.WorkflowID)
-		fmt.Fprintf(w, "run id\t%s\n", res.RunID)
-	})
-	return nil
+	return emit(c, res, err, printResumed)
+}
+
+func printResumed(w io.Writer, res operator.ResumeResult) {
+	fmt.Fprintf(w, "%s\t%s\n", res.Action, res.WorkflowID)
+	fmt.Fprintf(w, "run id\t%s\n", res.RunID)
 }
 
 func costsCommand(ctx context.Context, c *cli, args []string) error {
@@ -348,43 +346,21 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	var err error
-	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
-		return err
-	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.CostsResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.CostsResult, error) {
+		in.Pipelines = set
 		return operator.Costs(ctx, led, in)
-	})
-	if err != nil {
-		return err
-	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintln(w, "EPISODE\tSTEP\tREVISIONS\tCOST")
-		for _, l := range res.Lines {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", l.EpisodeID, l.Step, l.Revisions, money(l.Amount, l.Currency))
-		}
-		for cur, amount := range res.Totals {
-			fmt.Fprintf(w, "total\t\t\t%s\n", money(amount, cur))
-		}
-		printBudgetSpend(w, res.Budgets)
-	})
-	return nil
+	}, printCosts)
 }
 
-// money prints an amount as every command does (allot.Money); "" when
-// there is no currency (no cost).
-func money(minor int64, currency string) string {
-	if currency == "" {
-		return ""
+func printCosts(w io.Writer, res operator.CostsResult) {
+	fmt.Fprintln(w, "EPISODE\tSTEP\tREVISIONS\tCOST")
+	for _, l := range res.Lines {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", l.EpisodeID, l.Step, l.Revisions, money(l.Amount, l.Currency))
 	}
-	return allot.Money{Amount: minor, Currency: currency}.String()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
+	for cur, amount := range res.Totals {
+		fmt.Fprintf(w, "total\t\t\t%s\n", money(amount, cur))
 	}
-	return s
+	printBudgetSpend(w, res.Budgets)
 }
 
 func statsCommand(ctx context.Context, c *cli, args []string) error {
@@ -408,44 +384,38 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		in.Since = t
 	}
-	var err error
-	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
-		return err
-	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.StatsResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.StatsResult, error) {
+		in.Pipelines = set
 		return operator.Stats(ctx, led, in)
-	})
-	if err != nil {
-		return err
+	}, printStats)
+}
+
+func printStats(w io.Writer, res operator.StatsResult) {
+	fmt.Fprintf(w, "RUNS (%d)\tREASON\tCOUNT\n", res.RunsTotal)
+	for _, r := range res.Runs {
+		fmt.Fprintf(w, "%s\t%s\t%d\n", r.Outcome, dash(r.Reason), r.Count)
 	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintf(w, "RUNS (%d)\tREASON\tCOUNT\n", res.RunsTotal)
-		for _, r := range res.Runs {
+	if len(res.WorthALook) > 0 {
+		n := 0
+		for _, r := range res.WorthALook {
+			n += r.Count
+		}
+		fmt.Fprintf(w, "\nWORTH A LOOK (%d)\tREASON\tCOUNT\n", n)
+		for _, r := range res.WorthALook {
 			fmt.Fprintf(w, "%s\t%s\t%d\n", r.Outcome, dash(r.Reason), r.Count)
 		}
-		if len(res.WorthALook) > 0 {
-			n := 0
-			for _, r := range res.WorthALook {
-				n += r.Count
-			}
-			fmt.Fprintf(w, "\nWORTH A LOOK (%d)\tREASON\tCOUNT\n", n)
-			for _, r := range res.WorthALook {
-				fmt.Fprintf(w, "%s\t%s\t%d\n", r.Outcome, dash(r.Reason), r.Count)
-			}
+	}
+	fmt.Fprintf(w, "\nEPISODES (%d)\tREASON\tCOUNT\n", res.EpisodesTotal)
+	for _, e := range res.Episodes {
+		fmt.Fprintf(w, "%s\t%s\t%d\n", e.Outcome, dash(e.Reason), e.Count)
+	}
+	if len(res.Stalled) > 0 {
+		fmt.Fprintf(w, "\nSTALLED (%d): retrying for more than %s\tREASON\tSINCE\n", len(res.Stalled), res.StallAfter)
+		for _, e := range res.Stalled {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", e.EpisodeID, dash(e.Reason), e.Since.Format(time.RFC3339))
 		}
-		fmt.Fprintf(w, "\nEPISODES (%d)\tREASON\tCOUNT\n", res.EpisodesTotal)
-		for _, e := range res.Episodes {
-			fmt.Fprintf(w, "%s\t%s\t%d\n", e.Outcome, dash(e.Reason), e.Count)
-		}
-		if len(res.Stalled) > 0 {
-			fmt.Fprintf(w, "\nSTALLED (%d): retrying for more than %s\tREASON\tSINCE\n", len(res.Stalled), res.StallAfter)
-			for _, e := range res.Stalled {
-				fmt.Fprintf(w, "%s\t%s\t%s\n", e.EpisodeID, dash(e.Reason), e.Since.Format(time.RFC3339))
-			}
-		}
-		printBudgetSpend(w, res.Budgets)
-	})
-	return nil
+	}
+	printBudgetSpend(w, res.Budgets)
 }
 
 func setupCommand(ctx context.Context, c *cli, args []string) error {
@@ -459,13 +429,11 @@ func setupCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	defer cl.Close()
 	res, err := workflows.EnsureSearchAttributes(ctx, cl, c.resolvedNamespace)
-	if err != nil {
-		return err
-	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintf(w, "namespace\t%s\nadded\t%v\nalready there\t%v\n", res.Namespace, res.Added, res.Existing)
-	})
-	return nil
+	return emit(c, res, err, printSetup)
+}
+
+func printSetup(w io.Writer, res workflows.RegisterResult) {
+	fmt.Fprintf(w, "namespace\t%s\nadded\t%v\nalready there\t%v\n", res.Namespace, res.Added, res.Existing)
 }
 
 // episodeLookup asks the vendor, read-only, what it holds under the
@@ -484,7 +452,7 @@ func episodeLookup(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" || in.EpisodeID == "" || in.Step == "" {
 		return usageError{errors.New("--pipeline, --episode and --step are required")}
 	}
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return err
 	}
@@ -503,37 +471,34 @@ func episodeLookup(ctx context.Context, c *cli, args []string) error {
 			}
 		}
 	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.LookupResult, error) {
-		return operator.Lookup(ctx, led, vendor, pipelines, in)
-	})
-	if err != nil {
-		return err
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.LookupResult, error) {
+		return operator.Lookup(ctx, led, vendor, set, in)
+	}, printLookup)
+}
+
+func printLookup(w io.Writer, res operator.LookupResult) {
+	fmt.Fprintf(w, "paid task\t%s/%s step %s revision %d (%s)\n", res.Pipeline, res.EpisodeID, res.Step, res.Revision, res.TaskState)
+	fmt.Fprintf(w, "idempotency key\t%s\n", dash(res.IdempotencyKey))
+	switch {
+	case res.IdempotencyKey == "":
+		fmt.Fprintln(w, "vendor\tnothing was sent under this revision yet")
+	case res.Unreachable != "":
+		fmt.Fprintf(w, "vendor\t%s\n", res.Unreachable)
+	case !res.LookupSupported:
+		fmt.Fprintln(w, "vendor\tcannot look tasks up by idempotency key: find the key in the vendor's console")
+	case res.Found:
+		t := res.VendorTask
+		fmt.Fprintf(w, "vendor task\t%s (%s), cost %s\n", t.ID, t.Status, money(t.CostAmount, t.CostCurrency))
+	case res.Attention == allot.IdempotencyHorizonPassed:
+		// Past the horizon, not found does not mean not sent: the note says so.
+		fmt.Fprintln(w, "vendor\thas no task with this key")
+	default:
+		fmt.Fprintln(w, "vendor\thas no task with this key: nothing was accepted")
 	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintf(w, "paid task\t%s/%s step %s revision %d (%s)\n", res.Pipeline, res.EpisodeID, res.Step, res.Revision, res.TaskState)
-		fmt.Fprintf(w, "idempotency key\t%s\n", dash(res.IdempotencyKey))
-		switch {
-		case res.IdempotencyKey == "":
-			fmt.Fprintln(w, "vendor\tnothing was sent under this revision yet")
-		case res.Unreachable != "":
-			fmt.Fprintf(w, "vendor\t%s\n", res.Unreachable)
-		case !res.LookupSupported:
-			fmt.Fprintln(w, "vendor\tcannot look tasks up by idempotency key: find the key in the vendor's console")
-		case res.Found:
-			t := res.VendorTask
-			fmt.Fprintf(w, "vendor task\t%s (%s), cost %s\n", t.ID, t.Status, money(t.CostAmount, t.CostCurrency))
-		case res.Attention == allot.IdempotencyHorizonPassed:
-			// Past the horizon, not found does not mean not sent: the note says so.
-			fmt.Fprintln(w, "vendor\thas no task with this key")
-		default:
-			fmt.Fprintln(w, "vendor\thas no task with this key: nothing was accepted")
-		}
-		if res.Note != "" {
-			fmt.Fprintf(w, "note\t%s\n", res.Note)
-		}
-		if res.Next != "" {
-			fmt.Fprintf(w, "next\t%s\n", res.Next)
-		}
-	})
-	return nil
+	if res.Note != "" {
+		fmt.Fprintf(w, "note\t%s\n", res.Note)
+	}
+	if res.Next != "" {
+		fmt.Fprintf(w, "next\t%s\n", res.Next)
+	}
 }

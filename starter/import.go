@@ -14,6 +14,7 @@ import (
 	"allot/app"
 	"allot/ledger"
 	"allot/operator"
+	"allot/pipeline"
 )
 
 // importCommand: starter import --pipeline P --from PATH [--dry-run]
@@ -46,63 +47,27 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 		return usageError{err}
 	}
 	in.DataDir = c.cfg.DataDir
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return err
 	}
 	if _, err := pipelines.Get(in.Pipeline); err != nil {
 		return err
 	}
-	var res operator.ImportResult
+	// A dry run writes nothing, not even a migration or a file beside
+	// the ledger.
+	access := writeLedger
 	if in.DryRun {
-		// A dry run writes nothing, not even a migration or a file
-		// beside the ledger.
-		res, err = readLedger(ctx, c, func(led *ledger.Ledger) (operator.ImportResult, error) {
-			return operator.Import(ctx, led, pipelines, in)
-		})
-	} else {
-		var led *ledger.Ledger
-		if led, err = c.openLedgerToWrite(ctx); err != nil {
-			return err
-		}
-		defer led.Close()
-		res, err = operator.Import(ctx, led, pipelines, in)
+		access = viewLedger
 	}
+	res, err := askLedger(ctx, c, access, func(set *pipeline.Set, led *ledger.Ledger) (operator.ImportResult, error) {
+		return operator.Import(ctx, led, set, in)
+	})
 	var conflicts *ledger.ImportConflictError
 	if err != nil && !errors.As(err, &conflicts) {
 		return err
 	}
-	c.print(res, func(w io.Writer) {
-		if conflicts != nil {
-			fmt.Fprintf(w, "refused: %d conflict(s); nothing was written\n", len(res.Conflicts))
-			for _, cf := range res.Conflicts {
-				fmt.Fprintf(w, "%s\t%s\t%s\n", cf.Kind, dash(cf.OldID), cf.Detail)
-			}
-			return
-		}
-		verb := "imported"
-		if res.DryRun {
-			verb = "would import"
-		}
-		fmt.Fprintf(w, "%s %d old run(s) from %s into %s; %d already imported, skipped\n", verb, len(res.Imported), res.Source, res.Pipeline, len(res.Skipped))
-		if len(res.Imported) > 0 {
-			fmt.Fprintln(w, "OLD ID\tEPISODE\tNOMINAL TIME\tOUTCOME\tREFS\tFILES\tKEY")
-			for _, e := range res.Imported {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.OldID, e.EpisodeID, e.NominalTime.Format(time.RFC3339), e.Outcome, e.References, e.Artifacts, e.AllocationKey)
-				for _, n := range e.Notes {
-					fmt.Fprintf(w, "\tnote:\t%s\n", n)
-				}
-			}
-		}
-		var costs []string
-		for _, cur := range slices.Sorted(maps.Keys(res.Costs)) {
-			costs = append(costs, money(res.Costs[cur], cur))
-		}
-		fmt.Fprintf(w, "references\t%d\nartifact files\t%d\ncosts\t%s\n", res.References, res.Artifacts, dash(strings.Join(costs, ", ")))
-		for _, o := range res.OverBudget {
-			fmt.Fprintf(w, "over budget\t%s (--over-budget by %s: %s)\n", o, in.By, in.OverBudget)
-		}
-	})
+	c.print(res, func(w io.Writer) { printImport(w, in, res, conflicts != nil) })
 	if conflicts != nil {
 		if !c.json {
 			if res.Next != "" {
@@ -114,4 +79,38 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// printImport writes what import did, or would do on a dry run; refused:
+// the conflicts refused it, and res lists them.
+func printImport(w io.Writer, in operator.ImportInput, res operator.ImportResult, refused bool) {
+	if refused {
+		fmt.Fprintf(w, "refused: %d conflict(s); nothing was written\n", len(res.Conflicts))
+		for _, cf := range res.Conflicts {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", cf.Kind, dash(cf.OldID), cf.Detail)
+		}
+		return
+	}
+	verb := "imported"
+	if res.DryRun {
+		verb = "would import"
+	}
+	fmt.Fprintf(w, "%s %d old run(s) from %s into %s; %d already imported, skipped\n", verb, len(res.Imported), res.Source, res.Pipeline, len(res.Skipped))
+	if len(res.Imported) > 0 {
+		fmt.Fprintln(w, "OLD ID\tEPISODE\tNOMINAL TIME\tOUTCOME\tREFS\tFILES\tKEY")
+		for _, e := range res.Imported {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.OldID, e.EpisodeID, e.NominalTime.Format(time.RFC3339), e.Outcome, e.References, e.Artifacts, e.AllocationKey)
+			for _, n := range e.Notes {
+				fmt.Fprintf(w, "\tnote:\t%s\n", n)
+			}
+		}
+	}
+	var costs []string
+	for _, cur := range slices.Sorted(maps.Keys(res.Costs)) {
+		costs = append(costs, money(res.Costs[cur], cur))
+	}
+	fmt.Fprintf(w, "references\t%d\nartifact files\t%d\ncosts\t%s\n", res.References, res.Artifacts, dash(strings.Join(costs, ", ")))
+	for _, o := range res.OverBudget {
+		fmt.Fprintf(w, "over budget\t%s (--over-budget by %s: %s)\n", o, in.By, in.OverBudget)
+	}
 }

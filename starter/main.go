@@ -14,7 +14,6 @@ import (
 	"maps"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"allot/app"
 	"allot/ledger"
 	"allot/operator"
+	"allot/pipeline"
 	"allot/workflows"
 )
 
@@ -79,6 +79,11 @@ type cli struct {
 	// given are the flags set on the command line, with their values: the
 	// commands the CLI prints carry them (see givenFlags).
 	given map[string]string
+
+	// pipelineSet and pipelineErr are the pipeline file as pipelines
+	// loaded it.
+	pipelineSet *pipeline.Set
+	pipelineErr error
 }
 
 // usageError is a command line mistake: exit 2, with the command's usage.
@@ -304,56 +309,6 @@ func (c *cli) dial(ctx context.Context) (client.Client, error) {
 	return cl, nil
 }
 
-// openLedgerReadOnly opens the ledger for a command that reads it for a
-// while (it may follow a worker's progress); one that reads once uses
-// readLedger.
-func (c *cli) openLedgerReadOnly(ctx context.Context) (*ledger.Ledger, error) {
-	led, err := ledger.OpenReadOnly(ctx, c.cfg.Ledger)
-	return led, c.ledgerError(err)
-}
-
-// openLedgerToWrite opens the ledger for a command that writes it. Only the
-// worker creates a ledger: a mistyped --ledger is refused, not made into a
-// new, empty ledger.
-func (c *cli) openLedgerToWrite(ctx context.Context) (*ledger.Ledger, error) {
-	led, err := ledger.OpenExisting(ctx, c.cfg.Ledger)
-	return led, c.ledgerError(err)
-}
-
-// readLedger answers one query from the ledger, opened read-only: it creates
-// and changes no file and works on a read-only copy (invariant 19).
-func readLedger[T any](ctx context.Context, c *cli, query func(*ledger.Ledger) (T, error)) (T, error) {
-	var res T
-	err := ledger.View(ctx, c.cfg.Ledger, func(led *ledger.Ledger) error {
-		var err error
-		res, err = query(led)
-		return err
-	})
-	return res, c.ledgerError(err)
-}
-
-// ledgerError adds to a ledger that does not exist where the ledger comes
-// from and the command that creates one: the worker's first start.
-func (c *cli) ledgerError(err error) error {
-	if !errors.Is(err, ledger.ErrNotCreated) {
-		return err
-	}
-	return fmt.Errorf("%w (--ledger or %s), or start the worker once to create a new ledger there: %s", err, app.EnvLedger, workerCommand(c.cfg.Ledger))
-}
-
-// workerCommand starts the worker on the ledger at url, which it creates if
-// there is none. A SQLite path is made absolute, a password redacted.
-func workerCommand(url string) string {
-	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
-		if abs, err := filepath.Abs(path); err == nil {
-			url = "sqlite:" + abs
-		}
-	} else {
-		url = app.RedactURL(url)
-	}
-	return allot.WorkerCommand(url)
-}
-
 // print writes v as JSON, or calls text for people.
 func (c *cli) print(v any, text func(w io.Writer)) {
 	if c.json {
@@ -404,7 +359,7 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		in.NominalTime = t
 	}
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return err
 	}
@@ -530,23 +485,17 @@ func episodesCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	var err error
-	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
-		return err
-	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.EpisodesResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.EpisodesResult, error) {
+		in.Pipelines = set
 		return operator.Episodes(ctx, led, in)
-	})
-	if err != nil {
-		return err
+	}, printEpisodes)
+}
+
+func printEpisodes(w io.Writer, res operator.EpisodesResult) {
+	fmt.Fprintln(w, "EPISODE\tPERIOD\tSEQ\tSTATUS\tNOMINAL TIME\tKEY")
+	for _, e := range res.Episodes {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Period, e.Sequence, e.Status, e.NominalTime.Format(time.RFC3339), e.AllocationKey)
 	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintln(w, "EPISODE\tPERIOD\tSEQ\tSTATUS\tNOMINAL TIME\tKEY")
-		for _, e := range res.Episodes {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Period, e.Sequence, e.Status, e.NominalTime.Format(time.RFC3339), e.AllocationKey)
-		}
-	})
-	return nil
 }
 
 func checkCommand(ctx context.Context, c *cli, args []string) error {
@@ -569,7 +518,7 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	// The pipeline file gives the budgets whose limits and reservations
 	// are checked, the vendors' idempotency horizons, and the vendors to
 	// reconcile.
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return err
 	}
@@ -587,7 +536,7 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 		defer cl.Close()
 		in.Workflows = &operator.WorkflowCheckInput{Client: cl}
 	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.CheckResult, error) {
+	res, err := askLedger(ctx, c, viewLedger, func(_ *pipeline.Set, led *ledger.Ledger) (operator.CheckResult, error) {
 		if err := c.knownPipeline(ctx, led, in.Pipeline); err != nil {
 			return operator.CheckResult{}, err
 		}
@@ -596,47 +545,48 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		return operator.Audit(ctx, led, in)
 	})
-	if err != nil {
+	if err := emit(c, res, err, printCheck); err != nil {
 		return err
 	}
-	c.print(res, func(w io.Writer) {
-		for _, v := range res.Vendors {
-			switch v.Status {
-			case operator.VendorReconciled:
-				shared := ""
-				if len(v.SharedAccount) > 0 {
-					shared = fmt.Sprintf(" (one account with %s: its bill is reconciled once, against the costs of all)", strings.Join(v.SharedAccount, ", "))
-				}
-				fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled%s\n", v.Name, v.Charges, v.Costs, shared)
-			case operator.VendorNotReconciled:
-				fmt.Fprintf(w, "vendor %s\tNOT RECONCILED: %s\n", v.Name, v.Reason)
-			default:
-				fmt.Fprintf(w, "vendor %s\tnothing to reconcile: %s\n", v.Name, v.Reason)
-			}
-		}
-		if res.OK {
-			fmt.Fprintf(w, "ok: the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
-			return
-		}
-		for _, v := range res.Violations {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Kind, v.Pipeline, dash(v.Episode), v.Detail)
-			if v.Fix != "" {
-				fmt.Fprintf(w, "\tfix:\t%s\n", v.Fix)
-			}
-		}
-		if len(res.Violations) > 0 {
-			fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
-		} else {
-			fmt.Fprintf(w, "the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
-		}
-		if res.Incomplete != "" {
-			fmt.Fprintf(w, "not ok: %s\n", res.Incomplete)
-		}
-	})
 	if !res.OK {
 		return errViolations
 	}
 	return nil
+}
+
+func printCheck(w io.Writer, res operator.CheckResult) {
+	for _, v := range res.Vendors {
+		switch v.Status {
+		case operator.VendorReconciled:
+			shared := ""
+			if len(v.SharedAccount) > 0 {
+				shared = fmt.Sprintf(" (one account with %s: its bill is reconciled once, against the costs of all)", strings.Join(v.SharedAccount, ", "))
+			}
+			fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled%s\n", v.Name, v.Charges, v.Costs, shared)
+		case operator.VendorNotReconciled:
+			fmt.Fprintf(w, "vendor %s\tNOT RECONCILED: %s\n", v.Name, v.Reason)
+		default:
+			fmt.Fprintf(w, "vendor %s\tnothing to reconcile: %s\n", v.Name, v.Reason)
+		}
+	}
+	if res.OK {
+		fmt.Fprintf(w, "ok: the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
+		return
+	}
+	for _, v := range res.Violations {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Kind, v.Pipeline, dash(v.Episode), v.Detail)
+		if v.Fix != "" {
+			fmt.Fprintf(w, "\tfix:\t%s\n", v.Fix)
+		}
+	}
+	if len(res.Violations) > 0 {
+		fmt.Fprintf(w, "%d violation(s)\n", len(res.Violations))
+	} else {
+		fmt.Fprintf(w, "the ledger's invariants hold (%d artifact files verified)\n", res.Artifacts)
+	}
+	if res.Incomplete != "" {
+		fmt.Fprintf(w, "not ok: %s\n", res.Incomplete)
+	}
 }
 
 // givenFlags are the named flags given on the command line, as arguments

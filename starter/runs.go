@@ -50,7 +50,7 @@ func (c *cli) knownPipeline(ctx context.Context, led *ledger.Ledger, name string
 	if name == "" {
 		return nil
 	}
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return err
 	}
@@ -95,19 +95,17 @@ func runsCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	defer cl.Close()
 	res, err := operator.ListRuns(ctx, cl, in)
-	if err != nil {
-		return err
-	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintln(w, "TYPE\tWORKFLOW ID\tSTATUS\tOUTCOME\tEPISODE\tSTARTED\tCLOSED")
-		for _, e := range res.Executions {
-			closed := "-"
-			if !e.CloseTime.IsZero() {
-				closed = e.CloseTime.Format(time.RFC3339)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Type, e.WorkflowID, e.Status, dash(e.Outcome), dash(e.Episode), e.StartTime.Format(time.RFC3339), closed)
+	return emit(c, res, err, printRuns)
+}
+
+func printRuns(w io.Writer, res operator.RunsResult) {
+	fmt.Fprintln(w, "TYPE\tWORKFLOW ID\tSTATUS\tOUTCOME\tEPISODE\tSTARTED\tCLOSED")
+	for _, e := range res.Executions {
+		closed := "-"
+		if !e.CloseTime.IsZero() {
+			closed = e.CloseTime.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%d execution(s)\n", len(res.Executions))
-	})
-	return nil
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Type, e.WorkflowID, e.Status, dash(e.Outcome), dash(e.Episode), e.StartTime.Format(time.RFC3339), closed)
+	}
+	fmt.Fprintf(w, "%d execution(s)\n", len(res.Executions))
 }

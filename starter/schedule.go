@@ -34,7 +34,7 @@ func scheduleCommand(ctx context.Context, c *cli, args []string) error {
 
 // schedules connects and returns the schedule operations.
 func (c *cli) schedules(ctx context.Context) (*operator.Schedules, func(), error) {
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,20 +161,18 @@ func scheduleList(ctx context.Context, c *cli, args []string) error {
 	}
 	defer done()
 	list, err := s.List(ctx)
-	if err != nil {
-		return err
-	}
-	c.print(list, func(w io.Writer) {
-		fmt.Fprintln(w, "SCHEDULE\tPIPELINE\tPAUSED\tNEXT\tNOTE")
-		for _, e := range list {
-			next := "-"
-			if len(e.NextActionTimes) > 0 {
-				next = e.NextActionTimes[0].Format(time.RFC3339)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", e.ScheduleID, e.Pipeline, e.Paused, next, dash(e.Note))
+	return emit(c, list, err, printSchedules)
+}
+
+func printSchedules(w io.Writer, list []operator.ScheduleSummary) {
+	fmt.Fprintln(w, "SCHEDULE\tPIPELINE\tPAUSED\tNEXT\tNOTE")
+	for _, e := range list {
+		next := "-"
+		if len(e.NextActionTimes) > 0 {
+			next = e.NextActionTimes[0].Format(time.RFC3339)
 		}
-	})
-	return nil
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", e.ScheduleID, e.Pipeline, e.Paused, next, dash(e.Note))
+	}
 }
 
 func scheduleBackfill(ctx context.Context, c *cli, args []string) error {

@@ -12,6 +12,7 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/operator"
+	"allot/pipeline"
 )
 
 // vendorCommand dispatches `starter vendor <subcommand>`: the vendors'
@@ -56,24 +57,18 @@ func vendorPause(ctx context.Context, c *cli, args []string) error {
 	if err := c.knownVendor(name); err != nil {
 		return err
 	}
-	pipelines, led, err := c.inputLedger(ctx)
-	if err != nil {
-		return err
+	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.VendorView, error) {
+		return operator.PauseVendor(ctx, led, set, in)
+	}, printVendorPaused)
+}
+
+func printVendorPaused(w io.Writer, v operator.VendorView) {
+	what := "sends"
+	if v.PausePolls {
+		what = "sends, look-ups, polls and downloads"
 	}
-	defer led.Close()
-	v, err := operator.PauseVendor(ctx, led, pipelines, in)
-	if err != nil {
-		return err
-	}
-	c.print(v, func(w io.Writer) {
-		what := "sends"
-		if v.PausePolls {
-			what = "sends, look-ups, polls and downloads"
-		}
-		fmt.Fprintf(w, "paused\t%s (%s) since %s: %s\n", v.Name, what, v.Since.Format(time.RFC3339), v.Reason)
-		fmt.Fprintf(w, "its steps wait (waiting_vendor) and go on by themselves after: %s\n", allot.VendorResumeCommand(v.Name))
-	})
-	return nil
+	fmt.Fprintf(w, "paused\t%s (%s) since %s: %s\n", v.Name, what, v.Since.Format(time.RFC3339), v.Reason)
+	fmt.Fprintf(w, "its steps wait (waiting_vendor) and go on by themselves after: %s\n", allot.VendorResumeCommand(v.Name))
 }
 
 func vendorResume(ctx context.Context, c *cli, args []string) error {
@@ -92,19 +87,13 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 	if err := c.knownVendor(name); err != nil {
 		return err
 	}
-	pipelines, led, err := c.inputLedger(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	v, err := operator.ResumeVendorBy(ctx, led, pipelines, name, *by)
-	if err != nil {
-		return err
-	}
-	c.print(v, func(w io.Writer) {
-		fmt.Fprintf(w, "%s\t%s: its waiting steps go on within seconds\n", v.Status, v.Name)
-	})
-	return nil
+	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.VendorView, error) {
+		return operator.ResumeVendorBy(ctx, led, set, name, *by)
+	}, printVendorResumed)
+}
+
+func printVendorResumed(w io.Writer, v operator.VendorView) {
+	fmt.Fprintf(w, "%s\t%s: its waiting steps go on within seconds\n", v.Status, v.Name)
 }
 
 func vendorList(ctx context.Context, c *cli, args []string) error {
@@ -113,7 +102,7 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return err
 	}
@@ -128,77 +117,75 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 	}
 	if *history {
 		h, err := operator.VendorPauseHistory(ctx, led, "")
-		if err != nil {
-			return err
-		}
-		c.print(h, func(w io.Writer) {
-			fmt.Fprintln(w, "VENDOR\tACTION\tAT\tBY\tREASON")
-			for _, e := range h {
-				reason := e.Reason
-				if e.Polls {
-					reason += " (polls too)"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Vendor, e.Action, e.At.Format(time.RFC3339), dash(e.By), dash(reason))
-			}
-		})
-		return nil
+		return emit(c, h, err, printVendorHistory)
 	}
 	vs, err := operator.ListVendors(ctx, led, pipelines)
-	if err != nil {
-		return err
+	return emit(c, vs, err, func(w io.Writer, vs []operator.VendorView) { printVendors(w, vs, workerCommand(c.cfg.Ledger)) })
+}
+
+func printVendorHistory(w io.Writer, h []ledger.VendorPauseEvent) {
+	fmt.Fprintln(w, "VENDOR\tACTION\tAT\tBY\tREASON")
+	for _, e := range h {
+		reason := e.Reason
+		if e.Polls {
+			reason += " (polls too)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Vendor, e.Action, e.At.Format(time.RFC3339), dash(e.By), dash(reason))
 	}
-	c.print(vs, func(w io.Writer) {
-		fmt.Fprintln(w, "VENDOR\tSTATE\tSINCE\tIN FLIGHT\tTOKENS\tFAILURES\tREASON")
-		var unrecorded []string
-		for _, v := range vs {
-			since := "-"
-			if !v.Since.IsZero() {
-				since = v.Since.Format(time.RFC3339)
-			}
-			// The limits are the ones the workers recorded in the ledger,
-			// never this process's ALLOT_VENDOR_* (docs/design.md, "Vendor
-			// controls").
-			inFlight := strconv.Itoa(v.InFlightSend + v.InFlightPoll)
-			if m := v.Limits.MaxInFlight; m > 0 {
-				inFlight += "/" + strconv.Itoa(m)
-			}
-			tokens := "-"
-			if v.Tokens != nil {
-				tokens = fmt.Sprintf("%.1f/%d", *v.Tokens, v.Limits.BurstSize())
-			}
-			failures := strconv.Itoa(v.Failures)
-			if v.Limits.TripAfter > 0 {
-				failures += "/" + strconv.Itoa(v.Limits.TripAfter)
-			}
-			reason := v.Reason
-			if v.Status == "paused" && v.PausedBy != "" {
-				reason += " (by " + v.PausedBy + ")"
-			}
-			if v.LatestPause != nil {
-				reason += fmt.Sprintf("; %d later pause request(s), the latest by %s at %s: %s", v.LaterPauses, dash(v.LatestPause.By),
-					v.LatestPause.At.Format(time.RFC3339), v.LatestPause.Reason)
-			}
-			if v.Unknown {
-				reason = strings.TrimSpace(reason + " (not in the pipeline file)")
-			}
-			if !v.LimitsKnown && !v.Unknown {
-				unrecorded = append(unrecorded, v.Name)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Status, since, inFlight, tokens, failures, dash(reason))
+}
+
+// printVendors writes `vendor list`; worker is the command that starts a
+// worker on this ledger, which records the limits it enforces.
+func printVendors(w io.Writer, vs []operator.VendorView, worker string) {
+	fmt.Fprintln(w, "VENDOR\tSTATE\tSINCE\tIN FLIGHT\tTOKENS\tFAILURES\tREASON")
+	var unrecorded []string
+	for _, v := range vs {
+		since := "-"
+		if !v.Since.IsZero() {
+			since = v.Since.Format(time.RFC3339)
 		}
-		if len(unrecorded) > 0 {
-			fmt.Fprintf(w, "no worker has recorded the limits it enforces for %s yet: a worker records them when it starts (%s)\n",
-				strings.Join(unrecorded, ", "), workerCommand(c.cfg.Ledger))
+		// The limits are the ones the workers recorded in the ledger,
+		// never this process's ALLOT_VENDOR_* (docs/design.md, "Vendor
+		// controls").
+		inFlight := strconv.Itoa(v.InFlightSend + v.InFlightPoll)
+		if m := v.Limits.MaxInFlight; m > 0 {
+			inFlight += "/" + strconv.Itoa(m)
 		}
-	})
-	return nil
+		tokens := "-"
+		if v.Tokens != nil {
+			tokens = fmt.Sprintf("%.1f/%d", *v.Tokens, v.Limits.BurstSize())
+		}
+		failures := strconv.Itoa(v.Failures)
+		if v.Limits.TripAfter > 0 {
+			failures += "/" + strconv.Itoa(v.Limits.TripAfter)
+		}
+		reason := v.Reason
+		if v.Status == "paused" && v.PausedBy != "" {
+			reason += " (by " + v.PausedBy + ")"
+		}
+		if v.LatestPause != nil {
+			reason += fmt.Sprintf("; %d later pause request(s), the latest by %s at %s: %s", v.LaterPauses, dash(v.LatestPause.By),
+				v.LatestPause.At.Format(time.RFC3339), v.LatestPause.Reason)
+		}
+		if v.Unknown {
+			reason = strings.TrimSpace(reason + " (not in the pipeline file)")
+		}
+		if !v.LimitsKnown && !v.Unknown {
+			unrecorded = append(unrecorded, v.Name)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Status, since, inFlight, tokens, failures, dash(reason))
+	}
+	if len(unrecorded) > 0 {
+		fmt.Fprintf(w, "no worker has recorded the limits it enforces for %s yet: a worker records them when it starts (%s)\n",
+			strings.Join(unrecorded, ", "), worker)
+	}
 }
 
 // knownVendor refuses a vendor the pipeline file does not define before
 // the ledger is opened, so that a typo is named as one wherever the
 // ledger is.
 func (c *cli) knownVendor(name string) error {
-	pipelines, err := c.cfg.LoadPipelines()
+	pipelines, err := c.pipelines()
 	if err != nil {
 		return err
 	}

@@ -65,23 +65,17 @@ func inputAdd(ctx context.Context, c *cli, args []string) error {
 	if len(in.Payload) > 0 && !json.Valid(in.Payload) {
 		return usageError{errors.New("the payload is not JSON: give a JSON value, e.g. --payload '{\"title\": \"Launch notes\"}'")}
 	}
-	pipelines, led, err := c.inputLedger(ctx)
-	if err != nil {
-		return err
+	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (ledger.AddInputResult, error) {
+		return operator.AddInput(ctx, led, set, in)
+	}, printInputAdded)
+}
+
+func printInputAdded(w io.Writer, res ledger.AddInputResult) {
+	what := "added"
+	if !res.Added {
+		what = "already there"
 	}
-	defer led.Close()
-	res, err := operator.AddInput(ctx, led, pipelines, in)
-	if err != nil {
-		return err
-	}
-	c.print(res, func(w io.Writer) {
-		what := "added"
-		if !res.Added {
-			what = "already there"
-		}
-		fmt.Fprintf(w, "%s\t%s/%s (%s, ready at %s)\n", what, res.Input.Pipeline, res.Input.Ref, res.Input.State, res.Input.ReadyAt.Format(time.RFC3339))
-	})
-	return nil
+	fmt.Fprintf(w, "%s\t%s/%s (%s, ready at %s)\n", what, res.Input.Pipeline, res.Input.Ref, res.Input.State, res.Input.ReadyAt.Format(time.RFC3339))
 }
 
 func inputList(ctx context.Context, c *cli, args []string) error {
@@ -95,22 +89,19 @@ func inputList(ctx context.Context, c *cli, args []string) error {
 	if pipelineName == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	ins, err := readLedger(ctx, c, func(led *ledger.Ledger) ([]ledger.Input, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(_ *pipeline.Set, led *ledger.Ledger) ([]ledger.Input, error) {
 		if err := c.knownPipeline(ctx, led, pipelineName); err != nil {
 			return nil, err
 		}
 		return operator.ListInputs(ctx, led, pipelineName, ledger.InputState(state))
-	})
-	if err != nil {
-		return err
+	}, printInputs)
+}
+
+func printInputs(w io.Writer, ins []ledger.Input) {
+	fmt.Fprintln(w, "REF\tSTATE\tREADY AT\tEPISODE")
+	for _, in := range ins {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", in.Ref, in.State, in.ReadyAt.Format(time.RFC3339), dash(in.EpisodeID))
 	}
-	c.print(ins, func(w io.Writer) {
-		fmt.Fprintln(w, "REF\tSTATE\tREADY AT\tEPISODE")
-		for _, in := range ins {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", in.Ref, in.State, in.ReadyAt.Format(time.RFC3339), dash(in.EpisodeID))
-		}
-	})
-	return nil
 }
 
 func inputWithdraw(ctx context.Context, c *cli, args []string) error {
@@ -124,31 +115,11 @@ func inputWithdraw(ctx context.Context, c *cli, args []string) error {
 	if pipelineName == "" || ref == "" {
 		return usageError{errors.New("--pipeline and --ref are required")}
 	}
-	pipelines, led, err := c.inputLedger(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	in, err := operator.WithdrawInput(ctx, led, pipelines, pipelineName, ref)
-	if err != nil {
-		return err
-	}
-	c.print(in, func(w io.Writer) {
-		fmt.Fprintf(w, "withdrawn\t%s/%s\n", in.Pipeline, in.Ref)
-	})
-	return nil
+	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (ledger.Input, error) {
+		return operator.WithdrawInput(ctx, led, set, pipelineName, ref)
+	}, printInputWithdrawn)
 }
 
-// inputLedger opens what adding and withdrawing inputs need: the pipelines
-// and the existing ledger, read-write.
-func (c *cli) inputLedger(ctx context.Context) (*pipeline.Set, *ledger.Ledger, error) {
-	pipelines, err := c.cfg.LoadPipelines()
-	if err != nil {
-		return nil, nil, err
-	}
-	led, err := c.openLedgerToWrite(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pipelines, led, nil
+func printInputWithdrawn(w io.Writer, in ledger.Input) {
+	fmt.Fprintf(w, "withdrawn\t%s/%s\n", in.Pipeline, in.Ref)
 }

@@ -53,26 +53,21 @@ func budgetList(ctx context.Context, c *cli, args []string) error {
 	if in.Budget, err = c.parseNamed(fs, args); err != nil {
 		return err
 	}
-	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
-		return err
-	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.BudgetsResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.BudgetsResult, error) {
+		in.Pipelines = set
 		return operator.Budgets(ctx, led, in)
-	})
-	if err != nil {
-		return err
+	}, printBudgets)
+}
+
+func printBudgets(w io.Writer, res operator.BudgetsResult) {
+	if len(res.Budgets) == 0 {
+		fmt.Fprintln(w, "no budgets: add [[budget]] tables to the pipeline file (docs/budgets.md)")
+		return
 	}
-	c.print(res, func(w io.Writer) {
-		if len(res.Budgets) == 0 {
-			fmt.Fprintln(w, "no budgets: add [[budget]] tables to the pipeline file (docs/budgets.md)")
-			return
-		}
-		fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
-		for _, b := range res.Budgets {
-			printBudgetPeriods(w, b.Name, b.Periods)
-		}
-	})
-	return nil
+	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
+	for _, b := range res.Budgets {
+		printBudgetPeriods(w, b.Name, b.Periods)
+	}
 }
 
 func budgetShow(ctx context.Context, c *cli, args []string) error {
@@ -86,31 +81,26 @@ func budgetShow(ctx context.Context, c *cli, args []string) error {
 	if in.Budget == "" || in.Period == "" {
 		return usageError{errors.New("name the budget and its period: starter budget show BUDGET --period P")}
 	}
-	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
-		return err
-	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.BudgetShowResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.BudgetShowResult, error) {
+		in.Pipelines = set
 		return operator.BudgetShow(ctx, led, in)
-	})
-	if err != nil {
-		return err
+	}, printBudgetShow)
+}
+
+func printBudgetShow(w io.Writer, res operator.BudgetShowResult) {
+	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
+	printBudgetPeriods(w, res.Budget.Name, res.Budget.Periods)
+	fmt.Fprintln(w, "\nTASK\tSTEP\tREVISION\tSTATE\tRESERVED\tSETTLED")
+	for _, e := range res.Tasks {
+		settled := "-"
+		if e.State == ledger.EntrySettled {
+			settled = money(e.Settled, e.Currency)
+		}
+		fmt.Fprintf(w, "%s/%s\t%s\t%d\t%s\t%s\t%s\n", e.Pipeline, e.EpisodeID, e.Step, e.Revision, e.State, money(e.Reserved, e.Currency), settled)
 	}
-	c.print(res, func(w io.Writer) {
-		fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
-		printBudgetPeriods(w, res.Budget.Name, res.Budget.Periods)
-		fmt.Fprintln(w, "\nTASK\tSTEP\tREVISION\tSTATE\tRESERVED\tSETTLED")
-		for _, e := range res.Tasks {
-			settled := "-"
-			if e.State == ledger.EntrySettled {
-				settled = money(e.Settled, e.Currency)
-			}
-			fmt.Fprintf(w, "%s/%s\t%s\t%d\t%s\t%s\t%s\n", e.Pipeline, e.EpisodeID, e.Step, e.Revision, e.State, money(e.Reserved, e.Currency), settled)
-		}
-		for _, r := range res.Raises {
-			fmt.Fprintf(w, "raised\t%s by %s at %s: %s\n", money(r.Limit, r.Currency), r.By, r.At.Format("2006-01-02T15:04:05Z07:00"), r.Reason)
-		}
-	})
-	return nil
+	for _, r := range res.Raises {
+		fmt.Fprintf(w, "raised\t%s by %s at %s: %s\n", money(r.Limit, r.Currency), r.By, r.At.Format("2006-01-02T15:04:05Z07:00"), r.Reason)
+	}
 }
 
 // budgetSetLimit is `budget set-limit` (and its older name `budget
@@ -131,57 +121,60 @@ func budgetSetLimit(ctx context.Context, c *cli, args []string) error {
 	if in.Budget == "" || in.Period == "" || limit == "" || in.Reason == "" {
 		return usageError{errors.New("starter budget set-limit BUDGET --period P --limit X --reason TEXT: the budget, --period, --limit and --reason are required")}
 	}
-	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
+	if in.Pipelines, err = c.pipelines(); err != nil {
 		return err
 	}
 	if in.Limit, err = parseLimit(in.Pipelines, in.Budget, limit); err != nil {
 		return err
 	}
-	led, err := c.openLedgerToWrite(ctx)
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	res, err := operator.RaiseBudget(ctx, led, in)
-	if err != nil {
-		return err
-	}
-	// The episodes parked on the period ask their budgets at once; one
-	// that cannot be reached asks on its own timer.
-	if len(res.Nudge) > 0 {
-		cl, err := c.dial(ctx)
-		if err != nil {
-			res.NotNudged = append(res.NotNudged, res.Nudge...)
-		} else {
-			defer cl.Close()
-			for _, id := range res.Nudge {
-				if err := cl.SignalWorkflow(ctx, id, "", workflows.BudgetRaisedSignal, nil); err != nil {
-					res.NotNudged = append(res.NotNudged, id)
-					continue
-				}
-				res.Nudged = append(res.Nudged, id)
-			}
-		}
-	}
-	c.print(res, func(w io.Writer) {
-		switch res.Raise.Change {
-		case ledger.LimitUnchanged:
-			fmt.Fprintf(w, "unchanged\tbudget %s period %s is %s already; nothing was recorded\n", res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency))
-		case "":
-			fmt.Fprintf(w, "already recorded (request %s)\tbudget %s period %s to %s, by %s: %s\n", res.Raise.RequestID, res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
-		default:
-			fmt.Fprintf(w, "%s\tbudget %s period %s from %s to %s, by %s: %s\n", res.Raise.Change, res.Raise.Budget, res.Raise.Period, money(res.Raise.Previous, res.Raise.Currency), money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
-		}
-		fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
-		printBudgetPeriods(w, res.Raise.Budget, []operator.BudgetPeriodView{res.Period})
-		for _, id := range res.Nudged {
-			fmt.Fprintf(w, "nudged\t%s (it asks its budgets now)\n", id)
-		}
-		for _, id := range res.NotNudged {
-			fmt.Fprintf(w, "not nudged\t%s: Temporal could not be reached; it asks its budgets on its own timer, or run its resolve --retry\n", id)
-		}
+	res, err := askLedger(ctx, c, writeLedger, func(_ *pipeline.Set, led *ledger.Ledger) (operator.RaiseResult, error) {
+		return operator.RaiseBudget(ctx, led, in)
 	})
-	return nil
+	if err != nil {
+		return err
+	}
+	c.nudgeParked(ctx, &res)
+	return emit(c, res, nil, printLimitSet)
+}
+
+// nudgeParked signals the episodes parked on the period to ask their
+// budgets at once; one that cannot be reached asks on its own timer.
+func (c *cli) nudgeParked(ctx context.Context, res *operator.RaiseResult) {
+	if len(res.Nudge) == 0 {
+		return
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		res.NotNudged = append(res.NotNudged, res.Nudge...)
+		return
+	}
+	defer cl.Close()
+	for _, id := range res.Nudge {
+		if err := cl.SignalWorkflow(ctx, id, "", workflows.BudgetRaisedSignal, nil); err != nil {
+			res.NotNudged = append(res.NotNudged, id)
+			continue
+		}
+		res.Nudged = append(res.Nudged, id)
+	}
+}
+
+func printLimitSet(w io.Writer, res operator.RaiseResult) {
+	switch res.Raise.Change {
+	case ledger.LimitUnchanged:
+		fmt.Fprintf(w, "unchanged\tbudget %s period %s is %s already; nothing was recorded\n", res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency))
+	case "":
+		fmt.Fprintf(w, "already recorded (request %s)\tbudget %s period %s to %s, by %s: %s\n", res.Raise.RequestID, res.Raise.Budget, res.Raise.Period, money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
+	default:
+		fmt.Fprintf(w, "%s\tbudget %s period %s from %s to %s, by %s: %s\n", res.Raise.Change, res.Raise.Budget, res.Raise.Period, money(res.Raise.Previous, res.Raise.Currency), money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
+	}
+	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
+	printBudgetPeriods(w, res.Raise.Budget, []operator.BudgetPeriodView{res.Period})
+	for _, id := range res.Nudged {
+		fmt.Fprintf(w, "nudged\t%s (it asks its budgets now)\n", id)
+	}
+	for _, id := range res.NotNudged {
+		fmt.Fprintf(w, "not nudged\t%s: Temporal could not be reached; it asks its budgets on its own timer, or run its resolve --retry\n", id)
+	}
 }
 
 // parseLimit reads --limit: a positive integer of minor units of the
