@@ -47,9 +47,6 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Terminal reports whether s is succeeded or failed.
-func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
-
 // Cost is an amount of money in minor units (cents for USD).
 type Cost struct {
 	Amount   int64  `json:"amount"`   // minor units, e.g. cents
