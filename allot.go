@@ -6,8 +6,14 @@
 // value would break saved histories and stored rows. See docs/design.md,
 // "Vocabulary".
 //
-// The package holds names only; it imports nothing of allot's and does no
-// I/O, so every layer can import it.
+// Beside the names, the rules that go with them and that every layer must
+// apply alike: what each step kind implies (stepkind.go), money and its
+// currencies (money.go, currency.go), keys and their shapes (keys.go), the
+// idempotency key of a paid task (idempotency.go), the limits of an
+// operator's free text and who acted (actor.go), and every command line
+// allot prints for an operator (commandlines.go, commands.go). It imports
+// nothing of allot's, so every layer can import it; it reads nothing but
+// the name of the user who acts.
 package allot
 
 // Stage is where an Episode workflow is, as its state query shows it.

@@ -37,10 +37,6 @@ func (k StepKind) Remote() bool { return k == KindPaid || k == KindEffect }
 // cover it, and an operator may rework it (one more charge).
 func (k StepKind) Costs() bool { return k == KindPaid }
 
-// HasResult: the step's remote task has a result to fetch (an effect's
-// has none).
-func (k StepKind) HasResult() bool { return k == KindPaid }
-
 // Gate: the step waits for a person (approve or reject).
 func (k StepKind) Gate() bool { return k == KindApproval }
 

@@ -5,13 +5,13 @@ import "testing"
 // The step kinds' rules, one row per kind: what every layer asks of a
 // kind instead of spelling it.
 func TestStepKindRules(t *testing.T) {
-	type rules struct{ remote, costs, result, gate, free bool }
+	type rules struct{ remote, costs, gate, free bool }
 	want := map[StepKind]rules{
 		KindLocal:    {free: true},
 		KindGo:       {free: true},
 		KindExec:     {free: true},
 		KindActivity: {free: true},
-		KindPaid:     {remote: true, costs: true, result: true},
+		KindPaid:     {remote: true, costs: true},
 		KindEffect:   {remote: true},
 		KindApproval: {gate: true},
 	}
@@ -19,7 +19,7 @@ func TestStepKindRules(t *testing.T) {
 		t.Fatalf("the table has %d kinds, StepKinds %d", len(want), len(StepKinds))
 	}
 	for _, k := range StepKinds {
-		got := rules{k.Remote(), k.Costs(), k.HasResult(), k.Gate(), k.Free()}
+		got := rules{k.Remote(), k.Costs(), k.Gate(), k.Free()}
 		if got != want[k] || !k.Valid() {
 			t.Errorf("%s: %+v (valid %v), want %+v", k, got, k.Valid(), want[k])
 		}

@@ -1,6 +1,10 @@
-// Package activities holds the side effects of allot's workflows: the ledger,
-// the artifact files and (later) the paid vendor. Each activity is a method of
-// Activities, registered once; workflows name them through a nil pointer.
+// Package activities holds the side effects of allot's workflows: the
+// ledger (allocation, episodes, outcomes, decisions, budgets), the steps
+// that run code (go, exec, activity) and their artifact files, the paid
+// protocol's calls to vendors with their gates and credentials, and the
+// catch-up sweep. Each activity is a method of Activities, registered once
+// under its method name (saved histories name them); workflows name them
+// through a nil pointer.
 package activities
 
 import (

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/pipeline"
 	"allot/step"
@@ -785,10 +786,7 @@ func TestExecCommandRelativeToThePipelineFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bin", "tally"), []byte("#!/bin/sh\necho \"$ALLOT_PERIOD\" > tally.txt\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(file, []byte("[[pipeline]]\nname = \"works\"\nperiod = \"day\"\ntime_zone = \"Asia/Tokyo\"\n  [[pipeline.step]]\n  name = \"tally\"\n  kind = \"exec\"\n  command = [\"./bin/tally\"]\n  outputs = [\"tally.txt\"]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := pipelinetest.Write(t, dir, "[[pipeline]]\nname = \"works\"\nperiod = \"day\"\ntime_zone = \"Asia/Tokyo\"\n  [[pipeline.step]]\n  name = \"tally\"\n  kind = \"exec\"\n  command = [\"./bin/tally\"]\n  outputs = [\"tally.txt\"]\n")
 	set, err := pipeline.Load(file)
 	if err != nil {
 		t.Fatal(err)
@@ -815,10 +813,7 @@ func TestCheckExecCommands(t *testing.T) {
 	dir := t.TempDir()
 	load := func(command string) *pipeline.Set {
 		t.Helper()
-		file := filepath.Join(dir, "pipelines.toml")
-		if err := os.WriteFile(file, []byte("[[pipeline]]\nname = \"p\"\n  [[pipeline.step]]\n  name = \"run\"\n  kind = \"exec\"\n  command = ["+command+"]\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		file := pipelinetest.Write(t, dir, "[[pipeline]]\nname = \"p\"\n  [[pipeline.step]]\n  name = \"run\"\n  kind = \"exec\"\n  command = ["+command+"]\n")
 		set, err := pipeline.Load(file)
 		if err != nil {
 			t.Fatal(err)

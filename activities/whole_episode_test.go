@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"allot"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/pipeline"
 )
@@ -12,25 +13,8 @@ import (
 // wholePipelines: weekly's two paid steps (video, then cover, 250 USD
 // cents each at most, on the simulated vendor at 250) under one weekly
 // budget of 1,000: two whole episodes a week.
-const wholePipelines = `
-[[budget]]
-name     = "media-weekly"
-pipeline = "weekly"
-period   = "iso-week"
-limit    = { amount = 1000, currency = "USD" }
-
-[[pipeline]]
-name = "weekly"
-  [[pipeline.step]]
-  name     = "video"
-  kind     = "paid"
-  max_cost = { amount = 250, currency = "USD" }
-  [[pipeline.step]]
-  name     = "cover"
-  kind     = "paid"
-  action   = "cover"
-  max_cost = { amount = 250, currency = "USD" }
-`
+var wholePipelines = pipelinetest.Budgeted{Budget: "media-weekly",
+	Then: []pipelinetest.Step{{Name: "cover", Kind: "paid", Action: "cover", MaxCost: 250}}}.TOML()
 
 // An episode is paid for whole, or not at all (issue 24 §3): a backfill of
 // six runs into a week that pays for two reached every video step first;

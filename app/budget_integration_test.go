@@ -11,30 +11,15 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/pipelinetest"
 	"allot/operator"
 	"allot/workflows"
 )
 
 // budgetedPipelines: one paid step (the simulator charges 250 USD cents)
 // under a weekly budget that fits three.
-const budgetedPipelines = `
-[[budget]]
-name     = "weekly-budget"
-pipeline = "budgeted"
-period   = "iso-week"
-limit    = { amount = 750, currency = "USD" }
-alerts   = [0.5]
-
-[[pipeline]]
-name = "budgeted"
-  [[pipeline.step]]
-  name     = "video"
-  kind     = "paid"
-  max_cost = { amount = 250, currency = "USD" }
-  [[pipeline.step]]
-  name = "assemble"
-  kind = "local"
-`
+var budgetedPipelines = pipelinetest.Budgeted{Pipeline: "budgeted", Budget: "weekly-budget", Limit: 750, Alerts: []float64{0.5},
+	Then: []pipelinetest.Step{{Name: "assemble", Kind: "local"}}}.TOML()
 
 // Invariant 20 on a real server: six concurrent runs in one week against a
 // weekly budget that fits three. The vendor is charged three times; three

@@ -1,6 +1,10 @@
-// Package app wires allot's production processes: the configuration, the
-// Temporal connection and the worker. The mains (worker/, starter/) parse
-// flags and call into here; the dev setup (internal/devstack) builds on it.
+// Package app wires allot's production processes: the configuration
+// (Config, from ALLOT_* variables), the Temporal connection (envconfig
+// profiles, TemporalOptions) and the worker (RunWorker). A custom worker
+// is a main that calls RunWorker with a WorkerConfig naming its own Go
+// steps (Steps) and Go vendor adapters (Vendors); see
+// examples/custom-worker. The mains (worker/, starter/) parse flags and
+// call into here; the dev setup (internal/devstack) builds on it.
 //
 // app must stay light: it is linked into the worker and the starter, so it
 // imports neither the embedded Temporal server nor the operator commands nor

@@ -7,27 +7,13 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/pipelinetest"
 )
 
 // budgetShortPipelines: one paid step (250 USD cents) under a weekly
 // budget that fits one.
-const budgetShortPipelines = `
-[[budget]]
-name     = "tight-budget"
-pipeline = "tight"
-period   = "iso-week"
-limit    = { amount = 250, currency = "USD" }
-
-[[pipeline]]
-name = "tight"
-  [[pipeline.step]]
-  name     = "video"
-  kind     = "paid"
-  max_cost = { amount = 250, currency = "USD" }
-  [[pipeline.step]]
-  name = "assemble"
-  kind = "local"
-`
+var budgetShortPipelines = pipelinetest.Budgeted{Pipeline: "tight", Budget: "tight-budget", Limit: 250,
+	Then: []pipelinetest.Step{{Name: "assemble", Kind: "local"}}}.TOML()
 
 // Defect (issue 25): `resolve --retry` on a step parked BudgetExhausted,
 // while the budget is still short, answered `stage waiting_vendor`. The

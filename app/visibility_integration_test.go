@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/pipelinetest"
 	"allot/operator"
 	"allot/workflows"
 )
@@ -63,17 +63,10 @@ func starterCmd(t *testing.T, bin string, c *allottest.Cluster, pipelinesFile st
 	return 0, string(out)
 }
 
+// writeFile writes a pipeline file to a directory of its own.
 func writeFile(t *testing.T, content string) string {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "*.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(content); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	return f.Name()
+	return pipelinetest.Write(t, t.TempDir(), content)
 }
 
 // An unreachable vendor (connection refused) is visible where the operator

@@ -13,26 +13,16 @@ import (
 	"allot"
 	"allot/app"
 	"allot/internal/allottest"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/paidvendor"
 )
 
 // reshapedPipelines is weekly-video under budget video-weekly, counted in
-// CURRENCY per PERIOD.
-const reshapedPipelines = `
-[[budget]]
-name     = "video-weekly"
-pipeline = "weekly-video"
-period   = "PERIOD"
-limit    = { amount = 1000, currency = "CURRENCY" }
-
-[[pipeline]]
-name = "weekly-video"
-  [[pipeline.step]]
-  name     = "video"
-  kind     = "paid"
-  max_cost = { amount = 250, currency = "CURRENCY" }
-`
+// currency per period.
+func reshapedPipelines(currency, period string) string {
+	return pipelinetest.Budgeted{Pipeline: "weekly-video", Currency: currency, Period: period}.TOML()
+}
 
 // Issue 24: a week had spent its 10.00 USD; the budget's currency (or its
 // period) was then changed in the pipeline file, every period showed 0
@@ -63,7 +53,7 @@ func TestWorkerRefusesABudgetReshapedUnderItsSpend(t *testing.T) {
 	start := func(currency, period string) error {
 		t.Helper()
 		file := filepath.Join(dir, currency+"-"+period+".toml")
-		body := strings.NewReplacer("CURRENCY", currency, "PERIOD", period).Replace(reshapedPipelines)
+		body := reshapedPipelines(currency, period)
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"allot"
 	"allot/app"
 	"allot/internal/allottest"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
@@ -75,10 +76,7 @@ name = "weekly"
 func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "outbox.key")
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte(strings.ReplaceAll(vendorPipelines, "KEYFILE", keyFile)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, strings.ReplaceAll(vendorPipelines, "KEYFILE", keyFile))
 	os.Unsetenv("SPARE_TEST_KEY")
 	start := func(vendorURL string, creds paidvendor.CredentialsSource) error {
 		ctx, cancel := allottest.Context(t, 30*time.Second)
@@ -128,10 +126,7 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 // environment.
 func TestWorkerRecordsTheLimitsItEnforces(t *testing.T) {
 	dir := t.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte("[[pipeline]]\nname = \"weekly\"\n  [[pipeline.step]]\n  name = \"cover\"\n  kind = \"paid\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, "[[pipeline]]\nname = \"weekly\"\n  [[pipeline.step]]\n  name = \"cover\"\n  kind = \"paid\"\n")
 	ledgerURL := "sqlite:" + filepath.Join(dir, "allot.db")
 	ctx, cancel := allottest.Context(t, 30*time.Second)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
+	"allot/internal/pipelinetest"
 	"allot/workflows"
 )
 
@@ -45,10 +46,7 @@ func BenchmarkWorkerFootprint(b *testing.B) {
 	bin := buildBinary(b, "allot/worker")
 	st := startTemporal(b, defaultStore())
 	dir := b.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte(benchPipelinesTOML), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(b, dir, benchPipelinesTOML)
 	cmd := exec.Command(bin)
 	cmd.Env = cleanenv.Environ(
 		"TEMPORAL_ADDRESS="+st.Server.FrontendAddress(),

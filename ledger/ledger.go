@@ -1,14 +1,17 @@
 // Package ledger is allot's durable store: episodes (units of work), the
-// allocation keys bound to them, local step records, run outcomes, paid
-// tasks with their cost entries, and operators' decisions.
+// allocation keys bound to them, inputs, local step records, run outcomes,
+// paid tasks with their cost entries, budgets with their reservations,
+// vendors' shared state, imports of old runs, operators' decisions, and
+// the read-only audit (check).
 //
 // It runs on SQLite (one host, the default) or PostgreSQL (several hosts).
 // The SQL is shared; the differences between the two live in dialect.go.
 // Allocation is one transaction under a per-pipeline lock, backed by unique
 // constraints, so that invariants 1-5 of docs/design.md hold even when the
-// scheduler starts the same run twice. Paid tasks (paid.go) keep invariants
-// 7 and 8: intent before the vendor call, one remote reference per task, and
-// cost entries written as absolute values keyed by remote reference.
+// scheduler starts the same run twice. Paid tasks (paid_tasks.go) keep
+// invariants 7 and 8: intent before the vendor call, one remote reference
+// per task, and cost entries written as absolute values keyed by remote
+// reference.
 // Outcomes (outcomes.go) keep invariant 10: each run's and each episode's
 // outcome is stored with its reason and counted per reason by indexed
 // queries.

@@ -887,10 +887,3 @@ func (l *Ledger) planRevisionTx(ctx context.Context, tx *sql.Tx, pipeline, episo
 	}
 	return t, nil
 }
-
-// IsPaidRefusal reports whether err is the ledger refusing a paid-task
-// change (state, owner, reference or a missing task), as opposed to an I/O
-// failure worth retrying.
-func IsPaidRefusal(err error) bool {
-	return errors.Is(err, ErrPaidTaskState) || errors.Is(err, ErrPaidTaskNotFound) || errors.Is(err, ErrRemoteRefConflict)
-}

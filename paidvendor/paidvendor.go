@@ -1,8 +1,14 @@
-// Package paidvendor is the paid-vendor layer: the Client interface the
-// activities use to submit paid work, an HTTP implementation of it
-// (HTTPClient) and the idempotency-key derivation for paid tasks. The JSON
-// API both the client and a vendor speak is in package vendorapi; a
-// simulated vendor for tests and the dev setup is in package paidvendortest.
+// Package paidvendor is the paid-vendor layer: what a vendor adapter
+// implements (Submitter for an effect's downstream, Client for a paid
+// vendor whose tasks run and give a result, built by a Factory or
+// ClientFactory from an API key), allot's HTTP implementation of Client
+// (HTTPClient), an activity adapter over a Client for a vendor's own
+// worker (ActivityAdapter, RegisterActivities, with the request and result
+// shapes every activity adapter speaks), and where API keys come from
+// (CredentialsSource). Idempotency keys are derived by allot.IdempotencyKey;
+// this package only checks their form. The JSON API both the client and a
+// vendor speak is in package vendorapi; a simulated vendor for tests and
+// the dev setup is in package paidvendortest.
 //
 // Rules the package keeps (invariants 7 and 11 of docs/design.md):
 //
@@ -46,9 +52,6 @@ func (s Status) Valid() bool {
 	}
 	return false
 }
-
-// Terminal reports whether s is succeeded or failed.
-func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
 
 // Cost is an amount of money in minor units (cents for USD).
 type Cost struct {

@@ -177,7 +177,7 @@ func FuzzParse(f *testing.F) {
 			v, _ := set.Vendor(n)
 			fl.Vendors = append(fl.Vendors, v)
 		}
-		if d := set.DefaultLimits(); d != (VendorLimits{}) {
+		if d := set.Limits(DefaultVendor); d != (VendorLimits{}) {
 			fl.Vendors = append(fl.Vendors, Vendor{Name: DefaultVendor, VendorLimits: d})
 		}
 		for _, n := range set.Names() {
@@ -394,7 +394,7 @@ func describeSet(t *testing.T, s *Set) string {
 		}
 		fmt.Fprintf(&b, "vendor %s %s\n", data, v.CallTimeout())
 	}
-	fmt.Fprintf(&b, "default vendor %+v\n", s.DefaultLimits())
+	fmt.Fprintf(&b, "default vendor %+v\n", s.Limits(DefaultVendor))
 	for _, n := range s.Names() {
 		p, _ := s.Get(n)
 		fmt.Fprintf(&b, "pipeline %s\n", describePipeline(t, p))

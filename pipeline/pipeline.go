@@ -1,5 +1,9 @@
-// Package pipeline holds the definitions of recurring jobs (pipelines) and the
-// calendar rules that turn a nominal time into a period.
+// Package pipeline reads the pipeline file (TOML; pipelines.toml here is
+// the embedded default and the documented example of every field) into a
+// Set: the recurring jobs (pipelines) with their steps, inputs, schedules
+// and catch-up policies, the vendors their paid and effect steps name with
+// those vendors' controls, and the budgets that cover them. It also holds
+// the calendar rules that turn a nominal time into a period.
 package pipeline
 
 import (

@@ -207,10 +207,6 @@ func (s *Set) Limits(name string) VendorLimits {
 	return s.vendors[name].VendorLimits
 }
 
-// DefaultLimits are the default vendor's controls as the pipeline file
-// gives them ([[vendor]] name = "default").
-func (s *Set) DefaultLimits() VendorLimits { return s.defaultLimits }
-
 // WithDefaultLimits is a copy of the set whose default vendor has the
 // controls env gives (from LimitsFromEnv). A setting given both there and
 // in the file's [[vendor]] named "default" is refused: which one holds

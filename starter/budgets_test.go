@@ -4,40 +4,26 @@ import (
 	"allot"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/operator"
 )
 
-const budgetPipelinesFile = `
-[[budget]]
-name     = "video-weekly"
-pipeline = "weekly"
-period   = "iso-week"
-limit    = { amount = 500, currency = "USD" }
-
-[[pipeline]]
-name = "weekly"
-  [[pipeline.step]]
-  name     = "video"
-  kind     = "paid"
-  max_cost = { amount = 250, currency = "USD" }
-`
+// budgetPipelinesFile: weekly, one paid step (250) under video-weekly, 5.00
+// USD a week.
+var budgetPipelinesFile = pipelinetest.Budgeted{Limit: 500}.TOML()
 
 // starter budget list, show and raise: a raise is refused (exit 1, the
 // type under --json) and writes nothing when malformed; a valid one is
 // recorded with who and why, for its period only.
 func TestBudgetListShowRaise(t *testing.T) {
 	dir := t.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte(budgetPipelinesFile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, budgetPipelinesFile)
 	url := "sqlite:" + filepath.Join(dir, "allot.db")
 	t.Setenv("ALLOT_PIPELINES", pipelines)
 	t.Setenv("ALLOT_LEDGER", url)

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"allot/app"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/operator"
 )
@@ -20,10 +20,7 @@ import (
 // takes, as the run does, instead of the clock.
 func TestRunForecastLooksUpTheKeyTheRunUses(t *testing.T) {
 	dir := t.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte(budgetPipelinesFile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, budgetPipelinesFile)
 	url := "sqlite:" + filepath.Join(dir, "allot.db")
 	ctx := context.Background()
 	led, err := ledger.Open(ctx, url)

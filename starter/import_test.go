@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"allot/artifacts"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/operator"
 	"allot/workflows"
@@ -75,10 +76,7 @@ func failingVendor(t *testing.T) (*httptest.Server, *atomic.Int64) {
 
 func writePipelines(t *testing.T, vendorURL string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "pipelines.toml")
-	if err := os.WriteFile(path, fmt.Appendf(nil, importPipelines, vendorURL), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := pipelinetest.Write(t, t.TempDir(), fmt.Sprintf(importPipelines, vendorURL))
 	return path
 }
 
@@ -384,10 +382,7 @@ func TestDocsShowTheExampleRecord(t *testing.T) {
 func TestImportOverTheCapNeedsConsent(t *testing.T) {
 	vendor, _ := failingVendor(t)
 	capped := strings.Replace(fmt.Sprintf(importPipelines, vendor.URL), "name = \"weekly-video\"\n", "name = \"weekly-video\"\nmax_episodes_per_period = 1\n", 1)
-	pipes := filepath.Join(t.TempDir(), "pipelines.toml")
-	if err := os.WriteFile(pipes, []byte(capped), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipes := pipelinetest.Write(t, t.TempDir(), capped)
 	from := filepath.Join(t.TempDir(), "old.jsonl")
 	if err := os.WriteFile(from, []byte(
 		`{"old_id": "w29-mon", "nominal_time": "2026-07-13T02:00:00Z", "completed_at": "2026-07-14T10:00:00Z"}`+"\n"+
@@ -463,10 +458,7 @@ limit    = { amount = 400, currency = "USD" }
 `
 	budgeted = strings.Replace(budgeted, "  name = \"video\"\n  kind = \"paid\"\n", "  name = \"video\"\n  kind = \"paid\"\n  max_cost = { amount = 250, currency = \"USD\" }\n", 1)
 	budgeted = strings.Replace(budgeted, "  vendor = \"studio\"\n", "  vendor = \"studio\"\n  max_cost = { amount = 40, currency = \"USD\" }\n", 1)
-	pipes := filepath.Join(t.TempDir(), "pipelines.toml")
-	if err := os.WriteFile(pipes, []byte(budgeted), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipes := pipelinetest.Write(t, t.TempDir(), budgeted)
 	from := filepath.Join(t.TempDir(), "old.jsonl")
 	var lines []string
 	for _, id := range []string{"mon", "thu"} {

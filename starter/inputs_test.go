@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 )
 
@@ -36,10 +37,7 @@ name = "plain"
 // refusal writes nothing.
 func TestInputAddListWithdraw(t *testing.T) {
 	dir := t.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte(draftsPipelines), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, draftsPipelines)
 	url := "sqlite:" + filepath.Join(dir, "allot.db")
 	led, err := ledger.Open(context.Background(), url) // created as the worker does
 	if err != nil {

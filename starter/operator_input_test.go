@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"allot"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/operator"
 )
@@ -19,10 +20,7 @@ import (
 func budgetEnv(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte(budgetPipelinesFile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, budgetPipelinesFile)
 	url := "sqlite:" + filepath.Join(dir, "allot.db")
 	t.Setenv("ALLOT_PIPELINES", pipelines)
 	t.Setenv("ALLOT_LEDGER", url)

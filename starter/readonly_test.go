@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot/app"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/workflows"
 )
@@ -297,10 +298,7 @@ func copyFiles(t *testing.T, from, to string, names ...string) {
 // in-process), creates the ledger, and the refused command then works.
 func TestWritingCommandsNeverCreateALedger(t *testing.T) {
 	dir := t.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, fmt.Appendf(nil, importPipelines+draftsPipelines, "http://127.0.0.1:1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, fmt.Sprintf(importPipelines+draftsPipelines, "http://127.0.0.1:1"))
 	t.Setenv("STUDIO_API_KEY", "studio-key")
 	typo := filepath.Join(dir, "typo", "allot.db")
 	noFile := filepath.Join(dir, "allot.db")

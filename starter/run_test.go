@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"allot/internal/pipelinetest"
 )
 
 // An explicit --nominal-time of the zero time is refused as an absurd
@@ -29,10 +30,7 @@ func TestExplicitZeroNominalTimeIsRefused(t *testing.T) {
 // every re-add was a conflict. Another payload is still refused.
 func TestInputAddAgainWithoutReadyAtIsANoOp(t *testing.T) {
 	dir := t.TempDir()
-	pipelines := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipelines, []byte(draftsPipelines), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipelines := pipelinetest.Write(t, dir, draftsPipelines)
 	t.Setenv("ALLOT_PIPELINES", pipelines)
 	t.Setenv("ALLOT_LEDGER", "sqlite:"+filepath.Join(dir, "allot.db"))
 	createLedger(t, "sqlite:"+filepath.Join(dir, "allot.db")) // as the worker does

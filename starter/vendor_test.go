@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"allot"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
@@ -38,10 +39,7 @@ name = "weekly"
 func vendorEnv(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	pipes := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(pipes, []byte(vendorPipelines), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipes := pipelinetest.Write(t, dir, vendorPipelines)
 	t.Setenv("ALLOT_PIPELINES", pipes)
 	t.Setenv("ALLOT_LEDGER", "sqlite:"+filepath.Join(dir, "allot.db"))
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1") // nothing here talks to Temporal

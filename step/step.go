@@ -1,6 +1,6 @@
 // Package step is what every step of an episode is given and gives back,
-// whatever runs it: a Go function registered in a worker (RegisterStep in
-// allot/app), a command (kind "exec", which gets the Input as JSON on stdin
+// whatever runs it: a Go function registered in a worker (WorkerConfig.Steps
+// in allot/app), a command (kind "exec", which gets the Input as JSON on stdin
 // and as ALLOT_* environment variables), or an activity of a worker in any
 // language (kind "activity", which gets the Input as its argument and
 // returns an Output). allot keeps the guarantees around it: the episode

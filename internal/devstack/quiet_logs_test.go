@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/devstack"
+	"allot/internal/pipelinetest"
 	"allot/ledger"
 )
 
@@ -63,10 +63,7 @@ func TestDemoWaitingOnRateAndBudgetLogsNoError(t *testing.T) {
 		t.Skip("starts the embedded server")
 	}
 	dir := t.TempDir()
-	file := filepath.Join(dir, "pipelines.toml")
-	if err := os.WriteFile(file, []byte(waitingDemo), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := pipelinetest.Write(t, dir, waitingDemo)
 	// Debug: the SDK's line for a benign activity error shows the wait
 	// happened; the assertion is on ERROR.
 	logs := &allottest.SyncBuffer{}
