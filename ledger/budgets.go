@@ -463,6 +463,11 @@ type BudgetLimit struct {
 	Limit    int64  `json:"limit"`
 }
 
+// LimitOf is the pipeline file's budget b as the ledger counts it.
+func LimitOf(b pipeline.Budget) BudgetLimit {
+	return BudgetLimit{Budget: b.Name, Currency: b.Limit.Currency, Limit: b.Limit.Amount}
+}
+
 // BudgetPeriod is where one (budget, period) stands.
 type BudgetPeriod struct {
 	Budget   string `json:"budget"`

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"allot"
 )
 
 // Errors callers tell apart with errors.Is. Every error the package returns
@@ -86,6 +88,22 @@ type Episode struct {
 	// AllocatedByRun is the run ID of the ScheduledRun that allocated the
 	// episode ("" before ledger v9, and for imported episodes).
 	AllocatedByRun string `json:"allocated_by_run,omitempty"`
+}
+
+// Settled: the episode completed or was rejected; it runs again only if
+// an operator reopens it.
+func (e Episode) Settled() bool {
+	o := allot.Outcome(e.Outcome)
+	return o == allot.OutcomeCompleted || o == allot.OutcomeRejected || e.Status == EpisodeCompleted
+}
+
+// OutcomeOrStatus is the episode's current outcome, or its status before
+// its workflow reported one.
+func (e Episode) OutcomeOrStatus() string {
+	if e.Outcome == "" {
+		return string(e.Status)
+	}
+	return e.Outcome
 }
 
 // EpisodeID formats "<period>-<sequence>".
