@@ -14,8 +14,8 @@ import (
 	"allot/app"
 	"allot/internal/allottest"
 	"allot/ledger"
-	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 )
 
 // vendorPipelines: "video" (paid) on the http vendor studio, whose key is
@@ -148,7 +148,7 @@ func TestWorkerRecordsTheLimitsItEnforces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer led.Close()
-	enforced, err := operator.ReadEnforcedLimits(ctx, led)
+	enforced, err := report.ReadEnforcedLimits(ctx, led)
 	if err != nil {
 		t.Fatal(err)
 	}

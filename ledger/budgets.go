@@ -793,7 +793,7 @@ const (
 	// longer an intent, or settled without the task's reference.
 	KindReservationStale = "reservation_stale"
 	// KindReservationMissing: an open intent of a step a budget covers
-	// holds no reservation in it (operator.Check, with the pipeline file).
+	// holds no reservation in it (report.Check, with the pipeline file).
 	KindReservationMissing = "reservation_missing"
 	// KindBudgetCostDiffers: a settled entry whose amount is not its
 	// task's recorded cost (or the cost is in another currency).

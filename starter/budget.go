@@ -16,6 +16,7 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -33,7 +34,7 @@ func budgetCommand(ctx context.Context, c *cli, args []string) error {
 	return dispatch(ctx, c, "budget", subs, args)
 }
 
-func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView) {
+func printBudgetPeriods(w io.Writer, name string, ps []report.BudgetPeriodView) {
 	for _, p := range ps {
 		limit := money(p.Limit, p.Currency)
 		if p.Raised {
@@ -49,7 +50,7 @@ func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView
 
 func budgetList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("budget list", false)
-	var in operator.BudgetsInput
+	var in report.BudgetsInput
 	var err error
 	if in.Budget, err = c.parseNamed(fs, args); err != nil {
 		return err
@@ -57,8 +58,8 @@ func budgetList(ctx context.Context, c *cli, args []string) error {
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
 		return err
 	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.BudgetsResult, error) {
-		return operator.Budgets(ctx, led, in)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (report.BudgetsResult, error) {
+		return report.Budgets(ctx, led, in)
 	})
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ func budgetList(ctx context.Context, c *cli, args []string) error {
 
 func budgetShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("budget show", false)
-	var in operator.BudgetShowInput
+	var in report.BudgetShowInput
 	fs.StringVar(&in.Period, "period", "", "the budget's period: 2026-08-07, 2026-W32 or 2026-08 by its kind (required)")
 	var err error
 	if in.Budget, err = c.parseNamed(fs, args); err != nil {
@@ -90,8 +91,8 @@ func budgetShow(ctx context.Context, c *cli, args []string) error {
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
 		return err
 	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.BudgetShowResult, error) {
-		return operator.BudgetShow(ctx, led, in)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (report.BudgetShowResult, error) {
+		return report.BudgetShow(ctx, led, in)
 	})
 	if err != nil {
 		return err
@@ -174,7 +175,7 @@ func budgetSetLimit(ctx context.Context, c *cli, args []string) error {
 			fmt.Fprintf(w, "%s\tbudget %s period %s from %s to %s, by %s: %s\n", res.Raise.Change, res.Raise.Budget, res.Raise.Period, money(res.Raise.Previous, res.Raise.Currency), money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
 		}
 		fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
-		printBudgetPeriods(w, res.Raise.Budget, []operator.BudgetPeriodView{res.Period})
+		printBudgetPeriods(w, res.Raise.Budget, []report.BudgetPeriodView{res.Period})
 		for _, id := range res.Nudged {
 			fmt.Fprintf(w, "nudged\t%s (it asks its budgets now)\n", id)
 		}
@@ -278,12 +279,12 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 }
 
 // printBudgetSpend writes the spend against each budget (stats, costs).
-func printBudgetSpend(w io.Writer, ps []operator.BudgetPeriodView) {
+func printBudgetSpend(w io.Writer, ps []report.BudgetPeriodView) {
 	if len(ps) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nBUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
 	for _, p := range ps {
-		printBudgetPeriods(w, p.Budget, []operator.BudgetPeriodView{p})
+		printBudgetPeriods(w, p.Budget, []report.BudgetPeriodView{p})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -54,7 +55,7 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 	if cl != nil {
 		defer cl.Close()
 	}
-	res, err := operator.Show(ctx, led, cl, pipelineName, episodeID)
+	res, err := report.Show(ctx, led, cl, pipelineName, episodeID)
 	if err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 }
 
 // printShow writes `episode show` for people.
-func printShow(w io.Writer, res operator.ShowResult) {
+func printShow(w io.Writer, res report.ShowResult) {
 	e := res.Episode
 	fmt.Fprintf(w, "episode\t%s/%s (period %s, sequence %d)\n", e.Pipeline, e.ID, e.Period, e.Sequence)
 	fmt.Fprintf(w, "status\t%s\n", e.Status)
@@ -339,7 +340,7 @@ func episodeResume(ctx context.Context, c *cli, args []string) error {
 
 func costsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("costs", false)
-	var in operator.CostsInput
+	var in report.CostsInput
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 	fs.StringVar(&in.Period, "period", "", "only this period, e.g. 2026-W32")
 	if err := c.parse(fs, args); err != nil {
@@ -352,8 +353,8 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
 		return err
 	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.CostsResult, error) {
-		return operator.Costs(ctx, led, in)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (report.CostsResult, error) {
+		return report.Costs(ctx, led, in)
 	})
 	if err != nil {
 		return err
@@ -390,7 +391,7 @@ func dash(s string) string {
 func statsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("stats", false)
 	var (
-		in    operator.StatsInput
+		in    report.StatsInput
 		since string
 	)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
@@ -412,8 +413,8 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipelines, err = c.cfg.LoadPipelines(); err != nil {
 		return err
 	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (operator.StatsResult, error) {
-		return operator.Stats(ctx, led, in)
+	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (report.StatsResult, error) {
+		return report.Stats(ctx, led, in)
 	})
 	if err != nil {
 		return err

@@ -12,8 +12,8 @@ import (
 
 	"allot"
 	"allot/app"
+	"allot/importer"
 	"allot/ledger"
-	"allot/operator"
 )
 
 // importCommand: starter import --pipeline P --from PATH [--dry-run]
@@ -21,7 +21,7 @@ import (
 // contacts a vendor.
 func importCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("import", false)
-	var in operator.ImportInput
+	var in importer.ImportInput
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline the old runs become episodes of (required)")
 	fs.StringVar(&in.From, "from", "", "a JSON Lines file of old runs, or a folder with one folder per old ID holding a state.json (required)")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "check everything and say what would be imported; write nothing")
@@ -53,12 +53,12 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 	if _, err := pipelines.Get(in.Pipeline); err != nil {
 		return err
 	}
-	var res operator.ImportResult
+	var res importer.ImportResult
 	if in.DryRun {
 		// A dry run writes nothing, not even a migration or a file
 		// beside the ledger.
-		res, err = readLedger(ctx, c, func(led *ledger.Ledger) (operator.ImportResult, error) {
-			return operator.Import(ctx, led, pipelines, in)
+		res, err = readLedger(ctx, c, func(led *ledger.Ledger) (importer.ImportResult, error) {
+			return importer.Import(ctx, led, pipelines, in)
 		})
 	} else {
 		var led *ledger.Ledger
@@ -66,7 +66,7 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 		defer led.Close()
-		res, err = operator.Import(ctx, led, pipelines, in)
+		res, err = importer.Import(ctx, led, pipelines, in)
 	}
 	var conflicts *ledger.ImportConflictError
 	if err != nil && !errors.As(err, &conflicts) {

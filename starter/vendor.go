@@ -12,6 +12,7 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/operator"
+	"allot/report"
 )
 
 // vendorCommand dispatches `starter vendor <subcommand>`: the vendors'
@@ -127,7 +128,7 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 		defer led.Close()
 	}
 	if *history {
-		h, err := operator.VendorPauseHistory(ctx, led, "")
+		h, err := report.VendorPauseHistory(ctx, led, "")
 		if err != nil {
 			return err
 		}
@@ -143,7 +144,7 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 		})
 		return nil
 	}
-	vs, err := operator.ListVendors(ctx, led, pipelines)
+	vs, err := report.ListVendors(ctx, led, pipelines)
 	if err != nil {
 		return err
 	}

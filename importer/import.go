@@ -1,4 +1,7 @@
-package operator
+// Package importer brings the runs of the old system into the ledger
+// (starter import): it reads the legacy records, plans each as an episode
+// of a pipeline, copies their files, and imports them in one transaction.
+package importer
 
 import (
 	"context"
@@ -9,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/artifacts"
@@ -132,8 +137,10 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	if in.From == "" {
 		return res, errors.New("import needs the source: a JSON Lines file or a folder of old IDs")
 	}
-	if err := checkTexts("--over-budget", in.OverBudget, "--by", in.By); err != nil {
-		return res, err
+	for _, t := range [][2]string{{"--over-budget", in.OverBudget}, {"--by", in.By}} {
+		if err := allot.CheckText(t[0], t[1]); err != nil {
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), allot.InvalidInput, nil)
+		}
 	}
 	from, err := filepath.Abs(in.From)
 	if err != nil {
@@ -321,7 +328,7 @@ func countInBudgets(set *pipeline.Set, p *pipeline.Pipeline, pr *plannedRecord) 
 					pr.src.origin, t.RemoteRef, allot.Money{Amount: t.Amount, Currency: t.Currency}, st.Name, b.Name, b.Limit.Currency, b.Limit.Currency))
 				continue
 			}
-			t.Budgets = append(t.Budgets, ledger.ImportBudget{BudgetLimit: limitOf(b), Period: b.PeriodOf(pr.rec.NominalTime)})
+			t.Budgets = append(t.Budgets, ledger.ImportBudget{BudgetLimit: ledger.LimitOf(b), Period: b.PeriodOf(pr.rec.NominalTime)})
 		}
 	}
 	return out
