@@ -13,6 +13,7 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/pipelinetest"
 	"allot/operator"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -119,9 +120,9 @@ func TestBudgetAdmitsWhatFitsAndResumesAfterARaise(t *testing.T) {
 	}
 
 	// list shows the week full with three parked on it.
-	var list operator.BudgetsResult
+	var list report.BudgetsResult
 	starter.JSON(t, &list, "budget", "list", "weekly-budget")
-	var w32 *operator.BudgetPeriodView
+	var w32 *report.BudgetPeriodView
 	for i, p := range list.Budgets[0].Periods {
 		if p.Period == "2026-W32" {
 			w32 = &list.Budgets[0].Periods[i]
@@ -183,14 +184,14 @@ func TestBudgetAdmitsWhatFitsAndResumesAfterARaise(t *testing.T) {
 	if n := c.Vendor.Sim.ChargeCount(); n != 6 {
 		t.Fatalf("%d charges after the raise, want 6", n)
 	}
-	var show operator.BudgetShowResult
+	var show report.BudgetShowResult
 	starter.JSON(t, &show, "budget", "show", "weekly-budget", "--period", "2026-W32")
 	if p := show.Budget.Periods[0]; p.Settled != 1500 || p.Reserved != 0 || p.Limit != 1500 || len(show.Tasks) != 6 || len(show.Raises) != 2 {
 		t.Fatalf("budget show: %+v, %d tasks, raises %+v", p, len(show.Tasks), show.Raises)
 	}
 	// The other weeks keep their limit.
 	out := starter.Out(t, "budget", "show", "weekly-budget", "--period", "2026-W33", "--json")
-	var w33 operator.BudgetShowResult
+	var w33 report.BudgetShowResult
 	if err := json.Unmarshal(out, &w33); err != nil || w33.Budget.Periods[0].Limit != 750 {
 		t.Fatalf("2026-W33 after raising 2026-W32: %s", out)
 	}

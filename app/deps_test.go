@@ -9,16 +9,16 @@ import (
 // TestProductionBinariesLinkNoTemporalServer keeps the worker and the
 // starter small: neither may link the Temporal server (about 300 packages
 // and most of a 200 MB binary), the embedded dev stack, the operator
-// commands (worker) or the simulated vendor. They are clients of a Temporal
+// commands, reports and import (worker) or the simulated vendor. They are clients of a Temporal
 // cluster; the server is embedded only by devserver/ and tests.
 func TestProductionBinariesLinkNoTemporalServer(t *testing.T) {
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string // package paths, or prefixes ending in "/"
 	}{
-		{"allot/worker", []string{"go.temporal.io/server/", "allot/temporalserver", "allot/internal/", "allot/operator", "allot/paidvendor/paidvendortest"}},
+		{"allot/worker", []string{"go.temporal.io/server/", "allot/temporalserver", "allot/internal/", "allot/operator", "allot/report", "allot/importer", "allot/paidvendor/paidvendortest"}},
 		{"allot/starter", []string{"go.temporal.io/server/", "allot/temporalserver", "allot/internal/", "allot/paidvendor/paidvendortest"}},
-		{"allot/app", []string{"go.temporal.io/server/", "allot/temporalserver", "allot/internal/", "allot/operator", "allot/paidvendor/paidvendortest"}},
+		{"allot/app", []string{"go.temporal.io/server/", "allot/temporalserver", "allot/internal/", "allot/operator", "allot/report", "allot/importer", "allot/paidvendor/paidvendortest"}},
 	} {
 		pkg := tc.pkg
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()

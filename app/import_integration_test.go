@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"allot"
+	"allot/importer"
 	"allot/internal/allottest"
 	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 )
 
 // TestImportedTimeIsReusedAndPaysNothing is the reproduction of issue 15:
@@ -32,7 +34,7 @@ func TestImportedTimeIsReusedAndPaysNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := starterCmd(t, bin, c, pipelinesFile, "import", "--pipeline", "weekly-paid", "--from", from, "--in-place", "--json")
-	var imp operator.ImportResult
+	var imp importer.ImportResult
 	if code != 0 || json.Unmarshal([]byte(out), &imp) != nil || len(imp.Imported) != 1 || !imp.Imported[0].Scheduled {
 		t.Fatalf("starter import: exit %d\n%s", code, out)
 	}
@@ -65,7 +67,7 @@ func TestImportedTimeIsReusedAndPaysNothing(t *testing.T) {
 	if eps := c.Episodes("weekly-paid"); len(eps) != 1 {
 		t.Fatalf("episodes after the run: %+v, want only the imported one", eps)
 	}
-	costs, err := operator.Costs(ctx, c.Ledger, operator.CostsInput{Pipeline: "weekly-paid"})
+	costs, err := report.Costs(ctx, c.Ledger, report.CostsInput{Pipeline: "weekly-paid"})
 	if err != nil || costs.Totals["USD"] != 290 {
 		t.Fatalf("costs after the run: %+v, %v; want the imported 2.90 USD only", costs, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"allot/internal/allottest"
 	"allot/ledger"
 	"allot/operator"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -80,15 +81,15 @@ func TestCheckFindsEpisodesWithoutTheirWorkflow(t *testing.T) {
 
 	check := func() map[string]ledger.Violation {
 		t.Helper()
-		res, err := operator.Audit(ctx, c.Ledger, operator.CheckInput{
-			Now: time.Now().Add(time.Hour), Workflows: &operator.WorkflowCheckInput{Client: c.Client, LedgerID: c.Ledger.ID()},
+		res, err := report.Audit(ctx, c.Ledger, report.CheckInput{
+			Now: time.Now().Add(time.Hour), Workflows: &report.WorkflowCheckInput{Client: c.Client, LedgerID: c.Ledger.ID()},
 		})
 		if err != nil || !res.WorkflowsChecked {
 			t.Fatalf("check: %+v, %v", res, err)
 		}
 		found := map[string]ledger.Violation{}
 		for _, v := range res.Violations {
-			if v.Kind == operator.KindWorkflowMissing || v.Kind == operator.KindWorkflowForeign || v.Kind == operator.KindWorkflowEnded {
+			if v.Kind == report.KindWorkflowMissing || v.Kind == report.KindWorkflowForeign || v.Kind == report.KindWorkflowEnded {
 				found[v.Pipeline+"/"+v.Episode] = v
 			}
 		}
@@ -96,8 +97,8 @@ func TestCheckFindsEpisodesWithoutTheirWorkflow(t *testing.T) {
 	}
 	found := check()
 	missing, foreign := found["capped/"+orphan], found["weekly-video/"+foreignID]
-	if len(found) != 2 || missing.Kind != operator.KindWorkflowMissing || foreign.Kind != operator.KindWorkflowForeign {
-		t.Fatalf("check found %+v; want %s for capped/%s and %s for weekly-video/%s", found, operator.KindWorkflowMissing, orphan, operator.KindWorkflowForeign, foreignID)
+	if len(found) != 2 || missing.Kind != report.KindWorkflowMissing || foreign.Kind != report.KindWorkflowForeign {
+		t.Fatalf("check found %+v; want %s for capped/%s and %s for weekly-video/%s", found, report.KindWorkflowMissing, orphan, report.KindWorkflowForeign, foreignID)
 	}
 
 	starter := newStarterEnv(t, c)

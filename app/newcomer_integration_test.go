@@ -21,6 +21,7 @@ import (
 	"allot/internal/cleanenv"
 	"allot/ledger"
 	"allot/operator"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -98,7 +99,7 @@ func TestShowSaysWhenNoWorkerPollsTheEpisode(t *testing.T) {
 	if _, err := lonely.Resume(ctx, "capped", alloc.Episode.ID); err != nil {
 		t.Fatal(err)
 	}
-	show, err := operator.Show(ctx, c.Ledger, c.Client, "capped", alloc.Episode.ID)
+	show, err := report.Show(ctx, c.Ledger, c.Client, "capped", alloc.Episode.ID)
 	if err != nil || show.Workflow == nil || show.Workflow.NoWorker == nil || show.Workflow.NoWorker.TaskQueue != queue {
 		t.Fatalf("show of an episode on a queue nobody polls: %+v, %v", show.Workflow, err)
 	}
@@ -111,9 +112,9 @@ func TestShowSaysWhenNoWorkerPollsTheEpisode(t *testing.T) {
 	}
 
 	// A run waiting on that queue says so once NoWorkerAfter has passed.
-	said := make(chan operator.NoWorker, 1)
+	said := make(chan report.NoWorker, 1)
 	runs := &operator.Runs{Client: c.Client, Pipelines: c.Pipelines, TaskQueue: queue, LedgerID: c.Ledger.ID(),
-		Namespace: c.Namespace, NoWorkerAfter: 100 * time.Millisecond, OnNoWorker: func(nw operator.NoWorker) { said <- nw }}
+		Namespace: c.Namespace, NoWorkerAfter: 100 * time.Millisecond, OnNoWorker: func(nw report.NoWorker) { said <- nw }}
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	waited := make(chan error, 1)
 	go func() {
@@ -122,7 +123,7 @@ func TestShowSaysWhenNoWorkerPollsTheEpisode(t *testing.T) {
 	}()
 	select {
 	case nw := <-said:
-		if nw != (operator.NoWorker{TaskQueue: queue, Namespace: c.Namespace}) {
+		if nw != (report.NoWorker{TaskQueue: queue, Namespace: c.Namespace}) {
 			t.Fatalf("the run waiting on %s said %+v", queue, nw)
 		}
 	case err := <-waited:
@@ -137,7 +138,7 @@ func TestShowSaysWhenNoWorkerPollsTheEpisode(t *testing.T) {
 
 	served := c.Allocate("weekly-video", monday())
 	c.WaitEpisode("weekly-video", served)
-	if show, err := operator.Show(ctx, c.Ledger, c.Client, "weekly-video", served); err != nil || show.Workflow == nil || show.Workflow.NoWorker != nil {
+	if show, err := report.Show(ctx, c.Ledger, c.Client, "weekly-video", served); err != nil || show.Workflow == nil || show.Workflow.NoWorker != nil {
 		t.Fatalf("show of a served episode: %+v, %v", show.Workflow, err)
 	}
 }
@@ -153,7 +154,7 @@ func TestApprovalGateCommandsAndAfter(t *testing.T) {
 	next := map[string][]string{}
 	for _, ep := range []string{approved, rejected} {
 		c.WaitStage("weekly-paid", ep, allot.StageWaitingApproval)
-		show, err := operator.Show(c.Ctx(), c.Ledger, c.Client, "weekly-paid", ep)
+		show, err := report.Show(c.Ctx(), c.Ledger, c.Client, "weekly-paid", ep)
 		if err != nil || len(show.Next) != 2 {
 			t.Fatalf("show at the gate: next %q, %v", show.Next, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -42,7 +43,7 @@ func TestPaidEpisodeWithApprovalChargesOncePerStep(t *testing.T) {
 	if n := c.Vendor.Sim.ChargeCount(); n != 2 {
 		t.Fatalf("vendor charged %d times, want 2 (video, cover)", n)
 	}
-	show, err := operator.Show(context.Background(), c.Ledger, c.Client, "weekly-paid", ep)
+	show, err := report.Show(context.Background(), c.Ledger, c.Client, "weekly-paid", ep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestPaidEpisodeWithApprovalChargesOncePerStep(t *testing.T) {
 			t.Fatalf("manifest lacks %s's sha256: %s", task.Step, manifest)
 		}
 	}
-	costs, err := operator.Costs(context.Background(), c.Ledger, operator.CostsInput{Pipeline: "weekly-paid", Period: "2026-W32"})
+	costs, err := report.Costs(context.Background(), c.Ledger, report.CostsInput{Pipeline: "weekly-paid", Period: "2026-W32"})
 	if err != nil || len(costs.Lines) != 2 || costs.Totals["USD"] != 500 {
 		t.Fatalf("costs = %+v, %v", costs, err)
 	}

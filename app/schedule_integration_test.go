@@ -14,6 +14,7 @@ import (
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -128,7 +129,7 @@ func TestScheduleWithJitterAndBackfillShareKeysWithTheLedger(t *testing.T) {
 			t.Fatalf("backfilled key %s has no episode", k)
 		}
 	}
-	stats, err := operator.Stats(context.Background(), c.Ledger, operator.StatsInput{Pipeline: "weekly-video"})
+	stats, err := report.Stats(context.Background(), c.Ledger, report.StatsInput{Pipeline: "weekly-video"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -87,7 +88,7 @@ func TestPausedVendorGetsNothingThenEpisodesCompleteAfterResume(t *testing.T) {
 	if final := c.WaitEpisode("weekly-video", free); final.Stage != allot.StageCompleted {
 		t.Fatalf("a free episode while the vendor is paused: %+v", final)
 	}
-	stats, err := operator.Stats(ctx, c.Ledger, operator.StatsInput{Pipeline: "auto-paid", Pipelines: c.Pipelines})
+	stats, err := report.Stats(ctx, c.Ledger, report.StatsInput{Pipeline: "auto-paid", Pipelines: c.Pipelines})
 	if err != nil {
 		t.Fatal(err)
 	}

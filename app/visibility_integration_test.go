@@ -20,7 +20,7 @@ import (
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/pipelinetest"
-	"allot/operator"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -88,14 +88,14 @@ func TestUnreachableVendorShowsAsRetryingThenStalled(t *testing.T) {
 
 	// While Temporal retries the activity, the pending activity shows the
 	// attempts and the last failure.
-	var pending operator.PendingActivity
+	var pending report.PendingActivity
 	deadline := allottest.Deadline(t, 60*time.Second)
 	for pending.Attempt < 2 || !strings.Contains(pending.LastFailure, "connection refused") {
 		if time.Now().After(deadline) {
 			t.Fatalf("episode show never showed a failing pending activity; last %+v", pending)
 		}
 		time.Sleep(100 * time.Millisecond)
-		show, err := operator.Show(ctx, c.Ledger, c.Client, "stuck-paid", ep)
+		show, err := report.Show(ctx, c.Ledger, c.Client, "stuck-paid", ep)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestUnreachableVendorShowsAsRetryingThenStalled(t *testing.T) {
 	// The ledger hears of it right after the state query does.
 	deadline = allottest.Deadline(t, 30*time.Second)
 	for {
-		show, err := operator.Show(ctx, c.Ledger, c.Client, "stuck-paid", ep)
+		show, err := report.Show(ctx, c.Ledger, c.Client, "stuck-paid", ep)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestUnreachableVendorShowsAsRetryingThenStalled(t *testing.T) {
 	}
 
 	// Retrying for more than stall_after (2 s): stalled in stats.
-	stats, err := operator.Stats(ctx, c.Ledger, operator.StatsInput{Pipeline: "stuck-paid", Pipelines: c.Pipelines})
+	stats, err := report.Stats(ctx, c.Ledger, report.StatsInput{Pipeline: "stuck-paid", Pipelines: c.Pipelines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,11 +242,11 @@ func TestRunsListsEveryExecutionPageByPage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var res operator.RunsResult
+	var res report.RunsResult
 	deadline := allottest.Deadline(t, 2*time.Minute)
 	for {
 		var err error
-		res, err = operator.ListRuns(ctx, c.Client, operator.RunsInput{Pipeline: "weekly-video", PageSize: 100})
+		res, err = report.ListRuns(ctx, c.Client, report.RunsInput{Pipeline: "weekly-video", PageSize: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +272,7 @@ func TestRunsListsEveryExecutionPageByPage(t *testing.T) {
 	bin := allottest.BuildBinary(t, "allot/starter")
 	pipelinesFile := allottest.WritePipelines(t, t.TempDir())
 	code, out := starterCmd(t, bin, c, pipelinesFile, "runs", "--pipeline", "weekly-video", "--status", "completed", "--json")
-	var done operator.RunsResult
+	var done report.RunsResult
 	if code != 0 || json.Unmarshal([]byte(out), &done) != nil {
 		t.Fatalf("starter runs --status completed: exit %d\n%s", code, out)
 	}
@@ -285,7 +285,7 @@ func TestRunsListsEveryExecutionPageByPage(t *testing.T) {
 		}
 	}
 	code, out = starterCmd(t, bin, c, pipelinesFile, "runs", "--pipeline", "weekly-video", "--json", "--since", monday().Add(-time.Hour).Format(time.RFC3339))
-	var all operator.RunsResult
+	var all report.RunsResult
 	if code != 0 || json.Unmarshal([]byte(out), &all) != nil || len(all.Executions) != n+2 {
 		t.Fatalf("starter runs: exit %d, %d executions\n%.500s", code, len(all.Executions), out)
 	}

@@ -15,8 +15,8 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/pipelinetest"
 	"allot/ledger"
-	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 )
 
 // vendorPipelines: "video" (paid) on the http vendor studio, whose key is
@@ -143,7 +143,7 @@ func TestWorkerRecordsTheLimitsItEnforces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer led.Close()
-	enforced, err := operator.ReadEnforcedLimits(ctx, led)
+	enforced, err := report.ReadEnforcedLimits(ctx, led)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 // Conformance tests for Audit (registered in runConformance): a ledger
 // built through the API is clean, and each kind of violation planted in it
 // (raw SQL around the API) is reported, alone, naming its subject. The
-// checks on files and on a vendor's bill are operator.Check's
-// (operator/check_test.go).
+// checks on files and on a vendor's bill are report.Check's
+// (report/check_test.go).
 
 // auditLater is when the planted ledgers are audited: everything written
 // now is older than the stale threshold by then.

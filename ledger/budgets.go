@@ -451,6 +451,11 @@ type BudgetLimit struct {
 	Limit    int64  `json:"limit"`
 }
 
+// LimitOf is the pipeline file's budget b as the ledger counts it.
+func LimitOf(b pipeline.Budget) BudgetLimit {
+	return BudgetLimit{Budget: b.Name, Currency: b.Limit.Currency, Limit: b.Limit.Amount}
+}
+
 // BudgetPeriod is where one (budget, period) stands.
 type BudgetPeriod struct {
 	Budget   string `json:"budget"`
@@ -777,7 +782,7 @@ const (
 	// longer an intent, or settled without the task's reference.
 	KindReservationStale = "reservation_stale"
 	// KindReservationMissing: an open intent of a step a budget covers
-	// holds no reservation in it (operator.Check, with the pipeline file).
+	// holds no reservation in it (report.Check, with the pipeline file).
 	KindReservationMissing = "reservation_missing"
 	// KindBudgetCostDiffers: a settled entry whose amount is not its
 	// task's recorded cost (or the cost is in another currency).

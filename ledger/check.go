@@ -40,8 +40,8 @@ const (
 	KindCostOutOfRange    = "cost_out_of_range"   // a cost entry above allot.MaxAmount, or totals that overflow
 	KindImportKey         = "import_key"          // an imported episode whose key is not its time's scheduled key (or, not scheduled, <pipeline>/legacy/<old id>)
 	KindImportMetadata    = "import_metadata"     // a legacy-keyed episode without import metadata or runs
-	KindArtifactMissing   = "artifact_missing"    // a file the ledger names that cannot be read (operator.Check)
-	KindArtifactMismatch  = "artifact_mismatch"   // a file whose sha256 is not the ledger's (operator.Check)
+	KindArtifactMissing   = "artifact_missing"    // a file the ledger names that cannot be read (report.Check)
+	KindArtifactMismatch  = "artifact_mismatch"   // a file whose sha256 is not the ledger's (report.Check)
 	KindChargeUnrecorded  = "charge_unrecorded"   // a vendor charge the ledger has no cost for (check --vendor)
 	KindCostUncharged     = "cost_uncharged"      // a ledger cost the vendor did not charge (check --vendor)
 	KindAmountDiffers     = "amount_differs"      // a cost whose amount or currency is not the vendor's (check --vendor)

@@ -14,7 +14,7 @@ import (
 
 // Conformance tests for Import (registered in runConformance, so both
 // drivers run them). Records are built by hand here; the legacy format and
-// the files are operator.Import's (operator/import_test.go).
+// the files are importer.Import's (importer/import_test.go).
 
 // importPlan is the plan imported episodes pin: two paid steps, a local
 // one, an approval and an effect.
@@ -26,7 +26,7 @@ func importKeyFor(pipeline, episodeID, step string, revision int) string {
 	return fmt.Sprintf("derived/%s/%s/%s/%d", pipeline, episodeID, step, revision)
 }
 
-// importRecord is one old run as operator.Import would build it: video at
+// importRecord is one old run as importer.Import would build it: video at
 // the given revisions and cover at revision 0 succeeded (each with a cost),
 // assemble completed with one output, approve approved, publish done.
 func importRecord(pipeline, oldID string, nominal time.Time, videoRevisions ...int) ImportRecord {

@@ -97,6 +97,22 @@ type Episode struct {
 	AllocatedByRun string `json:"allocated_by_run,omitempty"`
 }
 
+// Settled: the episode completed or was rejected; it runs again only if
+// an operator reopens it.
+func (e Episode) Settled() bool {
+	o := allot.Outcome(e.Outcome)
+	return o == allot.OutcomeCompleted || o == allot.OutcomeRejected || e.Status == EpisodeCompleted
+}
+
+// OutcomeOrStatus is the episode's current outcome, or its status before
+// its workflow reported one.
+func (e Episode) OutcomeOrStatus() string {
+	if e.Outcome == "" {
+		return string(e.Status)
+	}
+	return e.Outcome
+}
+
 // EpisodeID formats "<period>-<sequence>".
 func EpisodeID(period string, sequence int) string {
 	return period + "-" + strconv.Itoa(sequence)

@@ -2,12 +2,10 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -313,12 +311,12 @@ func (o *EpisodeCommands) refuseReassembleWithoutRun(ctx context.Context, pipeli
 		return err
 	}
 	next := fmt.Sprintf("it has no workflow running: resume it with `%s`", allot.ResumeCommand(pipelineName, ep.ID))
-	if settled(ep) {
+	if ep.Settled() {
 		var reworks []string
 		for _, st := range p.PaidStepNames() {
 			reworks = append(reworks, "`"+allot.ReworkCommand(pipelineName, ep.ID, st)+"`")
 		}
-		next = fmt.Sprintf("it is %s: a rework reopens it (%s)", outcomeOf(ep), strings.Join(reworks, ", "))
+		next = fmt.Sprintf("it is %s: a rework reopens it (%s)", ep.OutcomeOrStatus(), strings.Join(reworks, ", "))
 	}
 	return allot.Errorf(allot.NotReady, "episode %s of %s: %v; %s, and `%s` shows how it stands", ep.ID, pipelineName, refusal, next, allot.ShowCommand(pipelineName, ep.ID))
 }
@@ -334,245 +332,6 @@ func checkStep(p *pipeline.Pipeline, in CommandInput) error {
 		return allot.Errorf(allot.StepNotFound, "pipeline %s has no paid step %q: its paid steps are %v", p.Name, in.Request.Step, p.PaidStepNames())
 	}
 	return nil
-}
-
-// ShowResult is everything the ledger knows about one episode, and what
-// its workflow is doing.
-type ShowResult struct {
-	Episode   EpisodeView               `json:"episode"`
-	Steps     []ledger.StepRecord       `json:"steps"`
-	PaidTasks []ledger.PaidTask         `json:"paid_tasks"`
-	Costs     []ledger.CostEntry        `json:"costs"`
-	Totals    map[string]int64          `json:"totals"` // by currency, minor units
-	Decisions []ledger.OperatorDecision `json:"decisions"`
-	Workflow  *WorkflowStatus           `json:"workflow,omitempty"`
-	// StepKinds are the kinds of the steps of the episode's pinned plan
-	// (paid tasks are paid or effect steps' tasks).
-	StepKinds map[string]allot.StepKind `json:"step_kinds,omitempty"`
-	// Next are the commands that move a waiting episode on: at the
-	// approval gate, its approve and reject (a parked episode's are its
-	// attention's remedies).
-	Next []string `json:"next,omitempty"`
-	// VendorNow is the state now of the vendor a step waits for (the
-	// workflow's recorded wait is as of when it was recorded).
-	VendorNow *VendorNow `json:"vendor_now,omitempty"`
-}
-
-// WorkflowStatus is the Episode workflow's status and, while it runs, its
-// state and the activities it waits for.
-type WorkflowStatus struct {
-	WorkflowID string                  `json:"workflow_id"`
-	RunID      string                  `json:"run_id"`
-	Status     string                  `json:"status"`
-	State      *workflows.EpisodeState `json:"state,omitempty"`
-	// NoWorker is set when the workflow has a workflow task that no
-	// worker has picked up and no worker polls its task queue.
-	NoWorker *NoWorker `json:"no_worker,omitempty"`
-	// PendingActivities are what Temporal knows of the activities the
-	// workflow waits for: a step that keeps failing shows its attempt count
-	// and last failure here from its second attempt on, before the
-	// workflow itself reports it as retrying.
-	PendingActivities []PendingActivity `json:"pending_activities,omitempty"`
-}
-
-// PendingActivity is one activity an Episode waits for, as Temporal's
-// DescribeWorkflowExecution reports it.
-type PendingActivity struct {
-	ActivityType string `json:"activity_type"`
-	State        string `json:"state"` // scheduled, started, cancel_requested
-	Attempt      int32  `json:"attempt"`
-	// LastFailure is the last attempt's error ("" before any failed);
-	// LastFailureType its application error type, if any.
-	LastFailure     string    `json:"last_failure,omitempty"`
-	LastFailureType string    `json:"last_failure_type,omitempty"`
-	LastStarted     time.Time `json:"last_started,omitzero"`
-	NextAttempt     time.Time `json:"next_attempt,omitzero"`
-}
-
-// Show reads one episode from the ledger, and its workflow from Temporal
-// when a client is given.
-func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName, episodeID string) (ShowResult, error) {
-	if err := pipeline.ValidateName(pipelineName); err != nil {
-		return ShowResult{}, err
-	}
-	if episodeID == "" {
-		return ShowResult{}, allot.Errorf(allot.InvalidInput, "--episode is required")
-	}
-	ep, err := led.Episode(ctx, pipelineName, episodeID)
-	if err != nil {
-		return ShowResult{}, err
-	}
-	out := ShowResult{Episode: ViewEpisode(ep), Totals: map[string]int64{}}
-	if out.Steps, err = led.Steps(ctx, pipelineName, episodeID); err != nil {
-		return ShowResult{}, err
-	}
-	if out.PaidTasks, err = led.PaidTasks(ctx, pipelineName, episodeID); err != nil {
-		return ShowResult{}, err
-	}
-	if out.Decisions, err = led.Decisions(ctx, pipelineName, episodeID); err != nil {
-		return ShowResult{}, err
-	}
-	costs, err := led.Costs(ctx, pipelineName, ep.Period)
-	if err != nil {
-		return ShowResult{}, err
-	}
-	for _, c := range costs {
-		if c.EpisodeID == episodeID {
-			out.Costs = append(out.Costs, c)
-			if err := allot.AddTo(out.Totals, allot.Money{Amount: c.Amount, Currency: c.Currency}); err != nil {
-				return ShowResult{}, fmt.Errorf("episode %s of %s: %w: a cost entry is absurd; run starter check --pipeline %s", episodeID, pipelineName, err, pipelineName)
-			}
-		}
-	}
-	if plan, err := led.EpisodePlan(ctx, pipelineName, episodeID); err == nil && plan != "" {
-		var steps []pipeline.Step
-		if json.Unmarshal([]byte(plan), &steps) == nil {
-			out.StepKinds = map[string]allot.StepKind{}
-			for _, s := range steps {
-				out.StepKinds[s.Name] = s.Kind
-			}
-		}
-	}
-	if c != nil {
-		if out.Workflow, err = episodeWorkflow(ctx, c, pipelineName, episodeID); err != nil {
-			return ShowResult{}, err
-		}
-		if w := out.Workflow; w != nil && w.State != nil && w.State.Stage == allot.StageWaitingApproval {
-			out.Next = ApprovalCommands(pipelineName, episodeID)
-		}
-		if w := out.Workflow; w != nil && w.State != nil && w.State.Waiting != nil {
-			if out.VendorNow, err = vendorNow(ctx, led, w.State.Waiting.Vendor); err != nil {
-				return ShowResult{}, err
-			}
-		}
-	}
-	return out, nil
-}
-
-// ApprovalCommands approve and reject an episode at its approval gate, as
-// complete commands.
-func ApprovalCommands(pipelineName, episodeID string) []string {
-	return []string{
-		allot.ApproveCommand(pipelineName, episodeID),
-		allot.RejectCommand(pipelineName, episodeID, "rejected at the approval step"),
-	}
-}
-
-func episodeWorkflow(ctx context.Context, c client.Client, pipelineName, episodeID string) (*WorkflowStatus, error) {
-	id := allot.EpisodeWorkflowID(pipelineName, episodeID)
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("describe workflow %s: %w", id, err)
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	ws := &WorkflowStatus{WorkflowID: id, RunID: info.GetExecution().GetRunId(), Status: info.GetStatus().String()}
-	if wt := desc.GetPendingWorkflowTask(); wt != nil && wt.GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED {
-		queue := desc.GetExecutionConfig().GetTaskQueue().GetName()
-		if polled, err := HasWorkflowPollers(ctx, c, queue); err == nil && !polled {
-			ws.NoWorker = &NoWorker{TaskQueue: queue}
-		}
-	}
-	for _, pa := range desc.GetPendingActivities() {
-		p := PendingActivity{
-			ActivityType: pa.GetActivityType().GetName(),
-			State:        strings.ToLower(strings.TrimPrefix(pa.GetState().String(), "PENDING_ACTIVITY_STATE_")),
-			Attempt:      pa.GetAttempt(),
-		}
-		if f := pa.GetLastFailure(); f != nil {
-			p.LastFailure = f.GetMessage()
-			p.LastFailureType = f.GetApplicationFailureInfo().GetType()
-		}
-		if t := pa.GetLastStartedTime(); t != nil {
-			p.LastStarted = t.AsTime()
-		}
-		if t := pa.GetScheduledTime(); t != nil && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED {
-			p.NextAttempt = t.AsTime()
-		}
-		ws.PendingActivities = append(ws.PendingActivities, p)
-	}
-	if v, err := c.QueryWorkflow(ctx, id, ws.RunID, workflows.StateQuery); err == nil {
-		var st workflows.EpisodeState
-		if v.Get(&st) == nil {
-			ws.State = &st
-		}
-	}
-	return ws, nil
-}
-
-// CostsInput selects a pipeline's costs, optionally one period.
-type CostsInput struct {
-	Pipeline string
-	Period   string
-	// Pipelines, when set, refuses a pipeline neither it nor the ledger
-	// knows (see KnownPipeline).
-	Pipelines *pipeline.Set
-}
-
-// CostLine is the cost of one step of one episode (all its revisions).
-type CostLine struct {
-	EpisodeID string `json:"episode_id"`
-	Period    string `json:"period"`
-	Step      string `json:"step"`
-	Revisions int    `json:"revisions"`
-	Amount    int64  `json:"amount"`
-	Currency  string `json:"currency"`
-}
-
-// CostsResult lists costs per episode and step, with totals per currency.
-type CostsResult struct {
-	Pipeline string           `json:"pipeline"`
-	Period   string           `json:"period,omitempty"`
-	Lines    []CostLine       `json:"lines"`
-	Totals   map[string]int64 `json:"totals"`
-	// Budgets are the periods of the budgets that cover the pipeline (of
-	// its episodes in Period, if given): spend against each budget.
-	Budgets []BudgetPeriodView `json:"budgets"`
-}
-
-// Costs sums the ledger's cost entries per episode and step. Every sum is
-// checked: one that would overflow is an error (allot.ErrAmountOverflow),
-// never a wrong number.
-func Costs(ctx context.Context, led *ledger.Ledger, in CostsInput) (CostsResult, error) {
-	if err := pipeline.ValidateName(in.Pipeline); err != nil {
-		return CostsResult{}, err
-	}
-	if err := checkPipelinePeriod(in.Pipelines, in.Pipeline, in.Period); err != nil {
-		return CostsResult{}, err
-	}
-	if err := KnownPipeline(ctx, led, in.Pipelines, in.Pipeline); err != nil {
-		return CostsResult{}, err
-	}
-	entries, err := led.Costs(ctx, in.Pipeline, in.Period)
-	if err != nil {
-		return CostsResult{}, err
-	}
-	out := CostsResult{Pipeline: in.Pipeline, Period: in.Period, Lines: []CostLine{}, Totals: map[string]int64{}}
-	index := map[[3]string]int{}
-	for _, e := range entries {
-		k := [3]string{e.EpisodeID, e.Step, e.Currency}
-		i, ok := index[k]
-		if !ok {
-			i = len(out.Lines)
-			index[k] = i
-			out.Lines = append(out.Lines, CostLine{EpisodeID: e.EpisodeID, Period: e.Period, Step: e.Step, Currency: e.Currency})
-		}
-		out.Lines[i].Revisions++
-		m := allot.Money{Amount: e.Amount, Currency: e.Currency}
-		sum, err := allot.AddAmount(out.Lines[i].Amount, e.Amount)
-		if err == nil {
-			err = allot.AddTo(out.Totals, m)
-		}
-		if err != nil {
-			return CostsResult{}, fmt.Errorf("costs of %s: %w: a cost entry is absurd; run starter check --pipeline %s", in.Pipeline, err, in.Pipeline)
-		}
-		out.Lines[i].Amount = sum
-	}
-	out.Budgets, err = costsBudgets(ctx, led, in)
-	return out, err
 }
 
 // How Resume served a request.
@@ -626,8 +385,8 @@ func (o *EpisodeCommands) Resume(ctx context.Context, pipelineName, episodeID st
 			return ResumeResult{Action: ResumeRunning, WorkflowID: id, RunID: info.GetExecution().GetRunId()}, nil
 		}
 	}
-	if settled(ep) {
-		return ResumeResult{}, allot.Errorf(allot.NotReady, "episode %s of %s is %s: there is nothing to resume; reopen it with one of: %s", ep.ID, p.Name, outcomeOf(ep), o.reopenCommands(p.Name, ep.ID))
+	if ep.Settled() {
+		return ResumeResult{}, allot.Errorf(allot.NotReady, "episode %s of %s is %s: there is nothing to resume; reopen it with one of: %s", ep.ID, p.Name, ep.OutcomeOrStatus(), o.reopenCommands(p.Name, ep.ID))
 	}
 	opts := EpisodeStartOptions(p.Name, ep.ID, o.TaskQueue)
 	opts.Memo = map[string]any{allot.LedgerMemo: o.Ledger.ID()}

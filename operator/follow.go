@@ -10,29 +10,13 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot"
+	"allot/report"
 	"allot/workflows"
 )
 
 // DefaultNoWorkerAfter is how long a wait for a run goes on before it
 // checks whether any worker polls the task queue the run waits on.
 const DefaultNoWorkerAfter = 10 * time.Second
-
-// NoWorker says that no worker polls the task queue a workflow waits on:
-// it waits, in silence, until one does.
-type NoWorker struct {
-	TaskQueue string `json:"task_queue"`
-	Namespace string `json:"namespace,omitempty"`
-}
-
-// HasWorkflowPollers reports whether a worker has polled taskQueue for
-// workflow tasks lately (Temporal remembers pollers for a few minutes).
-func HasWorkflowPollers(ctx context.Context, c client.Client, taskQueue string) (bool, error) {
-	resp, err := c.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-	if err != nil {
-		return false, fmt.Errorf("describe task queue %q: %w", taskQueue, err)
-	}
-	return len(resp.GetPollers()) > 0, nil
-}
 
 // watchForWorker calls r.OnNoWorker once, from another goroutine, if the
 // wait it guards is still going after r.NoWorkerAfter and no worker polls
@@ -59,8 +43,8 @@ func (r *Runs) watchForWorker(ctx context.Context) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			if polled, err := HasWorkflowPollers(ctx, r.Client, r.TaskQueue); err == nil && !polled && ctx.Err() == nil {
-				r.OnNoWorker(NoWorker{TaskQueue: r.TaskQueue, Namespace: r.Namespace})
+			if polled, err := report.HasWorkflowPollers(ctx, r.Client, r.TaskQueue); err == nil && !polled && ctx.Err() == nil {
+				r.OnNoWorker(report.NoWorker{TaskQueue: r.TaskQueue, Namespace: r.Namespace})
 				return
 			}
 		}
@@ -92,7 +76,7 @@ func FollowEpisode(ctx context.Context, c client.Client, pipelineName, episodeID
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
-		ws, err := episodeWorkflow(ctx, c, pipelineName, episodeID)
+		ws, err := report.EpisodeWorkflow(ctx, c, pipelineName, episodeID)
 		switch {
 		case err != nil:
 			return workflows.EpisodeState{}, err

@@ -11,7 +11,8 @@ import (
 
 // Every free text an operator command takes is bounded before anything is
 // sent or written: the zero Schedules and EpisodeCommands have no client,
-// so getting past the check would panic.
+// so getting past the check would panic. import's texts are importer's
+// test of this name.
 func TestFreeTextIsBoundedBeforeAnythingHappens(t *testing.T) {
 	ctx := context.Background()
 	set := budgetPipelines(t)
@@ -31,14 +32,6 @@ func TestFreeTextIsBoundedBeforeAnythingHappens(t *testing.T) {
 		},
 		"episode approve --by": func() error {
 			_, err := (&EpisodeCommands{Pipelines: set}).Send(ctx, CommandInput{Pipeline: "weekly", EpisodeID: "2026-W32-0", Update: "approve", Request: workflows.DecisionRequest{By: long}})
-			return err
-		},
-		"import --over-budget": func() error {
-			_, err := Import(ctx, nil, set, ImportInput{Pipeline: "weekly", From: "old.jsonl", OverBudget: long, By: "maria"})
-			return err
-		},
-		"import --by": func() error {
-			_, err := Import(ctx, nil, set, ImportInput{Pipeline: "weekly", From: "old.jsonl", OverBudget: "paid", By: long})
 			return err
 		},
 	} {

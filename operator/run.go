@@ -1,6 +1,10 @@
-// Package operator is what the starter CLI does: start runs the way a
-// Schedule would, and read the ledger. Each command returns one result struct
-// that the CLI prints as text or JSON.
+// Package operator is what the starter CLI does to change things: it drives
+// Temporal (runs started the way a Schedule would, schedules, backfills,
+// episode updates and resumes, following an episode, a paid task looked up
+// at its vendor) and writes the operator's commands to the ledger (budget
+// raises, vendor pauses, inputs). Each command returns one result struct
+// that the CLI prints as text or JSON; what a command shows of the state it
+// changed is report's view.
 package operator
 
 import (
@@ -17,6 +21,7 @@ import (
 
 	"allot"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -33,7 +38,7 @@ type Runs struct {
 	// OnNoWorker, when set, is called once when a wait for a run (Wait,
 	// FollowEpisode) has gone on for NoWorkerAfter (default
 	// DefaultNoWorkerAfter) and no worker polls TaskQueue in Namespace.
-	OnNoWorker    func(NoWorker)
+	OnNoWorker    func(report.NoWorker)
 	NoWorkerAfter time.Duration
 	Namespace     string
 }

@@ -15,6 +15,7 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -32,7 +33,7 @@ func budgetCommand(ctx context.Context, c *cli, args []string) error {
 	return dispatch(ctx, c, "budget", subs, args)
 }
 
-func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView) {
+func printBudgetPeriods(w io.Writer, name string, ps []report.BudgetPeriodView) {
 	for _, p := range ps {
 		limit := money(p.Limit, p.Currency)
 		if p.Raised {
@@ -48,18 +49,18 @@ func printBudgetPeriods(w io.Writer, name string, ps []operator.BudgetPeriodView
 
 func budgetList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("budget list", false)
-	var in operator.BudgetsInput
+	var in report.BudgetsInput
 	var err error
 	if in.Budget, err = c.parseNamed(fs, args); err != nil {
 		return err
 	}
-	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.BudgetsResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.BudgetsResult, error) {
 		in.Pipelines = set
-		return operator.Budgets(ctx, led, in)
+		return report.Budgets(ctx, led, in)
 	}, printBudgets)
 }
 
-func printBudgets(w io.Writer, res operator.BudgetsResult) {
+func printBudgets(w io.Writer, res report.BudgetsResult) {
 	if len(res.Budgets) == 0 {
 		fmt.Fprintln(w, "no budgets: add [[budget]] tables to the pipeline file (docs/budgets.md)")
 		return
@@ -72,7 +73,7 @@ func printBudgets(w io.Writer, res operator.BudgetsResult) {
 
 func budgetShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("budget show", false)
-	var in operator.BudgetShowInput
+	var in report.BudgetShowInput
 	fs.StringVar(&in.Period, "period", "", "the budget's period: 2026-08-07, 2026-W32 or 2026-08 by its kind (required)")
 	var err error
 	if in.Budget, err = c.parseNamed(fs, args); err != nil {
@@ -81,13 +82,13 @@ func budgetShow(ctx context.Context, c *cli, args []string) error {
 	if in.Budget == "" || in.Period == "" {
 		return usageError{errors.New("name the budget and its period: starter budget show BUDGET --period P")}
 	}
-	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.BudgetShowResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.BudgetShowResult, error) {
 		in.Pipelines = set
-		return operator.BudgetShow(ctx, led, in)
+		return report.BudgetShow(ctx, led, in)
 	}, printBudgetShow)
 }
 
-func printBudgetShow(w io.Writer, res operator.BudgetShowResult) {
+func printBudgetShow(w io.Writer, res report.BudgetShowResult) {
 	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
 	printBudgetPeriods(w, res.Budget.Name, res.Budget.Periods)
 	fmt.Fprintln(w, "\nTASK\tSTEP\tREVISION\tSTATE\tRESERVED\tSETTLED")
@@ -168,7 +169,7 @@ func printLimitSet(w io.Writer, res operator.RaiseResult) {
 		fmt.Fprintf(w, "%s\tbudget %s period %s from %s to %s, by %s: %s\n", res.Raise.Change, res.Raise.Budget, res.Raise.Period, money(res.Raise.Previous, res.Raise.Currency), money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
 	}
 	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
-	printBudgetPeriods(w, res.Raise.Budget, []operator.BudgetPeriodView{res.Period})
+	printBudgetPeriods(w, res.Raise.Budget, []report.BudgetPeriodView{res.Period})
 	for _, id := range res.Nudged {
 		fmt.Fprintf(w, "nudged\t%s (it asks its budgets now)\n", id)
 	}
@@ -270,12 +271,12 @@ func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.Ru
 }
 
 // printBudgetSpend writes the spend against each budget (stats, costs).
-func printBudgetSpend(w io.Writer, ps []operator.BudgetPeriodView) {
+func printBudgetSpend(w io.Writer, ps []report.BudgetPeriodView) {
 	if len(ps) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nBUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
 	for _, p := range ps {
-		printBudgetPeriods(w, p.Budget, []operator.BudgetPeriodView{p})
+		printBudgetPeriods(w, p.Budget, []report.BudgetPeriodView{p})
 	}
 }

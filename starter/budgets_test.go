@@ -11,7 +11,7 @@ import (
 
 	"allot/internal/pipelinetest"
 	"allot/ledger"
-	"allot/operator"
+	"allot/report"
 )
 
 // budgetPipelinesFile: weekly, one paid step (250) under video-weekly, 5.00
@@ -47,7 +47,7 @@ func TestBudgetListShowRaise(t *testing.T) {
 	led.Close()
 
 	code, stdout, stderr := run(t, "budget", "list", "--json")
-	var list operator.BudgetsResult
+	var list report.BudgetsResult
 	if code != exitOK || json.Unmarshal([]byte(stdout), &list) != nil || len(list.Budgets) != 1 {
 		t.Fatalf("budget list: exit %d %s %s", code, stdout, stderr)
 	}

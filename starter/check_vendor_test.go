@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"allot/operator"
 	"allot/paidvendor/vendorapi"
+	"allot/report"
 )
 
 // check --vendor reconciles every vendor it can, reports each one it
@@ -42,7 +42,7 @@ func TestCheckVendorReconcilesWhatItCanAndSaysWhatNot(t *testing.T) {
 	type result struct {
 		OK         bool                    `json:"ok"`
 		Violations []struct{ Kind string } `json:"violations"`
-		Vendors    []operator.VendorCheck  `json:"vendors"`
+		Vendors    []report.VendorCheck    `json:"vendors"`
 		Incomplete string                  `json:"incomplete"`
 	}
 	check := func(args ...string) (int, result, string) {
@@ -57,14 +57,14 @@ func TestCheckVendorReconcilesWhatItCanAndSaysWhatNot(t *testing.T) {
 
 	// Nothing wrong but studio's key: not ok.
 	code, res, out := check("--pipelines", pipes)
-	status := map[string]operator.VendorCheck{}
+	status := map[string]report.VendorCheck{}
 	for _, v := range res.Vendors {
 		status[v.Name] = v
 	}
 	def, st := status["default"], status["studio"]
 	if code != exitViolations || res.OK || len(res.Violations) != 0 || res.Incomplete == "" ||
-		def.Status != operator.VendorReconciled || def.Charges != 4 ||
-		st.Status != operator.VendorNotReconciled || !strings.Contains(st.Reason, "STUDIO_API_KEY") {
+		def.Status != report.VendorReconciled || def.Charges != 4 ||
+		st.Status != report.VendorNotReconciled || !strings.Contains(st.Reason, "STUDIO_API_KEY") {
 		t.Fatalf("check --vendor with studio's key unset: exit %d\n%s", code, out)
 	}
 	// The ledger's own checks still run: a damaged file is found.
@@ -86,7 +86,7 @@ func TestCheckVendorReconcilesWhatItCanAndSaysWhatNot(t *testing.T) {
 	// default vendor, whose URL the starter does not have.
 	t.Setenv("ALLOT_VENDOR_URL", "")
 	code, res, out = check()
-	if code != exitViolations || res.OK || len(res.Vendors) != 1 || res.Vendors[0].Status != operator.VendorNotReconciled ||
+	if code != exitViolations || res.OK || len(res.Vendors) != 1 || res.Vendors[0].Status != report.VendorNotReconciled ||
 		!strings.Contains(res.Vendors[0].Reason, "ALLOT_VENDOR_URL") {
 		t.Fatalf("check --vendor without the default vendor's URL: exit %d\n%s", code, out)
 	}
@@ -95,7 +95,7 @@ func TestCheckVendorReconcilesWhatItCanAndSaysWhatNot(t *testing.T) {
 	if err := os.WriteFile(free, []byte("[[pipeline]]\nname = \"weekly-video\"\n  [[pipeline.step]]\n  name = \"plan\"\n  kind = \"local\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, res, out := check("--pipelines", free); code != exitViolations || res.OK || res.Incomplete == "" || res.Vendors[0].Status != operator.VendorNoBill {
+	if code, res, out := check("--pipelines", free); code != exitViolations || res.OK || res.Incomplete == "" || res.Vendors[0].Status != report.VendorNoBill {
 		t.Fatalf("check --vendor with nothing to reconcile: exit %d\n%s", code, out)
 	}
 }

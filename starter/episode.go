@@ -15,6 +15,7 @@ import (
 	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -54,7 +55,7 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 	if cl != nil {
 		defer cl.Close()
 	}
-	res, err := operator.Show(ctx, led, cl, pipelineName, episodeID)
+	res, err := report.Show(ctx, led, cl, pipelineName, episodeID)
 	if err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func episodeShow(ctx context.Context, c *cli, args []string) error {
 }
 
 // printShow writes `episode show` for people.
-func printShow(w io.Writer, res operator.ShowResult) {
+func printShow(w io.Writer, res report.ShowResult) {
 	e := res.Episode
 	fmt.Fprintf(w, "episode\t%s/%s (period %s, sequence %d)\n", e.Pipeline, e.ID, e.Period, e.Sequence)
 	fmt.Fprintf(w, "status\t%s\n", e.Status)
@@ -337,7 +338,7 @@ func printResumed(w io.Writer, res operator.ResumeResult) {
 
 func costsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("costs", false)
-	var in operator.CostsInput
+	var in report.CostsInput
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 	fs.StringVar(&in.Period, "period", "", "only this period, e.g. 2026-W32")
 	if err := c.parse(fs, args); err != nil {
@@ -346,13 +347,13 @@ func costsCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.CostsResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.CostsResult, error) {
 		in.Pipelines = set
-		return operator.Costs(ctx, led, in)
+		return report.Costs(ctx, led, in)
 	}, printCosts)
 }
 
-func printCosts(w io.Writer, res operator.CostsResult) {
+func printCosts(w io.Writer, res report.CostsResult) {
 	fmt.Fprintln(w, "EPISODE\tSTEP\tREVISIONS\tCOST")
 	for _, l := range res.Lines {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", l.EpisodeID, l.Step, l.Revisions, money(l.Amount, l.Currency))
@@ -366,7 +367,7 @@ func printCosts(w io.Writer, res operator.CostsResult) {
 func statsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("stats", false)
 	var (
-		in    operator.StatsInput
+		in    report.StatsInput
 		since string
 	)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
@@ -384,13 +385,13 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		in.Since = t
 	}
-	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.StatsResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.StatsResult, error) {
 		in.Pipelines = set
-		return operator.Stats(ctx, led, in)
+		return report.Stats(ctx, led, in)
 	}, printStats)
 }
 
-func printStats(w io.Writer, res operator.StatsResult) {
+func printStats(w io.Writer, res report.StatsResult) {
 	fmt.Fprintf(w, "RUNS (%d)\tREASON\tCOUNT\n", res.RunsTotal)
 	for _, r := range res.Runs {
 		fmt.Fprintf(w, "%s\t%s\t%d\n", r.Outcome, dash(r.Reason), r.Count)

@@ -12,8 +12,8 @@ import (
 
 	"allot"
 	"allot/app"
+	"allot/importer"
 	"allot/ledger"
-	"allot/operator"
 	"allot/pipeline"
 )
 
@@ -22,7 +22,7 @@ import (
 // contacts a vendor.
 func importCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("import", false)
-	var in operator.ImportInput
+	var in importer.ImportInput
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline the old runs become episodes of (required)")
 	fs.StringVar(&in.From, "from", "", "a JSON Lines file of old runs, or a folder with one folder per old ID holding a state.json (required)")
 	fs.BoolVar(&in.DryRun, "dry-run", false, "check everything and say what would be imported; write nothing")
@@ -60,8 +60,8 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 	if in.DryRun {
 		access = viewLedger
 	}
-	res, err := askLedger(ctx, c, access, func(set *pipeline.Set, led *ledger.Ledger) (operator.ImportResult, error) {
-		return operator.Import(ctx, led, set, in)
+	res, err := askLedger(ctx, c, access, func(set *pipeline.Set, led *ledger.Ledger) (importer.ImportResult, error) {
+		return importer.Import(ctx, led, set, in)
 	})
 	var conflicts *ledger.ImportConflictError
 	if err != nil && !errors.As(err, &conflicts) {
@@ -83,7 +83,7 @@ func importCommand(ctx context.Context, c *cli, args []string) error {
 
 // printImport writes what import did, or would do on a dry run; refused:
 // the conflicts refused it, and res lists them.
-func printImport(w io.Writer, in operator.ImportInput, res operator.ImportResult, refused bool) {
+func printImport(w io.Writer, in importer.ImportInput, res importer.ImportResult, refused bool) {
 	if refused {
 		fmt.Fprintf(w, "refused: %d conflict(s); nothing was written\n", len(res.Conflicts))
 		for _, cf := range res.Conflicts {

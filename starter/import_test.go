@@ -16,9 +16,9 @@ import (
 	"testing"
 
 	"allot/artifacts"
+	"allot/importer"
 	"allot/internal/pipelinetest"
 	"allot/ledger"
-	"allot/operator"
 	"allot/workflows"
 )
 
@@ -84,7 +84,7 @@ func writePipelines(t *testing.T, vendorURL string) string {
 // sha256, their cost total (USD) and their number of references.
 func sourceFigures(t *testing.T) (hashes []string, costs int64, refs int) {
 	t.Helper()
-	var recs []operator.LegacyRecord
+	var recs []importer.LegacyRecord
 	f, err := os.Open(exampleJSONL)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func sourceFigures(t *testing.T) (hashes []string, costs int64, refs int) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r operator.LegacyRecord
+		var r importer.LegacyRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func sourceFigures(t *testing.T) (hashes []string, costs int64, refs int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r operator.LegacyRecord
+	var r importer.LegacyRecord
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestImportPaysNothingAndCheckPasses(t *testing.T) {
 
 			// A dry run says what would be imported and writes nothing.
 			code, stdout, stderr := run(t, append([]string{"import", "--pipeline", "weekly-video", "--from", exampleJSONL, "--dry-run", "--json"}, flags...)...)
-			var dry operator.ImportResult
+			var dry importer.ImportResult
 			if code != exitOK || json.Unmarshal([]byte(stdout), &dry) != nil || !dry.OK || !dry.DryRun || len(dry.Imported) != 3 || dry.References != 7 {
 				t.Fatalf("dry run: exit %d, %s %s", code, stdout, stderr)
 			}
@@ -235,7 +235,7 @@ func TestImportPaysNothingAndCheckPasses(t *testing.T) {
 				t.Fatalf("a dry run wrote to the ledger: %s", diff)
 			}
 
-			var got operator.ImportResult
+			var got importer.ImportResult
 			for _, from := range []string{exampleJSONL, exampleDir} {
 				code, stdout, stderr = run(t, append([]string{"import", "--pipeline", "weekly-video", "--from", from, "--json"}, flags...)...)
 				if code != exitOK || json.Unmarshal([]byte(stdout), &got) != nil || !got.OK {
@@ -323,7 +323,7 @@ func TestImportRefusalListsEveryConflict(t *testing.T) {
 	before := l.dump(t)
 	data := t.TempDir()
 	code, stdout, _ := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--ledger", l.url, "--data-dir", data, "--json")
-	var res operator.ImportResult
+	var res importer.ImportResult
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("--json printed %q: %v", stdout, err)
 	}
@@ -361,7 +361,7 @@ func TestDocsShowTheExampleRecord(t *testing.T) {
 		t.Fatalf("docs/import-and-check.md has no example record (%v)", err)
 	}
 	first, _, _ := strings.Cut(string(lines), "\n")
-	var a, b operator.LegacyRecord
+	var a, b importer.LegacyRecord
 	if err := json.Unmarshal([]byte(shown), &a); err != nil {
 		t.Fatalf("the docs' record is not a record: %v", err)
 	}
@@ -401,7 +401,7 @@ func TestImportOverTheCapNeedsConsent(t *testing.T) {
 	before := l.dump(t)
 
 	code, stdout, _ := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place", "--json")
-	var res operator.ImportResult
+	var res importer.ImportResult
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitError || res.OK || len(res.Conflicts) != 1 ||
 		res.Conflicts[0].Kind != ledger.ConflictOverCap || !strings.Contains(res.Conflicts[0].Detail, "2026-W29") || !strings.Contains(res.Conflicts[0].Detail, "w29-thu") {
 		t.Fatalf("import over the cap: exit %d, %v, %s", code, err, stdout)
@@ -483,7 +483,7 @@ limit    = { amount = 400, currency = "USD" }
 
 	for _, dry := range []string{"--dry-run", "--in-place"} {
 		code, stdout, _ := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place", dry, "--json")
-		var res operator.ImportResult
+		var res importer.ImportResult
 		if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitError || res.OK || len(res.Conflicts) != 1 ||
 			res.Conflicts[0].Kind != ledger.ConflictOverBudget || !strings.Contains(res.Conflicts[0].Detail, "budget video-weekly period 2026-W29") {
 			t.Fatalf("import %s over the budget: exit %d, %v, %s", dry, code, err, stdout)
@@ -493,7 +493,7 @@ limit    = { amount = 400, currency = "USD" }
 		t.Fatalf("a refused import wrote: %s", diff)
 	}
 	code, _, stderr := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place")
-	next := operator.ImportResult{}
+	next := importer.ImportResult{}
 	_, stdout, _ := run(t, "import", "--pipeline", "weekly-video", "--from", from, "--in-place", "--json")
 	if err := json.Unmarshal([]byte(stdout), &next); err != nil || code != exitError || next.Next == "" || !strings.Contains(stderr, next.Next) ||
 		!strings.Contains(next.Next, "--over-budget 'the old system paid these costs' --by 'maria'") {
@@ -503,7 +503,7 @@ limit    = { amount = 400, currency = "USD" }
 	if err != nil || words[0] != "starter" {
 		t.Fatalf("the printed command %q: %v", next.Next, err)
 	}
-	var res operator.ImportResult
+	var res importer.ImportResult
 	code, stdout, stderr = run(t, append(words[1:], "--json")...)
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitOK || !res.OK || len(res.Imported) != 2 || len(res.OverBudget) != 1 {
 		t.Fatalf("%s: exit %d, %s %s", next.Next, code, stdout, stderr)

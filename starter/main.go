@@ -28,6 +28,7 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -395,7 +396,7 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID,
-		Namespace: c.resolvedNamespace, OnNoWorker: func(nw operator.NoWorker) { c.printNoWorker("run", nw) }}
+		Namespace: c.resolvedNamespace, OnNoWorker: func(nw report.NoWorker) { c.printNoWorker("run", nw) }}
 	// Stopped while it watches, the run goes on: say so and how to watch
 	// it again, instead of failing with "context canceled".
 	stopped := func(key string) error {
@@ -476,7 +477,7 @@ type followedRun struct {
 
 func episodesCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("episodes", false)
-	var in operator.EpisodesInput
+	var in report.EpisodesInput
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 	fs.StringVar(&in.Period, "period", "", "only this period, e.g. 2026-W32 or 2026-08-07")
 	if err := c.parse(fs, args); err != nil {
@@ -485,13 +486,13 @@ func episodesCommand(ctx context.Context, c *cli, args []string) error {
 	if in.Pipeline == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.EpisodesResult, error) {
+	return ledgerCommand(ctx, c, viewLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.EpisodesResult, error) {
 		in.Pipelines = set
-		return operator.Episodes(ctx, led, in)
+		return report.Episodes(ctx, led, in)
 	}, printEpisodes)
 }
 
-func printEpisodes(w io.Writer, res operator.EpisodesResult) {
+func printEpisodes(w io.Writer, res report.EpisodesResult) {
 	fmt.Fprintln(w, "EPISODE\tPERIOD\tSEQ\tSTATUS\tNOMINAL TIME\tKEY")
 	for _, e := range res.Episodes {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Period, e.Sequence, e.Status, e.NominalTime.Format(time.RFC3339), e.AllocationKey)
@@ -501,7 +502,7 @@ func printEpisodes(w io.Writer, res operator.EpisodesResult) {
 func checkCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("check", false)
 	var (
-		in          operator.CheckInput
+		in          report.CheckInput
 		vendor, wfs bool
 	)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "only this pipeline (default: all)")
@@ -524,7 +525,7 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	in.Pipelines = pipelines
 	if vendor {
-		in.Vendors = operator.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
+		in.Vendors = report.HTTPVendors(pipelines, c.cfg.VendorURL, func() (string, error) {
 			return paidvendor.EnvCredentials{}.VendorAPIKey(ctx)
 		})
 	}
@@ -534,16 +535,16 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 		defer cl.Close()
-		in.Workflows = &operator.WorkflowCheckInput{Client: cl}
+		in.Workflows = &report.WorkflowCheckInput{Client: cl}
 	}
-	res, err := askLedger(ctx, c, viewLedger, func(_ *pipeline.Set, led *ledger.Ledger) (operator.CheckResult, error) {
+	res, err := askLedger(ctx, c, viewLedger, func(_ *pipeline.Set, led *ledger.Ledger) (report.CheckResult, error) {
 		if err := c.knownPipeline(ctx, led, in.Pipeline); err != nil {
-			return operator.CheckResult{}, err
+			return report.CheckResult{}, err
 		}
 		if in.Workflows != nil {
 			in.Workflows.LedgerID = led.ID()
 		}
-		return operator.Audit(ctx, led, in)
+		return report.Audit(ctx, led, in)
 	})
 	if err := emit(c, res, err, printCheck); err != nil {
 		return err
@@ -554,16 +555,16 @@ func checkCommand(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func printCheck(w io.Writer, res operator.CheckResult) {
+func printCheck(w io.Writer, res report.CheckResult) {
 	for _, v := range res.Vendors {
 		switch v.Status {
-		case operator.VendorReconciled:
+		case report.VendorReconciled:
 			shared := ""
 			if len(v.SharedAccount) > 0 {
 				shared = fmt.Sprintf(" (one account with %s: its bill is reconciled once, against the costs of all)", strings.Join(v.SharedAccount, ", "))
 			}
 			fmt.Fprintf(w, "vendor %s\t%d charges, %d ledger costs reconciled%s\n", v.Name, v.Charges, v.Costs, shared)
-		case operator.VendorNotReconciled:
+		case report.VendorNotReconciled:
 			fmt.Fprintf(w, "vendor %s\tNOT RECONCILED: %s\n", v.Name, v.Reason)
 		default:
 			fmt.Fprintf(w, "vendor %s\tnothing to reconcile: %s\n", v.Name, v.Reason)
@@ -604,13 +605,13 @@ func (c *cli) givenFlags(names ...string) []string {
 
 // printNoWorker tells, on stderr, that what cmd waits on sits in a task
 // queue no worker polls, and how to start one.
-func (c *cli) printNoWorker(cmd string, nw operator.NoWorker) {
+func (c *cli) printNoWorker(cmd string, nw report.NoWorker) {
 	fmt.Fprintf(c.stderr, "starter %s: %s\n", cmd, c.noWorkerHint(nw))
 }
 
 // noWorkerHint says that no worker polls nw's task queue and gives the
 // commands that start one for it.
-func (c *cli) noWorkerHint(nw operator.NoWorker) string {
+func (c *cli) noWorkerHint(nw report.NoWorker) string {
 	if nw.Namespace == "" {
 		nw.Namespace = c.resolvedNamespace
 	}

@@ -12,7 +12,7 @@ import (
 	"allot"
 	"allot/internal/pipelinetest"
 	"allot/ledger"
-	"allot/operator"
+	"allot/report"
 )
 
 // budgetEnv writes budgetPipelinesFile (video-weekly: 5.00 USD a week) and
@@ -155,7 +155,7 @@ func TestRepeatedFlagsAreRefused(t *testing.T) {
 	}
 	// A switch given twice means the same; a value after the flags is not a
 	// flag's second value.
-	var res operator.BudgetsResult
+	var res report.BudgetsResult
 	out := wantRun(t, exitOK, nil, "budget", "list", "--json", "--json")
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("budget list --json --json: %v: %s", err, out)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"allot/ledger"
-	"allot/operator"
+	"allot/report"
 )
 
 // errTypeUsage is the "type" of the JSON error object of a command line
@@ -54,7 +54,7 @@ func (c *cli) knownPipeline(ctx context.Context, led *ledger.Ledger, name string
 	if err != nil {
 		return err
 	}
-	return operator.KnownPipeline(ctx, led, pipelines, name)
+	return report.KnownPipeline(ctx, led, pipelines, name)
 }
 
 // runsCommand lists a pipeline's ScheduledRun and Episode executions through
@@ -62,13 +62,13 @@ func (c *cli) knownPipeline(ctx context.Context, led *ledger.Ledger, name string
 func runsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("runs", true)
 	var (
-		in    operator.RunsInput
+		in    report.RunsInput
 		since string
 	)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 	fs.StringVar(&since, "since", "", "only executions started at or after this time, RFC3339")
-	fs.StringVar(&in.Status, "status", "", "only executions in this status: "+strings.Join(operator.ExecutionStatusNames, ", "))
-	fs.IntVar(&in.PageSize, "page-size", operator.DefaultRunsPageSize, "executions per visibility request")
+	fs.StringVar(&in.Status, "status", "", "only executions in this status: "+strings.Join(report.ExecutionStatusNames, ", "))
+	fs.IntVar(&in.PageSize, "page-size", report.DefaultRunsPageSize, "executions per visibility request")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func runsCommand(ctx context.Context, c *cli, args []string) error {
 		return usageError{fmt.Errorf("--page-size %d: give 1 to 1000", in.PageSize)}
 	}
 	// Bad --pipeline or --status are usage errors, found before dialing.
-	if _, err := operator.RunsQuery(in); err != nil {
+	if _, err := report.RunsQuery(in); err != nil {
 		return usageError{err}
 	}
 	cl, err := c.dial(ctx)
@@ -94,11 +94,11 @@ func runsCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	res, err := operator.ListRuns(ctx, cl, in)
+	res, err := report.ListRuns(ctx, cl, in)
 	return emit(c, res, err, printRuns)
 }
 
-func printRuns(w io.Writer, res operator.RunsResult) {
+func printRuns(w io.Writer, res report.RunsResult) {
 	fmt.Fprintln(w, "TYPE\tWORKFLOW ID\tSTATUS\tOUTCOME\tEPISODE\tSTARTED\tCLOSED")
 	for _, e := range res.Executions {
 		closed := "-"

@@ -11,12 +11,13 @@ import (
 
 	"allot/ledger"
 	"allot/operator"
+	"allot/report"
 )
 
 // episode show prints an effect step's task under EFFECT STEP, without a
 // cost, and a paid step's under PAID STEP (issue 15: both were PAID STEP).
 func TestShowPrintsEffectStepsAsEffects(t *testing.T) {
-	res := operator.ShowResult{
+	res := report.ShowResult{
 		StepKinds: map[string]allot.StepKind{"video": allot.KindPaid, "notify": allot.KindEffect},
 		PaidTasks: []ledger.PaidTask{
 			{PaidTaskRef: ledger.PaidTaskRef{Step: "video"}, State: "succeeded", RemoteRef: "vt_1"},
@@ -39,7 +40,7 @@ func TestShowPrintsEffectStepsAsEffects(t *testing.T) {
 // recorded without one (before ledger v16, or an automatic approval).
 func TestShowPrintsWhoDecided(t *testing.T) {
 	at := time.Date(2026, 8, 4, 12, 0, 0, 0, time.UTC)
-	res := operator.ShowResult{Decisions: []ledger.OperatorDecision{
+	res := report.ShowResult{Decisions: []ledger.OperatorDecision{
 		{Action: allot.ActionApprove, Step: "approval", Reason: "looks right", By: "alice", At: at},
 		{Action: allot.ActionReject, Step: "approval", Reason: "auto", At: at},
 	}}

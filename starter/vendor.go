@@ -13,6 +13,7 @@ import (
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 )
 
 // vendorCommand dispatches `starter vendor <subcommand>`: the vendors'
@@ -57,12 +58,12 @@ func vendorPause(ctx context.Context, c *cli, args []string) error {
 	if err := c.knownVendor(name); err != nil {
 		return err
 	}
-	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.VendorView, error) {
+	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.VendorView, error) {
 		return operator.PauseVendor(ctx, led, set, in)
 	}, printVendorPaused)
 }
 
-func printVendorPaused(w io.Writer, v operator.VendorView) {
+func printVendorPaused(w io.Writer, v report.VendorView) {
 	what := "sends"
 	if v.PausePolls {
 		what = "sends, look-ups, polls and downloads"
@@ -87,12 +88,12 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 	if err := c.knownVendor(name); err != nil {
 		return err
 	}
-	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.VendorView, error) {
+	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.VendorView, error) {
 		return operator.ResumeVendorBy(ctx, led, set, name, *by)
 	}, printVendorResumed)
 }
 
-func printVendorResumed(w io.Writer, v operator.VendorView) {
+func printVendorResumed(w io.Writer, v report.VendorView) {
 	fmt.Fprintf(w, "%s\t%s: its waiting steps go on within seconds\n", v.Status, v.Name)
 }
 
@@ -116,11 +117,11 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 		defer led.Close()
 	}
 	if *history {
-		h, err := operator.VendorPauseHistory(ctx, led, "")
+		h, err := report.VendorPauseHistory(ctx, led, "")
 		return emit(c, h, err, printVendorHistory)
 	}
-	vs, err := operator.ListVendors(ctx, led, pipelines)
-	return emit(c, vs, err, func(w io.Writer, vs []operator.VendorView) { printVendors(w, vs, workerCommand(c.cfg.Ledger)) })
+	vs, err := report.ListVendors(ctx, led, pipelines)
+	return emit(c, vs, err, func(w io.Writer, vs []report.VendorView) { printVendors(w, vs, workerCommand(c.cfg.Ledger)) })
 }
 
 func printVendorHistory(w io.Writer, h []ledger.VendorPauseEvent) {
@@ -136,7 +137,7 @@ func printVendorHistory(w io.Writer, h []ledger.VendorPauseEvent) {
 
 // printVendors writes `vendor list`; worker is the command that starts a
 // worker on this ledger, which records the limits it enforces.
-func printVendors(w io.Writer, vs []operator.VendorView, worker string) {
+func printVendors(w io.Writer, vs []report.VendorView, worker string) {
 	fmt.Fprintln(w, "VENDOR\tSTATE\tSINCE\tIN FLIGHT\tTOKENS\tFAILURES\tREASON")
 	var unrecorded []string
 	for _, v := range vs {

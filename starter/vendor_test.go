@@ -13,8 +13,8 @@ import (
 	"allot"
 	"allot/internal/pipelinetest"
 	"allot/ledger"
-	"allot/operator"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -46,17 +46,17 @@ func vendorEnv(t *testing.T) string {
 	return dir
 }
 
-func listVendors(t *testing.T) map[string]operator.VendorView {
+func listVendors(t *testing.T) map[string]report.VendorView {
 	t.Helper()
 	code, stdout, stderr := run(t, "vendor", "list", "--json")
 	if code != exitOK {
 		t.Fatalf("vendor list: exit %d: %s", code, stderr)
 	}
-	var vs []operator.VendorView
+	var vs []report.VendorView
 	if err := json.Unmarshal([]byte(stdout), &vs); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]operator.VendorView{}
+	out := map[string]report.VendorView{}
 	for _, v := range vs {
 		out[v.Name] = v
 	}
@@ -229,17 +229,17 @@ func TestVendorPauseTwiceKeepsTheFirstReason(t *testing.T) {
 // `episode show` prints a step waiting for its vendor, and why.
 func TestShowPrintsAStepWaitingForItsVendor(t *testing.T) {
 	since := time.Date(2026, 8, 3, 2, 0, 5, 0, time.UTC)
-	res := operator.ShowResult{
-		Episode: operator.ViewEpisode(ledger.Episode{Pipeline: "weekly", ID: "2026-W32-0", Period: "2026-W32", Status: ledger.EpisodeAllocated,
+	res := report.ShowResult{
+		Episode: report.ViewEpisode(ledger.Episode{Pipeline: "weekly", ID: "2026-W32-0", Period: "2026-W32", Status: ledger.EpisodeAllocated,
 			Outcome: string(allot.OutcomeWaitingVendor), OutcomeReason: allot.ReasonVendorPaused}),
-		Workflow: &operator.WorkflowStatus{
+		Workflow: &report.WorkflowStatus{
 			WorkflowID: "weekly/episode/2026-W32-0", Status: "WORKFLOW_EXECUTION_STATUS_RUNNING",
 			State: &workflows.EpisodeState{Stage: allot.StageWaitingVendor, Waiting: &workflows.WaitingVendor{
 				Step: "video", Vendor: "videogen", Reason: allot.ReasonVendorPaused, Message: "vendor videogen is paused by alice: bills twice", Since: since,
 			}},
 		},
 	}
-	res.VendorNow = &operator.VendorNow{Vendor: "videogen", Status: "active", Message: "active: the wait ends at the step's next attempt", At: since.Add(9 * time.Minute)}
+	res.VendorNow = &report.VendorNow{Vendor: "videogen", Status: "active", Message: "active: the wait ends at the step's next attempt", At: since.Add(9 * time.Minute)}
 	var b bytes.Buffer
 	printShow(&b, res)
 	out := b.String()

@@ -11,7 +11,7 @@ import (
 
 	"allot"
 	"allot/ledger"
-	"allot/operator"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -135,14 +135,14 @@ func TestEpisodesStatusColumnMatchesTheOutcome(t *testing.T) {
 // the pending activity's attempt count and last failure.
 func TestShowPrintsARetryingStep(t *testing.T) {
 	since := time.Date(2026, 8, 3, 2, 0, 5, 0, time.UTC)
-	res := operator.ShowResult{
-		Episode: operator.ViewEpisode(ledger.Episode{Pipeline: "weekly-paid", ID: "2026-W32-0", Period: "2026-W32", Status: ledger.EpisodeAllocated, Outcome: string(allot.OutcomeRetrying), OutcomeReason: "error"}),
-		Workflow: &operator.WorkflowStatus{
+	res := report.ShowResult{
+		Episode: report.ViewEpisode(ledger.Episode{Pipeline: "weekly-paid", ID: "2026-W32-0", Period: "2026-W32", Status: ledger.EpisodeAllocated, Outcome: string(allot.OutcomeRetrying), OutcomeReason: "error"}),
+		Workflow: &report.WorkflowStatus{
 			WorkflowID: "weekly-paid/episode/2026-W32-0", Status: "WORKFLOW_EXECUTION_STATUS_RUNNING",
 			State: &workflows.EpisodeState{Stage: allot.StageRetrying, Retrying: &workflows.Retrying{
 				Step: "video", Activity: "SubmitPaidTask", ErrorType: "error", Error: "dial tcp 127.0.0.1:8787: connect: connection refused", Attempts: 4, Since: since,
 			}},
-			PendingActivities: []operator.PendingActivity{{ActivityType: "SubmitPaidTask", State: "scheduled", Attempt: 3,
+			PendingActivities: []report.PendingActivity{{ActivityType: "SubmitPaidTask", State: "scheduled", Attempt: 3,
 				LastFailure: "dial tcp 127.0.0.1:8787: connect: connection refused", NextAttempt: since.Add(time.Minute)}},
 		},
 	}

@@ -33,6 +33,7 @@ import (
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -120,7 +121,7 @@ func TestDailySettlement(t *testing.T) {
 	if n := e.sim.ChargeCount(); n != len(eps) {
 		t.Fatalf("the downstream received %d notifications for %d episodes", n, len(eps))
 	}
-	var check operator.CheckResult
+	var check report.CheckResult
 	e.json(&check, "check")
 	if !check.OK || check.Artifacts == 0 {
 		t.Fatalf("starter check: %+v", check)
@@ -271,9 +272,9 @@ func (e *env) backfillSevenDays(t *testing.T) {
 	}
 	e.waitCompleted(dates)
 
-	var listed operator.EpisodesResult
+	var listed report.EpisodesResult
 	e.json(&listed, listEpisodes...)
-	byPeriod := map[string][]operator.EpisodeView{}
+	byPeriod := map[string][]report.EpisodeView{}
 	for _, ep := range listed.Episodes {
 		byPeriod[ep.Period] = append(byPeriod[ep.Period], ep)
 	}

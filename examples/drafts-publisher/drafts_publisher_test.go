@@ -33,6 +33,7 @@ import (
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -214,7 +215,7 @@ func (e *env) readme(t *testing.T) {
 			t.Fatalf("starter input list: %s is %s by %q, want %s by %q", in.Ref, in.State, in.EpisodeID, wantState, ep)
 		}
 	}
-	var listed operator.EpisodesResult
+	var listed report.EpisodesResult
 	e.json(&listed, listEpisodes...)
 	if len(listed.Episodes) != 3 {
 		t.Fatalf("starter episodes: %+v", listed.Episodes)
@@ -683,15 +684,15 @@ func refs(ins []ledger.Input) []string {
 	return out
 }
 
-func (e *env) stats() operator.StatsResult {
+func (e *env) stats() report.StatsResult {
 	e.t.Helper()
-	var s operator.StatsResult
+	var s report.StatsResult
 	e.json(&s, statsCommand...)
 	return s
 }
 
 // runCounts are stats' run counts by "outcome/reason".
-func runCounts(s operator.StatsResult) map[string]int {
+func runCounts(s report.StatsResult) map[string]int {
 	out := map[string]int{}
 	for _, c := range s.Runs {
 		out[string(c.Outcome)+"/"+c.Reason] += c.Count
@@ -701,7 +702,7 @@ func runCounts(s operator.StatsResult) map[string]int {
 
 func (e *env) wantCheckOK() {
 	e.t.Helper()
-	var check operator.CheckResult
+	var check report.CheckResult
 	e.json(&check, checkCommand...)
 	if !check.OK || len(check.Violations) != 0 || check.Artifacts == 0 {
 		e.t.Fatalf("starter check: %+v", check)

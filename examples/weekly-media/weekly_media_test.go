@@ -30,6 +30,7 @@ import (
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -148,9 +149,9 @@ func TestWeeklyMediaTwoVendorsApprovedAndPublishedOnce(t *testing.T) {
 	coverCharge := coverart.wantOneCharge(t, "cover", "cover-image")
 
 	// 4. The ledger's costs are the vendors' charges.
-	var costs operator.CostsResult
+	var costs report.CostsResult
 	s.json(&costs, costsCommand...)
-	byStep := map[string]operator.CostLine{}
+	byStep := map[string]report.CostLine{}
 	for _, l := range costs.Lines {
 		byStep[l.Step] = l
 	}
@@ -163,19 +164,19 @@ func TestWeeklyMediaTwoVendorsApprovedAndPublishedOnce(t *testing.T) {
 	if len(costs.Lines) != 2 || len(costs.Totals) != 2 || costs.Totals["USD"] != videoPrice.Amount || costs.Totals["EUR"] != coverPrice.Amount {
 		t.Fatalf("starter costs: %+v", costs)
 	}
-	var check operator.CheckResult
+	var check report.CheckResult
 	s.json(&check, checkCommand...)
-	reconciled := map[string]operator.VendorCheck{}
+	reconciled := map[string]report.VendorCheck{}
 	for _, v := range check.Vendors {
 		reconciled[v.Name] = v
 	}
-	if !check.OK || !reflect.DeepEqual(reconciled["videogen"], operator.VendorCheck{Name: "videogen", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) ||
-		!reflect.DeepEqual(reconciled["coverart"], operator.VendorCheck{Name: "coverart", Status: operator.VendorReconciled, Charges: 1, Costs: 1}) {
+	if !check.OK || !reflect.DeepEqual(reconciled["videogen"], report.VendorCheck{Name: "videogen", Status: report.VendorReconciled, Charges: 1, Costs: 1}) ||
+		!reflect.DeepEqual(reconciled["coverart"], report.VendorCheck{Name: "coverart", Status: report.VendorReconciled, Charges: 1, Costs: 1}) {
 		t.Fatalf("starter check --vendor: %+v", check)
 	}
 
 	// 5. The files are the vendors' results, kept with their sha256.
-	var show operator.ShowResult
+	var show report.ShowResult
 	s.json(&show, showCommand...)
 	if len(show.PaidTasks) != 2 {
 		t.Fatalf("paid tasks %+v, want video and cover", show.PaidTasks)
@@ -243,7 +244,7 @@ func TestWeeklyMediaTwoVendorsApprovedAndPublishedOnce(t *testing.T) {
 	if after := snapshot(s, videogen, coverart); after != before {
 		t.Fatalf("starting the run again changed something:\nbefore %s\nafter  %s", before, after)
 	}
-	var eps operator.EpisodesResult
+	var eps report.EpisodesResult
 	s.json(&eps, "episodes", "--pipeline", pipelineName)
 	if len(eps.Episodes) != 1 {
 		t.Fatalf("episodes %+v, want one", eps.Episodes)
@@ -363,7 +364,7 @@ func snapshot(s *starter, vendors ...*vendor) string {
 		b.WriteString(v.name + " " + strconv.Itoa(len(v.sim.Charges())) + " charges\n")
 	}
 	b.Write(s.out(append(costsCommand, "--json")...))
-	var show operator.ShowResult
+	var show report.ShowResult
 	s.json(&show, showCommand...)
 	show.Workflow = nil // the workflow's run, not the episode
 	data, _ := json.Marshal(show)

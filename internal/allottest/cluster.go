@@ -26,6 +26,7 @@ import (
 	"allot/operator"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -212,7 +213,7 @@ func (c *Cluster) KeysRun(pipelineName string) map[string]int {
 // MustCheck fails the test if the ledger violates an invariant.
 func (c *Cluster) MustCheck() {
 	c.t.Helper()
-	res, err := operator.Check(context.Background(), c.Ledger, "")
+	res, err := report.Check(context.Background(), c.Ledger, "")
 	if err != nil {
 		c.t.Fatal(err)
 	}

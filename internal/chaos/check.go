@@ -9,9 +9,9 @@ import (
 
 	"allot"
 	"allot/ledger"
-	"allot/operator"
 	"allot/paidvendor"
 	"allot/pipeline"
+	"allot/report"
 )
 
 // check asserts allot's promises on what the run left, and fills in the
@@ -26,7 +26,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	}
 	// The vendors as the pipelines name them, with their keys given here,
 	// not through this process's environment.
-	var vendors []operator.VendorCharges
+	var vendors []report.VendorCharges
 	for _, v := range []struct {
 		name string
 		vp   *vendorProc
@@ -35,7 +35,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 		if err != nil {
 			return err
 		}
-		vendors = append(vendors, operator.VendorCharges{Name: v.name, Charges: c})
+		vendors = append(vendors, report.VendorCharges{Name: v.name, Charges: c})
 	}
 	var bills []vendorBill
 	for _, v := range vendors {
@@ -264,11 +264,11 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 		return err
 	}
 
-	// operator.Audit: what `starter check --vendor` runs, and Temporal's
+	// report.Audit: what `starter check --vendor` runs, and Temporal's
 	// side (every unsettled episode has its workflow).
-	audit, err := operator.Audit(ctx, r.led, operator.CheckInput{
+	audit, err := report.Audit(ctx, r.led, report.CheckInput{
 		StaleIntent: time.Nanosecond, Vendors: vendors, Pipelines: r.pipelines,
-		Workflows: &operator.WorkflowCheckInput{Client: r.st.client, LedgerID: r.led.ID()},
+		Workflows: &report.WorkflowCheckInput{Client: r.st.client, LedgerID: r.led.ID()},
 	})
 	if err != nil {
 		return err
@@ -281,7 +281,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	}
 	// And the real `starter check --vendor`, as an operator runs it.
 	out, err := r.starter(ctx, "check", "--vendor", "--json")
-	var res operator.CheckResult
+	var res report.CheckResult
 	if derr := decodeJSON(out, &res); derr != nil {
 		bad("starter check --vendor: %v (%v)", err, derr)
 	} else if err != nil || !res.OK {

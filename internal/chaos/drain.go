@@ -10,6 +10,7 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/operator"
+	"allot/report"
 	"allot/workflows"
 )
 
@@ -146,7 +147,7 @@ func (r *run) resolve(ctx context.Context, ep ledger.Episode) {
 		r.logf("human: %v", err)
 		return
 	}
-	var show operator.ShowResult
+	var show report.ShowResult
 	if err := decodeJSON(out, &show); err != nil {
 		r.logf("human: episode show %s/%s: %v", ep.Pipeline, ep.ID, err)
 		return
@@ -221,14 +222,14 @@ func (r *run) resume(ctx context.Context, ep ledger.Episode, why string) {
 // (check's workflow_missing and workflow_ended) and resumes those without
 // one.
 func (r *run) resumeOrphans(ctx context.Context) {
-	vs, err := operator.CheckWorkflows(ctx, r.led, r.pipelines.Names(), operator.WorkflowCheckInput{
+	vs, err := report.CheckWorkflows(ctx, r.led, r.pipelines.Names(), report.WorkflowCheckInput{
 		Client: r.st.client, LedgerID: r.led.ID(), Grace: 30 * time.Second})
 	if err != nil {
 		r.logf("drain: check workflows: %v", err)
 		return
 	}
 	for _, v := range vs {
-		if v.Kind != operator.KindWorkflowMissing && v.Kind != operator.KindWorkflowEnded {
+		if v.Kind != report.KindWorkflowMissing && v.Kind != report.KindWorkflowEnded {
 			continue
 		}
 		// The fix check prints is `starter episode resume ...`: run it as
@@ -258,7 +259,7 @@ func (r *run) resolveBudget(ctx context.Context, ep ledger.Episode, a *workflows
 	room := len(a.Budgets) > 0
 	for _, b := range a.Budgets {
 		out, err := r.starter(ctx, "budget", "list", b.Budget, "--json")
-		var list operator.BudgetsResult
+		var list report.BudgetsResult
 		if err != nil || decodeJSON(out, &list) != nil || len(list.Budgets) != 1 {
 			r.logf("human: budget list %s: %v", b.Budget, err)
 			room = false

@@ -1,10 +1,14 @@
-package operator
+package importer
 
 import (
 	"allot"
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"errors"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,13 +19,84 @@ import (
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/pipeline"
+	"allot/report"
 )
 
 const exampleLines = "../examples/import/weekly-video.jsonl"
 
+// newDriverURL returns the URL of a fresh ledger on the driver: "sqlite",
+// or "postgres" (its own schema; "" when ALLOT_TEST_POSTGRES_DSN is unset).
+func newDriverURL(t *testing.T, driver string) string {
+	t.Helper()
+	if driver == "sqlite" {
+		return "sqlite:" + filepath.Join(t.TempDir(), "allot.db")
+	}
+	dsn := os.Getenv("ALLOT_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		return ""
+	}
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "allot_test_" + hex.EncodeToString(b)
+	if _, err := admin.ExecContext(context.Background(), `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+		admin.Close()
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// importPipelines is weekly-video with its cover made by the named vendor
+// "studio".
+const importPipelines = `
+[[vendor]]
+name        = "studio"
+url         = "http://studio.invalid"
+api_key_env = "STUDIO_API_KEY"
+
+[[pipeline]]
+name = "weekly-video"
+
+  [[pipeline.step]]
+  name = "video"
+  kind = "paid"
+
+  [[pipeline.step]]
+  name   = "cover"
+  kind   = "paid"
+  vendor = "studio"
+
+  [[pipeline.step]]
+  name = "assemble"
+  kind = "local"
+
+  [[pipeline.step]]
+  name = "approve"
+  kind = "approval"
+
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+`
+
 func importSet(t *testing.T) *pipeline.Set {
 	t.Helper()
-	set, err := pipeline.Parse([]byte(checkPipelines), "test")
+	set, err := pipeline.Parse([]byte(importPipelines), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +190,7 @@ func TestImportInPlaceRecordsTheSourceFiles(t *testing.T) {
 			if err != nil || video.Artifact != src || video.RemoteRef != "vt_30a0c1d2e3f40011" {
 				t.Fatalf("video revision 1: %+v, %v; want its artifact at %s", video, err, src)
 			}
-			if check, err := Check(ctx, led, ""); err != nil || !check.OK || check.Artifacts != 8 {
+			if check, err := report.Check(ctx, led, ""); err != nil || !check.OK || check.Artifacts != 8 {
 				t.Fatalf("check after an import in place: %+v, %v", check, err)
 			}
 		})
@@ -225,7 +300,7 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(data, "artifacts", "weekly-video", "2026-W30-0")); !os.IsNotExist(err) {
 			t.Fatalf("the first attempt's folder is left: %v", err)
 		}
-		if check, err := Check(ctx, led, ""); err != nil || !check.OK {
+		if check, err := report.Check(ctx, led, ""); err != nil || !check.OK {
 			t.Fatalf("check: %+v, %v", check.Violations, err)
 		}
 	})
@@ -356,7 +431,7 @@ func TestImportNotesWhatTheRecordLacks(t *testing.T) {
 	if err != nil || cover.State != "abandoned" || cover.IdempotencyKey != "" || cover.RemoteRef != "" {
 		t.Fatalf("cover: %+v, %v", cover, err)
 	}
-	if check, err := Check(ctx, led, ""); err != nil || !check.OK {
+	if check, err := report.Check(ctx, led, ""); err != nil || !check.OK {
 		t.Fatalf("check: %+v, %v", check.Violations, err)
 	}
 }
@@ -466,7 +541,7 @@ func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
 	if n := len(counts); err != nil || n != 3 {
 		t.Fatalf("existing episodes among the imported times and one new time: %d, %v; want 3", n, err)
 	}
-	if check, err := Check(ctx, led, ""); err != nil || !check.OK {
+	if check, err := report.Check(ctx, led, ""); err != nil || !check.OK {
 		t.Fatalf("check: %+v, %v", check.Violations, err)
 	}
 }

@@ -1,4 +1,7 @@
-package operator
+// Package importer brings the runs of the old system into the ledger
+// (starter import): it reads the legacy records, plans each as an episode
+// of a pipeline, copies their files, and imports them in one transaction.
+package importer
 
 import (
 	"context"
@@ -132,8 +135,10 @@ func Import(ctx context.Context, led *ledger.Ledger, pipelines *pipeline.Set, in
 	if in.From == "" {
 		return res, allot.Errorf(allot.InvalidInput, "import needs the source: a JSON Lines file or a folder of old IDs")
 	}
-	if err := checkTexts("--over-budget", in.OverBudget, "--by", in.By); err != nil {
-		return res, err
+	for _, t := range [][2]string{{"--over-budget", in.OverBudget}, {"--by", in.By}} {
+		if err := allot.CheckText(t[0], t[1]); err != nil {
+			return res, &allot.Error{Type: allot.InvalidInput, Message: err.Error()}
+		}
 	}
 	from, err := filepath.Abs(in.From)
 	if err != nil {
@@ -321,7 +326,7 @@ func countInBudgets(set *pipeline.Set, p *pipeline.Pipeline, pr *plannedRecord) 
 					pr.src.origin, t.RemoteRef, allot.Money{Amount: t.Amount, Currency: t.Currency}, st.Name, b.Name, b.Limit.Currency, b.Limit.Currency))
 				continue
 			}
-			t.Budgets = append(t.Budgets, ledger.ImportBudget{BudgetLimit: limitOf(b), Period: b.PeriodOf(pr.rec.NominalTime)})
+			t.Budgets = append(t.Budgets, ledger.ImportBudget{BudgetLimit: ledger.LimitOf(b), Period: b.PeriodOf(pr.rec.NominalTime)})
 		}
 	}
 	return out

@@ -1,4 +1,8 @@
-package operator
+// Package report is what the starter CLI reads and never changes: the views
+// of episodes, costs, stats, budgets, vendors and runs, and check, the audit
+// of the ledger against its files, the vendors' bills and Temporal. Each
+// returns one result struct that the CLI prints as text or JSON.
+package report
 
 import (
 	"context"

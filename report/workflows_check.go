@@ -1,4 +1,4 @@
-package operator
+package report
 
 // check --temporal: every episode the ledger holds that is not settled must
 // have an Episode workflow of this ledger. One that never started (or was
@@ -57,7 +57,7 @@ func CheckWorkflows(ctx context.Context, led *ledger.Ledger, pipelines []string,
 			return nil, err
 		}
 		for _, ep := range eps {
-			if settled(ep) || in.Now.Sub(ep.CreatedAt) < in.Grace {
+			if ep.Settled() || in.Now.Sub(ep.CreatedAt) < in.Grace {
 				continue
 			}
 			v, err := checkEpisodeWorkflow(ctx, in, p, ep)
@@ -72,11 +72,6 @@ func CheckWorkflows(ctx context.Context, led *ledger.Ledger, pipelines []string,
 	return vs, nil
 }
 
-func settled(ep ledger.Episode) bool {
-	o := allot.Outcome(ep.Outcome)
-	return o == allot.OutcomeCompleted || o == allot.OutcomeRejected || ep.Status == ledger.EpisodeCompleted
-}
-
 func checkEpisodeWorkflow(ctx context.Context, in WorkflowCheckInput, p string, ep ledger.Episode) (*ledger.Violation, error) {
 	id := allot.EpisodeWorkflowID(p, ep.ID)
 	resume := allot.ResumeCommand(p, ep.ID)
@@ -85,7 +80,7 @@ func checkEpisodeWorkflow(ctx context.Context, in WorkflowCheckInput, p string, 
 	switch {
 	case errors.As(err, &notFound):
 		return &ledger.Violation{Kind: KindWorkflowMissing, Pipeline: p, Episode: ep.ID,
-			Detail: fmt.Sprintf("episode %s is %s but workflow %s does not exist: it never started, or its history was deleted; nothing will move it on", ep.ID, outcomeOf(ep), id),
+			Detail: fmt.Sprintf("episode %s is %s but workflow %s does not exist: it never started, or its history was deleted; nothing will move it on", ep.ID, ep.OutcomeOrStatus(), id),
 			Fix:    resume}, nil
 	case err != nil:
 		return nil, fmt.Errorf("describe workflow %s: %w", id, err)
@@ -98,15 +93,8 @@ func checkEpisodeWorkflow(ctx context.Context, in WorkflowCheckInput, p string, 
 	}
 	if st := info.GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && st != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
 		return &ledger.Violation{Kind: KindWorkflowEnded, Pipeline: p, Episode: ep.ID,
-			Detail: fmt.Sprintf("episode %s is %s but its workflow %s ended %s", ep.ID, outcomeOf(ep), id, st),
+			Detail: fmt.Sprintf("episode %s is %s but its workflow %s ended %s", ep.ID, ep.OutcomeOrStatus(), id, st),
 			Fix:    resume}, nil
 	}
 	return nil, nil
-}
-
-func outcomeOf(ep ledger.Episode) string {
-	if ep.Outcome == "" {
-		return string(ep.Status)
-	}
-	return ep.Outcome
 }

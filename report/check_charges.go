@@ -1,4 +1,4 @@
-package operator
+package report
 
 // What check finds from the charges themselves (invariant 20 of
 // docs/design.md, "Budgets"): a budget's own entries can miss money that
@@ -172,7 +172,7 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 	})
 	for _, k := range keys {
 		b := budgets[k.budget]
-		bp, err := led.BudgetPeriodOf(ctx, limitOf(b), k.period)
+		bp, err := led.BudgetPeriodOf(ctx, ledger.LimitOf(b), k.period)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package operator
+package importer
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"allot"
 	"allot/ledger"
 	"allot/pipeline"
+	"allot/report"
 )
 
 // importBudgetSet is weekly-video with both paid steps under one weekly
@@ -61,7 +62,7 @@ func weekRecord(oldID, nominal, currency string, scheduled bool) string {
 func weekPeriod(t *testing.T, led *ledger.Ledger, set *pipeline.Set) ledger.BudgetPeriod {
 	t.Helper()
 	b, _ := set.Budget("video-weekly")
-	bp, err := led.BudgetPeriodOf(context.Background(), limitOf(b), "2026-W31")
+	bp, err := led.BudgetPeriodOf(context.Background(), ledger.LimitOf(b), "2026-W31")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +91,11 @@ func TestImportedCostsCountAgainstBudgets(t *testing.T) {
 				if err != nil || !res.OK || len(res.OverBudget) != 0 {
 					t.Fatalf("import: %+v, %v", res, err)
 				}
-				list, err := Budgets(ctx, led, BudgetsInput{Pipelines: set, Budget: "video-weekly"})
+				list, err := report.Budgets(ctx, led, report.BudgetsInput{Pipelines: set, Budget: "video-weekly"})
 				if err != nil {
 					t.Fatal(err)
 				}
-				i := slices.IndexFunc(list.Budgets[0].Periods, func(p BudgetPeriodView) bool { return p.Period == "2026-W31" })
+				i := slices.IndexFunc(list.Budgets[0].Periods, func(p report.BudgetPeriodView) bool { return p.Period == "2026-W31" })
 				if i < 0 || list.Budgets[0].Periods[i].Settled != 580 || list.Budgets[0].Periods[i].Free != 170 {
 					t.Fatalf("budget list after the import: %+v; want 2026-W31 with 580 settled, 170 free", list.Budgets[0].Periods)
 				}
@@ -103,7 +104,7 @@ func TestImportedCostsCountAgainstBudgets(t *testing.T) {
 				if err != nil || len(short) != 1 || short[0].Settled != 580 {
 					t.Fatalf("room for 250 more: %+v, %v; want refused with 580 settled", short, err)
 				}
-				check, err := Audit(ctx, led, CheckInput{Pipelines: set})
+				check, err := report.Audit(ctx, led, report.CheckInput{Pipelines: set})
 				if err != nil || !check.OK {
 					t.Fatalf("check after the import: %+v, %v", check.Violations, err)
 				}
@@ -147,7 +148,7 @@ func TestImportedCostsCountAgainstBudgets(t *testing.T) {
 				if bp := weekPeriod(t, led, set); bp.Settled != 580 {
 					t.Fatalf("2026-W31 after the import: %+v", bp)
 				}
-				check, err := Audit(ctx, led, CheckInput{Pipelines: set})
+				check, err := report.Audit(ctx, led, report.CheckInput{Pipelines: set})
 				if err != nil || check.OK || len(check.Violations) != 1 || check.Violations[0].Kind != ledger.KindBudgetExceeded {
 					t.Fatalf("check after an import over budget: %+v, %v; want budget_exceeded", check.Violations, err)
 				}

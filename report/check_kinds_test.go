@@ -1,4 +1,4 @@
-package operator
+package report
 
 import (
 	"flag"
@@ -18,7 +18,7 @@ const (
 )
 
 // The docs' table of violation kinds is CheckKindTable, rendered. After
-// changing the table, run `go test -run TestCheckKindTable ./operator -update`.
+// changing the table, run `go test -run TestCheckKindTable ./report -update`.
 func TestCheckKindTableMatchesTheDocs(t *testing.T) {
 	data, err := os.ReadFile(checkKindPage)
 	if err != nil {
@@ -37,7 +37,7 @@ func TestCheckKindTableMatchesTheDocs(t *testing.T) {
 			}
 			return
 		}
-		t.Fatalf("%s's check kind table differs from CheckKindTable: run `go test -run TestCheckKindTable ./operator -update`; it should read:\n%s", checkKindPage, want)
+		t.Fatalf("%s's check kind table differs from CheckKindTable: run `go test -run TestCheckKindTable ./report -update`; it should read:\n%s", checkKindPage, want)
 	}
 }
 

@@ -1,4 +1,4 @@
-package operator
+package report
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"allot"
+	"allot/importer"
 	"allot/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
@@ -127,7 +128,7 @@ func newCheckedLedger(t *testing.T, url string) *checkedLedger {
 	}
 	t.Cleanup(func() { led.Close() })
 	c := &checkedLedger{led: led, pipelines: set, data: t.TempDir(), bills: map[string]*fakeBill{pipeline.DefaultVendor: {}, "studio": {}}}
-	if _, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: "../examples/import/weekly-video.jsonl", DataDir: c.data}); err != nil {
+	if _, err := importer.Import(ctx, led, set, importer.ImportInput{Pipeline: "weekly-video", From: "../examples/import/weekly-video.jsonl", DataDir: c.data}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := set.Get("weekly-video")

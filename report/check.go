@@ -1,4 +1,4 @@
-package operator
+package report
 
 // starter check: the ledger's audit (ledger.Audit), the files it names, and
 // optionally the vendors' bills. Everything here reads: the ledger in one
@@ -142,7 +142,7 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 	opts := ledger.AuditOptions{Pipeline: in.Pipeline, StaleAfter: in.StaleIntent, Now: in.Now, WithRefs: len(in.Vendors) > 0}
 	if in.Pipelines != nil {
 		for _, b := range in.Pipelines.Budgets() {
-			opts.Budgets = append(opts.Budgets, limitOf(b))
+			opts.Budgets = append(opts.Budgets, ledger.LimitOf(b))
 		}
 		opts.WithRefs = opts.WithRefs || len(opts.Budgets) > 0
 		opts.Horizon = func(vendor string) time.Duration { return in.Pipelines.Limits(vendor).Horizon() }

@@ -1,4 +1,4 @@
-package operator
+package importer
 
 // Fuzz targets for the import format (docs/import-and-check.md, "Import"): a JSON Lines file
 // or a state.json is read by decodeLegacy and checked against a pipeline's

@@ -1,4 +1,4 @@
-package operator
+package importer
 
 // The legacy format starter import reads (docs/import-and-check.md, "Import"): one JSON
 // record per old run, as JSON Lines or as one folder per old ID holding a
