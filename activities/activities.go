@@ -8,7 +8,6 @@
 package activities
 
 import (
-	"allot/paidvendor"
 	"context"
 	"fmt"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"allot"
 	"allot/ledger"
+	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"
 )

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"allot"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/internal/allottest"
 	"allot/ledger"
 	"allot/operator"

@@ -1,8 +1,6 @@
 package app_test
 
 import (
-	"allot/internal/cleanenv"
-	"allot/paidvendor"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,7 +17,9 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/pipelinetest"
+	"allot/paidvendor"
 	"allot/report"
 	"allot/workflows"
 )

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"allot"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"allot"
 	"allot/activities"
 	"allot/catchup"
 	"allot/ledger"

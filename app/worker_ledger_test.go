@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"allot/paidvendor"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"allot/app"
 	"allot/internal/allottest"
 	"allot/ledger"
+	"allot/paidvendor"
 )
 
 // A ledger the worker cannot write used to be found only when the first

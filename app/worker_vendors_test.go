@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"allot/paidvendor"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/pipelinetest"
 	"allot/ledger"
+	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/report"
 )

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"allot"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"allot"
 	"allot/ledger"
 )
 

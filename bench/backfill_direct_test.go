@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"allot"
 	"context"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"allot"
 	"allot/operator"
 	"allot/pipeline"
 )

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"allot"
 	"context"
 	"fmt"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"allot"
 )
 
 // BenchmarkEndToEnd sets one run of allot (a ScheduledRun that allocates in

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -24,7 +25,6 @@ import (
 	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"
-	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // SweepRunID is the run ID of the skipped runs a sweep records: no

@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"allot"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/artifacts"
 	"allot/ledger"
 	"allot/pipeline"

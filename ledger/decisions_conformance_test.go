@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"allot"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"allot"
 )
 
 // Conformance tests for Decide: a decision's effect and its record are one

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"allot"
 	"bytes"
 	"context"
 	"database/sql"
@@ -10,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"allot"
 )
 
 // InputState is where an input is in its life: ready to claim, claimed by

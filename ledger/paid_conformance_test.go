@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"allot"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"allot"
 )
 
 // Conformance tests for paid tasks (invariant 7), their owners, cost

@@ -1,12 +1,13 @@
 package ledger
 
 import (
-	"allot"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"allot"
 )
 
 // Conformance tests for the step plan pinned per episode (invariant 14) and

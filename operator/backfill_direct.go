@@ -9,13 +9,13 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"allot"
 	"allot/pipeline"
 	"allot/workflows"
-	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // Task priorities of the runs allot starts (Temporal's PriorityKey: 1 is the

@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"allot"
 	"context"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
+	"allot"
 	"allot/livespec"
 	"allot/pipeline"
 	"allot/workflows"

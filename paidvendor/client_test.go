@@ -1,7 +1,6 @@
 package paidvendor_test
 
 import (
-	"allot"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 )

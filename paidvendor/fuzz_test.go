@@ -6,7 +6,6 @@ package paidvendor_test
 // explores further.
 
 import (
-	"allot"
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"allot"
 	"allot/paidvendor"
 )
 

@@ -1,10 +1,11 @@
 package paidvendor
 
 import (
-	"allot"
 	"testing"
 
 	"github.com/google/uuid"
+
+	"allot"
 )
 
 func TestIdempotencyKeyGolden(t *testing.T) {

@@ -1,7 +1,6 @@
 package paidvendor_test
 
 import (
-	"allot"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"allot"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 )

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"allot"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 
 	_ "modernc.org/sqlite" // the driver the ledger uses; the check test edits the file directly
 
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 )

@@ -1,12 +1,12 @@
 package report
 
 import (
-	"allot"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 	"allot/workflows"

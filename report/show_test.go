@@ -1,10 +1,10 @@
 package report
 
 import (
-	"allot"
 	"context"
 	"testing"
 
+	"allot"
 	"allot/ledger"
 )
 

@@ -1,11 +1,11 @@
 package report
 
 import (
-	"allot"
 	"strings"
 	"testing"
 	"time"
 
+	"allot"
 	"allot/ledger"
 	"allot/pipeline"
 )

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"allot"
 	"allot/operator"
 )
 

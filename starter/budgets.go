@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"allot"
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/internal/pipelinetest"
 	"allot/ledger"
 	"allot/report"

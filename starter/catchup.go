@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"cmp"
 	"context"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"allot"
 	"allot/catchup"
 	"allot/operator"
 )

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"allot/paidvendor"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	"allot/app"
 	"allot/ledger"
 	"allot/operator"
+	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/report"
 	"allot/workflows"

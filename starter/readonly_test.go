@@ -1,8 +1,6 @@
 package main
 
 import (
-	"allot/internal/cleanenv"
-	"allot/paidvendor"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,8 +19,10 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot/app"
+	"allot/internal/cleanenv"
 	"allot/internal/pipelinetest"
 	"allot/ledger"
+	"allot/paidvendor"
 	"allot/workflows"
 )
 

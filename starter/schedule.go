@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"allot"
 	"allot/ledger"
 	"allot/operator"
 	"allot/pipeline"

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"bytes"
 	"regexp"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"allot"
 	"allot/ledger"
 	"allot/operator"
 	"allot/report"

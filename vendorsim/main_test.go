@@ -1,7 +1,6 @@
 package main
 
 import (
-	"allot"
 	"bytes"
 	"context"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/paidvendor"
 )
 

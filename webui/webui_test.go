@@ -3,7 +3,6 @@
 package webui_test
 
 import (
-	"allot"
 	"bytes"
 	"context"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"allot"
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
 	"allot/internal/devstack"

@@ -6,13 +6,13 @@ package workflows
 // testdata/fuzz/<target>; `go test` runs them, .ci/fuzz explores further.
 
 import (
-	"allot"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"allot"
 	"allot/pipeline"
 )
 

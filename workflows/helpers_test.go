@@ -1,10 +1,10 @@
 package workflows
 
 import (
-	"allot"
-
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
+
+	"allot"
 )
 
 func startOptions(id string) client.StartWorkflowOptions {

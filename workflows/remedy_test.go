@@ -1,10 +1,11 @@
 package workflows
 
 import (
-	"allot"
 	"reflect"
 	"strings"
 	"testing"
+
+	"allot"
 )
 
 func TestSplitCommand(t *testing.T) {

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"allot"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"allot"
 )
 
 // TestReplaySavedHistories replays histories recorded by earlier versions of

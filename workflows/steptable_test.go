@@ -1,10 +1,10 @@
 package workflows
 
 import (
-	"allot"
 	"strings"
 	"testing"
 
+	"allot"
 	"allot/activities"
 )
 

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"allot"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +17,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"allot"
 )
 
 // MeasureConfig is a kill measurement: the same load and the same worker

@@ -1,12 +1,12 @@
 package chaos
 
 import (
-	"allot"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"allot"
 	"allot/pipeline"
 )
 

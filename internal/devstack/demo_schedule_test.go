@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"allot"
 	"errors"
 	"io/fs"
 	"os"
@@ -12,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"allot"
 	"allot/internal/allottest"
 	"allot/internal/devstack"
 	"allot/operator"

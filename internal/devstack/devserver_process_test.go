@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"allot"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
 	"allot/ledger"

@@ -10,7 +10,6 @@
 package devstack
 
 import (
-	"allot/paidvendor"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"allot/app"
 	"allot/artifacts"
 	"allot/operator"
+	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
 	"allot/temporalserver"

@@ -1,7 +1,6 @@
 package paidvendortest
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"allot"
 	"allot/paidvendor"
 )
 

@@ -1,7 +1,6 @@
 package paidvendortest
 
 import (
-	"allot"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/paidvendor"
 )
 
