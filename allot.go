@@ -169,7 +169,7 @@ const (
 )
 
 // PaidTaskState is where one paid task (episode, step, revision) is. The
-// transitions between them are in ledger/paid_tasks.go and docs/design.md.
+// transitions between them are in internal/ledger/paid_tasks.go and docs/design.md.
 type PaidTaskState string
 
 // Paid-task states.

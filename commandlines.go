@@ -9,7 +9,7 @@ import (
 // resume, reopen, backfill, catch-up, look-up, show) is built here, so that
 // renaming a flag touches one place. Each is complete and runnable as
 // printed (values are quoted with ShellQuote where a shell would need it);
-// the tests run them (app/remedy_test.go and the tests of each command).
+// the tests run them (e2e/remedy_test.go and the tests of each command).
 
 // episodeTarget names one episode on a starter command line.
 func episodeTarget(pipeline, episodeID string) string {

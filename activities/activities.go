@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"

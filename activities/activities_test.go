@@ -22,7 +22,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver, for raw edits of the ledger file
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/pipeline"
 )
 

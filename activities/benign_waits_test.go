@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
 )

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/pipeline"
 )
 

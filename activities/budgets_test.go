@@ -15,10 +15,10 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
+	"allot/internal/payonce"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
-	"allot/payonce"
 	"allot/pipeline"
 )
 

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"allot"
-	"allot/livespec"
+	"allot/internal/livespec"
 	"allot/pipeline"
 )
 

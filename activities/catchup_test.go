@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"allot"
-	"allot/livespec"
+	"allot/internal/livespec"
 	"allot/pipeline"
 )
 

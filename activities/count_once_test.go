@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
 )

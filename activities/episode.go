@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/pipeline"
 )
 

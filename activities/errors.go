@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 // classify turns allot's errors into Temporal errors at the activity

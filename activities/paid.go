@@ -16,7 +16,7 @@ import (
 
 	"allot"
 	"allot/artifacts"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 )
 

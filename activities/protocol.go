@@ -19,9 +19,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
+	"allot/internal/payonce"
 	"allot/paidvendor"
-	"allot/payonce"
 	"allot/pipeline"
 )
 

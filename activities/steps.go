@@ -25,8 +25,8 @@ import (
 
 	"allot"
 	"allot/artifacts"
-	"allot/execstep"
-	"allot/ledger"
+	"allot/internal/execstep"
+	"allot/internal/ledger"
 	"allot/pipeline"
 	"allot/step"
 )

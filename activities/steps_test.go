@@ -22,8 +22,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
 	"allot/pipeline"
 	"allot/step"
 )

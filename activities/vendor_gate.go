@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
 )

@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
+	"allot/internal/payonce"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
-	"allot/payonce"
 	"allot/pipeline"
 )
 

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
 	"allot/pipeline"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"allot/execstep"
+	"allot/internal/execstep"
 	"allot/paidvendor"
 	"allot/pipeline"
 )

@@ -16,9 +16,9 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/catchup"
-	"allot/ledger"
-	"allot/metrics"
+	"allot/internal/catchup"
+	"allot/internal/ledger"
+	"allot/internal/metrics"
 	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"

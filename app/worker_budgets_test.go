@@ -13,8 +13,8 @@ import (
 	"allot"
 	"allot/app"
 	"allot/internal/allottest"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
 	"allot/paidvendor"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"allot/app"
 	"allot/internal/allottest"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 )
 

@@ -12,11 +12,11 @@ import (
 	"allot"
 	"allot/app"
 	"allot/internal/allottest"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
+	"allot/internal/report"
 	"allot/paidvendor"
 	"allot/pipeline"
-	"allot/report"
 )
 
 // vendorPipelines: "video" (paid) on the http vendor studio, whose key is

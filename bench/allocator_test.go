@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 // The Temporal-only allocator: the design allot did not choose, built as

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot"
-	"allot/operator"
+	"allot/internal/operator"
 	"allot/pipeline"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
 	"allot/pipeline"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/step"
 	"allot/workflows"
 )

@@ -23,10 +23,10 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/app"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/temporalserver"
 	"allot/pipeline"
-	"allot/temporalserver"
 	"allot/workflows"
 )
 

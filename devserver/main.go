@@ -22,7 +22,7 @@ import (
 
 	"allot/app"
 	"allot/internal/devstack"
-	"allot/temporalserver"
+	"allot/internal/temporalserver"
 )
 
 func main() {

@@ -21,7 +21,7 @@ import (
 	_ "time/tzdata" // periods in named zones must not depend on the host's zoneinfo
 
 	"allot"
-	"allot/execstep"
+	"allot/internal/execstep"
 )
 
 // PeriodKind is the bucket that sequences count in.

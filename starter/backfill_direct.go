@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"allot"
-	"allot/operator"
+	"allot/internal/operator"
 )
 
 // backfillDirect is `starter schedule backfill` without --via-schedule:

@@ -12,10 +12,10 @@ import (
 	"github.com/google/uuid"
 
 	"allot"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/pipeline"
-	"allot/report"
 	"allot/workflows"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
-	"allot/report"
+	"allot/internal/report"
 )
 
 // budgetPipelinesFile: weekly, one paid step (250) under video-weekly, 5.00

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"allot"
-	"allot/catchup"
-	"allot/operator"
+	"allot/internal/catchup"
+	"allot/internal/operator"
 )
 
 // scheduleCatchUp is `starter schedule catch-up`: settle the times the

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor/vendorapi"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"allot/internal/report"
 	"allot/paidvendor/vendorapi"
-	"allot/report"
 )
 
 // check --vendor reconciles every vendor it can, reports each one it

@@ -17,7 +17,7 @@ import (
 // parse. Renaming a flag without its builder fails here. Each runs against
 // nothing (a context already cancelled, Temporal at a closed port, a
 // ledger that does not exist), so nothing is contacted or written; the
-// integration tests (app/remedy_test.go, app/docs_commands_integration_test.go)
+// integration tests (e2e/remedy_test.go, e2e/docs_commands_integration_test.go)
 // run them end to end.
 func TestPrintedCommandLinesParse(t *testing.T) {
 	from := time.Date(2026, 7, 6, 0, 0, 0, 0, time.UTC)

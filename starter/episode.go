@@ -11,11 +11,11 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/app"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/paidvendor"
 	"allot/pipeline"
-	"allot/report"
 	"allot/workflows"
 )
 

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"allot/app"
+	"allot/internal/ledger"
+	"allot/internal/operator"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
-	"allot/operator"
 )
 
 // A run's forecast looks its key up as the run will start it. An operator's

@@ -12,8 +12,8 @@ import (
 
 	"allot"
 	"allot/app"
-	"allot/importer"
-	"allot/ledger"
+	"allot/internal/importer"
+	"allot/internal/ledger"
 	"allot/pipeline"
 )
 

@@ -16,9 +16,9 @@ import (
 	"testing"
 
 	"allot/artifacts"
-	"allot/importer"
+	"allot/internal/importer"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
 	"allot/workflows"
 )
 

@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
 	"allot/pipeline"
 )
 

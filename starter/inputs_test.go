@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
 )
 
 const draftsPipelines = `

@@ -10,7 +10,7 @@ import (
 
 	"allot"
 	"allot/app"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/pipeline"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 // testLedger is an empty ledger database for one test, on one driver, with

@@ -13,7 +13,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 func run(t *testing.T, args ...string) (int, string, string) {

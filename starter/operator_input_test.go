@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
-	"allot/report"
+	"allot/internal/report"
 )
 
 // budgetEnv writes budgetPipelinesFile (video-weekly: 5.00 USD a week) and

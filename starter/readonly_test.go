@@ -20,8 +20,8 @@ import (
 
 	"allot/app"
 	"allot/internal/cleanenv"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
 	"allot/paidvendor"
 	"allot/workflows"
 )

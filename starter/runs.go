@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"allot/ledger"
-	"allot/report"
+	"allot/internal/ledger"
+	"allot/internal/report"
 )
 
 // errTypeUsage is the "type" of the JSON error object of a command line

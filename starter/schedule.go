@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"allot"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
 	"allot/pipeline"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"allot"
-	"allot/ledger"
-	"allot/operator"
-	"allot/report"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/report"
 )
 
 // episode show prints an effect step's task under EFFECT STEP, without a

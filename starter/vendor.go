@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"allot"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/pipeline"
-	"allot/report"
 )
 
 // vendorCommand dispatches `starter vendor <subcommand>`: the vendors'

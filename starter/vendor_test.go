@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
+	"allot/internal/report"
 	"allot/pipeline"
-	"allot/report"
 	"allot/workflows"
 )
 

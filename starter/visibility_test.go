@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"allot"
-	"allot/ledger"
-	"allot/report"
+	"allot/internal/ledger"
+	"allot/internal/report"
 	"allot/workflows"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 // EpisodeInput names an existing episode. The Episode workflow never allocates.

@@ -19,9 +19,9 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/ledger"
+	"allot/internal/ledger"
+	"allot/internal/payonce"
 	"allot/paidvendor"
-	"allot/payonce"
 )
 
 var weeklyShortfall = ledger.BudgetShortfall{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Settled: 500, Reserved: 250, Asked: 250}

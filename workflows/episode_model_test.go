@@ -22,7 +22,7 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"

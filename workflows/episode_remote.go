@@ -11,9 +11,9 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/ledger"
+	"allot/internal/ledger"
+	"allot/internal/payonce"
 	"allot/paidvendor"
-	"allot/payonce"
 )
 
 // runPaidByActivities runs a paid or effect step whose vendor is an

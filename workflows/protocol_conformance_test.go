@@ -57,11 +57,11 @@ import (
 
 	"allot"
 	"allot/activities"
+	"allot/internal/ledger"
+	"allot/internal/payonce"
 	"allot/internal/protocoltest"
-	"allot/ledger"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
-	"allot/payonce"
 	"allot/pipeline"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 // Remedies are the commands an operator can run for a paid step parked in

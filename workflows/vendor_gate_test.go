@@ -21,8 +21,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/protocoltest"
-	"allot/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
 )

@@ -16,7 +16,7 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
 	"allot/internal/devstack"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/step"
 )

@@ -28,12 +28,12 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
 	"allot/internal/devstack"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
-	"allot/report"
 	"allot/workflows"
 )
 

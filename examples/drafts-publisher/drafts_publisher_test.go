@@ -27,13 +27,13 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
 	"allot/internal/devstack"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
 	"allot/pipeline"
-	"allot/report"
 	"allot/workflows"
 )
 

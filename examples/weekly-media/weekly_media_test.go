@@ -25,12 +25,12 @@ import (
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
 	"allot/internal/devstack"
-	"allot/operator"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
 	"allot/pipeline"
-	"allot/report"
 	"allot/workflows"
 )
 

@@ -20,12 +20,12 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/app"
-	"allot/ledger"
-	"allot/metrics"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/metrics"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
-	"allot/report"
 	"allot/workflows"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"allot"
 	"allot/internal/devstack"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"allot/internal/cleanenv"
+	"allot/internal/temporalserver"
 	"allot/internal/testcerts"
-	"allot/temporalserver"
 	"allot/workflows"
 )
 

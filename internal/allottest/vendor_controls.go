@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	"allot/app"
-	"allot/ledger"
+	"allot/internal/ledger"
 	"allot/workflows"
 )
 

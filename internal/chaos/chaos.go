@@ -29,8 +29,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot"
-	"allot/ledger"
-	"allot/operator"
+	"allot/internal/ledger"
+	"allot/internal/operator"
 	"allot/pipeline"
 	"allot/workflows"
 )

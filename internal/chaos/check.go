@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
+	"allot/internal/report"
 	"allot/paidvendor"
 	"allot/pipeline"
-	"allot/report"
 )
 
 // check asserts allot's promises on what the run left, and fills in the

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"allot"
-	"allot/ledger"
-	"allot/operator"
-	"allot/report"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/internal/report"
 	"allot/workflows"
 )
 

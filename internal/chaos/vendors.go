@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"allot"
-	"allot/operator"
+	"allot/internal/operator"
 	"allot/pipeline"
 )
 

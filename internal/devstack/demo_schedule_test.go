@@ -14,7 +14,7 @@ import (
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/devstack"
-	"allot/operator"
+	"allot/internal/operator"
 	"allot/pipeline"
 	"allot/workflows"
 )

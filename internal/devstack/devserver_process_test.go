@@ -13,7 +13,7 @@ import (
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/cleanenv"
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 // temporalLine is devserver's "where to look" line naming the frontend: it

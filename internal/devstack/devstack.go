@@ -26,11 +26,11 @@ import (
 
 	"allot/app"
 	"allot/artifacts"
-	"allot/operator"
+	"allot/internal/operator"
+	"allot/internal/temporalserver"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
-	"allot/temporalserver"
 	"allot/workflows"
 )
 

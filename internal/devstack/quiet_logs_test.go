@@ -14,8 +14,8 @@ import (
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/devstack"
+	"allot/internal/ledger"
 	"allot/internal/pipelinetest"
-	"allot/ledger"
 )
 
 // waitingDemo is the demo pipeline with a tight rate at the simulated

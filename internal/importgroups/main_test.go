@@ -26,7 +26,7 @@ func TestGroup(t *testing.T) {
 	src := `package p
 
 import (
-	"allot/ledger"
+	"allot/internal/ledger"
 	"fmt"
 	// why the driver
 	_ "modernc.org/sqlite"
@@ -50,7 +50,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"allot"
-	"allot/ledger"
+	"allot/internal/ledger"
 )
 
 import "os"

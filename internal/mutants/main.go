@@ -36,7 +36,7 @@ type mutant struct {
 	File    string
 	From    string // one whole line of File, matched once, exactly
 	To      string
-	Package string // ./ledger/
+	Package string // ./internal/ledger/
 	Run     string // the -run pattern of the tests that must fail
 	Line    int    // of the entry in the list, for errors
 }
@@ -210,7 +210,7 @@ func parse(path string) ([]mutant, error) {
 		case "test":
 			pkg, pattern, ok := strings.Cut(val, " ")
 			if !ok {
-				return nil, fmt.Errorf("%s:%d: test takes a package and a -run pattern: test: ./ledger/ TestX", path, n)
+				return nil, fmt.Errorf("%s:%d: test takes a package and a -run pattern: test: ./internal/ledger/ TestX", path, n)
 			}
 			cur.Package, cur.Run = pkg, strings.TrimSpace(pattern)
 		default:

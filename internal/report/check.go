@@ -1,0 +1,561 @@
+package report
+
+// starter check: the ledger's audit (ledger.Audit), the files it names, and
+// optionally the vendors' bills. Everything here reads: the ledger in one
+// read-only transaction, the files by hashing them, the vendors by listing
+// their charges.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"allot"
+	"allot/activities"
+	"allot/artifacts"
+	"allot/internal/ledger"
+	"allot/paidvendor"
+	"allot/pipeline"
+)
+
+// CheckInput selects what a check covers.
+type CheckInput struct {
+	Pipeline string // "" = every pipeline
+	// StaleIntent: an intent without a reference older than this is an
+	// unknown outcome (also the grace an episode has to report its first
+	// outcome and its run); zero means ledger.DefaultStaleAfter.
+	StaleIntent time.Duration
+	Now         time.Time // zero: now
+	// Vendors are the vendors whose charges to reconcile with the ledger
+	// (check --vendor); none when empty.
+	Vendors []VendorCharges
+	// Pipelines names the vendor of a cost whose episode has no pinned
+	// plan (the step's vendor as configured now), the budgets whose limits
+	// and reservations are checked, and the vendors' idempotency horizons
+	// (intents older are reported); may be nil.
+	Pipelines *pipeline.Set
+	// Workflows, when set, also asks Temporal about the workflow of every
+	// unsettled episode (CheckWorkflows); its Grace defaults to
+	// StaleIntent.
+	Workflows *WorkflowCheckInput
+}
+
+// ChargeLister lists a vendor's charges (paidvendor.HTTPClient.Charges).
+type ChargeLister interface {
+	Charges(ctx context.Context) ([]paidvendor.Charge, error)
+}
+
+// VendorCharges is one vendor check --vendor looks at: its name as steps
+// give it (pipeline.DefaultVendor for the default one) and its charge
+// list. A vendor whose charges cannot be listed (no URL, no key) has
+// Unavailable saying why instead; one with no bill to reconcile (an
+// adapter without a charge list, only effect steps) has NoBill.
+type VendorCharges struct {
+	Name        string
+	Charges     ChargeLister
+	Unavailable string
+	NoBill      string
+	// Account identifies the vendor account the charges are listed from
+	// (vendorAccount: a hash of its URL and API key, never the key).
+	// Vendors with one Account have one bill, which is reconciled once
+	// against the costs of all of them; "" is an account of its own.
+	Account string
+}
+
+// vendorAccount identifies a vendor account by its URL and API key without
+// holding the key: two [[vendor]] entries that give the same URL and key
+// bill to one account, and check --vendor reconciles that account once.
+func vendorAccount(url, key string) string {
+	sum := sha256.Sum256([]byte("allot vendor account\x00" + strings.TrimRight(url, "/") + "\x00" + key))
+	return hex.EncodeToString(sum[:])
+}
+
+// KindChargeOtherVendor: check --vendor found a charge for a task whose
+// cost the ledger books under a vendor of another account.
+const KindChargeOtherVendor = "charge_other_vendor"
+
+// CheckResult lists the violations found. OK means there are none and
+// every vendor asked for (--vendor) was reconciled, at least one.
+type CheckResult struct {
+	Pipeline   string             `json:"pipeline,omitempty"`
+	OK         bool               `json:"ok"`
+	Violations []ledger.Violation `json:"violations"`
+	// Artifacts is how many files were hashed.
+	Artifacts int `json:"artifacts_checked"`
+	// WorkflowsChecked says whether Temporal was asked about the
+	// episodes' workflows.
+	WorkflowsChecked bool `json:"workflows_checked"`
+	// Vendors says, for --vendor, what became of each vendor.
+	Vendors []VendorCheck `json:"vendors,omitempty"`
+	// Incomplete says why the check is not OK although it found no
+	// violation: a vendor it could not reconcile, or none reconciled.
+	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// What check --vendor did with a vendor (VendorCheck.Status).
+const (
+	VendorReconciled    = "reconciled"     // its charges were compared with the ledger's costs
+	VendorNotReconciled = "not_reconciled" // it has a bill that could not be read: Reason says why
+	VendorNoBill        = "no_bill"        // nothing to reconcile: Reason says why
+)
+
+// VendorCheck is one vendor's reconciliation: how many charges it listed
+// and how many ledger costs are booked to it, or why it was not
+// reconciled.
+type VendorCheck struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"`
+	Charges int    `json:"charges"`
+	Costs   int    `json:"costs"`
+	Reason  string `json:"reason,omitempty"`
+	// SharedAccount names the other vendors on the same account (URL and
+	// key): the account's one bill was reconciled against all their costs.
+	SharedAccount []string `json:"shared_account,omitempty"`
+}
+
+// Check audits the ledger of one pipeline ("" = all) and the files it
+// names, with the default threshold and no vendor (starter check).
+func Check(ctx context.Context, led *ledger.Ledger, pipelineName string) (CheckResult, error) {
+	return Audit(ctx, led, CheckInput{Pipeline: pipelineName})
+}
+
+// Audit runs every check of starter check: the ledger's (ledger.Audit),
+// every file the ledger names (it exists and has its sha256), and, for
+// each of in.Vendors, its charges against the ledger's costs: charges the
+// ledger does not know (money spent without a record), ledger costs the
+// vendor did not charge, and amounts that differ. It writes nothing.
+func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult, error) {
+	if in.Pipeline != "" {
+		if err := pipeline.ValidateName(in.Pipeline); err != nil {
+			return CheckResult{}, err
+		}
+	}
+	if in.StaleIntent < 0 {
+		return CheckResult{}, allot.Errorf(allot.InvalidInput, "the stale-intent threshold %s is negative: give a duration like 1h", in.StaleIntent)
+	}
+	opts := ledger.AuditOptions{Pipeline: in.Pipeline, StaleAfter: in.StaleIntent, Now: in.Now, WithRefs: len(in.Vendors) > 0}
+	if in.Pipelines != nil {
+		for _, b := range in.Pipelines.Budgets() {
+			opts.Budgets = append(opts.Budgets, ledger.LimitOf(b))
+		}
+		opts.WithRefs = opts.WithRefs || len(opts.Budgets) > 0
+		opts.Horizon = func(vendor string) time.Duration { return in.Pipelines.Limits(vendor).Horizon() }
+	}
+	a, err := led.Audit(ctx, opts)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs := a.Violations
+	missing, err := missingReservations(ctx, led, in, a.Tasks)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs = append(vs, missing...)
+	fileVs, hashed := checkArtifacts(a.Artifacts)
+	vs = append(vs, fileVs...)
+	res := CheckResult{Pipeline: in.Pipeline, Artifacts: hashed}
+	if w := in.Workflows; w != nil {
+		wi := *w
+		if wi.Grace == 0 {
+			wi.Grace = in.StaleIntent
+			if wi.Grace == 0 {
+				wi.Grace = ledger.DefaultStaleAfter
+			}
+		}
+		if wi.Now.IsZero() {
+			wi.Now = in.Now
+		}
+		names := []string{in.Pipeline}
+		if in.Pipeline == "" {
+			if names, err = led.PipelineNames(ctx); err != nil {
+				return CheckResult{}, err
+			}
+		}
+		found, err := CheckWorkflows(ctx, led, names, wi)
+		if err != nil {
+			return CheckResult{}, err
+		}
+		vs = append(vs, found...)
+		res.WorkflowsChecked = true
+	}
+	var reconciled int
+	var unreconciled []string
+	// One account, one bill: the vendors sharing an account are reconciled
+	// together, by the first of them (docs/import-and-check.md, "Check").
+	accounts := map[string][]string{}
+	for _, v := range in.Vendors {
+		if v.Account != "" && v.NoBill == "" && v.Unavailable == "" && v.Charges != nil {
+			accounts[v.Account] = append(accounts[v.Account], v.Name)
+		}
+	}
+	byAccount := map[string]VendorCheck{}
+	// What the vendors' bills say each task cost, for the budgets' check
+	// of the charges (chargesAgainstBudgets).
+	billed := map[ledger.PaidTaskRef]allot.Money{}
+	for _, v := range in.Vendors {
+		check := VendorCheck{Name: v.Name, Status: VendorNoBill, Reason: v.NoBill}
+		names := []string{v.Name}
+		if len(accounts[v.Account]) > 1 {
+			names = accounts[v.Account]
+			check.SharedAccount = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == v.Name })
+		}
+		switch {
+		case v.NoBill != "":
+		case v.Unavailable != "" || v.Charges == nil:
+			check.Status, check.Reason = VendorNotReconciled, v.Unavailable
+		case names[0] != v.Name:
+			first := byAccount[v.Account]
+			check.Status, check.Charges, check.Costs = first.Status, first.Charges, costsOf(in, a, v.Name)
+			check.Reason = fmt.Sprintf("one account (URL and key) with vendor %s: its bill was reconciled there, against the costs of both", names[0])
+			if first.Status == VendorNotReconciled {
+				check.Reason += ": " + first.Reason
+			}
+		default:
+			found, c, err := reconcile(ctx, in, a, v, names, billed)
+			if err != nil {
+				// One vendor that cannot be asked leaves the others and
+				// the ledger's own checks standing.
+				check.Status, check.Reason = VendorNotReconciled, err.Error()
+				byAccount[v.Account] = check
+				break
+			}
+			vs = append(vs, found...)
+			c.SharedAccount = check.SharedAccount
+			check = c
+			check.Status = VendorReconciled
+			byAccount[v.Account] = check
+			reconciled++
+		}
+		if check.Status == VendorNotReconciled {
+			unreconciled = append(unreconciled, check.Name)
+		}
+		res.Vendors = append(res.Vendors, check)
+	}
+	// The budgets against what was spent: the ledger's costs and, with
+	// --vendor, the bills.
+	overCharged, err := chargesAgainstBudgets(ctx, led, in, a, billed)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs = append(vs, overCharged...)
+	switch {
+	case len(unreconciled) > 0:
+		res.Incomplete = fmt.Sprintf("vendor %s not reconciled: give what each lacks, or leave --vendor out", strings.Join(unreconciled, ", "))
+	case len(in.Vendors) > 0 && reconciled == 0:
+		res.Incomplete = "--vendor reconciled no vendor: no vendor of the pipeline file has a bill to read (set ALLOT_VENDOR_URL or --vendor-url for the default vendor), or leave --vendor out"
+	}
+	ledger.SortViolations(vs)
+	if vs == nil {
+		vs = []ledger.Violation{}
+	}
+	res.Violations, res.OK = vs, len(vs) == 0 && res.Incomplete == ""
+	return res, nil
+}
+
+// checkArtifacts hashes every file the ledger names, each path once.
+// Relative paths are read from the current folder, as the worker wrote
+// them.
+func checkArtifacts(files []ledger.AuditArtifact) ([]ledger.Violation, int) {
+	type result struct {
+		sum string
+		err error
+	}
+	hashed := map[string]result{}
+	var out []ledger.Violation
+	for _, f := range files {
+		r, ok := hashed[f.Path]
+		if !ok {
+			r.sum, r.err = artifacts.SHA256File(f.Path)
+			hashed[f.Path] = r
+		}
+		what := fmt.Sprintf("step %s's output", f.Step)
+		look := "restore it from a backup, or rerun the step (a reassembly reruns the assembly and the steps after it)"
+		if f.Paid {
+			what = fmt.Sprintf("the result of paid step %s revision %d", f.Step, f.Revision)
+			look = "restore it from a backup; the vendor may still hold the result (rework downloads a new one, for one more charge)"
+		}
+		switch {
+		case r.err != nil:
+			detail := fmt.Sprintf("%s, %s, cannot be read: %v: %s", what, f.Path, r.err, look)
+			if errors.Is(r.err, os.ErrNotExist) {
+				detail = fmt.Sprintf("%s, %s, is missing: %s", what, f.Path, look)
+			}
+			out = append(out, ledger.Violation{Kind: ledger.KindArtifactMissing, Pipeline: f.Pipeline, Episode: f.EpisodeID, Detail: detail})
+		case !strings.EqualFold(r.sum, f.SHA256):
+			out = append(out, ledger.Violation{Kind: ledger.KindArtifactMismatch, Pipeline: f.Pipeline, Episode: f.EpisodeID,
+				Detail: fmt.Sprintf("%s, %s, has sha256 %s but the ledger recorded %s: the file was changed after it was verified; %s", what, f.Path, r.sum, f.SHA256, look)})
+		}
+	}
+	return out, len(hashed)
+}
+
+// vendorOf names the vendor a cost is booked to, pipeline.DefaultVendor
+// for the default one; "" when unknown.
+func vendorOf(in CheckInput, c ledger.AuditCost) string {
+	name, known := c.Vendor, c.StepKind != ""
+	if !known && in.Pipelines != nil {
+		if p, err := in.Pipelines.Get(c.Pipeline); err == nil {
+			if s, ok := p.Step(c.Step); ok {
+				name, known = s.Vendor, true
+			}
+		}
+	}
+	if !known {
+		return ""
+	}
+	if name == "" {
+		return pipeline.DefaultVendor
+	}
+	return name
+}
+
+// costsOf counts the ledger's costs booked to the vendor named.
+func costsOf(in CheckInput, a ledger.Audit, name string) int {
+	n := 0
+	for _, c := range a.Costs {
+		if vendorOf(in, c) == name {
+			n++
+		}
+	}
+	return n
+}
+
+// reconcile compares one vendor account's charges, listed by v, with the
+// ledger's costs booked to any vendor of names (v's and those sharing its
+// account).
+func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges, names []string, billed map[ledger.PaidTaskRef]allot.Money) ([]ledger.Violation, VendorCheck, error) {
+	check := VendorCheck{Name: v.Name}
+	charges, err := v.Charges.Charges(ctx)
+	if err != nil {
+		return nil, check, fmt.Errorf("list its charges: %w (check its URL and API key)", err)
+	}
+	check.Charges = len(charges)
+	who := "vendor " + v.Name
+	if len(names) > 1 {
+		who = "the account of vendors " + strings.Join(names, ", ")
+	}
+	byRef, byKey := map[string]ledger.PaidTask{}, map[string]ledger.PaidTask{}
+	for _, t := range a.Tasks {
+		if t.RemoteRef != "" {
+			byRef[t.RemoteRef] = t
+		}
+		if t.IdempotencyKey != "" {
+			byKey[t.IdempotencyKey] = t
+		}
+	}
+	costs, elsewhere := map[string]ledger.AuditCost{}, map[string]ledger.AuditCost{}
+	for _, c := range a.Costs {
+		switch vendor := vendorOf(in, c); {
+		case slices.Contains(names, vendor):
+			costs[c.RemoteRef] = c
+		default:
+			elsewhere[c.RemoteRef] = c
+		}
+	}
+	check.Costs = costsOf(in, a, v.Name)
+	inScope := func(p string) bool { return in.Pipeline == "" || p == in.Pipeline }
+
+	// The vendor's charges, summed per task and currency; a sum that
+	// overflows is never compared as a wrong number.
+	type charged struct {
+		amounts    map[string]int64
+		currencies []string
+		overflow   bool
+		key        string
+	}
+	var order []string
+	perTask := map[string]*charged{}
+	for _, ch := range charges {
+		c, ok := perTask[ch.TaskID]
+		if !ok {
+			c = &charged{key: ch.IdempotencyKey, amounts: map[string]int64{}}
+			perTask[ch.TaskID] = c
+			order = append(order, ch.TaskID)
+		}
+		if err := allot.AddTo(c.amounts, allot.Money{Amount: ch.Amount, Currency: ch.Currency}); err != nil {
+			c.overflow = true
+		}
+		if !slices.Contains(c.currencies, ch.Currency) {
+			c.currencies = append(c.currencies, ch.Currency)
+		}
+	}
+
+	var out []ledger.Violation
+	for _, ref := range order {
+		c := perTask[ref]
+		var parts []string
+		zero := !c.overflow
+		for _, cur := range c.currencies {
+			parts = append(parts, allot.Money{Amount: c.amounts[cur], Currency: cur}.String())
+			zero = zero && c.amounts[cur] == 0
+		}
+		money := strings.Join(parts, " + ")
+		if c.overflow {
+			money += " and more (its charges overflow 64 bits)"
+		}
+		t, known := byRef[ref]
+		switch owner, ok := byKey[c.key]; {
+		case known:
+			bill(billed, t, c.amounts, c.currencies, c.overflow)
+		case ok && c.key != "":
+			bill(billed, owner, c.amounts, c.currencies, c.overflow) // its answer was lost
+		}
+		if !known {
+			found := ledger.Violation{Kind: ledger.KindChargeUnrecorded,
+				Detail: fmt.Sprintf("%s charged %s for task %s (idempotency key %q), which no paid task of the ledger holds: money spent without a record; find out who submitted it", who, money, ref, c.key)}
+			if owner, ok := byKey[c.key]; ok && c.key != "" {
+				if !inScope(owner.Pipeline) {
+					continue
+				}
+				found.Pipeline, found.Episode = owner.Pipeline, owner.EpisodeID
+				found.Detail = fmt.Sprintf("%s charged %s for task %s under idempotency key %q, which is %s's key, but the ledger holds that task as %s without this reference: the vendor accepted a submission whose answer was lost",
+					who, money, ref, c.key, describeTask(owner), owner.State)
+				if owner.State == allot.PaidIntent {
+					found.Fix = allot.LookupCommand(owner.Pipeline, owner.EpisodeID, owner.Step)
+				}
+			}
+			out = append(out, found)
+			continue
+		}
+		if !inScope(t.Pipeline) {
+			continue
+		}
+		cost, booked := costs[ref]
+		other, bookedElsewhere := elsewhere[ref]
+		switch {
+		case !booked && zero && effectTask(in.Pipelines, t):
+			// Effect steps book no cost; a zero charge is no money.
+		case !booked && bookedElsewhere:
+			// Its cost is booked: another entry would count it twice.
+			out = append(out, ledger.Violation{Kind: KindChargeOtherVendor, Pipeline: t.Pipeline, Episode: t.EpisodeID,
+				Detail: fmt.Sprintf("%s charged %s for task %s, which is %s's reference, but the ledger books its cost (%s) under vendor %s, another account (URL or key): the ledger's entry stands, do not book it again; ask the vendor which account it charged, and correct the vendor's URL or key in the pipeline file if this is that vendor's account",
+					who, money, ref, describeTask(t), allot.Money{Amount: other.Amount, Currency: other.Currency}, vendorOf(in, other))})
+		case !booked:
+			out = append(out, ledger.Violation{Kind: ledger.KindChargeUnrecorded, Pipeline: t.Pipeline, Episode: t.EpisodeID,
+				Detail: fmt.Sprintf("%s charged %s for task %s, which is %s's reference, but the ledger books no cost for it: correct the ledger's cost entry to what was charged", who, money, ref, describeTask(t))})
+		case c.overflow || len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amounts[cost.Currency] != cost.Amount:
+			out = append(out, ledger.Violation{Kind: ledger.KindAmountDiffers, Pipeline: t.Pipeline, Episode: t.EpisodeID,
+				Detail: fmt.Sprintf("%s charged %s for task %s (%s), the ledger books %s: ask the vendor which is right, then correct the ledger or dispute the charge",
+					who, money, ref, describeTask(t), allot.Money{Amount: cost.Amount, Currency: cost.Currency})})
+		}
+	}
+	for _, c := range sortedCosts(costs) {
+		if _, ok := perTask[c.RemoteRef]; ok || !inScope(c.Pipeline) {
+			continue
+		}
+		out = append(out, ledger.Violation{Kind: ledger.KindCostUncharged, Pipeline: c.Pipeline, Episode: c.EpisodeID,
+			Detail: fmt.Sprintf("the ledger books %s for task %s (step %s revision %d) under vendor %s but %s has not charged for it: ask the vendor, then correct the ledger or expect the charge",
+				allot.Money{Amount: c.Amount, Currency: c.Currency}, c.RemoteRef, c.Step, c.Revision, vendorOf(in, c), who)})
+	}
+	return out, check, nil
+}
+
+// bill keeps what a vendor charged a task, when it charged in one
+// currency without overflowing (anything else is reported by reconcile).
+func bill(billed map[ledger.PaidTaskRef]allot.Money, t ledger.PaidTask, amounts map[string]int64, currencies []string, overflow bool) {
+	if overflow || len(currencies) != 1 {
+		return
+	}
+	billed[t.PaidTaskRef] = allot.Money{Amount: amounts[currencies[0]], Currency: currencies[0]}
+}
+
+// effectTask reports whether t is an effect step's task, by the
+// pipelines as configured now.
+func effectTask(set *pipeline.Set, t ledger.PaidTask) bool {
+	if set == nil {
+		return false
+	}
+	p, err := set.Get(t.Pipeline)
+	if err != nil {
+		return false
+	}
+	st, ok := p.Step(t.Step)
+	return ok && st.Kind == allot.KindEffect
+}
+
+// paidVendors are the vendors some paid step uses ("" and
+// pipeline.DefaultVendor both count as the default vendor).
+func paidVendors(set *pipeline.Set) map[string]bool {
+	used := map[string]bool{}
+	for _, name := range set.Names() {
+		p, err := set.Get(name)
+		if err != nil {
+			continue
+		}
+		for _, st := range p.Steps {
+			if st.Kind == allot.KindPaid {
+				v := st.Vendor
+				if v == "" {
+					v = pipeline.DefaultVendor
+				}
+				used[v] = true
+			}
+		}
+	}
+	return used
+}
+
+func sortedCosts(m map[string]ledger.AuditCost) []ledger.AuditCost {
+	out := make([]ledger.AuditCost, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b ledger.AuditCost) int { return strings.Compare(a.RemoteRef, b.RemoteRef) })
+	return out
+}
+
+func describeTask(t ledger.PaidTask) string {
+	return fmt.Sprintf("%s/%s step %s revision %d", t.Pipeline, t.EpisodeID, t.Step, t.Revision)
+}
+
+// HTTPVendors lists the vendors starter check --vendor looks at, with
+// their charge lists: the default vendor at defaultURL with defaultKey
+// (ALLOT_VENDOR_URL, ALLOT_VENDOR_API_KEY(_FILE)), and each [[vendor]] of
+// set, an http one with its key from api_key_env or api_key_file. A vendor
+// that is not configured here (no URL, no key) is Unavailable with what it
+// lacks; one with no bill (other adapters, only effect steps) is NoBill.
+func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string, error)) []VendorCharges {
+	paid := paidVendors(set)
+	def := VendorCharges{Name: pipeline.DefaultVendor}
+	switch {
+	case defaultURL == "" && paid[pipeline.DefaultVendor]:
+		def.Unavailable = "no URL: set ALLOT_VENDOR_URL or pass --vendor-url, and its key in " + paidvendor.EnvVendorAPIKey + " or " + paidvendor.EnvVendorAPIKeyFile
+	case defaultURL == "":
+		def.NoBill = "no paid step uses it and ALLOT_VENDOR_URL is not set"
+	default:
+		if key, err := defaultKey(); err != nil {
+			def.Unavailable = fmt.Sprintf("its key (%s): %v", defaultURL, err)
+		} else if c, err := paidvendor.NewHTTPClient(defaultURL, key, nil); err != nil {
+			def.Unavailable = err.Error()
+		} else {
+			def.Charges, def.Account = c, vendorAccount(defaultURL, key)
+		}
+	}
+	vendors := []VendorCharges{def}
+	for _, name := range set.VendorNames() {
+		v, _ := set.Vendor(name)
+		out := VendorCharges{Name: name}
+		switch {
+		case v.Adapter != pipeline.AdapterHTTP:
+			out.NoBill = fmt.Sprintf("adapter %s has no charge list to read", v.Adapter)
+		case !paid[name]:
+			out.NoBill = "serves only effect steps, which cost nothing"
+		default:
+			if key, err := activities.VendorKeyOf(v).VendorAPIKey(context.Background()); err != nil {
+				out.Unavailable = err.Error()
+			} else if c, err := paidvendor.NewHTTPClient(v.URL, key, nil); err != nil {
+				out.Unavailable = err.Error()
+			} else {
+				out.Charges, out.Account = c, vendorAccount(v.URL, key)
+			}
+		}
+		vendors = append(vendors, out)
+	}
+	return vendors
+}
