@@ -9,6 +9,7 @@ import (
 
 	"allot"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/internal/report"
 	"allot/pipeline"
 )
@@ -78,15 +79,15 @@ func weekPeriod(t *testing.T, led *ledger.Ledger, set *pipeline.Set) ledger.Budg
 func TestImportedCostsCountAgainstBudgets(t *testing.T) {
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run(driver, func(t *testing.T) {
-			url := newDriverURL(t, driver)
+			url := ledgertest.DriverURL(t, driver)
 			if url == "" {
 				t.Skip("ALLOT_TEST_POSTGRES_DSN is not set")
 			}
 			ctx := context.Background()
-			from := writeSource(t, nil, weekRecord("w31a", "2026-07-27T02:00:00Z", "USD", true), weekRecord("w31b", "2026-07-30T02:00:00Z", "USD", true))
+			from := ledgertest.WriteSource(t, nil, weekRecord("w31a", "2026-07-27T02:00:00Z", "USD", true), weekRecord("w31b", "2026-07-30T02:00:00Z", "USD", true))
 
 			t.Run("under the limit", func(t *testing.T) {
-				led, set := openLedger(t, newDriverURL(t, driver)), importBudgetSet(t, 750)
+				led, set := ledgertest.Open(t, ledgertest.DriverURL(t, driver)), importBudgetSet(t, 750)
 				res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: from, InPlace: true})
 				if err != nil || !res.OK || len(res.OverBudget) != 0 {
 					t.Fatalf("import: %+v, %v", res, err)
@@ -111,7 +112,7 @@ func TestImportedCostsCountAgainstBudgets(t *testing.T) {
 			})
 
 			t.Run("over the limit", func(t *testing.T) {
-				led, set := openLedger(t, url), importBudgetSet(t, 500)
+				led, set := ledgertest.Open(t, url), importBudgetSet(t, 500)
 				before := dumpLedger(t, led)
 				for _, dry := range []bool{true, false} {
 					in := ImportInput{Pipeline: "weekly-video", From: from, InPlace: true, DryRun: dry, By: "maria"}
@@ -155,13 +156,13 @@ func TestImportedCostsCountAgainstBudgets(t *testing.T) {
 			})
 
 			t.Run("currency", func(t *testing.T) {
-				led, set := openLedger(t, newDriverURL(t, driver)), importBudgetSet(t, 750)
+				led, set := ledgertest.Open(t, ledgertest.DriverURL(t, driver)), importBudgetSet(t, 750)
 				before := dumpLedger(t, led)
 				for _, c := range []struct{ currency, says string }{
 					{"EUR", "old.jsonl line 1: cost of \"vt_w31a_v\" is 2.50 EUR, but step video counts against budget video-weekly, which is in USD"},
 					{"usd", "old.jsonl line 1: cost of \"vt_w31a_v\": currency \"usd\" is not an ISO 4217 code"},
 				} {
-					src := writeSource(t, nil, weekRecord("w31a", "2026-07-27T02:00:00Z", c.currency, true))
+					src := ledgertest.WriteSource(t, nil, weekRecord("w31a", "2026-07-27T02:00:00Z", c.currency, true))
 					for _, dry := range []bool{true, false} {
 						_, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: src, InPlace: true, DryRun: dry})
 						if got := conflictList(err); !slices.Equal(got, []string{"invalid_record w31a"}) || !strings.Contains(err.Error(), c.says) {

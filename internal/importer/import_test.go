@@ -2,12 +2,8 @@ package importer
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,48 +14,12 @@ import (
 	"allot"
 	"allot/artifacts"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/internal/report"
 	"allot/pipeline"
 )
 
 const exampleLines = "../../examples/import/weekly-video.jsonl"
-
-// newDriverURL returns the URL of a fresh ledger on the driver: "sqlite",
-// or "postgres" (its own schema; "" when ALLOT_TEST_POSTGRES_DSN is unset).
-func newDriverURL(t *testing.T, driver string) string {
-	t.Helper()
-	if driver == "sqlite" {
-		return "sqlite:" + filepath.Join(t.TempDir(), "allot.db")
-	}
-	dsn := os.Getenv("ALLOT_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		return ""
-	}
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "allot_test_" + hex.EncodeToString(b)
-	if _, err := admin.ExecContext(context.Background(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-		admin.Close()
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // importPipelines is weekly-video with its cover made by the named vendor
 // "studio".
@@ -103,16 +63,6 @@ func importSet(t *testing.T) *pipeline.Set {
 	return set
 }
 
-func openLedger(t *testing.T, url string) *ledger.Ledger {
-	t.Helper()
-	led, err := ledger.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { led.Close() })
-	return led
-}
-
 // hashTree hashes every file under dir, by path relative to it.
 func hashTree(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -130,27 +80,6 @@ func hashTree(t *testing.T, dir string) map[string]string {
 		return nil
 	})
 	return out
-}
-
-// writeSource writes a JSON Lines source (and the files it names) in a
-// fresh folder and returns its path.
-func writeSource(t *testing.T, files map[string]string, lines ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	from := filepath.Join(dir, "old.jsonl")
-	if err := os.WriteFile(from, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return from
 }
 
 func conflictList(err error) []string {
@@ -171,11 +100,11 @@ func conflictList(err error) []string {
 func TestImportInPlaceRecordsTheSourceFiles(t *testing.T) {
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run(driver, func(t *testing.T) {
-			url := newDriverURL(t, driver)
+			url := ledgertest.DriverURL(t, driver)
 			if url == "" {
 				t.Skip("ALLOT_TEST_POSTGRES_DSN is not set")
 			}
-			led := openLedger(t, url)
+			led := ledgertest.Open(t, url)
 			ctx := context.Background()
 			data := t.TempDir()
 			res, err := Import(ctx, led, importSet(t), ImportInput{Pipeline: "weekly-video", From: exampleLines, InPlace: true, DataDir: data})
@@ -203,11 +132,11 @@ func TestImportInPlaceRecordsTheSourceFiles(t *testing.T) {
 func TestImportRefusesAndWritesNothing(t *testing.T) {
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run(driver, func(t *testing.T) {
-			url := newDriverURL(t, driver)
+			url := ledgertest.DriverURL(t, driver)
 			if url == "" {
 				t.Skip("ALLOT_TEST_POSTGRES_DSN is not set")
 			}
-			led := openLedger(t, url)
+			led := ledgertest.Open(t, url)
 			ctx := context.Background()
 			data := t.TempDir()
 			set := importSet(t)
@@ -223,7 +152,7 @@ func TestImportRefusesAndWritesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			good := "f2ca1bb6c7e907d06dafe4687e579fce76b37e4e93b7605022da52e6ccc26fd2" // sha256 of "test\n"
-			from := writeSource(t, map[string]string{"w33/notes.txt": "not what the record says\n", "w34/video.mp4": "test\n"},
+			from := ledgertest.WriteSource(t, map[string]string{"w33/notes.txt": "not what the record says\n", "w34/video.mp4": "test\n"},
 				// Changed since it was imported: another completion time.
 				`{"old_id": "2026-W29", "nominal_time": "2026-07-13T02:00:00Z", "completed_at": "2026-07-15T10:12:00Z"}`,
 				// The stray file's place, and a hash that is not the file's.
@@ -276,7 +205,7 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 	w30 := time.Date(2026, 7, 21, 2, 0, 0, 0, time.UTC)
 
 	t.Run("planned again", func(t *testing.T) {
-		led, data := openLedger(t, newDriverURL(t, "sqlite")), t.TempDir()
+		led, data := ledgertest.Open(t, ledgertest.DriverURL(t, "sqlite")), t.TempDir()
 		calls := 0
 		beforeImportCommit = func() {
 			if calls++; calls == 1 {
@@ -306,7 +235,7 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 	})
 
 	t.Run("gives up", func(t *testing.T) {
-		led, data := openLedger(t, newDriverURL(t, "sqlite")), t.TempDir()
+		led, data := ledgertest.Open(t, ledgertest.DriverURL(t, "sqlite")), t.TempDir()
 		n := 0
 		beforeImportCommit = func() { n++; allocateIn(led, w30, "weekly-video/scheduled-"+string(rune('a'+n))) }
 		t.Cleanup(func() { beforeImportCommit = nil })
@@ -331,7 +260,7 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 	// and the commit: the refusal lists that conflict, as a dry run would
 	// have.
 	t.Run("conflict at commit", func(t *testing.T) {
-		led, data := openLedger(t, newDriverURL(t, "sqlite")), t.TempDir()
+		led, data := ledgertest.Open(t, ledgertest.DriverURL(t, "sqlite")), t.TempDir()
 		w29 := time.Date(2026, 7, 13, 2, 0, 0, 0, time.UTC)
 		beforeImportCommit = func() { allocateIn(led, w29, allot.AllocationKey("weekly-video", w29)) }
 		t.Cleanup(func() { beforeImportCommit = nil })
@@ -351,7 +280,7 @@ func TestImportRemovesItsFilesWhenTheCommitFails(t *testing.T) {
 // changed value is a conflict.
 func TestImportIsTheSameRecordInBothForms(t *testing.T) {
 	ctx := context.Background()
-	led, set := openLedger(t, newDriverURL(t, "sqlite")), importSet(t)
+	led, set := ledgertest.Open(t, ledgertest.DriverURL(t, "sqlite")), importSet(t)
 	if _, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: "../../examples/import/weekly-video-state", DataDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
@@ -362,12 +291,12 @@ func TestImportIsTheSameRecordInBothForms(t *testing.T) {
 	dir, _ := filepath.Abs("../../examples/import/weekly-video-state/2026-W32")
 	line := strings.Join(strings.Fields(string(state)), " ")
 	line = strings.ReplaceAll(line, `"path": "`, `"path": "`+dir+`/`)
-	res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: writeSource(t, nil, line), DataDir: t.TempDir()})
+	res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: ledgertest.WriteSource(t, nil, line), DataDir: t.TempDir()})
 	if err != nil || len(res.Skipped) != 1 || len(res.Imported) != 0 {
 		t.Fatalf("the same record as a line: %+v, %v", res, err)
 	}
 	changed := strings.Replace(line, `"amount": 40`, `"amount": 41`, 1)
-	_, err = Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: writeSource(t, nil, changed), DataDir: t.TempDir()})
+	_, err = Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: ledgertest.WriteSource(t, nil, changed), DataDir: t.TempDir()})
 	if got := conflictList(err); !slices.Equal(got, []string{"old_id_changed 2026-W32"}) {
 		t.Fatalf("a changed cost: %v", got)
 	}
@@ -376,7 +305,7 @@ func TestImportIsTheSameRecordInBothForms(t *testing.T) {
 // TestImportRefusesRecordsThatDoNotFitThePlan: each mistake in a record is
 // named with the record and what to do.
 func TestImportRefusesRecordsThatDoNotFitThePlan(t *testing.T) {
-	led, set := openLedger(t, newDriverURL(t, "sqlite")), importSet(t)
+	led, set := ledgertest.Open(t, ledgertest.DriverURL(t, "sqlite")), importSet(t)
 	const head = `"nominal_time": "2026-07-13T02:00:00Z", "completed_at": "2026-07-14T10:00:00Z"`
 	sha := strings.Repeat("0", 64)
 	for _, tc := range []struct{ record, want string }{
@@ -407,7 +336,7 @@ func TestImportRefusesRecordsThatDoNotFitThePlan(t *testing.T) {
 		{`{"old_id": "x", ` + head + `, "references": [{"step": "video", "remote_ref": "r1"}], "costs": [{"remote_ref": "r1", "amount": 18446744073709551, "currency": "USD"}]}`,
 			"above the bound of 10000000000.00 USD"},
 	} {
-		_, err := Import(context.Background(), led, set, ImportInput{Pipeline: "weekly-video", From: writeSource(t, nil, tc.record), DryRun: true, DataDir: t.TempDir()})
+		_, err := Import(context.Background(), led, set, ImportInput{Pipeline: "weekly-video", From: ledgertest.WriteSource(t, nil, tc.record), DryRun: true, DataDir: t.TempDir()})
 		var ce *ledger.ImportConflictError
 		if !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Kind != ledger.ConflictInvalidRecord || !strings.Contains(ce.Conflicts[0].Detail, tc.want) {
 			t.Errorf("record %s: got %v, want one invalid_record mentioning %q", tc.record, err, tc.want)
@@ -420,8 +349,8 @@ func TestImportRefusesRecordsThatDoNotFitThePlan(t *testing.T) {
 // the episode checks clean.
 func TestImportNotesWhatTheRecordLacks(t *testing.T) {
 	ctx := context.Background()
-	led, set := openLedger(t, newDriverURL(t, "sqlite")), importSet(t)
-	from := writeSource(t, nil, `{"old_id": "w1", "nominal_time": "2026-07-13T02:00:00Z", "completed_at": "2026-07-14T10:00:00Z",`+
+	led, set := ledgertest.Open(t, ledgertest.DriverURL(t, "sqlite")), importSet(t)
+	from := ledgertest.WriteSource(t, nil, `{"old_id": "w1", "nominal_time": "2026-07-13T02:00:00Z", "completed_at": "2026-07-14T10:00:00Z",`+
 		` "references": [{"step": "video", "remote_ref": "vt_0000000000000001"}], "costs": [{"remote_ref": "vt_0000000000000001", "amount": 250, "currency": "EUR"}]}`)
 	res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: from, DataDir: t.TempDir()})
 	if err != nil || len(res.Imported) != 1 || len(res.Imported[0].Notes) != 2 || res.Costs["EUR"] != 250 || res.References != 1 {
@@ -506,7 +435,7 @@ func TestLegacyKeysAreReservedForImports(t *testing.T) {
 // not a scheduled run; the import's result says which.
 func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
 	ctx := context.Background()
-	led, set := openLedger(t, newDriverURL(t, "sqlite")), importSet(t)
+	led, set := ledgertest.Open(t, ledgertest.DriverURL(t, "sqlite")), importSet(t)
 	res, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: exampleLines, InPlace: true})
 	if err != nil || len(res.Imported) != 3 {
 		t.Fatalf("import: %+v, %v", res, err)
@@ -520,7 +449,7 @@ func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
 	}
 	// An extra run of 2026-W31 at the same time, marked as not scheduled.
 	w31 := res.Imported[2].NominalTime
-	extra := writeSource(t, nil, `{"old_id": "2026-W31-extra", "nominal_time": "`+w31.Format(time.RFC3339)+`", "completed_at": "2026-07-29T10:00:00Z", "scheduled": false}`)
+	extra := ledgertest.WriteSource(t, nil, `{"old_id": "2026-W31-extra", "nominal_time": "`+w31.Format(time.RFC3339)+`", "completed_at": "2026-07-29T10:00:00Z", "scheduled": false}`)
 	more, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: extra, InPlace: true})
 	if err != nil || len(more.Imported) != 1 {
 		t.Fatalf("import of the extra run: %+v, %v", more, err)
@@ -530,7 +459,7 @@ func TestImportOwnsTheNominalTimesItImports(t *testing.T) {
 		t.Fatalf("the extra run: %+v", e)
 	}
 	// Without "scheduled": false it would claim a time another old run has.
-	claim := writeSource(t, nil, `{"old_id": "2026-W31-again", "nominal_time": "`+w31.Format(time.RFC3339)+`", "completed_at": "2026-07-29T10:00:00Z"}`)
+	claim := ledgertest.WriteSource(t, nil, `{"old_id": "2026-W31-again", "nominal_time": "`+w31.Format(time.RFC3339)+`", "completed_at": "2026-07-29T10:00:00Z"}`)
 	if _, err := Import(ctx, led, set, ImportInput{Pipeline: "weekly-video", From: claim, InPlace: true, DryRun: true}); !slices.Equal(conflictList(err), []string{"key_bound 2026-W31-again"}) {
 		t.Fatalf("a second claim on 2026-W31's time: %v", err)
 	}

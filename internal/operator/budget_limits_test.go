@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,104 +10,9 @@ import (
 
 	"allot"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/pipeline"
 )
-
-// budgetSet: weekly's video step (250 USD cents at most) is under a weekly
-// budget for three and a monthly one; its cover step under the weekly one
-// only, priced by its vendor's quote.
-const budgetSet = `
-[[vendor]]
-name       = "covers"
-adapter    = "activity"
-task_queue = "covers"
-  [vendor.activities]
-  submit = "Submit"
-  status = "Status"
-  fetch  = "Fetch"
-  quote  = "Quote"
-
-[[budget]]
-name     = "video-weekly"
-pipeline = "weekly"
-period   = "iso-week"
-limit    = { amount = 750, currency = "USD" }
-
-[[budget]]
-name   = "default-monthly"
-vendor = "default"
-period = "month"
-limit  = { amount = 100000, currency = "USD" }
-
-[[pipeline]]
-name = "weekly"
-  [[pipeline.step]]
-  name     = "video"
-  kind     = "paid"
-  max_cost = { amount = 250, currency = "USD" }
-  [[pipeline.step]]
-  name   = "cover"
-  kind   = "paid"
-  vendor = "covers"
-
-[[pipeline]]
-name = "daily"
-period = "day"
-  [[pipeline.step]]
-  name = "plan"
-  kind = "local"
-`
-
-func budgetPipelines(t *testing.T) *pipeline.Set {
-	t.Helper()
-	set, err := pipeline.Parse([]byte(budgetSet), "budgets_test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
-
-// reserve admits the video step of ep into both budgets, as PaidPrepare
-// does.
-func (l *testLedger) reserve(ep ledger.Episode, amount int64) error {
-	ref := ledger.PaidTaskRef{Pipeline: ep.Pipeline, EpisodeID: ep.ID, Step: "video"}
-	_, err := l.led.WriteIntentReserving(context.Background(), ref, allot.IdempotencyKey(ep.Pipeline, ep.ID, "video", 0), "op-test", []ledger.Reservation{
-		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Amount: amount},
-		{Budget: "default-monthly", Period: "2026-08", Currency: "USD", Limit: 100000, Amount: amount},
-	})
-	return err
-}
-
-// park records ep as parked on its budget, as the Episode does.
-func (l *testLedger) park(ep ledger.Episode) {
-	l.t.Helper()
-	if err := l.led.RecordEpisodeOutcome(context.Background(), ep.Pipeline, ep.ID, allot.OutcomeNeedsAttention, allot.BudgetExhausted, mon); err != nil {
-		l.t.Fatal(err)
-	}
-}
-
-func budgetLedger(t *testing.T) (*testLedger, []ledger.Episode) {
-	l := newTestLedger(t)
-	var eps []ledger.Episode
-	for i := range 4 {
-		eps = append(eps, l.allocate("weekly", mon.Add(time.Duration(i)*time.Hour)))
-	}
-	for _, ep := range eps[:3] {
-		if err := l.reserve(ep, 250); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx := context.Background()
-	if _, err := l.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: eps[0].ID, Step: "video"},
-		RemoteRef: "vt_0", Amount: 200, Currency: "USD"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.reserve(eps[3], 250); !errors.Is(err, ledger.ErrBudgetExhausted) {
-		t.Fatalf("a fourth task: %v, want refused", err)
-	}
-	l.park(eps[3])
-	return l, eps
-}
 
 func isType(err error, errType string) bool {
 	return allot.ErrorType(err) == errType
@@ -120,7 +24,7 @@ func isType(err error, errType string) bool {
 // episodes to nudge. Without --by, who is allot.Actor's ($USER here).
 func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
 	l, eps := budgetLedger(t)
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	ctx := context.Background()
 	t.Setenv("USER", "maria")
 	ok := RaiseInput{Pipelines: set, Budget: "video-weekly", Period: "2026-W32", Limit: 1000, Reason: "launch", RequestID: "req-1"}
@@ -164,7 +68,7 @@ func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
 // against what is free; a quoted step is flagged, not guessed.
 func TestForecastBudgets(t *testing.T) {
 	l, _ := budgetLedger(t)
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	nominals := []time.Time{mon.Add(5 * time.Hour), nextMon, nextMon.Add(time.Hour)}
 	fs, err := ForecastBudgets(context.Background(), l.led, set, "weekly", nominals)
 	if err != nil {
@@ -205,7 +109,7 @@ func TestForecastBudgets(t *testing.T) {
 // and the raise that admits the step; none once it is raised.
 func TestRetryOfABudgetParkedStepSaysWhichBudgetStillRefuses(t *testing.T) {
 	l, eps := budgetLedger(t)
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	ctx := context.Background()
 	cmds := &EpisodeCommands{Client: idleClient(t), Pipelines: set, TaskQueue: "allot", Ledger: l.led}
 	refused := []ledger.BudgetShortfall{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Settled: 200, Reserved: 500, Asked: 250}}

@@ -107,7 +107,7 @@ func TestCheckStepRefusesWhatIsNotAPaidStep(t *testing.T) {
 
 func TestSendRefusesBeforeContactingTemporal(t *testing.T) {
 	l := newTestLedger(t)
-	l.allocate("weekly", mon)
+	l.Allocate("weekly", mon)
 	cmds := &EpisodeCommands{Client: idleClient(t), Pipelines: testPipelines(t), TaskQueue: "allot", Ledger: l.led}
 	ctx := context.Background()
 	for name, tc := range map[string]struct {
@@ -240,7 +240,7 @@ func TestCalendarCronRoundTrips(t *testing.T) {
 // describe.
 func TestReassembleBeforeTheAssemblyIsRefusedFromTheLedger(t *testing.T) {
 	l := newTestLedger(t)
-	ep := l.allocate("weekly", mon)
+	ep := l.Allocate("weekly", mon)
 	cl := mocks.NewClient(t)
 	cl.On("DescribeWorkflowExecution", mock.Anything, allot.EpisodeWorkflowID("weekly", ep.ID), "").
 		Return(nil, serviceerror.NewNotFound("no such workflow"))

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"allot"
+	"allot/internal/ledgertest"
 	"allot/workflows"
 )
 
@@ -15,7 +16,7 @@ import (
 // test of this name.
 func TestFreeTextIsBoundedBeforeAnythingHappens(t *testing.T) {
 	ctx := context.Background()
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	long := strings.Repeat("n", allot.MaxTextLen+1)
 	s := &Schedules{Pipelines: set}
 	for name, call := range map[string]func() error{

@@ -158,7 +158,7 @@ func (noTask) LookupByIdempotencyKey(context.Context, string) (paidvendor.Task, 
 // resubmit and a note that the step may have been sent, never a retry.
 func TestLookupPastTheHorizonFromTheLedgerAlone(t *testing.T) {
 	l := newTestLedger(t)
-	ep := l.allocate("weekly", mon)
+	ep := l.Allocate("weekly", mon)
 	ctx := context.Background()
 	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}
 	if _, err := l.led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly", ep.ID, "video", 0), "op-test"); err != nil {

@@ -1,48 +1,30 @@
 package operator
 
 import (
-	"context"
-	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"allot"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 )
 
-// testLedger is a SQLite ledger in the test's temporary directory (the
-// same fixture as report's tests).
+// testLedger is ledgertest's SQLite ledger, with this package's helpers.
 type testLedger struct {
+	*ledgertest.Ledger
 	t    *testing.T
 	path string
 	led  *ledger.Ledger
 }
 
-func newTestLedger(t *testing.T) *testLedger {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "allot.db")
-	led, err := ledger.Open(context.Background(), "sqlite:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { led.Close() })
-	return &testLedger{t: t, path: path, led: led}
+func newTestLedger(t *testing.T) *testLedger { return asTestLedger(ledgertest.New(t)) }
+
+func asTestLedger(l *ledgertest.Ledger) *testLedger {
+	return &testLedger{Ledger: l, t: l.T, path: l.Path, led: l.Led}
 }
 
-// allocate binds the key a Schedule forms for nominal to an episode of the
-// pipeline's ISO week, as ScheduledRun does.
-func (l *testLedger) allocate(pipelineName string, nominal time.Time) ledger.Episode {
-	l.t.Helper()
-	y, w := nominal.ISOWeek()
-	res, err := l.led.Allocate(context.Background(), ledger.AllocateInput{
-		Pipeline: pipelineName, Key: allot.AllocationKey(pipelineName, nominal),
-		Period: fmt.Sprintf("%04d-W%02d", y, w), NominalTime: nominal,
-	})
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	return res.Episode
+func budgetLedger(t *testing.T) (*testLedger, []ledger.Episode) {
+	l, eps := ledgertest.BudgetLedger(t)
+	return asTestLedger(l), eps
 }
 
 var (

@@ -2,7 +2,6 @@ package report
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,108 +10,13 @@ import (
 
 	"allot"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/pipeline"
 )
 
-// budgetSet: weekly's video step (250 USD cents at most) is under a weekly
-// budget for three and a monthly one; its cover step under the weekly one
-// only, priced by its vendor's quote.
-const budgetSet = `
-[[vendor]]
-name       = "covers"
-adapter    = "activity"
-task_queue = "covers"
-  [vendor.activities]
-  submit = "Submit"
-  status = "Status"
-  fetch  = "Fetch"
-  quote  = "Quote"
-
-[[budget]]
-name     = "video-weekly"
-pipeline = "weekly"
-period   = "iso-week"
-limit    = { amount = 750, currency = "USD" }
-
-[[budget]]
-name   = "default-monthly"
-vendor = "default"
-period = "month"
-limit  = { amount = 100000, currency = "USD" }
-
-[[pipeline]]
-name = "weekly"
-  [[pipeline.step]]
-  name     = "video"
-  kind     = "paid"
-  max_cost = { amount = 250, currency = "USD" }
-  [[pipeline.step]]
-  name   = "cover"
-  kind   = "paid"
-  vendor = "covers"
-
-[[pipeline]]
-name = "daily"
-period = "day"
-  [[pipeline.step]]
-  name = "plan"
-  kind = "local"
-`
-
-func budgetPipelines(t *testing.T) *pipeline.Set {
-	t.Helper()
-	set, err := pipeline.Parse([]byte(budgetSet), "budgets_test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
-
-// reserve admits the video step of ep into both budgets, as PaidPrepare
-// does.
-func (l *testLedger) reserve(ep ledger.Episode, amount int64) error {
-	ref := ledger.PaidTaskRef{Pipeline: ep.Pipeline, EpisodeID: ep.ID, Step: "video"}
-	_, err := l.led.WriteIntentReserving(context.Background(), ref, allot.IdempotencyKey(ep.Pipeline, ep.ID, "video", 0), "op-test", []ledger.Reservation{
-		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Amount: amount},
-		{Budget: "default-monthly", Period: "2026-08", Currency: "USD", Limit: 100000, Amount: amount},
-	})
-	return err
-}
-
-// park records ep as parked on its budget, as the Episode does.
-func (l *testLedger) park(ep ledger.Episode) {
-	l.t.Helper()
-	if err := l.led.RecordEpisodeOutcome(context.Background(), ep.Pipeline, ep.ID, allot.OutcomeNeedsAttention, allot.BudgetExhausted, mon); err != nil {
-		l.t.Fatal(err)
-	}
-}
-
-func budgetLedger(t *testing.T) (*testLedger, []ledger.Episode) {
-	l := newTestLedger(t)
-	var eps []ledger.Episode
-	for i := range 4 {
-		eps = append(eps, l.allocate("weekly", mon.Add(time.Duration(i)*time.Hour)))
-	}
-	for _, ep := range eps[:3] {
-		if err := l.reserve(ep, 250); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx := context.Background()
-	if _, err := l.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: eps[0].ID, Step: "video"},
-		RemoteRef: "vt_0", Amount: 200, Currency: "USD"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.reserve(eps[3], 250); !errors.Is(err, ledger.ErrBudgetExhausted) {
-		t.Fatalf("a fourth task: %v, want refused", err)
-	}
-	l.park(eps[3])
-	return l, eps
-}
-
 func TestBudgetListShowsPeriodsAndParkedEpisodes(t *testing.T) {
 	l, eps := budgetLedger(t)
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	res, err := Budgets(context.Background(), l.led, BudgetsInput{Pipelines: set, Now: nextMon})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +58,7 @@ func TestBudgetListShowsPeriodsAndParkedEpisodes(t *testing.T) {
 
 func TestStatsCostsAndCheckShowBudgets(t *testing.T) {
 	l, eps := budgetLedger(t)
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	ctx := context.Background()
 	st, err := Stats(ctx, l.led, StatsInput{Pipeline: "weekly", Pipelines: set})
 	if err != nil || len(st.Budgets) != 2 || st.Budgets[0].Budget != "video-weekly" || st.Budgets[0].Settled != 200 || st.Budgets[1].Period != "2026-08" {
@@ -186,7 +90,7 @@ func TestStatsCostsAndCheckShowBudgets(t *testing.T) {
 	}
 	// (The step's max_cost goes down with it: a max_cost above a limit
 	// is refused when the file is read.)
-	lowered := strings.Replace(strings.Replace(budgetSet, "amount = 750", "amount = 100", 1), "max_cost = { amount = 250", "max_cost = { amount = 100", 1)
+	lowered := strings.Replace(strings.Replace(ledgertest.BudgetSet, "amount = 750", "amount = 100", 1), "max_cost = { amount = 250", "max_cost = { amount = 100", 1)
 	low, err := pipeline.Parse([]byte(lowered), "lowered")
 	if err != nil {
 		t.Fatal(err)
@@ -210,12 +114,12 @@ func TestStatsCostsAndCheckShowBudgets(t *testing.T) {
 // under a budget of 500 that showed 500 settled, and check said nothing).
 func TestCheckFindsChargesWithoutAReservation(t *testing.T) {
 	l, eps := budgetLedger(t) // video-weekly 2026-W32: 200 settled, 500 held, limit 750
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	ctx := context.Background()
 	// Two more episodes' video tasks reached the vendor with nothing
 	// reserved (as the stale read of issue 24 did), 300 each.
 	for i := range 2 {
-		ep := l.allocate("weekly", mon.Add(time.Duration(10+i)*time.Hour))
+		ep := l.Allocate("weekly", mon.Add(time.Duration(10+i)*time.Hour))
 		ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}
 		if _, err := l.led.WriteIntent(ctx, ref, allot.IdempotencyKey("weekly", ep.ID, "video", 0), "stale-attempt"); err != nil {
 			t.Fatal(err)
@@ -262,7 +166,7 @@ func TestCheckFindsChargesWithoutAReservation(t *testing.T) {
 // reported though the ledger's costs (and its budget entries) fit.
 func TestCheckFindsABudgetExceededOnTheVendorsBill(t *testing.T) {
 	l, eps := budgetLedger(t) // video-weekly 2026-W32: 200 settled, 500 held, limit 750
-	set := budgetPipelines(t)
+	set := ledgertest.BudgetPipelines(t)
 	ctx := context.Background()
 	for i, ep := range eps[1:3] {
 		ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}

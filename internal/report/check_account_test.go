@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"allot/internal/importer"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
@@ -83,8 +82,8 @@ name = "weekly-video"
 			` "costs": [{"remote_ref": %q, "amount": 250, "currency": "USD"}, {"remote_ref": %q, "amount": 40, "currency": "USD"}]}`,
 			i, week, week, video, cover, video, cover))
 	}
-	led := openLedger(t, "sqlite:"+t.TempDir()+"/allot.db")
-	if res, err := importer.Import(context.Background(), led, set, importer.ImportInput{Pipeline: "weekly-video", From: writeSource(t, nil, lines...), InPlace: true}); err != nil || !res.OK {
+	led := ledgertest.Open(t, "sqlite:"+t.TempDir()+"/allot.db")
+	if res, err := importer.Import(context.Background(), led, set, importer.ImportInput{Pipeline: "weekly-video", From: ledgertest.WriteSource(t, nil, lines...), InPlace: true}); err != nil || !res.OK {
 		t.Fatalf("import: %+v, %v", res, err)
 	}
 	return led, set
@@ -145,35 +144,4 @@ func TestCheckVendorNeverPrintsAFixThatDoubleBooks(t *testing.T) {
 	if res.OK || kinds[KindChargeOtherVendor] != 3 || kinds[ledger.KindCostUncharged] != 3 || len(kinds) != 2 {
 		t.Fatalf("violations %v, want 3 %s (account A's covers) and 3 %s (B never charged them)", kinds, KindChargeOtherVendor, ledger.KindCostUncharged)
 	}
-}
-
-func openLedger(t *testing.T, url string) *ledger.Ledger {
-	t.Helper()
-	led, err := ledger.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { led.Close() })
-	return led
-}
-
-// writeSource writes a JSON Lines source (and the files it names) in a
-// fresh folder and returns its path.
-func writeSource(t *testing.T, files map[string]string, lines ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	from := filepath.Join(dir, "old.jsonl")
-	if err := os.WriteFile(from, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return from
 }

@@ -2,11 +2,7 @@ package report
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"math"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,46 +13,10 @@ import (
 	"allot"
 	"allot/internal/importer"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/paidvendor"
 	"allot/pipeline"
 )
-
-// newDriverURL returns the URL of a fresh ledger on the driver: "sqlite",
-// or "postgres" (its own schema; "" when ALLOT_TEST_POSTGRES_DSN is unset).
-func newDriverURL(t *testing.T, driver string) string {
-	t.Helper()
-	if driver == "sqlite" {
-		return "sqlite:" + filepath.Join(t.TempDir(), "allot.db")
-	}
-	dsn := os.Getenv("ALLOT_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		return ""
-	}
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "allot_test_" + hex.EncodeToString(b)
-	if _, err := admin.ExecContext(context.Background(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-		admin.Close()
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // checkPipelines is weekly-video with its cover made by the named vendor
 // "studio".
@@ -245,7 +205,7 @@ func TestCheckFindsEachPlantedProblem(t *testing.T) {
 				}, func(c *checkedLedger) []string { return []string{"amount_differs " + c.live.ID} }, ""},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					url := newDriverURL(t, driver)
+					url := ledgertest.DriverURL(t, driver)
 					if url == "" {
 						t.Skip("ALLOT_TEST_POSTGRES_DSN is not set")
 					}
@@ -285,7 +245,7 @@ func TestCheckFindsEachPlantedProblem(t *testing.T) {
 // TestCheckScopesToOnePipeline: --pipeline limits the ledger's and the
 // bill's problems to that pipeline.
 func TestCheckScopesToOnePipeline(t *testing.T) {
-	c := newCheckedLedger(t, newDriverURL(t, "sqlite"))
+	c := newCheckedLedger(t, ledgertest.DriverURL(t, "sqlite"))
 	ctx := context.Background()
 	if err := os.Remove(filepath.Join(c.data, "artifacts", "weekly-video", "2026-W31-0", "cover-r0.png")); err != nil {
 		t.Fatal(err)
@@ -308,7 +268,7 @@ func TestCheckScopesToOnePipeline(t *testing.T) {
 // ("0.45 USD", never "45 USD"), and a vendor's charges that overflow when
 // summed are reported as differing, never compared as a wrapped number.
 func TestCheckSaysMoneyInMajorUnits(t *testing.T) {
-	c := newCheckedLedger(t, newDriverURL(t, "sqlite"))
+	c := newCheckedLedger(t, ledgertest.DriverURL(t, "sqlite"))
 	ctx := context.Background()
 	bill := *c.bills["studio"]
 	for i, ch := range bill {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -17,43 +16,28 @@ import (
 
 	"allot"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/pipeline"
 )
 
-// testLedger is a SQLite ledger in the test's temporary directory.
+// testLedger is ledgertest's SQLite ledger, with this package's helpers.
 type testLedger struct {
+	*ledgertest.Ledger
 	t    *testing.T
 	path string
 	led  *ledger.Ledger
 }
 
-func newTestLedger(t *testing.T) *testLedger {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "allot.db")
-	led, err := ledger.Open(context.Background(), "sqlite:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { led.Close() })
-	return &testLedger{t: t, path: path, led: led}
+func newTestLedger(t *testing.T) *testLedger { return asTestLedger(ledgertest.New(t)) }
+
+func asTestLedger(l *ledgertest.Ledger) *testLedger {
+	return &testLedger{Ledger: l, t: l.T, path: l.Path, led: l.Led}
 }
 
-// allocate binds the key a Schedule forms for nominal to an episode of the
-// pipeline's ISO week, as ScheduledRun does.
-func (l *testLedger) allocate(pipelineName string, nominal time.Time) ledger.Episode {
-	l.t.Helper()
-	y, w := nominal.ISOWeek()
-	res, err := l.led.Allocate(context.Background(), ledger.AllocateInput{
-		Pipeline: pipelineName, Key: allot.AllocationKey(pipelineName, nominal),
-		Period: isoWeek(y, w), NominalTime: nominal,
-	})
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	return res.Episode
+func budgetLedger(t *testing.T) (*testLedger, []ledger.Episode) {
+	l, eps := ledgertest.BudgetLedger(t)
+	return asTestLedger(l), eps
 }
-
-func isoWeek(year, week int) string { return fmt.Sprintf("%04d-W%02d", year, week) }
 
 // charge records one accepted vendor submission and its cost, the way the
 // paid activities do: the intent first, then the vendor's reference.
@@ -77,10 +61,10 @@ var (
 
 func TestEpisodesListsThePipelinesEpisodesByPeriod(t *testing.T) {
 	l := newTestLedger(t)
-	l.allocate("weekly", mon)
-	l.allocate("weekly", tue)
-	l.allocate("weekly", nextMon)
-	l.allocate("other", mon)
+	l.Allocate("weekly", mon)
+	l.Allocate("weekly", tue)
+	l.Allocate("weekly", nextMon)
+	l.Allocate("other", mon)
 	ctx := context.Background()
 
 	all, err := Episodes(ctx, l.led, EpisodesInput{Pipeline: "weekly"})
@@ -131,7 +115,7 @@ func TestLedgerCommandsRefuseBadInput(t *testing.T) {
 	// With the pipeline file, the pipeline's kind decides: a day is not a
 	// period of an ISO-week pipeline, a week not one of a daily one; the
 	// error is the one budget show gives for its budget.
-	set, err := pipeline.Parse([]byte(budgetSet), "budgets_test")
+	set, err := pipeline.Parse([]byte(ledgertest.BudgetSet), "budgets_test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +160,9 @@ func TestLedgerCommandsRefuseBadInput(t *testing.T) {
 
 func TestCheckFindsASequenceGap(t *testing.T) {
 	l := newTestLedger(t)
-	l.allocate("weekly", mon)
-	l.allocate("weekly", tue)
-	l.allocate("other", mon)
+	l.Allocate("weekly", mon)
+	l.Allocate("weekly", tue)
+	l.Allocate("other", mon)
 	ctx := context.Background()
 
 	clean, err := Check(ctx, l.led, "")
@@ -226,10 +210,10 @@ func TestCheckFindsASequenceGap(t *testing.T) {
 func TestStatsCountsRunsAndEpisodesByOutcome(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
-	first := l.allocate("weekly", mon)
-	second := l.allocate("weekly", tue)
-	l.allocate("weekly", nextMon)
-	l.allocate("other", mon)
+	first := l.Allocate("weekly", mon)
+	second := l.Allocate("weekly", tue)
+	l.Allocate("weekly", nextMon)
+	l.Allocate("other", mon)
 	old := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
 	recent := time.Date(2026, 8, 5, 0, 0, 0, 0, time.UTC)
 	for i, o := range []ledger.RunOutcome{
@@ -296,14 +280,14 @@ func TestStatsCountsRunsAndEpisodesByOutcome(t *testing.T) {
 func TestCostsSumsPerEpisodeAndStepWithTotalsPerCurrency(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
-	ep := l.allocate("weekly", mon)
-	l.allocate("weekly", tue) // no paid work: no cost line
-	later := l.allocate("weekly", nextMon)
+	ep := l.Allocate("weekly", mon)
+	l.Allocate("weekly", tue) // no paid work: no cost line
+	later := l.Allocate("weekly", nextMon)
 	l.charge(ep, "video", 0, "vt_00000000000000000000000000000001", 250, "USD")
 	l.charge(ep, "video", 1, "vt_00000000000000000000000000000002", 300, "USD")
 	l.charge(ep, "cover", 0, "vt_00000000000000000000000000000003", 100, "USD")
 	l.charge(later, "video", 0, "vt_00000000000000000000000000000004", 50, "EUR")
-	other := l.allocate("other", mon)
+	other := l.Allocate("other", mon)
 	l.charge(other, "video", 0, "vt_00000000000000000000000000000005", 999, "USD")
 
 	w32, err := Costs(ctx, l.led, CostsInput{Pipeline: "weekly", Period: "2026-W32"})
@@ -342,8 +326,8 @@ func TestCostsSumsPerEpisodeAndStepWithTotalsPerCurrency(t *testing.T) {
 func TestShowReadsOneEpisodeFromTheLedger(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
-	ep := l.allocate("weekly", mon)
-	sibling := l.allocate("weekly", tue)
+	ep := l.Allocate("weekly", mon)
+	sibling := l.Allocate("weekly", tue)
 	l.charge(ep, "video", 0, "vt_00000000000000000000000000000001", 250, "USD")
 	l.charge(sibling, "video", 0, "vt_00000000000000000000000000000002", 400, "USD")
 
@@ -383,7 +367,7 @@ func episodeIDs(eps []EpisodeView) []string {
 // wrapped total, and check reports them.
 func TestTotalsThatWouldOverflowAreRefusedAndChecked(t *testing.T) {
 	l := newTestLedger(t)
-	ep := l.allocate("weekly", mon)
+	ep := l.Allocate("weekly", mon)
 	l.charge(ep, "video", 0, "vt_a", 250, "USD")
 	l.charge(ep, "cover", 0, "vt_b", 40, "USD")
 	ctx := context.Background()

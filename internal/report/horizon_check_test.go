@@ -8,6 +8,7 @@ import (
 
 	"allot"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/pipeline"
 	"allot/workflows"
 )
@@ -17,7 +18,7 @@ import (
 // or one of a vendor without a horizon, is not flagged.
 func TestCheckFlagsIntentsPastTheirVendorsHorizon(t *testing.T) {
 	ctx := context.Background()
-	c := newCheckedLedger(t, newDriverURL(t, "sqlite"))
+	c := newCheckedLedger(t, ledgertest.DriverURL(t, "sqlite"))
 	// The studio vendor (the cover) keeps keys 30 minutes.
 	set, err := pipeline.Parse([]byte(strings.Replace(checkPipelines, `api_key_env = "STUDIO_API_KEY"`, `api_key_env = "STUDIO_API_KEY"
 idempotency_horizon = "30m"`, 1)), "test")

@@ -14,7 +14,7 @@ import (
 func TestShowGivesEachStepsKindFromThePinnedPlan(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
-	ep := l.allocate("weekly", mon)
+	ep := l.Allocate("weekly", mon)
 	if _, err := l.led.PinPlan(ctx, "weekly", ep.ID, `[{"name":"video","kind":"paid"},{"name":"notify","kind":"effect","vendor":"outbox"}]`); err != nil {
 		t.Fatal(err)
 	}

@@ -43,10 +43,10 @@ func viewSet(t *testing.T) *pipeline.Set {
 func TestEpisodeStatusMatchesItsOutcome(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
-	fresh := l.allocate("weekly", mon)
-	waiting := l.allocate("weekly", mon.Add(time.Hour))
-	rejected := l.allocate("weekly", mon.Add(2*time.Hour))
-	done := l.allocate("weekly", mon.Add(3*time.Hour))
+	fresh := l.Allocate("weekly", mon)
+	waiting := l.Allocate("weekly", mon.Add(time.Hour))
+	rejected := l.Allocate("weekly", mon.Add(2*time.Hour))
+	done := l.Allocate("weekly", mon.Add(3*time.Hour))
 	for ep, outcome := range map[string]allot.Outcome{waiting.ID: allot.OutcomeWaitingApproval, rejected.ID: allot.OutcomeRejected, done.ID: allot.OutcomeCompleted} {
 		if err := l.led.RecordEpisodeOutcome(ctx, "weekly", ep, outcome, "", time.Time{}); err != nil {
 			t.Fatal(err)
@@ -82,8 +82,8 @@ func TestUnknownPipelineIsRefusedButALedgerOnlyPipelineWorks(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
 	set := viewSet(t)
-	l.allocate("retired", mon)
-	l.charge(l.allocate("weekly", mon), "video", 0, "vt_00000000000000000000000000000001", 250, "USD")
+	l.Allocate("retired", mon)
+	l.charge(l.Allocate("weekly", mon), "video", 0, "vt_00000000000000000000000000000001", 250, "USD")
 	for name, call := range map[string]func(p string) error{
 		"episodes": func(p string) error {
 			_, err := Episodes(ctx, l.led, EpisodesInput{Pipeline: p, Pipelines: set})
@@ -113,9 +113,9 @@ func TestStatsReportsStalledEpisodesAndRunsWorthALook(t *testing.T) {
 	l := newTestLedger(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	stuck := l.allocate("weekly", mon)
-	slow := l.allocate("weekly", tue)
-	l.allocate("weekly", nextMon)
+	stuck := l.Allocate("weekly", mon)
+	slow := l.Allocate("weekly", tue)
+	l.Allocate("weekly", nextMon)
 	for ep, since := range map[string]time.Time{stuck.ID: now.Add(-45 * time.Minute), slow.ID: now.Add(-10 * time.Minute)} {
 		if err := l.led.RecordEpisodeOutcome(ctx, "weekly", ep, allot.OutcomeRetrying, "ConnectionRefused", since); err != nil {
 			t.Fatal(err)
