@@ -50,7 +50,8 @@ func Load(path string) (*Set, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read pipeline file: %w (set ALLOT_PIPELINES or --pipelines to a readable TOML file, or leave it empty for the embedded default)", err)
+		return nil, &allot.Error{Type: allot.InvalidInput, Err: err,
+			Message: fmt.Sprintf("read pipeline file: %v (set ALLOT_PIPELINES or --pipelines to a readable TOML file, or leave it empty for the embedded default)", err)}
 	}
 	s, err := Parse(data, path)
 	if err != nil {
@@ -68,8 +69,18 @@ func Load(path string) (*Set, error) {
 }
 
 // Parse decodes and validates pipeline definitions in TOML. Unknown keys are
-// errors, so a typo never silently falls back to a default.
+// errors, so a typo never silently falls back to a default. A refused file
+// is an allot.Error of type InvalidInput, whose message names the file, the
+// setting and the fix.
 func Parse(data []byte, source string) (*Set, error) {
+	s, err := parse(data, source)
+	if err != nil {
+		return nil, &allot.Error{Type: allot.InvalidInput, Message: err.Error(), Err: err}
+	}
+	return s, nil
+}
+
+func parse(data []byte, source string) (*Set, error) {
 	var f file
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f)
 	if err != nil {
