@@ -99,7 +99,7 @@ func (a *Activities) admission(ctx context.Context, p *pipeline.Pipeline, ep led
 		if price.Currency != b.Limit.Currency {
 			return adm, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the price %s is not in budget %s's currency %s, and amounts are never converted: nothing was reserved or sent", price, b.Name, b.Limit.Currency))
 		}
-		adm.Reservations = append(adm.Reservations, ledger.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: price.Amount})
+		adm.Reservations = append(adm.Reservations, allot.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: price.Amount})
 	}
 	if in.Revision == 0 {
 		adm.Later = a.laterTasks(p, ep, st)
@@ -135,7 +135,7 @@ func (a *Activities) laterTasks(p *pipeline.Pipeline, ep ledger.Episode, st pipe
 				lt.Reservations = nil
 				break
 			}
-			lt.Reservations = append(lt.Reservations, ledger.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: next.MaxCost.Amount})
+			lt.Reservations = append(lt.Reservations, allot.Reservation{Budget: b.Name, Period: b.PeriodOf(ep.NominalTime), Currency: b.Limit.Currency, Limit: b.Limit.Amount, Amount: next.MaxCost.Amount})
 		}
 		if len(lt.Reservations) > 0 {
 			out = append(out, lt)
@@ -211,7 +211,7 @@ func (a *Activities) BudgetRoom(ctx context.Context, in BudgetRoomInput) (Budget
 		return BudgetRoomResult{}, err
 	}
 	_, covering := a.covering(p, st)
-	var rs []ledger.Reservation
+	var rs []allot.Reservation
 	for _, n := range in.Needs {
 		limit, covers := coveringLimit(covering, n)
 		if !covers {
@@ -219,7 +219,7 @@ func (a *Activities) BudgetRoom(ctx context.Context, in BudgetRoomInput) (Budget
 				"budget", n.Budget, "period", n.Period, "step", st.Name)
 			continue
 		}
-		rs = append(rs, ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked})
+		rs = append(rs, allot.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked})
 	}
 	if len(rs) == 0 {
 		return BudgetRoomResult{Room: true}, nil

@@ -45,7 +45,7 @@ func TestWorkerRefusesABudgetReshapedUnderItsSpend(t *testing.T) {
 	}
 	ref := ledger.PaidTaskRef{Pipeline: "weekly-video", EpisodeID: res.Episode.ID, Step: "video"}
 	if _, err := led.WriteIntentReserving(ctx, ref, allot.IdempotencyKey("weekly-video", res.Episode.ID, "video", 0), "attempt-1",
-		[]ledger.Reservation{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 1000, Amount: 250}}); err != nil {
+		[]allot.Reservation{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 1000, Amount: 250}}); err != nil {
 		t.Fatal(err)
 	}
 	led.Close()

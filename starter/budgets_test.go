@@ -41,7 +41,7 @@ func TestBudgetListShowRaise(t *testing.T) {
 	}
 	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: res.Episode.ID, Step: "video"}
 	if _, err := led.WriteIntentReserving(ctx, ref, allot.IdempotencyKey("weekly", res.Episode.ID, "video", 0), "w",
-		[]ledger.Reservation{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 500, Amount: 250}}); err != nil {
+		[]allot.Reservation{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 500, Amount: 250}}); err != nil {
 		t.Fatal(err)
 	}
 	led.Close()

@@ -189,7 +189,7 @@ var BudgetMonday = time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC)
 // PaidPrepare does.
 func (l *Ledger) Reserve(ep ledger.Episode, amount int64) error {
 	ref := ledger.PaidTaskRef{Pipeline: ep.Pipeline, EpisodeID: ep.ID, Step: "video"}
-	_, err := l.Led.WriteIntentReserving(context.Background(), ref, allot.IdempotencyKey(ep.Pipeline, ep.ID, "video", 0), "op-test", []ledger.Reservation{
+	_, err := l.Led.WriteIntentReserving(context.Background(), ref, allot.IdempotencyKey(ep.Pipeline, ep.ID, "video", 0), "op-test", []allot.Reservation{
 		{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 750, Amount: amount},
 		{Budget: "default-monthly", Period: "2026-08", Currency: "USD", Limit: 100000, Amount: amount},
 	})

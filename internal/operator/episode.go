@@ -180,13 +180,13 @@ func (o *EpisodeCommands) budgetParked(ctx context.Context, pipelineName string,
 // stillShort asks the ledger, read-only, which of the budgets that refused
 // a step still would, with the limits it has now (raises included).
 func (o *EpisodeCommands) stillShort(ctx context.Context, refused []ledger.BudgetShortfall) ([]ledger.BudgetShortfall, error) {
-	rs := make([]ledger.Reservation, len(refused))
+	rs := make([]allot.Reservation, len(refused))
 	for i, n := range refused {
 		limit := n.Limit
 		if b, ok := o.Pipelines.Budget(n.Budget); ok && b.Limit.Currency == n.Currency {
 			limit = b.Limit.Amount
 		}
-		rs[i] = ledger.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked}
+		rs[i] = allot.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked}
 	}
 	return o.Ledger.BudgetRoom(ctx, rs)
 }
