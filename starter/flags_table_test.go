@@ -28,7 +28,7 @@ var (
 )
 
 // starterFlags asks a command for its flags, as `-h` prints them.
-func starterFlags(t *testing.T, args ...string) []string {
+func starterFlags(t testing.TB, args ...string) []string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	execute(context.Background(), append(args, "-h"), &stdout, &stderr)
