@@ -498,11 +498,13 @@ func (r *run) execute(ctx context.Context, p plan) {
 				r.workersOutages.Add(1)
 			}()
 		case evCatchUpPause:
-			// The window ends before the pause is asked for: a time that
-			// falls while the request is on its way may find the schedule
-			// paused, and a paused schedule's times are settled when it is
-			// unpaused (starter schedule unpause), which this run never does.
-			r.catchUpUntil = time.Now()
+			// The window ends one interval before the pause is asked for:
+			// a time that falls while the request is on its way, or that
+			// the server's scheduler has not acted on yet (it lags under
+			// load), may find the schedule paused, and a paused schedule's
+			// times are settled when it is unpaused (starter schedule
+			// unpause), which this run never does.
+			r.catchUpUntil = time.Now().Add(-CatchUpInterval)
 			if _, err := r.scheds.Pause(ctx, PipelineCatchUp, operator.ScheduleNote{By: "chaos", Text: "chaos run: the load of " + PipelineCatchUp + " is over"}); err != nil {
 				r.loadError("pause the schedule of %s: %v", PipelineCatchUp, err)
 			}
