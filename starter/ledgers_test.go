@@ -2,19 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 )
 
 // testLedger is an empty ledger database for one test, on one driver, with
@@ -53,42 +50,17 @@ func emptyTestLedgers(t *testing.T) []testLedger {
 	}
 	t.Cleanup(func() { raw.Close() })
 	out := []testLedger{{driver: "sqlite", url: "sqlite:" + path, raw: raw}}
-	dsn := os.Getenv("ALLOT_TEST_POSTGRES_DSN")
-	if dsn == "" {
+	pgURL := ledgertest.DriverURL(t, "postgres")
+	if pgURL == "" {
 		t.Log("ALLOT_TEST_POSTGRES_DSN is not set: SQLite only")
 		return out
 	}
-	admin, err := sql.Open("pgx", dsn)
+	pg, err := sql.Open("pgx", pgURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "allot_test_" + hex.EncodeToString(b)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	pg, err := sql.Open("pgx", u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pg.Close()
-		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-		admin.Close()
-	})
-	return append(out, testLedger{driver: "postgres", url: u.String(), raw: pg})
+	t.Cleanup(func() { pg.Close() }) // before ledgertest drops the schema
+	return append(out, testLedger{driver: "postgres", url: pgURL, raw: pg})
 }
 
 // dump reads every row of every table of the ledger, each row as text,
