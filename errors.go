@@ -147,6 +147,12 @@ const (
 	// --request-id) recorded already with other arguments. Nothing was
 	// written; the message shows both requests.
 	RequestConflict = "RequestConflict"
+
+	// Drift items (starter drift). DriftNotFound: no drift item of that
+	// ID; DriftAcknowledged: the item was acknowledged already (the message
+	// says by whom and why). Nothing was written.
+	DriftNotFound     = "DriftNotFound"
+	DriftAcknowledged = "DriftAcknowledged"
 )
 
 // NonRetryableErrorTypes lists every error type above; retry policies name
@@ -156,7 +162,7 @@ var NonRetryableErrorTypes = []string{
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
 	OutcomeUnknown, IdempotencyHorizonPassed, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, StepFailure,
 	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired, NominalTimesUnknown,
-	InputConflict, InputNotFound, InputClaimed, RequestConflict,
+	InputConflict, InputNotFound, InputClaimed, RequestConflict, DriftNotFound, DriftAcknowledged,
 }
 
 // SendUnanswered is retryable: a send of a paid task got no answer (lost
