@@ -32,6 +32,8 @@ type Set struct {
 	source string
 	// defaultLimits are the default vendor's controls (vendor_limits.go).
 	defaultLimits VendorLimits
+	// defaultBill is how the default vendor's bill is reconciled.
+	defaultBill VendorBill
 }
 
 type file struct {
@@ -128,7 +130,7 @@ func parse(data []byte, source string) (*Set, error) {
 		if v.Name == DefaultVendor {
 			// Settings of the worker's default vendor, not a vendor of
 			// its own (Limits).
-			s.defaultLimits, seenDefault = v.VendorLimits, true
+			s.defaultLimits, s.defaultBill, seenDefault = v.VendorLimits, v.VendorBill, true
 			continue
 		}
 		s.vendors[v.Name] = v
@@ -199,7 +201,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // WithAutoApprove is a copy of the set in which every pipeline passes its
 // approval steps by itself: for demos, never for real work.
 func (s *Set) WithAutoApprove() *Set {
-	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets, source: s.source, defaultLimits: s.defaultLimits}
+	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets, source: s.source, defaultLimits: s.defaultLimits, defaultBill: s.defaultBill}
 	for name, p := range s.byName {
 		cp := *p
 		cp.AutoApprove = true

@@ -46,6 +46,8 @@ type Vendor struct {
 	Timeout string `toml:"timeout" json:"timeout,omitempty"`
 	// VendorLimits are its controls (vendor_limits.go).
 	VendorLimits
+	// VendorBill is how its bill is reconciled (vendor_bill.go).
+	VendorBill
 }
 
 // secretKeys are settings a [[vendor]] might be given its key with, which
@@ -106,6 +108,9 @@ func (v *Vendor) normalize() error {
 		return fmt.Errorf("vendor name %q is invalid: use 1-63 lowercase letters, digits and '-', starting with a letter or digit (pattern %s)", v.Name, namePattern)
 	}
 	if err := v.VendorLimits.check(); err != nil {
+		return fmt.Errorf("vendor %q: %w", v.Name, err)
+	}
+	if err := v.VendorBill.check(); err != nil {
 		return fmt.Errorf("vendor %q: %w", v.Name, err)
 	}
 	if v.Name == DefaultVendor {
