@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -19,6 +20,7 @@ import (
 	"allot/internal/catchup"
 	"allot/internal/ledger"
 	"allot/internal/metrics"
+	"allot/internal/reconcile"
 	"allot/paidvendor"
 	"allot/pipeline"
 	"allot/step"
@@ -52,6 +54,9 @@ type WorkerConfig struct {
 	MetricsReady func(addr string)
 	// AutoApprove makes every pipeline pass its approval steps (the demo).
 	AutoApprove bool
+	// ReconcileEvery is how often the worker reconciles its vendors'
+	// bills with the ledger; 0: reconcile.Every; negative: never.
+	ReconcileEvery time.Duration
 
 	// Steps are your Go steps: a pipeline step with kind = "go" and
 	// func = "NAME" runs Steps["NAME"]. allot's built-in steps (plan,
@@ -138,8 +143,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if opts.Logger == nil {
 		opts.Logger = tlog.NewStructuredLogger(logger)
 	}
+	bills := newBillState()
 	if cfg.MetricsAddr != "" {
-		m := metrics.New(LedgerGauges(led, pipelines), logger)
+		gauges := LedgerGauges(led, pipelines)
+		gauges.Bills = bills.gauges
+		m := metrics.New(gauges, logger)
 		defer m.Close()
 		opts.MetricsHandler = m.Handler()
 		mctx, stopMetrics := context.WithCancel(ctx)
@@ -187,7 +195,80 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	// serves, at start and then every catchup.SweepEvery: run or skipped
 	// under each pipeline's catch_up policy.
 	go sweepMissed(ctx, &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID()}, logger)
+	// The vendors' bills are reconciled while the worker serves
+	// (docs/design.md, "Reconciling the vendor's bill"): a sweep of the
+	// worker, not a Schedule, because it needs the worker's vendor keys,
+	// which never enter a workflow's history.
+	if cfg.ReconcileEvery >= 0 {
+		every := cfg.ReconcileEvery
+		if every == 0 {
+			every = reconcile.Every
+		}
+		rec := &reconcile.Reconciler{Ledger: led, Pipelines: pipelines, Vendors: reconcile.Vendors(ctx, reconcile.VendorsInput{
+			Pipelines: pipelines, DefaultURL: cfg.VendorURL, DefaultKey: credentials, Adapters: cfg.Vendors})}
+		go reconcileBills(ctx, rec, every, bills, logger)
+	}
 	return Serve(ctx, c, cfg.TaskQueue, acts)
+}
+
+// reconcileBills reconciles the vendors' bills now and then every interval
+// until ctx ends, keeping the last results for the metrics and logging
+// what it found.
+func reconcileBills(ctx context.Context, rec *reconcile.Reconciler, every time.Duration, bills *billState, logger *slog.Logger) {
+	for {
+		res := rec.Run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		bills.set(res)
+		for _, r := range res {
+			switch {
+			case !r.Reconciled:
+				logger.Warn("vendor bill not reconciled", "vendor", r.Vendor, "reason", r.Reason)
+			case len(r.Drift) > 0:
+				logger.Warn("vendor bill drift", "vendor", r.Vendor, "new_items", len(r.Drift), "list", allot.DriftListCommand())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// billState is the reconciler's last pass per vendor, for the metrics.
+type billState struct {
+	mu       sync.Mutex
+	last     map[string]reconcile.Result
+	lastRead map[string]time.Time
+}
+
+func newBillState() *billState {
+	return &billState{last: map[string]reconcile.Result{}, lastRead: map[string]time.Time{}}
+}
+
+func (b *billState) set(res []reconcile.Result) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range res {
+		b.last[r.Vendor] = r
+		if r.Reconciled {
+			b.lastRead[r.Vendor] = r.At
+		}
+	}
+}
+
+// gauges are the bills' metrics: one per vendor the reconciler has run
+// for, reconciled as of its last pass.
+func (b *billState) gauges(context.Context) ([]metrics.BillGauge, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]metrics.BillGauge, 0, len(b.last))
+	for _, name := range slices.Sorted(maps.Keys(b.last)) {
+		out = append(out, metrics.BillGauge{Vendor: name, Reconciled: b.last[name].Reconciled, LastRead: b.lastRead[name]})
+	}
+	return out, nil
 }
 
 // sweepMissed runs the catch-up sweep of every scheduled pipeline and logs
@@ -228,6 +309,14 @@ func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 		},
 		Vendors: func(ctx context.Context) ([]metrics.VendorGauge, error) {
 			return VendorGauges(ctx, led, set)
+		},
+		Drift: func(ctx context.Context) ([]metrics.DriftGauge, error) {
+			ts, err := led.DriftTotals(ctx)
+			out := make([]metrics.DriftGauge, len(ts))
+			for i, t := range ts {
+				out[i] = metrics.DriftGauge{Vendor: t.Vendor, Class: string(t.Class), Currency: t.Currency, Count: t.Count, Amount: t.Amount}
+			}
+			return out, err
 		},
 	}
 	if len(set.Budgets()) > 0 {

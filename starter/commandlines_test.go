@@ -46,6 +46,8 @@ func TestPrintedCommandLinesParse(t *testing.T) {
 		"episodes":       allot.EpisodesCommand("weekly-video"),
 		"stats":          allot.StatsCommand("weekly-video"),
 		"vendor list":    allot.VendorListCommand(),
+		"drift list":     allot.DriftListCommand(),
+		"drift ack":      allot.DriftAckCommand(7, "disputed, ticket #42"),
 	}
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
 	t.Setenv("TEMPORAL_CONFIG_FILE", "/nonexistent/temporal.toml")

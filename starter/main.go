@@ -61,6 +61,7 @@ var commands = map[string]command{
 	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|catch-up|delete", scheduleCommand},
 	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility", runsCommand},
 	"budget":   {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
+	"drift":    {"what the vendors' bills say that the ledger cannot explain: list|ack|reconcile (the worker reconciles by itself every minute)", driftCommand},
 	"vendor":   {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
 }
 

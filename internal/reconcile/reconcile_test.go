@@ -1,0 +1,256 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"allot"
+	"allot/internal/ledger"
+	"allot/internal/ledgertest"
+	"allot/internal/pipelinetest"
+	"allot/internal/reconcile"
+	"allot/paidvendor"
+	"allot/paidvendor/paidvendortest"
+	"allot/pipeline"
+)
+
+const apiKey = "sk-reconcile-test"
+
+var t0 = time.Date(2026, 8, 3, 9, 0, 0, 0, time.UTC) // a Monday in 2026-W32
+
+// billed is a ledger and a simulated vendor that agree: n paid tasks of
+// pipeline "weekly" step "video", each sent to the vendor and recorded as
+// allot records them.
+type billed struct {
+	t      *testing.T
+	led    *ledger.Ledger
+	set    *pipeline.Set
+	sim    *paidvendortest.Simulator
+	client *paidvendor.HTTPClient
+	tasks  []ledger.PaidTask
+}
+
+func newBilled(t *testing.T, led *ledger.Ledger, n int) *billed {
+	t.Helper()
+	set, err := pipeline.Parse([]byte(pipelinetest.Budgeted{Limit: 1_000_000}.TOML()), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: apiKey})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	client, err := paidvendor.NewHTTPClient(srv.URL, apiKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &billed{t: t, led: led, set: set, sim: sim, client: client}
+	for range n {
+		b.tasks = append(b.tasks, b.send(true))
+	}
+	return b
+}
+
+// send allocates an episode, writes its paid task's intent, sends it to
+// the vendor and, when record, records the vendor's answer.
+func (b *billed) send(record bool) ledger.PaidTask {
+	b.t.Helper()
+	ctx := context.Background()
+	nominal := t0.Add(time.Duration(len(b.tasks)+b.sim.TaskCount()) * time.Hour)
+	res, err := b.led.Allocate(ctx, ledger.AllocateInput{Pipeline: "weekly", Key: allot.AllocationKey("weekly", nominal), Period: "2026-W32", NominalTime: nominal})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: res.Episode.ID, Step: "video"}
+	key := uuid.NewString()
+	task, err := b.led.WriteIntent(ctx, ref, key, "test")
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	vt, err := b.client.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: key, Kind: "video"})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if !record {
+		return task
+	}
+	task, err = b.led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: vt.ID, Amount: vt.Cost.Amount, Currency: vt.Cost.Currency})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return task
+}
+
+func (b *billed) reconciler(now time.Time, pageSize int) *reconcile.Reconciler {
+	return &reconcile.Reconciler{Ledger: b.led, Pipelines: b.set, PageSize: pageSize, Now: func() time.Time { return now },
+		Vendors: []reconcile.Vendor{{Name: pipeline.DefaultVendor, Names: []string{pipeline.DefaultVendor}, Account: "acct", Bill: b.client}}}
+}
+
+// drift is every drift item of the ledger, as "class line".
+func (b *billed) drift() []string {
+	b.t.Helper()
+	items, err := b.led.DriftItems(context.Background(), ledger.DriftFilter{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var out []string
+	for _, d := range items {
+		out = append(out, fmt.Sprintf("%s %s", d.Class, d.Line))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func ledgers(t *testing.T, each func(t *testing.T, led *ledger.Ledger)) {
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			url := ledgertest.DriverURL(t, driver)
+			if url == "" {
+				t.Skip("ALLOT_TEST_POSTGRES_DSN is not set")
+			}
+			each(t, ledgertest.Open(t, url))
+		})
+	}
+}
+
+// One fault of each kind planted in the vendor's bill gives exactly one
+// drift item of its class, on its line, and nothing else: the tasks the
+// bill and the ledger agree on are explained.
+func TestReconcileFindsExactlyThePlantedFaults(t *testing.T) {
+	ledgers(t, func(t *testing.T, led *ledger.Ledger) {
+		b := newBilled(t, led, 7)
+		phantom := b.sim.PlantPhantomCharge(999, "USD")
+		if err := b.sim.DropCharge(b.tasks[1].RemoteRef); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.sim.SetChargeAmount(b.tasks[2].RemoteRef, 999); err != nil {
+			t.Fatal(err)
+		}
+		double, err := b.sim.DoubleCharge(b.tasks[3].RemoteRef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refund, err := b.sim.Refund(b.tasks[4].RemoteRef, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrong := chargeLine(t, b, b.tasks[2].RemoteRef)
+
+		// Past every grace: the dropped charge is due.
+		res := b.reconciler(time.Now().Add(2*time.Hour), 2).Run(context.Background())
+		if len(res) != 1 || !res[0].Reconciled || len(res[0].Drift) != 5 {
+			t.Fatalf("results %+v, want one vendor reconciled with 5 new drift items", res)
+		}
+		want := []string{
+			string(allot.DriftAmountDiffers) + " " + wrong,
+			string(allot.DriftDoubleCharge) + " " + double,
+			string(allot.DriftRefunded) + " " + refund,
+			string(allot.DriftUnrecorded) + " " + phantom,
+			string(allot.DriftUncharged) + " " + allot.DriftLineOfCost(b.tasks[1].RemoteRef),
+		}
+		slices.Sort(want)
+		if got := b.drift(); !slices.Equal(got, want) {
+			t.Fatalf("drift items\n%v\nwant exactly\n%v", got, want)
+		}
+		// Each names its episode, step, period and money.
+		items, _ := b.led.DriftItems(context.Background(), ledger.DriftFilter{})
+		for _, d := range items {
+			if d.Currency != "USD" || d.Amount <= 0 || d.Detail == "" {
+				t.Errorf("drift item %+v has no money or detail", d)
+			}
+			if d.Class != allot.DriftUnrecorded && (d.EpisodeID == "" || d.Step != "video" || d.Period != "2026-W32") {
+				t.Errorf("drift item %+v does not name its episode, step and period", d)
+			}
+		}
+	})
+}
+
+// chargeLine is the ID of the (first) charge line of a task.
+func chargeLine(t *testing.T, b *billed, taskID string) string {
+	t.Helper()
+	for _, c := range b.sim.Charges() {
+		if c.TaskID == taskID && !c.Refund {
+			return c.ID
+		}
+	}
+	t.Fatalf("no charge line for %s", taskID)
+	return ""
+}
+
+// Reconciling again, or from several workers at once, records nothing
+// new: every item is once per (account, line, class).
+func TestReconcileTwiceRecordsNothingNew(t *testing.T) {
+	ledgers(t, func(t *testing.T, led *ledger.Ledger) {
+		b := newBilled(t, led, 4)
+		b.sim.PlantPhantomCharge(500, "USD")
+		if _, err := b.sim.DoubleCharge(b.tasks[0].RemoteRef); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(2 * time.Hour)
+		var wg sync.WaitGroup
+		results := make([][]reconcile.Result, 4)
+		for i := range results {
+			wg.Go(func() { results[i] = b.reconciler(later, 1).Run(context.Background()) })
+		}
+		wg.Wait()
+		found := 0
+		for _, res := range results {
+			for _, r := range res {
+				if !r.Reconciled {
+					t.Fatalf("a concurrent pass was not reconciled: %s", r.Reason)
+				}
+				found += len(r.Drift)
+			}
+		}
+		if got := b.drift(); len(got) != 2 || found != 2 {
+			t.Fatalf("drift %v, reported as new %d times, want 2 items each reported once", got, found)
+		}
+		again := b.reconciler(later, 1).Run(context.Background())
+		if len(again[0].Drift) != 0 || again[0].NewLines != 0 {
+			t.Fatalf("a pass over a bill read already found %+v", again[0])
+		}
+		// A new line after the watermark is read, and only it.
+		b.sim.PlantPhantomCharge(700, "USD")
+		next := b.reconciler(later, 1).Run(context.Background())
+		if next[0].NewLines != 1 || len(next[0].Drift) != 1 {
+			t.Fatalf("after one more line: %+v", next[0])
+		}
+	})
+}
+
+// A charge for a task whose answer has not been recorded yet waits for it
+// within the vendor's grace, and is money without a record after.
+func TestReconcileWaitsForAnAnswerWithinTheGrace(t *testing.T) {
+	led := ledgertest.New(t).Led
+	b := newBilled(t, led, 1)
+	lost := b.send(false)
+	res := b.reconciler(time.Now(), 10).Run(context.Background())
+	if res[0].Pending != 1 || len(res[0].Drift) != 0 {
+		t.Fatalf("within the grace: %+v", res[0])
+	}
+	res = b.reconciler(time.Now().Add(2*time.Hour), 10).Run(context.Background())
+	if len(res[0].Drift) != 1 || res[0].Drift[0].Class != allot.DriftUnrecorded || res[0].Drift[0].EpisodeID != lost.EpisodeID {
+		t.Fatalf("after the grace: %+v", res[0])
+	}
+	if want := allot.LookupCommand("weekly", lost.EpisodeID, "video"); !strings.Contains(res[0].Drift[0].Detail, want) {
+		t.Fatalf("detail %q does not print %q", res[0].Drift[0].Detail, want)
+	}
+}
+
+// A vendor whose bill cannot be read is reported not reconciled, with
+// why, and nothing is written for it.
+func TestAVendorWithoutABillIsNotReconciled(t *testing.T) {
+	led := ledgertest.New(t).Led
+	r := &reconcile.Reconciler{Ledger: led, Vendors: []reconcile.Vendor{{Name: "videogen", Account: "x", NotReconciled: "adapter activity has no bill reader"}}}
+	res := r.Run(context.Background())
+	if len(res) != 1 || res[0].Reconciled || res[0].Reason != "adapter activity has no bill reader" {
+		t.Fatalf("%+v", res)
+	}
+}
