@@ -459,22 +459,17 @@ func (l *Ledger) JudgeBillLine(ctx context.Context, account, lineID string, d *D
 	}
 	err = l.writeTx(ctx, func(tx *sql.Tx) error {
 		recorded = false
-		var (
-			vendor string
-			judged time.Time
-		)
-		err := tx.QueryRowContext(ctx, l.d.q(`SELECT vendor, judged_at FROM bill_lines WHERE account = ? AND line_id = ?`), account, lineID).
-			Scan(&vendor, dbTime{&judged})
+		var vendor string
+		err := tx.QueryRowContext(ctx, l.d.q(`SELECT vendor FROM bill_lines WHERE account = ? AND line_id = ?`), account, lineID).Scan(&vendor)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return invalid("account %q has no bill line %q: only a line RecordBillPage stored is judged; nothing was written", account, lineID)
 		case err != nil:
 			return fmt.Errorf("ledger %s: read bill line %q of account %q: %w", l.where, lineID, account, err)
-		case !judged.IsZero():
-			return nil
 		}
-		// Only the first judgement counts: a concurrent one that got
-		// there first leaves this one with nothing to update.
+		// Only the first judgement counts: a line judged already, by an
+		// earlier call or a concurrent one that got there first, leaves
+		// nothing to update and records nothing.
 		res, err := tx.ExecContext(ctx, l.d.q(`UPDATE bill_lines SET judged_at = ? WHERE account = ? AND line_id = ? AND judged_at IS NULL`),
 			l.d.timeArg(now()), account, lineID)
 		if err != nil {

@@ -427,17 +427,19 @@ func testBillRecordDriftOnce(t *testing.T, l *Ledger) {
 func testBillEarlierCharge(t *testing.T, l *Ledger) {
 	ctx := ctxT(t)
 	mustBillPage(t, l, "acct", "", "c1",
-		billLine("k1", "r1", "K", 100),    // seq 1
-		refundLine("k2", "r1", "K", 100),  // seq 2
-		billLine("k3", "r2", "K", 100),    // seq 3: K charged again
-		billLine("f1", "R", "", 100),      // seq 4
-		billLine("f2", "R", "", 100),      // seq 5: R charged again, no keys
-		refundLine("g1", "G", "", 100),    // seq 6
-		billLine("g2", "G", "", 100),      // seq 7: only a refund before it
-		billLine("h1", "R", "K2", 100),    // seq 8: R charged before, but its key K2 is new
-		billLine("none", "", "", 100),     // seq 9
-		refundLine("r9", "R", "", 100),    // seq 10
-		billLine("k4", "other", "K", 100)) // seq 11
+		billLine("k1", "r1", "K", 100),     // seq 1
+		refundLine("k2", "r1", "K", 100),   // seq 2
+		billLine("k3", "r2", "K", 100),     // seq 3: K charged again
+		billLine("f1", "R", "", 100),       // seq 4
+		billLine("f2", "R", "", 100),       // seq 5: R charged again, no keys
+		refundLine("g1", "G", "", 100),     // seq 6
+		billLine("g2", "G", "", 100),       // seq 7: only a refund before it
+		billLine("h1", "R", "K2", 100),     // seq 8: R charged before, but its key K2 is new
+		billLine("none", "", "", 100),      // seq 9
+		refundLine("r9", "R", "", 100),     // seq 10
+		billLine("k4", "other", "K", 100),  // seq 11
+		refundLine("kr1", "RR", "KR", 100), // seq 12
+		billLine("kr2", "RR", "KR", 100))   // seq 13: only a refund of KR before it
 	mustBillPage(t, l, "acct-2", "", "c1", billLine("x1", "R2", "K3", 100), billLine("x2", "R2", "K3", 100))
 	mustBillPage(t, l, "acct-3", "", "c1", billLine("y1", "R2", "K3", 100))
 	lines := map[string]BillLine{}
@@ -450,7 +452,7 @@ func testBillEarlierCharge(t *testing.T, l *Ledger) {
 		"acct/k1": "", "acct/k2": "k1", "acct/k3": "k1", "acct/k4": "k1",
 		"acct/f1": "", "acct/f2": "f1", "acct/r9": "f1",
 		"acct/g1": "", "acct/g2": "",
-		"acct/h1": "", "acct/none": "",
+		"acct/h1": "", "acct/none": "", "acct/kr1": "", "acct/kr2": "",
 		"acct-2/x1": "", "acct-2/x2": "x1", "acct-3/y1": "",
 	} {
 		ln, ok := lines[line]
