@@ -134,9 +134,9 @@ const (
 	MaxBillPage      = 10000
 )
 
-// pageLimit is limit with 0 as the default, refusing what would load too
+// billPageLimit is limit with 0 as the default, refusing what would load too
 // much at once.
-func pageLimit(what string, limit int) (int, error) {
+func billPageLimit(what string, limit int) (int, error) {
 	switch {
 	case limit == 0:
 		return DefaultDriftPage, nil
@@ -314,7 +314,7 @@ const unjudgedQuery = `SELECT ` + billLineCols + ` FROM bill_lines
 // UnjudgedBillLines returns the account's lines not judged yet with a Seq
 // above afterSeq, in reading order, at most limit (0: DefaultDriftPage).
 func (l *Ledger) UnjudgedBillLines(ctx context.Context, account string, afterSeq int64, limit int) ([]BillLine, error) {
-	limit, err := pageLimit("unjudged bill lines", limit)
+	limit, err := billPageLimit("unjudged bill lines", limit)
 	if err != nil {
 		return nil, err
 	}
@@ -376,19 +376,19 @@ func (l *Ledger) PaidTaskBilled(ctx context.Context, taskRef, idempotencyKey str
 	if taskRef != "" {
 		ts, err := l.queryPaidTasks(ctx, l.r, `SELECT `+paidTaskCols+` FROM paid_tasks WHERE remote_ref = ? AND remote_ref <> ''`, taskRef)
 		if err != nil || len(ts) > 0 {
-			return first(ts), false, len(ts) > 0, err
+			return firstPaidTask(ts), false, len(ts) > 0, err
 		}
 	}
 	if idempotencyKey != "" {
 		ts, err := l.queryPaidTasks(ctx, l.r, `SELECT `+paidTaskCols+` FROM paid_tasks WHERE idempotency_key = ? AND idempotency_key <> ''`, idempotencyKey)
 		if err != nil || len(ts) > 0 {
-			return first(ts), true, len(ts) > 0, err
+			return firstPaidTask(ts), true, len(ts) > 0, err
 		}
 	}
 	return PaidTask{}, false, false, nil
 }
 
-func first(ts []PaidTask) PaidTask {
+func firstPaidTask(ts []PaidTask) PaidTask {
 	if len(ts) == 0 {
 		return PaidTask{}
 	}
@@ -551,7 +551,7 @@ func (l *Ledger) unbilledArgs(account string, before time.Time, afterRef string,
 // with its step's vendor and kind from the episode's pinned plan; the
 // caller keeps its vendor's.
 func (l *Ledger) UnbilledCosts(ctx context.Context, account string, before time.Time, afterRef string, limit int) ([]UnbilledCost, error) {
-	limit, err := pageLimit("unbilled costs", limit)
+	limit, err := billPageLimit("unbilled costs", limit)
 	if err != nil {
 		return nil, err
 	}
@@ -576,7 +576,7 @@ func (l *Ledger) UnbilledCosts(ctx context.Context, account string, before time.
 		k := u.Pipeline + "\x00" + u.EpisodeID
 		steps, ok := plans[k]
 		if !ok {
-			steps = planSteps(plan)
+			steps = pinnedPlanSteps(plan)
 			plans[k] = steps
 		}
 		s := steps[u.Step]
@@ -589,9 +589,9 @@ func (l *Ledger) UnbilledCosts(ctx context.Context, account string, before time.
 	return out, nil
 }
 
-// planSteps reads a pinned plan's steps by name, as the audit does; nil
+// pinnedPlanSteps reads a pinned plan's steps by name, as the audit does; nil
 // for no plan, or one that is not a list of steps (the audit reports it).
-func planSteps(plan string) map[string]planStep {
+func pinnedPlanSteps(plan string) map[string]planStep {
 	var steps []planStep
 	if plan == "" || json.Unmarshal([]byte(plan), &steps) != nil {
 		return nil
@@ -653,7 +653,7 @@ func driftItemsQuery(f DriftFilter, limit int) (string, []any) {
 // DriftItems returns a page of the drift items f selects, ordered by ID:
 // at most f.Limit (0: DefaultDriftPage) after f.AfterID.
 func (l *Ledger) DriftItems(ctx context.Context, f DriftFilter) ([]DriftItem, error) {
-	limit, err := pageLimit("drift items", f.Limit)
+	limit, err := billPageLimit("drift items", f.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func mustUnjudged(t *testing.T, l *Ledger, account string, after int64, limit in
 	return lines
 }
 
-func lineIDs(lines []BillLine) []string {
+func billLineIDs(lines []BillLine) []string {
 	var out []string
 	for _, ln := range lines {
 		out = append(out, ln.LineID)
@@ -55,8 +55,8 @@ func lineIDs(lines []BillLine) []string {
 	return out
 }
 
-// drift is an item of class with a detail, 2.50 EUR at stake.
-func drift(class allot.DriftClass) *DriftItem {
+// driftOfClass is an item of class with a detail, 2.50 EUR at stake.
+func driftOfClass(class allot.DriftClass) *DriftItem {
 	return &DriftItem{Class: class, Amount: 250, Currency: "EUR", Detail: "planted by the test: " + string(class)}
 }
 
@@ -216,7 +216,7 @@ func testBillWatermarkConcurrent(t *testing.T, l *Ledger) {
 			want = append(want, "first")
 		}
 		want = append(want, fmt.Sprintf("g%d-a", winner), fmt.Sprintf("g%d-b", winner))
-		if got := lineIDs(mustUnjudged(t, l, account, 0, 0)); !slices.Equal(got, want) || w.Lines != int64(len(want)) {
+		if got := billLineIDs(mustUnjudged(t, l, account, 0, 0)); !slices.Equal(got, want) || w.Lines != int64(len(want)) {
 			t.Fatalf("round %d: lines %v (watermark counts %d); want only the winner's %v", round, got, w.Lines, want)
 		}
 	}
@@ -237,7 +237,7 @@ func testBillLinesStoredOnce(t *testing.T, l *Ledger) {
 		t.Fatalf("another account's page added %d lines, want 1", n)
 	}
 	lines := mustUnjudged(t, l, "acct", 0, 0)
-	if got := lineIDs(lines); !slices.Equal(got, []string{"a", "b", "c"}) {
+	if got := billLineIDs(lines); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("lines %v, want a b c", got)
 	}
 	for i, ln := range lines {
@@ -261,10 +261,10 @@ func testBillLinesStoredOnce(t *testing.T, l *Ledger) {
 		t.Fatalf("watermark counts %d lines, want 3", w.Lines)
 	}
 	// Pages and limits.
-	if got := lineIDs(mustUnjudged(t, l, "acct", 1, 1)); !slices.Equal(got, []string{"b"}) {
+	if got := billLineIDs(mustUnjudged(t, l, "acct", 1, 1)); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("UnjudgedBillLines(after 1, limit 1) = %v, want b", got)
 	}
-	if got := lineIDs(mustUnjudged(t, l, "acct", 3, 0)); len(got) != 0 {
+	if got := billLineIDs(mustUnjudged(t, l, "acct", 3, 0)); len(got) != 0 {
 		t.Fatalf("UnjudgedBillLines after the last = %v", got)
 	}
 	_, err := l.UnjudgedBillLines(ctx, "acct", 0, -1)
@@ -313,13 +313,13 @@ func testBillJudgeOnce(t *testing.T, l *Ledger) {
 		}
 	}
 	// A line that does not: its item, once, however often it is judged.
-	d := drift(allot.DriftUnrecorded)
+	d := driftOfClass(allot.DriftUnrecorded)
 	d.Account, d.Line, d.Vendor = "ignored", "ignored", "ignored" // the line's, whatever the caller says
 	d.RemoteRef, d.IdempotencyKey = "r-b", "k-b"
 	if rec, err := l.JudgeBillLine(ctx, "acct", "b", d); err != nil || !rec {
 		t.Fatalf("JudgeBillLine(b, item) = %v, %v; want the item recorded", rec, err)
 	}
-	for _, again := range []*DriftItem{d, drift(allot.DriftDoubleCharge), nil} {
+	for _, again := range []*DriftItem{d, driftOfClass(allot.DriftDoubleCharge), nil} {
 		if rec, err := l.JudgeBillLine(ctx, "acct", "b", again); err != nil || rec {
 			t.Fatalf("JudgeBillLine(b) again = %v, %v; want nothing recorded", rec, err)
 		}
@@ -333,10 +333,10 @@ func testBillJudgeOnce(t *testing.T, l *Ledger) {
 		it.Currency != "EUR" || it.RemoteRef != "r-b" || it.IdempotencyKey != "k-b" || it.Detail != d.Detail || it.FoundAt.IsZero() || !it.AckedAt.IsZero() {
 		t.Fatalf("item %+v; want account acct line b of acme, as given", it)
 	}
-	if got := lineIDs(mustUnjudged(t, l, "acct", 0, 0)); !slices.Equal(got, []string{"c"}) {
+	if got := billLineIDs(mustUnjudged(t, l, "acct", 0, 0)); !slices.Equal(got, []string{"c"}) {
 		t.Fatalf("unjudged after judging a and b: %v; want c", got)
 	}
-	if got := lineIDs(mustUnjudged(t, l, "other", 0, 0)); !slices.Equal(got, []string{"a"}) {
+	if got := billLineIDs(mustUnjudged(t, l, "other", 0, 0)); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("judging acct's line a judged another account's: unjudged %v", got)
 	}
 
@@ -368,7 +368,7 @@ func testBillJudgeOnce(t *testing.T, l *Ledger) {
 		go func() {
 			defer wg.Done()
 			<-start
-			rec, err := l.JudgeBillLine(ctx, "acct", "c", drift(allot.DriftAmountDiffers))
+			rec, err := l.JudgeBillLine(ctx, "acct", "c", driftOfClass(allot.DriftAmountDiffers))
 			if err != nil {
 				t.Error(err)
 			}
@@ -388,7 +388,7 @@ func testBillJudgeOnce(t *testing.T, l *Ledger) {
 
 func testBillRecordDriftOnce(t *testing.T, l *Ledger) {
 	ctx := ctxT(t)
-	d := *drift(allot.DriftUncharged)
+	d := *driftOfClass(allot.DriftUncharged)
 	d.Account, d.Vendor, d.Line = "acct", "acme", allot.DriftLineOfCost("vt_1")
 	d.Pipeline, d.EpisodeID, d.Step, d.Revision, d.Period, d.RemoteRef = "weekly", "2026-W32-0", "video", 1, "2026-W32", "vt_1"
 	first, created, err := l.RecordDrift(ctx, d)

@@ -44,10 +44,10 @@ func testMigrateV16ToV17(t *testing.T, url string) {
 	if got := unbilledRefs(mustUnbilled(t, l, "acct", later, "", 0)); len(got) != 0 {
 		t.Fatalf("unbilled once the bill charges it: %v", got)
 	}
-	if rec, err := l.JudgeBillLine(ctx, "acct", "l2", drift(allot.DriftUnrecorded)); err != nil || !rec {
+	if rec, err := l.JudgeBillLine(ctx, "acct", "l2", driftOfClass(allot.DriftUnrecorded)); err != nil || !rec {
 		t.Fatalf("JudgeBillLine after 0017 = %v, %v", rec, err)
 	}
-	if got := lineIDs(mustUnjudged(t, l, "acct", 0, 0)); !slices.Equal(got, []string{"l1"}) {
+	if got := billLineIDs(mustUnjudged(t, l, "acct", 0, 0)); !slices.Equal(got, []string{"l1"}) {
 		t.Fatalf("unjudged after 0017: %v; want l1", got)
 	}
 	totals, err := l.DriftTotals(ctx)
