@@ -133,6 +133,20 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"VendorSlotsConcurrent", testVendorSlotsConcurrent},
 		{"VendorRate", testVendorRate},
 		{"VendorBreaker", testVendorBreaker},
+		// The vendor's bill and its drift items (bill_conformance_test.go).
+		{"BillWatermark", testBillWatermark},
+		{"BillWatermarkConcurrent", testBillWatermarkConcurrent},
+		{"BillLinesStoredOnce", testBillLinesStoredOnce},
+		{"BillInvalidPage", testBillInvalidPage},
+		{"BillJudgeOnce", testBillJudgeOnce},
+		{"BillRecordDriftOnce", testBillRecordDriftOnce},
+		{"BillEarlierCharge", testBillEarlierCharge},
+		{"BillPaidTaskBilled", testBillPaidTaskBilled},
+		{"BillUnbilledCosts", testBillUnbilledCosts},
+		{"BillDriftItems", testBillDriftItems},
+		{"BillAckDrift", testBillAckDrift},
+		{"BillDriftTotals", testBillDriftTotals},
+		{"BillQueriesUseIndexes", testBillQueriesUseIndexes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

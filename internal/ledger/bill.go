@@ -1,0 +1,772 @@
+package ledger
+
+// The vendor's bill, reconciled continuously (docs/design.md, "Reconciling
+// the vendor's bill"): the lines of each vendor account's bill as the
+// reconciler read them, a watermark per account (the vendor's cursor), and
+// the drift items the reconciler found: each line, or recorded cost, the
+// two sides do not explain, once per (account, line, class), until an
+// operator acknowledges it with a reason.
+//
+// A page of the bill is stored with the move of its watermark in one
+// transaction, and only from the watermark it was read from: two
+// reconcilers of one account never both store the page after it, and a
+// line read twice is stored once. Each new line is numbered (Seq) in the
+// order the ledger read it, and judged once, in that order; a judgement
+// and its drift item are one transaction, so a reconciler killed half-way
+// judges the line again and records its item once.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"allot"
+	"allot/pipeline"
+)
+
+// BillLine is one line of a vendor account's bill: a charge, or a refund
+// of (part of) one.
+type BillLine struct {
+	Account string `json:"account"`
+	Vendor  string `json:"vendor"`
+	LineID  string `json:"line_id"` // the vendor's ID of the line, unique in the account
+	// Seq is the ledger's reading order within the account (1, 2, ...),
+	// assigned by RecordBillPage.
+	Seq int64 `json:"seq"`
+	// TaskRef is the vendor's task ID (a remote reference); may be "".
+	TaskRef        string    `json:"task_ref,omitempty"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	Refund         bool      `json:"refund,omitempty"`
+	Amount         int64     `json:"amount"` // minor units, 0..allot.MaxAmount; a refund's is what was given back
+	Currency       string    `json:"currency"`
+	ChargedAt      time.Time `json:"charged_at,omitzero"`
+	ReadAt         time.Time `json:"read_at"`            // zero on input: now
+	JudgedAt       time.Time `json:"judged_at,omitzero"` // zero until judged
+}
+
+// BillPage is one page of a vendor account's bill, as read from a
+// watermark.
+type BillPage struct {
+	Account, Vendor string
+	From            string // the watermark the page was read from ("" = the bill's start)
+	Next            string // the watermark after it
+	Lines           []BillLine
+}
+
+// BillWatermark is how far the reconciler has read an account's bill.
+type BillWatermark struct {
+	Account   string    `json:"account"`
+	Vendor    string    `json:"vendor"`
+	Cursor    string    `json:"cursor"` // the vendor's cursor; "" = the bill's start
+	Lines     int64     `json:"lines"`  // distinct lines stored
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// DriftItem is one line of a bill, or one recorded cost, that the ledger
+// and the vendor disagree on.
+type DriftItem struct {
+	ID      int64  `json:"id"`
+	Account string `json:"account"`
+	Vendor  string `json:"vendor"`
+	// Line is the bill line's ID, or allot.DriftLineOfCost(ref) for a
+	// cost no line charges.
+	Line  string           `json:"line"`
+	Class allot.DriftClass `json:"class"`
+	// Pipeline, EpisodeID, Step, Revision and Period name the ledger's
+	// task; "" when the line names no task of the ledger.
+	Pipeline       string `json:"pipeline,omitempty"`
+	EpisodeID      string `json:"episode_id,omitempty"`
+	Step           string `json:"step,omitempty"`
+	Revision       int    `json:"revision"`
+	Period         string `json:"period,omitempty"`
+	RemoteRef      string `json:"remote_ref,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Amount         int64  `json:"amount"` // the money at stake, minor units
+	Currency       string `json:"currency"`
+	// Detail says what is wrong and what to do, in a sentence or two.
+	Detail    string    `json:"detail"`
+	FoundAt   time.Time `json:"found_at"`
+	AckedAt   time.Time `json:"acked_at,omitzero"` // zero until acknowledged
+	AckedBy   string    `json:"acked_by,omitempty"`
+	AckReason string    `json:"ack_reason,omitempty"`
+}
+
+// DriftFilter selects drift items; a page is at most Limit items after
+// AfterID.
+type DriftFilter struct {
+	Account, Vendor, Pipeline string           // "" = any
+	Class                     allot.DriftClass // "" = any
+	Unacked                   bool             // only items not acknowledged
+	AfterID                   int64            // keyset pagination: items with a greater ID
+	Limit                     int              // 0 = DefaultDriftPage
+}
+
+// DriftTotal is the count and money of the unacknowledged drift items of
+// one vendor, class and currency.
+type DriftTotal struct {
+	Vendor   string           `json:"vendor"`
+	Class    allot.DriftClass `json:"class"`
+	Currency string           `json:"currency"`
+	Count    int              `json:"count"`
+	Amount   int64            `json:"amount"`
+}
+
+// UnbilledCost is a cost entry no line of the bill charges yet, with the
+// idempotency key of its paid task ("" when the ledger has no task for it).
+type UnbilledCost struct {
+	AuditCost
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// ErrBillWatermarkMoved: the account's watermark is no longer the one the
+// page was read from (another reconciler stored the page first); nothing
+// was written. The caller reads again from the stored watermark.
+var ErrBillWatermarkMoved = errors.New("the bill's watermark moved")
+
+// DefaultDriftPage is a page of DriftItems, UnjudgedBillLines and
+// UnbilledCosts when the caller gives no limit; MaxBillPage bounds any.
+const (
+	DefaultDriftPage = 1000
+	MaxBillPage      = 10000
+)
+
+// billPageLimit is limit with 0 as the default, refusing what would load too
+// much at once.
+func billPageLimit(what string, limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return DefaultDriftPage, nil
+	case limit < 0 || limit > MaxBillPage:
+		return 0, invalid("%s: a limit of %d is not between 1 and %d: page with a smaller limit", what, limit, MaxBillPage)
+	}
+	return limit, nil
+}
+
+// BillWatermark returns the account's watermark; the zero value (Cursor
+// "", the bill's start) when none is stored.
+func (l *Ledger) BillWatermark(ctx context.Context, account string) (BillWatermark, error) {
+	w, _, err := l.readWatermark(ctx, l.r, account)
+	return w, err
+}
+
+func (l *Ledger) readWatermark(ctx context.Context, db querier, account string) (BillWatermark, bool, error) {
+	rows, err := db.QueryContext(ctx, l.d.q(`SELECT account, vendor, cursor, lines_read, updated_at FROM bill_watermarks WHERE account = ?`), account)
+	if err != nil {
+		return BillWatermark{}, false, fmt.Errorf("ledger %s: read the bill watermark of account %q: %w", l.where, account, err)
+	}
+	defer rows.Close()
+	var w BillWatermark
+	found := rows.Next()
+	if found {
+		if err := rows.Scan(&w.Account, &w.Vendor, &w.Cursor, &w.Lines, dbTime{&w.UpdatedAt}); err != nil {
+			return BillWatermark{}, false, fmt.Errorf("ledger %s: read the bill watermark of account %q: %w", l.where, account, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return BillWatermark{}, false, fmt.Errorf("ledger %s: read the bill watermark of account %q: %w", l.where, account, err)
+	}
+	return w, found, nil
+}
+
+// checkBillPage refuses a page the ledger cannot store whole; it fills the
+// lines' account, vendor and reading time.
+func checkBillPage(p *BillPage) error {
+	if p.Account == "" {
+		return invalid("a page of a vendor's bill names no account: give the vendor account it was read from")
+	}
+	readAt := now()
+	for i := range p.Lines {
+		ln := &p.Lines[i]
+		what := fmt.Sprintf("account %s: line %d of the page", p.Account, i+1)
+		if ln.LineID != "" {
+			what = fmt.Sprintf("account %s: bill line %q", p.Account, ln.LineID)
+		}
+		switch {
+		case ln.LineID == "":
+			return invalid("%s has no line ID: the bill reader must give the vendor's ID of each line; nothing was stored", what)
+		case ln.Account != "" && ln.Account != p.Account:
+			return invalid("%s is of account %q, not the page's: read each account's bill apart; nothing was stored", what, ln.Account)
+		case ln.Vendor != "" && ln.Vendor != p.Vendor:
+			return invalid("%s is of vendor %q, not the page's %q: read each vendor's bill apart; nothing was stored", what, ln.Vendor, p.Vendor)
+		case ln.Amount < 0 || ln.Amount > allot.MaxAmount:
+			return invalid("%s is %d minor units, outside 0..%d (a refund gives its amount as a positive number): the bill reader misread it; nothing was stored",
+				what, ln.Amount, allot.MaxAmount)
+		}
+		if err := pipeline.CheckCurrency(ln.Currency); err != nil {
+			return invalid("%s: %v; nothing was stored", what, err)
+		}
+		ln.Account, ln.Vendor, ln.Seq, ln.JudgedAt = p.Account, p.Vendor, 0, time.Time{}
+		ln.ChargedAt = normTime(ln.ChargedAt)
+		if ln.ReadAt.IsZero() {
+			ln.ReadAt = readAt
+		}
+		ln.ReadAt = normTime(ln.ReadAt)
+	}
+	return nil
+}
+
+// RecordBillPage stores a page of an account's bill and moves its
+// watermark from p.From to p.Next, in one transaction. A stored watermark
+// other than p.From (another reconciler got there first) is
+// ErrBillWatermarkMoved, and nothing is written. A line stored already
+// (same account and line ID) is kept as it was: a line read twice is
+// stored once. It returns how many lines were new.
+func (l *Ledger) RecordBillPage(ctx context.Context, p BillPage) (int, error) {
+	p.Lines = append([]BillLine(nil), p.Lines...) // the caller's page stays as given
+	if err := checkBillPage(&p); err != nil {
+		return 0, err
+	}
+	added := 0
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		added = 0
+		w, err := l.moveWatermarkTx(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		ins, err := tx.PrepareContext(ctx, l.d.q(`INSERT INTO bill_lines
+			(account, line_id, seq, vendor, task_ref, idempotency_key, refund, amount, currency, charged_at, read_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (account, line_id) DO NOTHING`))
+		if err != nil {
+			return fmt.Errorf("ledger %s: store bill lines of account %q: %w", l.where, p.Account, err)
+		}
+		defer ins.Close()
+		for _, ln := range p.Lines {
+			// The watermark's row is locked: numbering from its count
+			// cannot race another page of the account.
+			res, err := ins.ExecContext(ctx, ln.Account, ln.LineID, w.Lines+int64(added)+1, ln.Vendor, ln.TaskRef, ln.IdempotencyKey,
+				ln.Refund, ln.Amount, ln.Currency, l.d.timeArg(ln.ChargedAt), l.d.timeArg(ln.ReadAt))
+			if err != nil {
+				return fmt.Errorf("ledger %s: store bill line %q of account %q: %w", l.where, ln.LineID, p.Account, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("ledger %s: store bill line %q of account %q: %w", l.where, ln.LineID, p.Account, err)
+			} else if n == 1 {
+				added++
+			}
+		}
+		if added > 0 {
+			if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE bill_watermarks SET lines_read = lines_read + ? WHERE account = ?`), added, p.Account); err != nil {
+				return fmt.Errorf("ledger %s: count the bill lines of account %q: %w", l.where, p.Account, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return added, nil
+}
+
+// moveWatermarkTx moves the account's watermark from p.From to p.Next, or
+// refuses: a compare-and-set, whose row lock (PostgreSQL: the updated or
+// inserted row; SQLite: the database's) holds until the transaction ends.
+// It returns the watermark as it was.
+func (l *Ledger) moveWatermarkTx(ctx context.Context, tx *sql.Tx, p BillPage) (BillWatermark, error) {
+	at := l.d.timeArg(now())
+	res, err := tx.ExecContext(ctx, l.d.q(`UPDATE bill_watermarks SET cursor = ?, updated_at = ? WHERE account = ? AND cursor = ?`),
+		p.Next, at, p.Account, p.From)
+	if err != nil {
+		return BillWatermark{}, fmt.Errorf("ledger %s: move the bill watermark of account %q: %w", l.where, p.Account, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return BillWatermark{}, fmt.Errorf("ledger %s: move the bill watermark of account %q: %w", l.where, p.Account, err)
+	}
+	if n == 0 && p.From == "" {
+		// The account's first page: the row is created, once.
+		res, err = tx.ExecContext(ctx, l.d.q(`INSERT INTO bill_watermarks (account, vendor, cursor, lines_read, updated_at)
+			VALUES (?, ?, ?, 0, ?) ON CONFLICT (account) DO NOTHING`), p.Account, p.Vendor, p.Next, at)
+		if err != nil {
+			return BillWatermark{}, fmt.Errorf("ledger %s: create the bill watermark of account %q: %w", l.where, p.Account, err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return BillWatermark{}, fmt.Errorf("ledger %s: create the bill watermark of account %q: %w", l.where, p.Account, err)
+		}
+	}
+	w, found, err := l.readWatermark(ctx, tx, p.Account)
+	if err != nil {
+		return BillWatermark{}, err
+	}
+	switch {
+	case n == 0 && !found:
+		return BillWatermark{}, fmt.Errorf("%w: account %q has no watermark yet, but the page was read from %q: read the bill from its start (watermark \"\"); nothing was written",
+			ErrBillWatermarkMoved, p.Account, p.From)
+	case n == 0:
+		return BillWatermark{}, fmt.Errorf("%w: the watermark of account %q is %q, not %q the page was read from: another reconciler stored that page already; read on from the stored watermark; nothing was written",
+			ErrBillWatermarkMoved, p.Account, w.Cursor, p.From)
+	case w.Vendor != p.Vendor:
+		return BillWatermark{}, invalid("account %q is vendor %q's bill, not %q's: give each vendor account its own name; nothing was written", p.Account, w.Vendor, p.Vendor)
+	}
+	return w, nil
+}
+
+const billLineCols = `account, vendor, line_id, seq, task_ref, idempotency_key, refund, amount, currency, charged_at, read_at, judged_at`
+
+// unjudgedQuery reads a page of an account's lines not judged yet.
+const unjudgedQuery = `SELECT ` + billLineCols + ` FROM bill_lines
+	WHERE account = ? AND judged_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`
+
+// UnjudgedBillLines returns the account's lines not judged yet with a Seq
+// above afterSeq, in reading order, at most limit (0: DefaultDriftPage).
+func (l *Ledger) UnjudgedBillLines(ctx context.Context, account string, afterSeq int64, limit int) ([]BillLine, error) {
+	limit, err := billPageLimit("unjudged bill lines", limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := l.r.QueryContext(ctx, l.d.q(unjudgedQuery), account, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: read the unjudged bill lines of account %q: %w", l.where, account, err)
+	}
+	defer rows.Close()
+	var out []BillLine
+	for rows.Next() {
+		var ln BillLine
+		if err := rows.Scan(&ln.Account, &ln.Vendor, &ln.LineID, &ln.Seq, &ln.TaskRef, &ln.IdempotencyKey, &ln.Refund,
+			&ln.Amount, &ln.Currency, dbTime{&ln.ChargedAt}, dbTime{&ln.ReadAt}, dbTime{&ln.JudgedAt}); err != nil {
+			return nil, fmt.Errorf("ledger %s: read a bill line of account %q: %w", l.where, account, err)
+		}
+		out = append(out, ln)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: read the unjudged bill lines of account %q: %w", l.where, account, err)
+	}
+	return out, nil
+}
+
+// Earlier charges of one task: by idempotency key, or by task reference.
+const (
+	earlierByKeyQuery = `SELECT line_id FROM bill_lines
+		WHERE account = ? AND idempotency_key = ? AND seq < ? AND refund = ? ORDER BY seq LIMIT 1`
+	earlierByRefQuery = `SELECT line_id FROM bill_lines
+		WHERE account = ? AND task_ref = ? AND seq < ? AND refund = ? ORDER BY seq LIMIT 1`
+)
+
+// EarlierBillCharge returns the ID of the account's first charge (not a
+// refund) read before line that bills the same task: the same idempotency
+// key, or, when line has none, the same task reference; "" when there is
+// none (or line names neither).
+func (l *Ledger) EarlierBillCharge(ctx context.Context, line BillLine) (string, error) {
+	query, match := earlierByKeyQuery, line.IdempotencyKey
+	if match == "" {
+		query, match = earlierByRefQuery, line.TaskRef
+	}
+	if match == "" {
+		return "", nil
+	}
+	var id string
+	err := l.r.QueryRowContext(ctx, l.d.q(query), line.Account, match, line.Seq, false).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("ledger %s: look for an earlier charge of bill line %q of account %q: %w", l.where, line.LineID, line.Account, err)
+	}
+	return id, nil
+}
+
+// PaidTaskBilled returns the paid task a bill line names: the task of its
+// remote reference, else the task of its idempotency key (byKeyOnly);
+// ok is false when the ledger has neither.
+func (l *Ledger) PaidTaskBilled(ctx context.Context, taskRef, idempotencyKey string) (t PaidTask, byKeyOnly bool, ok bool, err error) {
+	if taskRef != "" {
+		ts, err := l.queryPaidTasks(ctx, l.r, `SELECT `+paidTaskCols+` FROM paid_tasks WHERE remote_ref = ? AND remote_ref <> ''`, taskRef)
+		if err != nil || len(ts) > 0 {
+			return firstPaidTask(ts), false, len(ts) > 0, err
+		}
+	}
+	if idempotencyKey != "" {
+		ts, err := l.queryPaidTasks(ctx, l.r, `SELECT `+paidTaskCols+` FROM paid_tasks WHERE idempotency_key = ? AND idempotency_key <> ''`, idempotencyKey)
+		if err != nil || len(ts) > 0 {
+			return firstPaidTask(ts), true, len(ts) > 0, err
+		}
+	}
+	return PaidTask{}, false, false, nil
+}
+
+func firstPaidTask(ts []PaidTask) PaidTask {
+	if len(ts) == 0 {
+		return PaidTask{}
+	}
+	return ts[0]
+}
+
+// checkDrift refuses a drift item the ledger cannot keep; it fills the
+// time it was found.
+func checkDrift(d *DriftItem) error {
+	what := fmt.Sprintf("drift item of account %q line %q", d.Account, d.Line)
+	switch {
+	case d.Account == "" || d.Line == "":
+		return invalid("a drift item names its account and line (a bill line's ID, or %s), got %q and %q; nothing was recorded",
+			allot.DriftLineOfCost("REF"), d.Account, d.Line)
+	case !d.Class.Valid():
+		return invalid("%s: class %q is not one of %v; nothing was recorded", what, d.Class, allot.DriftClasses)
+	case d.Amount < 0 || d.Amount > allot.MaxAmount:
+		return invalid("%s: %d minor units at stake is outside 0..%d; nothing was recorded", what, d.Amount, allot.MaxAmount)
+	case d.Revision < 0:
+		return invalid("%s: revision %d is below 0; nothing was recorded", what, d.Revision)
+	case strings.TrimSpace(d.Detail) == "":
+		return invalid("%s has no detail: say what is wrong and what to do; nothing was recorded", what)
+	case d.Currency == "" && d.Amount == 0:
+	default:
+		if err := pipeline.CheckCurrency(d.Currency); err != nil {
+			return invalid("%s: %v; nothing was recorded", what, err)
+		}
+	}
+	d.ID, d.AckedAt, d.AckedBy, d.AckReason = 0, time.Time{}, "", ""
+	if d.FoundAt.IsZero() {
+		d.FoundAt = now()
+	}
+	d.FoundAt = normTime(d.FoundAt)
+	return nil
+}
+
+// insertDriftTx records d unless its (account, line, class) is recorded
+// already; it reports whether it did.
+func (l *Ledger) insertDriftTx(ctx context.Context, tx *sql.Tx, d DriftItem) (bool, error) {
+	res, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO drift_items
+		(account, vendor, line, class, pipeline, episode_id, step, revision, period, remote_ref, idempotency_key, amount, currency, detail, found_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (account, line, class) DO NOTHING`),
+		d.Account, d.Vendor, d.Line, string(d.Class), d.Pipeline, d.EpisodeID, d.Step, d.Revision, d.Period, d.RemoteRef, d.IdempotencyKey,
+		d.Amount, d.Currency, d.Detail, l.d.timeArg(d.FoundAt))
+	if err != nil {
+		return false, fmt.Errorf("ledger %s: record the %s drift of account %q line %q: %w", l.where, d.Class, d.Account, d.Line, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("ledger %s: record the %s drift of account %q line %q: %w", l.where, d.Class, d.Account, d.Line, err)
+	}
+	return n == 1, nil
+}
+
+// JudgeBillLine marks the account's line judged and, when d is not nil,
+// records d as its drift item (d's Account, Vendor and Line are the
+// line's), in one transaction. A line judged already changes nothing and
+// adds no item; recorded reports whether an item was added.
+func (l *Ledger) JudgeBillLine(ctx context.Context, account, lineID string, d *DriftItem) (recorded bool, err error) {
+	var item DriftItem
+	if d != nil {
+		item = *d
+		item.Account, item.Line = account, lineID
+		if err := checkDrift(&item); err != nil {
+			return false, err
+		}
+	}
+	err = l.writeTx(ctx, func(tx *sql.Tx) error {
+		recorded = false
+		var vendor string
+		err := tx.QueryRowContext(ctx, l.d.q(`SELECT vendor FROM bill_lines WHERE account = ? AND line_id = ?`), account, lineID).Scan(&vendor)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return invalid("account %q has no bill line %q: only a line RecordBillPage stored is judged; nothing was written", account, lineID)
+		case err != nil:
+			return fmt.Errorf("ledger %s: read bill line %q of account %q: %w", l.where, lineID, account, err)
+		}
+		// Only the first judgement counts: a line judged already, by an
+		// earlier call or a concurrent one that got there first, leaves
+		// nothing to update and records nothing.
+		res, err := tx.ExecContext(ctx, l.d.q(`UPDATE bill_lines SET judged_at = ? WHERE account = ? AND line_id = ? AND judged_at IS NULL`),
+			l.d.timeArg(now()), account, lineID)
+		if err != nil {
+			return fmt.Errorf("ledger %s: judge bill line %q of account %q: %w", l.where, lineID, account, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("ledger %s: judge bill line %q of account %q: %w", l.where, lineID, account, err)
+		} else if n == 0 || d == nil {
+			return nil
+		}
+		item.Vendor = vendor
+		recorded, err = l.insertDriftTx(ctx, tx, item)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return recorded, nil
+}
+
+// RecordDrift records a drift item no bill line carries (a recorded cost
+// the bill does not charge: recorded_uncharged, Line
+// allot.DriftLineOfCost(ref)), once per (account, line, class): when it is
+// recorded already it returns the stored item and created false.
+func (l *Ledger) RecordDrift(ctx context.Context, d DriftItem) (DriftItem, bool, error) {
+	if err := checkDrift(&d); err != nil {
+		return DriftItem{}, false, err
+	}
+	var (
+		out     DriftItem
+		created bool
+	)
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if created, err = l.insertDriftTx(ctx, tx, d); err != nil {
+			return err
+		}
+		items, err := l.queryDrift(ctx, tx, `SELECT `+driftCols+` FROM drift_items WHERE account = ? AND line = ? AND class = ?`, d.Account, d.Line, string(d.Class))
+		if err != nil {
+			return err
+		}
+		if len(items) == 0 {
+			return fmt.Errorf("ledger %s: the %s drift of account %q line %q is not there after it was recorded", l.where, d.Class, d.Account, d.Line)
+		}
+		out = items[0]
+		return nil
+	})
+	if err != nil {
+		return DriftItem{}, false, err
+	}
+	return out, created, nil
+}
+
+// unbilledQuery reads a page of cost entries no line of an account charges
+// and no drift item of the account already reports, in remote reference
+// order; the bill's lines are found by the task's remote reference or by
+// its paid task's idempotency key, refunds not counting.
+const unbilledQuery = `SELECT c.remote_ref, c.pipeline, c.episode_id, e.period, c.step, c.revision, c.amount, c.currency, c.recorded_at,
+		e.plan, COALESCE(pt.idempotency_key, '')
+	FROM cost_entries c
+	JOIN episodes e ON e.pipeline = c.pipeline AND e.episode_id = c.episode_id
+	LEFT JOIN paid_tasks pt ON pt.remote_ref = c.remote_ref AND pt.remote_ref <> ''
+	WHERE c.remote_ref > ? AND c.recorded_at <= ?
+	AND NOT EXISTS (SELECT 1 FROM bill_lines b WHERE b.account = ? AND b.task_ref = c.remote_ref AND b.refund = ?)
+	AND NOT EXISTS (SELECT 1 FROM bill_lines b WHERE b.account = ? AND b.idempotency_key = pt.idempotency_key AND pt.idempotency_key <> '' AND b.refund = ?)
+	AND NOT EXISTS (SELECT 1 FROM drift_items d WHERE d.account = ? AND d.line = CAST(? AS TEXT) || c.remote_ref AND d.class = ?)
+	ORDER BY c.remote_ref LIMIT ?`
+
+func (l *Ledger) unbilledArgs(account string, before time.Time, afterRef string, limit int) []any {
+	return []any{afterRef, l.d.timeArg(before), account, false, account, false,
+		account, allot.DriftLineOfCost(""), string(allot.DriftUncharged), limit}
+}
+
+// UnbilledCosts returns the cost entries recorded at or before before, with
+// a remote reference after afterRef, in remote reference order, at most
+// limit (0: DefaultDriftPage), that no charge of the account's bill names
+// (by the remote reference, or by its paid task's idempotency key) and for
+// which the account has no recorded_uncharged drift item yet. Each comes
+// with its step's vendor and kind from the episode's pinned plan; the
+// caller keeps its vendor's.
+func (l *Ledger) UnbilledCosts(ctx context.Context, account string, before time.Time, afterRef string, limit int) ([]UnbilledCost, error) {
+	limit, err := billPageLimit("unbilled costs", limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := l.r.QueryContext(ctx, l.d.q(unbilledQuery), l.unbilledArgs(account, before, afterRef, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: read the costs account %q has not charged: %w", l.where, account, err)
+	}
+	defer rows.Close()
+	var (
+		out   []UnbilledCost
+		plans = map[string]map[string]planStep{} // pipeline \x00 episode -> its plan's steps
+	)
+	for rows.Next() {
+		var (
+			u    UnbilledCost
+			plan string
+		)
+		if err := rows.Scan(&u.RemoteRef, &u.Pipeline, &u.EpisodeID, &u.Period, &u.Step, &u.Revision, &u.Amount, &u.Currency,
+			dbTime{&u.RecordedAt}, &plan, &u.IdempotencyKey); err != nil {
+			return nil, fmt.Errorf("ledger %s: read a cost account %q has not charged: %w", l.where, account, err)
+		}
+		k := u.Pipeline + "\x00" + u.EpisodeID
+		steps, ok := plans[k]
+		if !ok {
+			steps = pinnedPlanSteps(plan)
+			plans[k] = steps
+		}
+		s := steps[u.Step]
+		u.Vendor, u.StepKind = s.Vendor, s.Kind
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: read the costs account %q has not charged: %w", l.where, account, err)
+	}
+	return out, nil
+}
+
+// pinnedPlanSteps reads a pinned plan's steps by name, as the audit does; nil
+// for no plan, or one that is not a list of steps (the audit reports it).
+func pinnedPlanSteps(plan string) map[string]planStep {
+	var steps []planStep
+	if plan == "" || json.Unmarshal([]byte(plan), &steps) != nil {
+		return nil
+	}
+	out := make(map[string]planStep, len(steps))
+	for _, s := range steps {
+		out[s.Name] = s
+	}
+	return out
+}
+
+const driftCols = `id, account, vendor, line, class, pipeline, episode_id, step, revision, period, remote_ref, idempotency_key,
+	amount, currency, detail, found_at, acked_at, acked_by, ack_reason`
+
+func (l *Ledger) queryDrift(ctx context.Context, db querier, query string, args ...any) ([]DriftItem, error) {
+	rows, err := db.QueryContext(ctx, l.d.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: query drift items: %w", l.where, err)
+	}
+	defer rows.Close()
+	var out []DriftItem
+	for rows.Next() {
+		var (
+			d     DriftItem
+			class string
+		)
+		if err := rows.Scan(&d.ID, &d.Account, &d.Vendor, &d.Line, &class, &d.Pipeline, &d.EpisodeID, &d.Step, &d.Revision, &d.Period,
+			&d.RemoteRef, &d.IdempotencyKey, &d.Amount, &d.Currency, &d.Detail, dbTime{&d.FoundAt}, dbTime{&d.AckedAt},
+			&d.AckedBy, &d.AckReason); err != nil {
+			return nil, fmt.Errorf("ledger %s: read a drift item: %w", l.where, err)
+		}
+		d.Class = allot.DriftClass(class)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: read drift items: %w", l.where, err)
+	}
+	return out, nil
+}
+
+// driftItemsQuery builds the query of one page of DriftItems.
+func driftItemsQuery(f DriftFilter, limit int) (string, []any) {
+	query := `SELECT ` + driftCols + ` FROM drift_items WHERE id > ?`
+	args := []any{f.AfterID}
+	for _, c := range []struct{ col, val string }{
+		{"account", f.Account}, {"vendor", f.Vendor}, {"pipeline", f.Pipeline}, {"class", string(f.Class)},
+	} {
+		if c.val != "" {
+			query += ` AND ` + c.col + ` = ?`
+			args = append(args, c.val)
+		}
+	}
+	if f.Unacked {
+		query += ` AND acked_at IS NULL`
+	}
+	return query + ` ORDER BY id LIMIT ?`, append(args, limit)
+}
+
+// DriftItems returns a page of the drift items f selects, ordered by ID:
+// at most f.Limit (0: DefaultDriftPage) after f.AfterID.
+func (l *Ledger) DriftItems(ctx context.Context, f DriftFilter) ([]DriftItem, error) {
+	limit, err := billPageLimit("drift items", f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if f.Class != "" && !f.Class.Valid() {
+		return nil, invalid("drift class %q is not one of %v", f.Class, allot.DriftClasses)
+	}
+	query, args := driftItemsQuery(f, limit)
+	return l.queryDrift(ctx, l.r, query, args...)
+}
+
+// DriftItem returns one drift item; an unknown ID is an allot.DriftNotFound
+// error.
+func (l *Ledger) DriftItem(ctx context.Context, id int64) (DriftItem, error) {
+	return l.driftItem(ctx, l.r, id)
+}
+
+func (l *Ledger) driftItem(ctx context.Context, db querier, id int64) (DriftItem, error) {
+	items, err := l.queryDrift(ctx, db, `SELECT `+driftCols+` FROM drift_items WHERE id = ?`, id)
+	if err != nil {
+		return DriftItem{}, err
+	}
+	if len(items) == 0 {
+		return DriftItem{}, allot.Errorf(allot.DriftNotFound, "the ledger has no drift item %d: list the items with %s", id, allot.DriftListCommand())
+	}
+	return items[0], nil
+}
+
+// AckDrift acknowledges a drift item: by says who, reason why (both
+// required, within allot.CheckText's limits). The item stops alerting and
+// stays in the ledger. An item acknowledged already is refused
+// (allot.DriftAcknowledged, saying when, by whom and why), an unknown one
+// is allot.DriftNotFound; nothing is written on a refusal.
+func (l *Ledger) AckDrift(ctx context.Context, id int64, by, reason string) (DriftItem, error) {
+	switch {
+	case strings.TrimSpace(by) == "":
+		return DriftItem{}, invalid("acknowledging drift item %d names who does it: pass --by NAME", id)
+	case strings.TrimSpace(reason) == "":
+		return DriftItem{}, invalid("acknowledging drift item %d needs a reason: pass --reason TEXT, e.g. the vendor's credit note or why the charge is right", id)
+	}
+	if err := allot.CheckText("--by", by); err != nil {
+		return DriftItem{}, invalid("acknowledging drift item %d: %v", id, err)
+	}
+	if err := allot.CheckText("--reason", reason); err != nil {
+		return DriftItem{}, invalid("acknowledging drift item %d: %v", id, err)
+	}
+	var out DriftItem
+	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+		// Set only while unacknowledged: of two concurrent acknowledgements
+		// the second finds nothing to set and is refused below.
+		res, err := tx.ExecContext(ctx, l.d.q(`UPDATE drift_items SET acked_at = ?, acked_by = ?, ack_reason = ? WHERE id = ? AND acked_at IS NULL`),
+			l.d.timeArg(now()), by, reason, id)
+		if err != nil {
+			return fmt.Errorf("ledger %s: acknowledge drift item %d: %w", l.where, id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("ledger %s: acknowledge drift item %d: %w", l.where, id, err)
+		}
+		if out, err = l.driftItem(ctx, tx, id); err != nil {
+			return err
+		}
+		if n == 0 {
+			return allot.Errorf(allot.DriftAcknowledged, "drift item %d was acknowledged already, at %s by %s: %q; nothing was written (it no longer alerts; %s lists it)",
+				id, out.AckedAt.Format(time.RFC3339), out.AckedBy, out.AckReason, allot.DriftListCommand())
+		}
+		return nil
+	})
+	if err != nil {
+		return DriftItem{}, err
+	}
+	return out, nil
+}
+
+// driftTotalsQuery reads the unacknowledged items' amounts from their
+// index, grouped by its order.
+const driftTotalsQuery = `SELECT vendor, class, currency, amount FROM drift_items
+	WHERE acked_at IS NULL ORDER BY vendor, class, currency`
+
+// DriftTotals returns the count and money of the unacknowledged drift
+// items per vendor, class and currency, in that order. The amounts are
+// summed as they stream, refusing a total that would overflow.
+func (l *Ledger) DriftTotals(ctx context.Context) ([]DriftTotal, error) {
+	rows, err := l.r.QueryContext(ctx, l.d.q(driftTotalsQuery))
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: total the drift items: %w", l.where, err)
+	}
+	defer rows.Close()
+	var out []DriftTotal
+	for rows.Next() {
+		var (
+			t     DriftTotal
+			class string
+		)
+		if err := rows.Scan(&t.Vendor, &class, &t.Currency, &t.Amount); err != nil {
+			return nil, fmt.Errorf("ledger %s: total the drift items: %w", l.where, err)
+		}
+		t.Class = allot.DriftClass(class)
+		n := len(out)
+		if n == 0 || out[n-1].Vendor != t.Vendor || out[n-1].Class != t.Class || out[n-1].Currency != t.Currency {
+			t.Count = 1
+			out = append(out, t)
+			continue
+		}
+		sum, err := allot.AddAmount(out[n-1].Amount, t.Amount)
+		if err != nil {
+			return nil, fmt.Errorf("ledger %s: the unacknowledged %s drift of vendor %q in %s: %w: correct the absurd amounts (starter drift list)",
+				l.where, t.Class, t.Vendor, t.Currency, err)
+		}
+		out[n-1].Amount = sum
+		out[n-1].Count++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: total the drift items: %w", l.where, err)
+	}
+	return out, nil
+}
