@@ -375,6 +375,10 @@ func (c *HTTPClient) readBill(ctx context.Context, op string, in ReadBillInput) 
 		return BillPage{}, fmt.Errorf("paidvendor: %s: %w: "+format, append([]any{op, ErrBadResponse}, args...)...)
 	}
 	switch {
+	case next != wp.NextCursor:
+		// The reader keeps the cursor as its watermark; redacted, it would
+		// no longer be the vendor's.
+		return bad("the cursor holds the API key, and a reader would store it")
 	case len(wp.Charges) == 0 && wp.NextCursor != in.After:
 		return bad("a page with no lines moves the cursor from %s to %s", quoteForError(in.After), quoteForError(next))
 	case len(wp.Charges) == 0 && wp.HasMore:
