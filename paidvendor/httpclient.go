@@ -10,17 +10,19 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"allot/paidvendor/vendorapi"
 )
 
-// Response size limits: a task is small; the charge list grows with use.
+// Response size limits: a task is small; a bill page holds at most
+// vendorapi.MaxChargesLimit lines, each of a few hundred bytes.
 const (
-	maxTaskBody    = 1 << 20
-	maxChargesBody = 64 << 20
-	maxErrorBody   = 4 << 10
+	maxTaskBody     = 1 << 20
+	maxBillPageBody = 16 << 20
+	maxErrorBody    = 4 << 10
 )
 
 // DefaultHTTPTimeout bounds each request when NewHTTPClient is given no
@@ -70,7 +72,7 @@ func (s secret) redactTask(w vendorapi.Task) vendorapi.Task {
 }
 
 func (s secret) redactCharge(w vendorapi.Charge) vendorapi.Charge {
-	w.TaskID, w.IdempotencyKey, w.Currency = s.redact(w.TaskID), s.redact(w.IdempotencyKey), s.redact(w.Currency)
+	w.ID, w.TaskID, w.IdempotencyKey, w.Currency = s.redact(w.ID), s.redact(w.TaskID), s.redact(w.IdempotencyKey), s.redact(w.Currency)
 	return w
 }
 
@@ -92,7 +94,10 @@ func redactSecret(text, secret string) string {
 	return strings.ReplaceAll(text, secret, redacted)
 }
 
-var _ Client = (*HTTPClient)(nil)
+var (
+	_ Client     = (*HTTPClient)(nil)
+	_ BillReader = (*HTTPClient)(nil)
+)
 
 // NewHTTPClient returns a client for the vendor API at baseURL (http or
 // https, optionally with a path prefix; no credentials, query or fragment)
@@ -302,14 +307,104 @@ func (c *HTTPClient) Result(ctx context.Context, id string) (io.ReadCloser, erro
 	return resp.Body, nil
 }
 
-// Charges lists everything the vendor has billed, oldest first. It is not
-// part of Client: the paid activities never need it, because the ledger, not
-// the vendor's bill, decides what to pay for. It is for reconciling the
-// ledger against the vendor (a planned `starter check --vendor`) and for
-// tests that count what was charged.
+// Charges lists everything the vendor has billed, oldest first, reading
+// the bill page by page from its start. It is not part of Client: the
+// paid activities never need it, because the ledger, not the vendor's
+// bill, decides what to pay for. It is for `starter check --vendor` and
+// for tests that count what was charged; a reader that keeps a watermark
+// uses ReadBill.
 func (c *HTTPClient) Charges(ctx context.Context) ([]Charge, error) {
 	const op = "list charges"
-	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.ChargesPath, nil, nil, "")
+	var (
+		out   []Charge
+		after string
+		// A vendor whose cursors go round in a circle would have this loop
+		// read forever.
+		seen = map[string]bool{}
+	)
+	for {
+		page, err := c.readBill(ctx, op, ReadBillInput{After: after})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Lines...)
+		if !page.HasMore {
+			return out, nil
+		}
+		if seen[page.Next] {
+			return nil, fmt.Errorf("paidvendor: %s: %w: the vendor gave cursor %s twice: its pages go round in a circle", op, ErrBadResponse, quoteForError(page.Next))
+		}
+		seen[page.Next] = true
+		after = page.Next
+	}
+}
+
+// ReadBill implements BillReader: one page of the vendor's bill after the
+// watermark in.After (GET /v1/charges?after=...&limit=...). A page that
+// could lose the reader its place (lines and no new cursor, no lines and
+// another cursor, more to come and nothing given) is ErrBadResponse.
+func (c *HTTPClient) ReadBill(ctx context.Context, in ReadBillInput) (BillPage, error) {
+	return c.readBill(ctx, "read bill", in)
+}
+
+func (c *HTTPClient) readBill(ctx context.Context, op string, in ReadBillInput) (BillPage, error) {
+	if in.Limit < 0 {
+		return BillPage{}, fmt.Errorf("paidvendor: %s: %w: limit %d is negative: give 0 for the vendor's default", op, ErrInvalidRequest, in.Limit)
+	}
+	query := url.Values{}
+	if in.After != "" {
+		query.Set(vendorapi.AfterParam, in.After)
+	}
+	if in.Limit > 0 {
+		query.Set(vendorapi.LimitParam, strconv.Itoa(in.Limit))
+	}
+	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.ChargesPath, query, nil, "")
+	if err != nil {
+		return BillPage{}, err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return BillPage{}, c.httpError(op, resp, nil)
+	}
+	var wp vendorapi.ChargesPage
+	if err := c.decode(op, resp, maxBillPageBody, &wp); err != nil {
+		return BillPage{}, err
+	}
+	next := c.key.redact(wp.NextCursor)
+	bad := func(format string, args ...any) (BillPage, error) {
+		return BillPage{}, fmt.Errorf("paidvendor: %s: %w: "+format, append([]any{op, ErrBadResponse}, args...)...)
+	}
+	switch {
+	case next != wp.NextCursor:
+		// The reader keeps the cursor as its watermark; redacted, it would
+		// no longer be the vendor's.
+		return bad("the cursor holds the API key, and a reader would store it")
+	case len(wp.Charges) == 0 && wp.NextCursor != in.After:
+		return bad("a page with no lines moves the cursor from %s to %s", quoteForError(in.After), quoteForError(next))
+	case len(wp.Charges) == 0 && wp.HasMore:
+		return bad("a page with no lines says more follow")
+	case len(wp.Charges) > 0 && (wp.NextCursor == "" || wp.NextCursor == in.After):
+		return bad("a page of %d lines does not move the cursor past %s", len(wp.Charges), quoteForError(in.After))
+	case in.Limit > 0 && len(wp.Charges) > in.Limit:
+		return bad("a page of %d lines, over the limit of %d asked for", len(wp.Charges), in.Limit)
+	}
+	page := BillPage{Lines: make([]Charge, 0, len(wp.Charges)), Next: wp.NextCursor, HasMore: wp.HasMore}
+	for _, wc := range wp.Charges {
+		ch, err := chargeFromWire(c.key.redactCharge(wc))
+		if err != nil {
+			return BillPage{}, fmt.Errorf("paidvendor: %s: %w", op, err)
+		}
+		page.Lines = append(page.Lines, ch)
+	}
+	return page, nil
+}
+
+// BillFaults lists the faults the simulated vendor planted in its bill
+// (GET /v1/bill-faults), for a checker that compares them with the drift
+// allot found. Like Stats it is the simulator's, not a real vendor's.
+func (c *HTTPClient) BillFaults(ctx context.Context) ([]vendorapi.BillFault, error) {
+	const op = "bill faults"
+	resp, err := c.do(ctx, op, http.MethodGet, vendorapi.BillFaultsPath, nil, nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -317,19 +412,11 @@ func (c *HTTPClient) Charges(ctx context.Context) ([]Charge, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, c.httpError(op, resp, nil)
 	}
-	var wcs []vendorapi.Charge
-	if err := c.decode(op, resp, maxChargesBody, &wcs); err != nil {
+	var bf vendorapi.BillFaults
+	if err := c.decode(op, resp, maxBillPageBody, &bf); err != nil {
 		return nil, err
 	}
-	out := make([]Charge, 0, len(wcs))
-	for _, wc := range wcs {
-		ch, err := chargeFromWire(c.key.redactCharge(wc))
-		if err != nil {
-			return nil, fmt.Errorf("paidvendor: %s: %w", op, err)
-		}
-		out = append(out, ch)
-	}
-	return out, nil
+	return bf.Faults, nil
 }
 
 // Stats is what the vendor reports it saw (GET /v1/stats; allot's

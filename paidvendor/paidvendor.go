@@ -77,18 +77,38 @@ type SubmitRequest struct {
 	Params         map[string]string
 }
 
-// Charge is one entry of the vendor's bill.
+// Charge is one line of the vendor's bill.
 type Charge struct {
+	ID             string // the vendor's line ID, unique and stable: drift is recorded once per line
 	TaskID         string
 	IdempotencyKey string
-	Amount         int64
+	Amount         int64 // minor units, never negative; a refund's too
 	Currency       string
 	At             time.Time
+	Refund         bool // money given back for the task, not charged
+}
+
+// BillReader reads a vendor's bill page by page from a watermark.
+type BillReader interface {
+	ReadBill(ctx context.Context, in ReadBillInput) (BillPage, error)
+}
+
+// ReadBillInput says where to read a vendor's bill from.
+type ReadBillInput struct {
+	After string // the watermark: the cursor after the last line read; "" = from the start
+	Limit int    // at most this many lines; 0 = the vendor's default
+}
+
+// BillPage is one page of a vendor's bill, oldest line first.
+type BillPage struct {
+	Lines   []Charge
+	Next    string // the watermark after Lines (== After when Lines is empty)
+	HasMore bool
 }
 
 // Client is what the paid activities need from a vendor, and no more: a
-// fake for tests implements these four methods. The vendor's charge list is
-// not here: production activities never read it (see HTTPClient.Charges).
+// fake for tests implements these four methods. The vendor's bill is not
+// here: production activities never read it (see BillReader).
 type Client interface {
 	// Submit starts a task, or returns the task already started under the
 	// same idempotency key. A transport error (connection reset, EOF,

@@ -2,6 +2,7 @@ package paidvendor
 
 import (
 	"fmt"
+	"strings"
 
 	"allot/paidvendor/vendorapi"
 )
@@ -39,10 +40,28 @@ func taskFromWire(w vendorapi.Task) (Task, error) {
 	return t, nil
 }
 
-// chargeFromWire converts and checks one entry of the vendor's bill.
+// chargeFromWire converts and checks one line of the vendor's bill. The
+// line ID is the vendor's and opaque, but a reconciler keys drift on it:
+// it must be there, and printable.
 func chargeFromWire(w vendorapi.Charge) (Charge, error) {
-	if err := ValidateTaskID(w.TaskID); err != nil {
-		return Charge{}, fmt.Errorf("%w: charge task_id: %w", ErrBadResponse, err)
+	switch {
+	case w.ID == "":
+		return Charge{}, fmt.Errorf("%w: a charge of task %s has no line id", ErrBadResponse, quoteForError(w.TaskID))
+	case len(w.ID) > maxChargeIDLen:
+		return Charge{}, fmt.Errorf("%w: charge line id %s is over %d bytes", ErrBadResponse, quoteForError(w.ID), maxChargeIDLen)
+	case strings.IndexFunc(w.ID, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0:
+		return Charge{}, fmt.Errorf("%w: charge line id %s has a space, control or non-ASCII character", ErrBadResponse, quoteForError(w.ID))
 	}
-	return Charge{TaskID: w.TaskID, IdempotencyKey: w.IdempotencyKey, Amount: w.Amount, Currency: w.Currency, At: w.At}, nil
+	if err := ValidateTaskID(w.TaskID); err != nil {
+		return Charge{}, fmt.Errorf("%w: charge %s: task_id: %w", ErrBadResponse, w.ID, err)
+	}
+	if w.Amount < 0 {
+		// A negative line could be a refund or a mistake; the API says
+		// refunds with the flag, so the reader never has to guess.
+		return Charge{}, fmt.Errorf("%w: charge %s has a negative amount (a refund is a positive amount with refund set)", ErrBadResponse, w.ID)
+	}
+	return Charge{ID: w.ID, TaskID: w.TaskID, IdempotencyKey: w.IdempotencyKey, Amount: w.Amount, Currency: w.Currency, At: w.At, Refund: w.Refund}, nil
 }
+
+// maxChargeIDLen bounds a bill line's ID, which the ledger keeps.
+const maxChargeIDLen = 200

@@ -19,11 +19,22 @@
 //	--ignore-idempotency                every submission creates and charges a new task (a bad vendor)
 //	--api-key K                         the bearer token to accept (see above)
 //	--seed N                            seed of the fault sequence (default 1)
-//	--state FILE                        keep tasks and charges in FILE across restarts
+//	--state FILE                        keep tasks, the bill and its planted faults in FILE across restarts
+//	--bill-drop-charge P                probability an accepted task's charge line is left off the bill (a missing charge)
+//	--bill-wrong-amount P               probability its charge line bills another amount than the task's cost
+//	--bill-double-charge P              probability it is billed twice under the same idempotency key
+//	--bill-refund P                     probability the bill refunds its whole cost
+//	--bill-phantom-every N              one charge line for a task that never existed per N accepted tasks (0 = never)
+//
+// The four --bill-* probabilities add up to at most 1: an accepted task
+// meets at most one of them, drawn from a source seeded by --seed (apart
+// from the other faults', whose sequence they leave as it was).
 //
 // GET /v1/stats (with the same key) reports what it saw: the most requests
 // served at once, the requests and submissions, and the most submissions
-// within one second.
+// within one second. GET /v1/bill-faults lists every bill fault planted
+// (kind, task, idempotency key, line), so a checker can compare them with
+// the drift allot found.
 //
 // A bad flag value exits with status 2. SIGINT or SIGTERM stops it cleanly.
 package main
@@ -100,6 +111,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		noLookup, ignoreIdm bool
 		apiKey, state       string
 		seed                int64
+		bill                struct{ drop, wrong, double, refund float64 }
+		phantomEvery        int
 	)
 	fs.StringVar(&opts.addr, "addr", defaultAddr, "listen address `HOST:PORT`")
 	fs.Float64Var(&lose, "lose-response-after-accept", 0, "probability `P` in [0,1] that a submission is accepted and charged, then its response is dropped")
@@ -111,7 +124,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	// No default shown on purpose: --help must not print a key from the environment.
 	fs.StringVar(&apiKey, "api-key", "", "bearer token `K` to accept (default: $"+APIKeyEnv+", else the development key \""+DevAPIKey+"\"); prefer the environment variable, flags show in the process list")
 	fs.Int64Var(&seed, "seed", 1, "seed `N` of the fault sequence")
-	fs.StringVar(&state, "state", "", "keep tasks and charges in `FILE` across restarts")
+	fs.StringVar(&state, "state", "", "keep tasks, the bill and its planted faults in `FILE` across restarts")
+	fs.Float64Var(&bill.drop, "bill-drop-charge", 0, "probability `P` in [0,1] that an accepted task's charge line is left off the bill")
+	fs.Float64Var(&bill.wrong, "bill-wrong-amount", 0, "probability `P` in [0,1] that an accepted task's charge line bills another amount than its cost")
+	fs.Float64Var(&bill.double, "bill-double-charge", 0, "probability `P` in [0,1] that an accepted task is billed twice under its idempotency key")
+	fs.Float64Var(&bill.refund, "bill-refund", 0, "probability `P` in [0,1] that the bill refunds an accepted task's cost")
+	fs.IntVar(&phantomEvery, "bill-phantom-every", 0, "one charge line for a task that never existed per `N` accepted tasks (0 = never)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return options{}, err
@@ -127,10 +145,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"--lose-response-after-accept", lose}, {"--fail-before-accept", fail}} {
+	}{{"--lose-response-after-accept", lose}, {"--fail-before-accept", fail},
+		{"--bill-drop-charge", bill.drop}, {"--bill-wrong-amount", bill.wrong}, {"--bill-double-charge", bill.double}, {"--bill-refund", bill.refund}} {
 		if math.IsNaN(p.v) || p.v < 0 || p.v > 1 {
 			return options{}, fmt.Errorf("%s must be a probability between 0 and 1, got %v", p.name, p.v)
 		}
+	}
+	if sum := bill.drop + bill.wrong + bill.double + bill.refund; sum > 1 {
+		return options{}, fmt.Errorf("--bill-drop-charge, --bill-wrong-amount, --bill-double-charge and --bill-refund add up to %v: a task meets at most one bill fault, so keep their sum at most 1", sum)
+	}
+	if phantomEvery < 0 {
+		return options{}, fmt.Errorf("--bill-phantom-every must not be negative (0 plants no phantom), got %d", phantomEvery)
 	}
 	for _, d := range []struct {
 		name string
@@ -163,6 +188,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		IgnoreIdempotency:       ignoreIdm,
 		Seed:                    seed,
 		StateFile:               state,
+		BillDropCharge:          bill.drop,
+		BillWrongAmount:         bill.wrong,
+		BillDoubleCharge:        bill.double,
+		BillRefund:              bill.refund,
+		BillPhantomEvery:        phantomEvery,
 	}
 	return opts, nil
 }
@@ -202,6 +232,11 @@ func serve(ctx context.Context, opts options, logger *slog.Logger, ready chan<- 
 		"ignore_idempotency", cfg.IgnoreIdempotency,
 		"seed", cfg.Seed,
 		"state", cfg.StateFile,
+		"bill_drop_charge", cfg.BillDropCharge,
+		"bill_wrong_amount", cfg.BillWrongAmount,
+		"bill_double_charge", cfg.BillDoubleCharge,
+		"bill_refund", cfg.BillRefund,
+		"bill_phantom_every", cfg.BillPhantomEvery,
 		"tasks", sim.TaskCount(),
 		"charges", sim.ChargeCount(),
 	)
@@ -225,6 +260,6 @@ func serve(ctx context.Context, opts options, logger *slog.Logger, ready chan<- 
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", err)
 	}
-	logger.Info("vendorsim: stopped", "tasks", sim.TaskCount(), "charges", sim.ChargeCount())
+	logger.Info("vendorsim: stopped", "tasks", sim.TaskCount(), "charges", sim.ChargeCount(), "bill_faults", len(sim.BillFaults()))
 	return nil
 }

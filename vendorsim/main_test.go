@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"allot"
 	"allot/paidvendor"
+	"allot/paidvendor/vendorapi"
 )
 
 func noEnv(string) string { return "" }
@@ -32,6 +35,13 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"--api-key", "has space"}, "API key"},
+		{[]string{"--bill-drop-charge", "1.1"}, "--bill-drop-charge"},
+		{[]string{"--bill-wrong-amount", "-0.5"}, "--bill-wrong-amount"},
+		{[]string{"--bill-double-charge", "NaN"}, "--bill-double-charge"},
+		{[]string{"--bill-refund", "2"}, "--bill-refund"},
+		{[]string{"--bill-refund", "0.6", "--bill-double-charge", "0.6"}, "add up to"},
+		{[]string{"--bill-phantom-every", "-1"}, "--bill-phantom-every"},
+		{[]string{"--bill-phantom-every", "often"}, "-bill-phantom-every"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(tc.args, noEnv, &stderr); code != 2 {
@@ -126,6 +136,78 @@ func TestServeRoundTripAndShutdown(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "vendorsim: stopped") {
 		t.Fatalf("no clean stop logged:\n%s", logs.String())
+	}
+}
+
+// TestBillFaultFlags: the flags plant bill faults in the served vendor,
+// its bill shows them, GET /v1/bill-faults lists them, and the state file
+// keeps them for the next start.
+func TestBillFaultFlags(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "s.json")
+	start := func(args ...string) (*paidvendor.HTTPClient, func()) {
+		t.Helper()
+		opts, err := parseFlags(append([]string{"--addr", "127.0.0.1:0", "--task-duration", "0s", "--state", state}, args...), noEnv, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ready, done := make(chan string, 1), make(chan error, 1)
+		go func() { done <- serve(ctx, opts, slog.New(slog.DiscardHandler), ready) }()
+		var addr string
+		select {
+		case addr = <-ready:
+		case err := <-done:
+			t.Fatalf("serve: %v", err)
+		}
+		c, err := paidvendor.NewHTTPClient("http://"+addr, DevAPIKey, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("serve: %v", err)
+			}
+		}
+	}
+	ctx := context.Background()
+	c, stop := start("--bill-double-charge", "1", "--bill-phantom-every", "2")
+	var tasks []paidvendor.Task
+	for i := range 2 {
+		task, err := c.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: allot.IdempotencyKey("p", fmt.Sprint(i), "s", 0), Kind: "render"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+	}
+	faults, err := c.BillFaults(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, f := range faults {
+		kinds = append(kinds, f.Kind)
+	}
+	if want := []string{vendorapi.BillFaultDouble, vendorapi.BillFaultDouble, vendorapi.BillFaultPhantom}; !slices.Equal(kinds, want) || faults[0].TaskID != tasks[0].ID || faults[1].TaskID != tasks[1].ID {
+		t.Fatalf("bill faults after 2 tasks: %+v, want a double charge of each and one phantom", faults)
+	}
+	bill, err := c.Charges(ctx)
+	if err != nil || len(bill) != 5 || bill[1].ID != faults[0].LineID || bill[4].ID != faults[2].LineID {
+		t.Fatalf("bill: %+v, %v; want 2 tasks charged twice and a phantom, as listed", bill, err)
+	}
+	stop()
+
+	c, stop = start()
+	defer stop()
+	again, err := c.BillFaults(ctx)
+	if err != nil || !slices.Equal(again, faults) {
+		t.Fatalf("bill faults after a restart: %+v, %v; want %+v", again, err, faults)
+	}
+	if _, err := c.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: allot.IdempotencyKey("p", "2", "s", 0), Kind: "render"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.BillFaults(ctx); err != nil || len(got) != len(faults) {
+		t.Fatalf("with no --bill-* flags a task planted faults: %+v, %v", got, err)
 	}
 }
 

@@ -12,13 +12,17 @@ import (
 	"allot/paidvendor/vendorapi"
 )
 
-// simStateVersion is the layout of the simulator's state file.
-const simStateVersion = 1
+// simStateVersion is the layout of the simulator's state file. Version 1
+// had no line IDs, no refunds and no bill faults; it still loads, its lines
+// numbered in order.
+const simStateVersion = 2
 
 type simState struct {
-	Version int                `json:"version"`
-	Tasks   []*simTask         `json:"tasks"`   // creation order
-	Charges []vendorapi.Charge `json:"charges"` // billing order
+	Version    int                   `json:"version"`
+	Tasks      []*simTask            `json:"tasks"`   // creation order
+	Charges    []vendorapi.Charge    `json:"charges"` // billing order
+	LastSeq    int64                 `json:"last_seq,omitempty"`
+	BillFaults []vendorapi.BillFault `json:"bill_faults,omitempty"`
 }
 
 // saveLocked writes the whole state to s.stateFile: a temporary file in the
@@ -28,7 +32,7 @@ func (s *Simulator) saveLocked() error {
 	if s.stateFile == "" {
 		return nil
 	}
-	st := simState{Version: simStateVersion, Tasks: make([]*simTask, 0, len(s.order)), Charges: wireCharges(s.charges)}
+	st := simState{Version: simStateVersion, Tasks: make([]*simTask, 0, len(s.order)), Charges: wireLines(s.lines), LastSeq: s.lastSeq, BillFaults: s.planted}
 	for _, id := range s.order {
 		st.Tasks = append(st.Tasks, s.tasks[id])
 	}
@@ -91,8 +95,8 @@ func (s *Simulator) load() error {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return bad("does not parse: %v (move it away to start empty)", err)
 	}
-	if st.Version != simStateVersion {
-		return bad("version %d, this simulator reads version %d", st.Version, simStateVersion)
+	if st.Version != 1 && st.Version != simStateVersion {
+		return bad("version %d, this simulator reads versions 1 and %d", st.Version, simStateVersion)
 	}
 	for i, t := range st.Tasks {
 		switch {
@@ -114,21 +118,48 @@ func (s *Simulator) load() error {
 			s.byKey[t.IdempotencyKey] = t.ID
 		}
 	}
+	phantoms := map[string]bool{}
+	for i, f := range st.BillFaults {
+		if !knownBillFault(f.Kind) || f.TaskID == "" || f.LineID == "" {
+			return bad("bill fault %d (%.40q) lacks a known kind, a task or a line", i, f.Kind)
+		}
+		if f.Kind == vendorapi.BillFaultPhantom {
+			phantoms[f.LineID] = true
+		}
+	}
+	s.planted = st.BillFaults
 	for i, c := range st.Charges {
-		if s.tasks[c.TaskID] == nil {
+		seq := int64(i + 1) // version 1: numbered in billing order
+		if st.Version > 1 {
+			var ok bool
+			if seq, ok = parseLineID(c.ID); !ok {
+				return bad("charge %d has line id %.80q, not %s and a number", i, c.ID, vendorapi.ChargeIDPrefix)
+			}
+			if i > 0 && seq <= s.lines[i-1].seq {
+				return bad("charge %d (%s) is not after the charge before it", i, c.ID)
+			}
+		}
+		if s.tasks[c.TaskID] == nil && !phantoms[lineID(seq)] {
 			return bad("charge %d is for unknown task %.80q", i, c.TaskID)
 		}
-		s.charges = append(s.charges, paidvendor.Charge{TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At.UTC()})
+		s.lines = append(s.lines, simLine{seq: seq, Charge: paidvendor.Charge{
+			ID: lineID(seq), TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At.UTC(), Refund: c.Refund,
+		}})
 	}
-	s.log.Info("vendorsim: state loaded", "file", s.stateFile, "tasks", len(s.tasks), "charges", len(s.charges))
+	s.lastSeq = max(st.LastSeq, int64(len(st.Charges)))
+	if n := len(s.lines); n > 0 && s.lines[n-1].seq > s.lastSeq {
+		return bad("last_seq %d is before the last charge %s", st.LastSeq, s.lines[n-1].ID)
+	}
+	s.log.Info("vendorsim: state loaded", "file", s.stateFile, "tasks", len(s.tasks), "charges", len(s.lines), "bill_faults", len(s.planted))
 	return nil
 }
 
-// wireCharges is the charge list as the API and the state file write it.
-func wireCharges(charges []paidvendor.Charge) []vendorapi.Charge {
-	out := make([]vendorapi.Charge, 0, len(charges))
-	for _, c := range charges {
-		out = append(out, vendorapi.Charge{TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At})
+// wireLines is the bill as the API and the state file write it.
+func wireLines(lines []simLine) []vendorapi.Charge {
+	out := make([]vendorapi.Charge, 0, len(lines))
+	for _, l := range lines {
+		c := l.Charge
+		out = append(out, vendorapi.Charge{ID: c.ID, TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At, Refund: c.Refund})
 	}
 	return out
 }

@@ -1,9 +1,10 @@
 // Package paidvendortest provides a simulated paid vendor for tests and
 // the dev setup, in the way net/http/httptest provides servers: a Simulator
 // is an http.Handler serving the vendor API of package vendorapi, with
-// idempotency keys, a charge list that can survive restarts, and faults that
-// can be injected (lost responses, failures before acceptance, no lookup, a
-// vendor that ignores idempotency keys).
+// idempotency keys, a bill read page by page that can survive restarts,
+// faults that can be injected (lost responses, failures before acceptance,
+// no lookup, a vendor that ignores idempotency keys) and faults planted in
+// the bill (a phantom, missing, wrongly billed, double charge, a refund).
 //
 // It lives apart from package paidvendor so that production code cannot
 // reach it: the worker links the HTTP client, never the fake. The vendorsim
@@ -70,6 +71,14 @@ type SimConfig struct {
 	PricePerKind            map[string]paidvendor.Cost // price by task kind
 	DefaultPrice            paidvendor.Cost            // price of a kind not in PricePerKind; zero means the package's DefaultPrice
 
+	// Bill faults, planted per accepted task (see SimFaults): the
+	// probabilities add up to at most 1, and a task meets at most one.
+	BillDropCharge   float64 // P: the task is accepted and reports its cost, but its charge line is left off the bill
+	BillWrongAmount  float64 // P: its charge line bills another amount than the task's cost
+	BillDoubleCharge float64 // P: a second charge line for the same task and idempotency key
+	BillRefund       float64 // P: a refund line of the task's whole cost
+	BillPhantomEvery int     // one charge line for a task that never existed per this many accepted tasks; 0 = never
+
 	// StateFile, if set, is where tasks and charges are kept across
 	// restarts: loaded on start, written atomically on every change.
 	StateFile string
@@ -88,10 +97,33 @@ type SimFaults struct {
 	Latency                 time.Duration // >= 0
 	NoLookup                bool
 	IgnoreIdempotency       bool
+
+	// Bill faults: one draw per accepted task picks at most one of drop,
+	// wrong amount, double and refund, with these probabilities (their
+	// sum is at most 1); a phantom line follows every BillPhantomEvery-th
+	// accepted task. Each planted fault is listed by BillFaults.
+	BillDropCharge   float64
+	BillWrongAmount  float64
+	BillDoubleCharge float64
+	BillRefund       float64
+	BillPhantomEvery int // >= 0; 0 = never
 }
 
 func (f SimFaults) validate() error {
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"BillDropCharge", f.BillDropCharge}, {"BillWrongAmount", f.BillWrongAmount}, {"BillDoubleCharge", f.BillDoubleCharge}, {"BillRefund", f.BillRefund}} {
+		if !(p.v >= 0 && p.v <= 1) {
+			return fmt.Errorf("paidvendortest: simulator: %s must be a probability in [0,1], got %v", p.name, p.v)
+		}
+	}
+	if sum := f.BillDropCharge + f.BillWrongAmount + f.BillDoubleCharge + f.BillRefund; sum > 1 {
+		return fmt.Errorf("paidvendortest: simulator: the bill fault probabilities add up to %v: a task meets at most one, so keep their sum at most 1", sum)
+	}
 	switch {
+	case f.BillPhantomEvery < 0:
+		return fmt.Errorf("paidvendortest: simulator: BillPhantomEvery must not be negative (0 plants no phantom), got %d", f.BillPhantomEvery)
 	case !(f.LoseResponseAfterAccept >= 0 && f.LoseResponseAfterAccept <= 1):
 		return fmt.Errorf("paidvendortest: simulator: LoseResponseAfterAccept must be a probability in [0,1], got %v", f.LoseResponseAfterAccept)
 	case !(f.FailBeforeAccept >= 0 && f.FailBeforeAccept <= 1):
@@ -104,9 +136,11 @@ func (f SimFaults) validate() error {
 
 // Simulator is an in-process paid vendor serving the vendor API as an
 // http.Handler. It keeps tasks and charges in memory (and in
-// SimConfig.StateFile, if set). Fault decisions come from a math/rand source
+// SimConfig.StateFile, if set). Fault decisions come from math/rand sources
 // seeded with SimConfig.Seed: the same sequence of authorized submissions
-// meets the same faults. It is safe for concurrent use.
+// meets the same faults. Bill faults draw from a source of their own, so
+// turning them on leaves the other faults' sequence as it was. It is safe
+// for concurrent use.
 type Simulator struct {
 	// apiKey holds the key inside a closure: printing the struct by
 	// reflection shows a function address, never the key.
@@ -122,10 +156,13 @@ type Simulator struct {
 	mu      sync.Mutex
 	faults  SimFaults
 	rng     *mathrand.Rand
+	billRng *mathrand.Rand
 	tasks   map[string]*simTask
 	order   []string          // task IDs in creation order
 	byKey   map[string]string // idempotency key -> first task created with it
-	charges []paidvendor.Charge
+	lines   []simLine         // the bill, by sequence number
+	lastSeq int64             // the last line sequence number given out, also to a line taken off the bill
+	planted []vendorapi.BillFault
 
 	// stats are what GET /v1/stats reports; recent holds the arrival
 	// times of the submissions of the last second.
@@ -167,6 +204,11 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 		Latency:                 cfg.Latency,
 		NoLookup:                cfg.NoLookup,
 		IgnoreIdempotency:       cfg.IgnoreIdempotency,
+		BillDropCharge:          cfg.BillDropCharge,
+		BillWrongAmount:         cfg.BillWrongAmount,
+		BillDoubleCharge:        cfg.BillDoubleCharge,
+		BillRefund:              cfg.BillRefund,
+		BillPhantomEvery:        cfg.BillPhantomEvery,
 	}
 	if err := faults.validate(); err != nil {
 		return nil, err
@@ -185,6 +227,7 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 		log:          cfg.Logger,
 		faults:       faults,
 		rng:          mathrand.New(mathrand.NewSource(cfg.Seed)),
+		billRng:      mathrand.New(mathrand.NewSource(cfg.Seed ^ billSeedSalt)),
 		tasks:        map[string]*simTask{},
 		byKey:        map[string]string{},
 	}
@@ -215,6 +258,7 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 	s.mux.HandleFunc("GET "+vendorapi.ResultPath("{id}"), s.handleResult)
 	s.mux.HandleFunc("GET "+vendorapi.ChargesPath, s.handleCharges)
 	s.mux.HandleFunc("GET "+vendorapi.StatsPath, s.handleStats)
+	s.mux.HandleFunc("GET "+vendorapi.BillFaultsPath, s.handleBillFaults)
 	return s, nil
 }
 
@@ -236,18 +280,23 @@ func (s *Simulator) Faults() SimFaults {
 	return s.faults
 }
 
-// Charges returns a copy of every charge made, oldest first.
+// Charges returns a copy of every line on the bill, oldest first: the
+// charges, and any planted phantom, double or refund line.
 func (s *Simulator) Charges() []paidvendor.Charge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]paidvendor.Charge(nil), s.charges...)
+	out := make([]paidvendor.Charge, 0, len(s.lines))
+	for _, l := range s.lines {
+		out = append(out, l.Charge)
+	}
+	return out
 }
 
 // ChargeCount is len(Charges()).
 func (s *Simulator) ChargeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.charges)
+	return len(s.lines)
 }
 
 // TaskCount is the number of tasks the simulator has accepted.
@@ -267,7 +316,7 @@ func (s *Simulator) Stats() vendorapi.Stats {
 // counted reports whether r counts in Stats: the API's requests, not the
 // reports about them.
 func counted(r *http.Request) bool {
-	return r.URL.Path != vendorapi.StatsPath && r.URL.Path != vendorapi.ChargesPath
+	return r.URL.Path != vendorapi.StatsPath && r.URL.Path != vendorapi.ChargesPath && r.URL.Path != vendorapi.BillFaultsPath
 }
 
 // arrive counts a request as it arrives (before any latency), and returns
@@ -348,8 +397,10 @@ func (s *Simulator) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.Str
 
 // String describes the configuration with the API key redacted.
 func (c SimConfig) String() string {
-	return fmt.Sprintf("paidvendortest.SimConfig{APIKey: %s, LoseResponseAfterAccept: %v, FailBeforeAccept: %v, Latency: %v, TaskDuration: %v, NoLookup: %v, IgnoreIdempotency: %v, Seed: %d, StateFile: %q}",
-		redacted, c.LoseResponseAfterAccept, c.FailBeforeAccept, c.Latency, c.TaskDuration, c.NoLookup, c.IgnoreIdempotency, c.Seed, c.StateFile)
+	return fmt.Sprintf("paidvendortest.SimConfig{APIKey: %s, LoseResponseAfterAccept: %v, FailBeforeAccept: %v, Latency: %v, TaskDuration: %v, NoLookup: %v, IgnoreIdempotency: %v, Seed: %d, StateFile: %q, "+
+		"BillDropCharge: %v, BillWrongAmount: %v, BillDoubleCharge: %v, BillRefund: %v, BillPhantomEvery: %d}",
+		redacted, c.LoseResponseAfterAccept, c.FailBeforeAccept, c.Latency, c.TaskDuration, c.NoLookup, c.IgnoreIdempotency, c.Seed, c.StateFile,
+		c.BillDropCharge, c.BillWrongAmount, c.BillDoubleCharge, c.BillRefund, c.BillPhantomEvery)
 }
 
 // Format makes every fmt verb print String, so the API key never shows.
@@ -457,19 +508,20 @@ func (s *Simulator) acceptLocked(key string, req vendorapi.SubmitRequest) (*simT
 	t.SHA256 = hex.EncodeToString(sum[:])
 
 	_, keyTaken := s.byKey[key]
+	undoBill := s.billMarkLocked()
 	s.tasks[id] = t
 	s.order = append(s.order, id)
 	if !keyTaken {
 		s.byKey[key] = id
 	}
-	s.charges = append(s.charges, paidvendor.Charge{TaskID: id, IdempotencyKey: key, Amount: price.Amount, Currency: price.Currency, At: now})
+	s.chargeLocked(t, now)
 	if err := s.saveLocked(); err != nil {
 		delete(s.tasks, id)
 		s.order = s.order[:len(s.order)-1]
 		if !keyTaken {
 			delete(s.byKey, key)
 		}
-		s.charges = s.charges[:len(s.charges)-1]
+		undoBill()
 		return nil, err
 	}
 	return t, nil
@@ -530,10 +582,6 @@ func (s *Simulator) handleResult(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(data)
-}
-
-func (s *Simulator) handleCharges(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, wireCharges(s.Charges()))
 }
 
 func (s *Simulator) handleStats(w http.ResponseWriter, _ *http.Request) {

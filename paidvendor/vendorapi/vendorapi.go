@@ -10,8 +10,9 @@
 //	GET  /v1/tasks?idempotency_key=KEY    -> 200 Task, 404, or 501 when the vendor cannot look up by key
 //	GET  /v1/tasks/{id}                   -> 200 Task, 404
 //	GET  /v1/tasks/{id}/result            -> 200 result bytes (their sha256 is Task.SHA256), 409 while unfinished or failed
-//	GET  /v1/charges                      -> 200 []Charge, oldest first
+//	GET  /v1/charges?after=CURSOR&limit=N -> 200 ChargesPage: the bill's lines after CURSOR, oldest first; 400 for a bad cursor or limit
 //	GET  /v1/stats                        -> 200 Stats: what the vendor saw (the simulator; tests assert limits with it)
+//	GET  /v1/bill-faults                  -> 200 BillFaults: the bill faults the simulator planted, for a checker
 //
 // Errors are an ErrorBody with one of the Code constants. The client
 // classifies answers by HTTP status, not by code: codes are for people
@@ -28,7 +29,30 @@ const (
 	TasksPath   = "/v1/tasks"
 	ChargesPath = "/v1/charges"
 	StatsPath   = "/v1/stats"
+	// BillFaultsPath is the simulator's own: no real vendor lists the
+	// mistakes in its bill.
+	BillFaultsPath = "/v1/bill-faults"
 )
+
+// Query parameters of the charges endpoint. The cursor is opaque to a
+// client: it sends back the NextCursor it was given, nothing it made up.
+const (
+	AfterParam = "after"
+	LimitParam = "limit"
+)
+
+// Page sizes of the charges endpoint: a limit of 0 or none is
+// DefaultChargesLimit; a larger limit than MaxChargesLimit is served as
+// MaxChargesLimit, not refused, so a client asking for much gets pages.
+const (
+	DefaultChargesLimit = 1000
+	MaxChargesLimit     = 1000
+)
+
+// ChargeIDPrefix starts every line ID of the simulated vendor's bill
+// ("ch_" and a decimal sequence number). Other vendors have IDs of their
+// own: a client treats a line ID as an opaque string.
+const ChargeIDPrefix = "ch_"
 
 // TaskPath is the path of one task.
 func TaskPath(id string) string { return TasksPath + "/" + id }
@@ -78,13 +102,55 @@ type Task struct {
 	Error          string `json:"error,omitempty"` // why it failed, once failed
 }
 
-// Charge is one entry of the vendor's bill.
+// Charge is one line of the vendor's bill.
 type Charge struct {
-	TaskID         string    `json:"task_id"`
-	IdempotencyKey string    `json:"idempotency_key"`
-	Amount         int64     `json:"amount"`
-	Currency       string    `json:"currency"`
-	At             time.Time `json:"at"`
+	// ID names the line, unique within the vendor and never changed: a
+	// reconciler keys what it found on it, once per line.
+	ID             string `json:"id"`
+	TaskID         string `json:"task_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// Amount is positive for a refund too: Refund says which way it goes.
+	Amount   int64     `json:"amount"`
+	Currency string    `json:"currency"`
+	At       time.Time `json:"at"`
+	// Refund marks money given back for the task, not charged.
+	Refund bool `json:"refund,omitempty"`
+}
+
+// ChargesPage is one page of the bill (GET /v1/charges).
+type ChargesPage struct {
+	Charges []Charge `json:"charges"`
+	// NextCursor is the cursor after the last line given; with no lines,
+	// the cursor asked with, so a reader keeps its place.
+	NextCursor string `json:"next_cursor"`
+	// HasMore says that lines after NextCursor exist already.
+	HasMore bool `json:"has_more"`
+}
+
+// Kinds of bill faults the simulator plants (BillFault.Kind).
+const (
+	BillFaultPhantom     = "phantom"      // a line for a task and key that never existed
+	BillFaultMissing     = "missing"      // a task billed nothing: its line is not on the bill
+	BillFaultWrongAmount = "wrong_amount" // the line bills another amount than the task's cost
+	BillFaultDouble      = "double"       // a second line for the same task and key
+	BillFaultRefund      = "refund"       // a refund line for the task
+)
+
+// BillFault is one fault planted in the simulated bill: what a
+// reconciler must find, and nothing else.
+type BillFault struct {
+	Kind           string `json:"kind"`
+	TaskID         string `json:"task_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// LineID is the line that shows the fault: the phantom, the wrongly
+	// billed, the second or the refund line; for a missing charge, the
+	// line that was taken off the bill.
+	LineID string `json:"line_id"`
+}
+
+// BillFaults is the answer of GET /v1/bill-faults, in the order planted.
+type BillFaults struct {
+	Faults []BillFault `json:"faults"`
 }
 
 // Stats is what a vendor saw of its clients' requests (not counting
@@ -123,6 +189,8 @@ const (
 	CodeBadJSON               = "bad_json"                // 400: the body is not a SubmitRequest
 	CodeMissingKind           = "missing_kind"            // 400
 	CodeBadTaskID             = "bad_task_id"             // 400: not a task ID of this vendor
+	CodeBadCursor             = "bad_cursor"              // 400: not a cursor this vendor gave out
+	CodeBadLimit              = "bad_limit"               // 400: the page limit is not a positive number
 	CodeNotFound              = "not_found"               // 404
 	CodeIdempotencyConflict   = "idempotency_conflict"    // 409: the key was used for a different request
 	CodeNotFinished           = "not_finished"            // 409: the task has no result yet
