@@ -45,6 +45,15 @@ type Gauges struct {
 	// Vendors feeds allot_vendor_state, allot_vendor_in_flight and
 	// allot_vendor_consecutive_failures (vendors.go).
 	Vendors VendorStates
+	// Drift feeds allot_vendor_drift_items and
+	// allot_vendor_drift_minor_units: the unacknowledged drift items
+	// (drift.go).
+	Drift func(ctx context.Context) ([]DriftGauge, error)
+	// Bills feeds allot_vendor_bill_reconciled and
+	// allot_vendor_bill_last_read_timestamp_seconds, one row per vendor
+	// with a bill; the vendors it reconciles get every drift class, 0 when
+	// they have none.
+	Bills func(ctx context.Context) ([]BillGauge, error)
 }
 
 // Budget is one budget period's amounts, in minor units of Currency.
@@ -98,6 +107,9 @@ func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	}
 	if gauges.Vendors != nil {
 		reg.MustRegister(&vendorGauge{read: gauges.Vendors, logger: logger})
+	}
+	if gauges.Drift != nil || gauges.Bills != nil {
+		reg.MustRegister(&billGauges{drift: gauges.Drift, bills: gauges.Bills, logger: logger})
 	}
 	return &Metrics{
 		registry: reg,
