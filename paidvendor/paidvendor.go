@@ -4,9 +4,10 @@
 // ClientFactory from an API key), allot's HTTP implementation of Client
 // (HTTPClient), an activity adapter over a Client for a vendor's own
 // worker (ActivityAdapter, RegisterActivities, with the request and result
-// shapes every activity adapter speaks), and where API keys come from
-// (CredentialsSource). Idempotency keys are derived by allot.IdempotencyKey;
-// this package only checks their form. The JSON API both the client and a
+// shapes every activity adapter speaks), where API keys come from
+// (CredentialsSource), and the optional BillReader through which allot
+// reads a vendor's bill to reconcile it. Idempotency keys are derived by
+// allot.IdempotencyKey; this package only checks their form. The JSON API both the client and a
 // vendor speak is in package vendorapi; a simulated vendor for tests and
 // the dev setup is in package paidvendortest.
 //

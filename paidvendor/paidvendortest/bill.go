@@ -265,15 +265,24 @@ func (s *Simulator) handleCharges(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = min(n, vendorapi.MaxChargesLimit)
 	}
-	after := q.Get(vendorapi.AfterParam)
+	page, ok := s.pageAfter(q.Get(vendorapi.AfterParam), limit)
+	if !ok {
+		writeError(w, http.StatusBadRequest, vendorapi.CodeBadCursor, fmt.Sprintf("cursor %.40q is not one this vendor gave out: send the next_cursor of a page, or no cursor to read from the start", q.Get(vendorapi.AfterParam)))
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// pageAfter is the page of at most limit lines after the cursor; false if
+// the cursor is not a sequence number given out.
+func (s *Simulator) pageAfter(after string, limit int) (vendorapi.ChargesPage, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var from int64
 	if after != "" {
 		n, err := strconv.ParseInt(after, 10, 64)
 		if err != nil || n < 0 || strconv.FormatInt(n, 10) != after || n > s.lastSeq {
-			writeError(w, http.StatusBadRequest, vendorapi.CodeBadCursor, fmt.Sprintf("cursor %.40q is not one this vendor gave out: send the next_cursor of a page, or no cursor to read from the start", after))
-			return
+			return vendorapi.ChargesPage{}, false
 		}
 		from = n
 	}
@@ -283,7 +292,7 @@ func (s *Simulator) handleCharges(w http.ResponseWriter, r *http.Request) {
 	if end > i {
 		page.NextCursor = strconv.FormatInt(s.lines[end-1].seq, 10)
 	}
-	writeJSON(w, http.StatusOK, page)
+	return page, true
 }
 
 func (s *Simulator) handleBillFaults(w http.ResponseWriter, _ *http.Request) {
