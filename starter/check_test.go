@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,8 +20,9 @@ import (
 	"allot/paidvendor/vendorapi"
 )
 
-// billingVendor serves a charge list to requests with its key; any other
-// request is counted as a stray.
+// billingVendor serves a charge list, in one page, to requests with its
+// key (each line gets an ID when it has none); any other request is
+// counted as a stray.
 func billingVendor(t *testing.T, key string, charges []vendorapi.Charge) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var strays atomic.Int64
@@ -29,8 +32,19 @@ func billingVendor(t *testing.T, key string, charges []vendorapi.Charge) (*httpt
 			http.Error(w, "unexpected", http.StatusTeapot)
 			return
 		}
+		after := r.URL.Query().Get(vendorapi.AfterParam)
+		page := vendorapi.ChargesPage{Charges: []vendorapi.Charge{}, NextCursor: after}
+		if after == "" && len(charges) > 0 {
+			page.NextCursor = strconv.Itoa(len(charges))
+			for i, c := range charges {
+				if c.ID == "" {
+					c.ID = fmt.Sprintf("%s%06d", vendorapi.ChargeIDPrefix, i+1)
+				}
+				page.Charges = append(page.Charges, c)
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(charges)
+		_ = json.NewEncoder(w).Encode(page)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &strays

@@ -76,7 +76,7 @@ func Judge(f Facts, bill pipeline.VendorBill, now time.Time) Verdict {
 		// The ledger holds the task by its key but not under this
 		// reference. While its send may still be answered, the reference
 		// is on its way: wait, up to the vendor's grace.
-		if (f.Task.State == allot.PaidIntent || f.Task.State == allot.PaidPlanned) && now.Sub(l.ReadAt) < bill.Grace() {
+		if (f.Task.State == allot.PaidIntent || f.Task.State == allot.PaidPlanned) && now.Sub(since(l)) < bill.Grace() {
 			return Verdict{Pending: true}
 		}
 		d := fmt.Sprintf("%s charged %s on line %s for %s, which is %s's key, but the ledger holds that task as %s", who, billed, l.LineID, task, describe(f.Task), f.Task.State)
@@ -127,6 +127,15 @@ func JudgeUnbilled(vendor string, c ledger.UnbilledCost, bill pipeline.VendorBil
 	return Verdict{Class: allot.DriftUncharged, Money: booked,
 		Detail: fmt.Sprintf("the ledger books %s for task %q (%s/%s step %s revision %d) under vendor %s, which has not charged for it within its bill_grace (%s): ask the vendor; correct the ledger if the task was never billed, or wait for the charge and acknowledge this with a reason",
 			booked, c.RemoteRef, c.Pipeline, c.EpisodeID, c.Step, c.Revision, vendor, bill.Grace())}
+}
+
+// since is when a line's grace starts: when the vendor charged it, or, for
+// a line without a time, when it was read.
+func since(l ledger.BillLine) time.Time {
+	if !l.ChargedAt.IsZero() {
+		return l.ChargedAt
+	}
+	return l.ReadAt
 }
 
 func describe(t ledger.PaidTask) string {

@@ -16,7 +16,7 @@ func TestJudge(t *testing.T) {
 	now := time.Date(2026, 8, 5, 12, 0, 0, 0, time.UTC)
 	task := ledger.PaidTask{PaidTaskRef: ledger.PaidTaskRef{Pipeline: "weekly-video", EpisodeID: "2026-W32-0", Step: "render"},
 		IdempotencyKey: "k1", State: allot.PaidSucceeded, RemoteRef: "vt_1"}
-	line := ledger.BillLine{Account: "acct", LineID: "ch_1", TaskRef: "vt_1", IdempotencyKey: "k1", Amount: 250, Currency: "USD", ReadAt: now.Add(-time.Minute)}
+	line := ledger.BillLine{Account: "acct", LineID: "ch_1", TaskRef: "vt_1", IdempotencyKey: "k1", Amount: 250, Currency: "USD", ChargedAt: now.Add(-time.Minute), ReadAt: now}
 	cost := ledger.CostEntry{RemoteRef: "vt_1", Amount: 250, Currency: "USD"}
 	known := Facts{Vendor: "default", Line: line, Task: task, Known: true, Cost: cost, HasCost: true}
 	with := func(f Facts, change func(*Facts)) Facts { change(&f); return f }
@@ -47,7 +47,7 @@ func TestJudge(t *testing.T) {
 		}), pending: true},
 		"answer lost": {f: with(known, func(f *Facts) {
 			f.ByKeyOnly, f.HasCost, f.Task.State, f.Task.RemoteRef = true, false, allot.PaidIntent, ""
-			f.Line.ReadAt = now.Add(-2 * time.Hour)
+			f.Line.ChargedAt = now.Add(-2 * time.Hour)
 		}), class: allot.DriftUnrecorded, money: 250, detail: "starter episode lookup --pipeline weekly-video --episode 2026-W32-0 --step render"},
 		"key of a task with another reference": {f: with(known, func(f *Facts) { f.ByKeyOnly, f.Line.TaskRef = true, "vt_9" }), class: allot.DriftUnrecorded, money: 250, detail: `under another reference ("vt_1")`},
 	} {

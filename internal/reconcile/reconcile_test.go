@@ -17,6 +17,7 @@ import (
 	"allot/internal/ledgertest"
 	"allot/internal/pipelinetest"
 	"allot/internal/reconcile"
+	"allot/internal/report"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
@@ -143,8 +144,29 @@ func TestReconcileFindsExactlyThePlantedFaults(t *testing.T) {
 		}
 		wrong := chargeLine(t, b, b.tasks[2].RemoteRef)
 
-		// Past every grace: the dropped charge is due.
-		res := b.reconciler(time.Now().Add(2*time.Hour), 2).Run(context.Background())
+		// Past every grace: the dropped charge is due. check --vendor,
+		// asked first, finds the same five with its own kinds.
+		later := time.Now().Add(2 * time.Hour)
+		vendorKinds := func() []string {
+			res, err := report.Audit(context.Background(), led, report.CheckInput{Pipelines: b.set, Now: later,
+				Vendors: []report.VendorCharges{{Name: pipeline.DefaultVendor, Charges: b.client, Account: "acct"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for _, v := range res.Violations {
+				switch v.Kind {
+				case ledger.KindChargeUnrecorded, ledger.KindCostUncharged, ledger.KindAmountDiffers, report.KindDoubleCharge, report.KindRefunded, report.KindDriftOpen:
+					kinds = append(kinds, v.Kind)
+				}
+			}
+			slices.Sort(kinds)
+			return kinds
+		}
+		if got, want := vendorKinds(), []string{"amount_differs", "charge_unrecorded", "cost_uncharged", "double_charge", "refunded"}; !slices.Equal(got, want) {
+			t.Fatalf("check --vendor found %v, want %v", got, want)
+		}
+		res := b.reconciler(later, 2).Run(context.Background())
 		if len(res) != 1 || !res[0].Reconciled || len(res[0].Drift) != 5 {
 			t.Fatalf("results %+v, want one vendor reconciled with 5 new drift items", res)
 		}
@@ -158,6 +180,11 @@ func TestReconcileFindsExactlyThePlantedFaults(t *testing.T) {
 		slices.Sort(want)
 		if got := b.drift(); !slices.Equal(got, want) {
 			t.Fatalf("drift items\n%v\nwant exactly\n%v", got, want)
+		}
+		// Once recorded, check shows each as an open drift item, and
+		// --vendor does not report its line a second time.
+		if got := vendorKinds(); !slices.Equal(got, []string{"drift_open", "drift_open", "drift_open", "drift_open", "drift_open"}) {
+			t.Fatalf("check --vendor after reconciling found %v, want the 5 open drift items only", got)
 		}
 		// Each names its episode, step, period and money.
 		items, _ := b.led.DriftItems(context.Background(), ledger.DriftFilter{})

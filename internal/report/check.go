@@ -7,8 +7,6 @@ package report
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +18,7 @@ import (
 	"allot/activities"
 	"allot/artifacts"
 	"allot/internal/ledger"
+	"allot/internal/reconcile"
 	"allot/paidvendor"
 	"allot/pipeline"
 )
@@ -68,13 +67,9 @@ type VendorCharges struct {
 	Account string
 }
 
-// vendorAccount identifies a vendor account by its URL and API key without
-// holding the key: two [[vendor]] entries that give the same URL and key
-// bill to one account, and check --vendor reconciles that account once.
-func vendorAccount(url, key string) string {
-	sum := sha256.Sum256([]byte("allot vendor account\x00" + strings.TrimRight(url, "/") + "\x00" + key))
-	return hex.EncodeToString(sum[:])
-}
+// vendorAccount is the account the worker's reconciler keeps a bill
+// under (reconcile.Account): a hash of its URL and API key.
+func vendorAccount(url, key string) string { return reconcile.Account(url, key) }
 
 // KindChargeOtherVendor: check --vendor found a charge for a task whose
 // cost the ledger books under a vendor of another account.
@@ -114,6 +109,9 @@ type VendorCheck struct {
 	Charges int    `json:"charges"`
 	Costs   int    `json:"costs"`
 	Reason  string `json:"reason,omitempty"`
+	// Pending charges name a task whose send is still unanswered within
+	// the vendor's bill_grace: judged on a later check.
+	Pending int `json:"pending,omitempty"`
 	// SharedAccount names the other vendors on the same account (URL and
 	// key): the account's one bill was reconciled against all their costs.
 	SharedAccount []string `json:"shared_account,omitempty"`
@@ -160,6 +158,11 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 	fileVs, hashed := checkArtifacts(a.Artifacts)
 	vs = append(vs, fileVs...)
 	res := CheckResult{Pipeline: in.Pipeline, Artifacts: hashed}
+	recorded, openDrift, err := recordedDrift(ctx, led, in)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs = append(vs, openDrift...)
 	if w := in.Workflows; w != nil {
 		wi := *w
 		if wi.Grace == 0 {
@@ -217,7 +220,7 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 				check.Reason += ": " + first.Reason
 			}
 		default:
-			found, c, err := reconcile(ctx, in, a, v, names, billed)
+			found, c, err := reconcileVendor(ctx, in, a, v, names, billed, recorded)
 			if err != nil {
 				// One vendor that cannot be asked leaves the others and
 				// the ledger's own checks standing.
@@ -326,19 +329,26 @@ func costsOf(in CheckInput, a ledger.Audit, name string) int {
 	return n
 }
 
-// reconcile compares one vendor account's charges, listed by v, with the
+// reconcileVendor compares one vendor account's charges, listed by v, with the
 // ledger's costs booked to any vendor of names (v's and those sharing its
-// account).
-func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges, names []string, billed map[ledger.PaidTaskRef]allot.Money) ([]ledger.Violation, VendorCheck, error) {
+// account), line by line with the worker's own matcher (reconcile.Judge),
+// so that check --vendor and the drift items never disagree. A line the
+// reconciler recorded already (recorded: account, line, class) is not
+// reported again: its drift item shows, or was acknowledged.
+func reconcileVendor(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharges, names []string, billed map[ledger.PaidTaskRef]allot.Money, recorded map[string]bool) ([]ledger.Violation, VendorCheck, error) {
 	check := VendorCheck{Name: v.Name}
 	charges, err := v.Charges.Charges(ctx)
 	if err != nil {
 		return nil, check, fmt.Errorf("list its charges: %w (check its URL and API key)", err)
 	}
 	check.Charges = len(charges)
-	who := "vendor " + v.Name
-	if len(names) > 1 {
-		who = "the account of vendors " + strings.Join(names, ", ")
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var settings pipeline.VendorBill
+	if in.Pipelines != nil {
+		settings = in.Pipelines.Bill(v.Name)
 	}
 	byRef, byKey := map[string]ledger.PaidTask{}, map[string]ledger.PaidTask{}
 	for _, t := range a.Tasks {
@@ -360,100 +370,171 @@ func reconcile(ctx context.Context, in CheckInput, a ledger.Audit, v VendorCharg
 	}
 	check.Costs = costsOf(in, a, v.Name)
 	inScope := func(p string) bool { return in.Pipeline == "" || p == in.Pipeline }
+	seen := func(line string, class allot.DriftClass) bool {
+		return recorded[driftKey(v.Account, line, class)]
+	}
 
-	// The vendor's charges, summed per task and currency; a sum that
-	// overflows is never compared as a wrong number.
+	// What the bill charged each task, net of refunds, for the budgets'
+	// check; a sum that overflows is never used as a number.
 	type charged struct {
 		amounts    map[string]int64
 		currencies []string
 		overflow   bool
-		key        string
 	}
-	var order []string
 	perTask := map[string]*charged{}
-	for _, ch := range charges {
+	named := map[string]bool{} // task references and keys some charge line names
+	firstCharge := map[string]string{}
+	var out []ledger.Violation
+	for i, ch := range charges {
+		id := ch.ID
+		if id == "" {
+			id = fmt.Sprintf("#%d", i+1)
+		}
+		if !ch.Refund {
+			named[ch.TaskID], named[ch.IdempotencyKey] = true, true
+		}
 		c, ok := perTask[ch.TaskID]
 		if !ok {
-			c = &charged{key: ch.IdempotencyKey, amounts: map[string]int64{}}
+			c = &charged{amounts: map[string]int64{}}
 			perTask[ch.TaskID] = c
-			order = append(order, ch.TaskID)
 		}
-		if err := allot.AddTo(c.amounts, allot.Money{Amount: ch.Amount, Currency: ch.Currency}); err != nil {
+		amount := ch.Amount
+		if ch.Refund {
+			amount = -amount
+		}
+		if err := allot.AddTo(c.amounts, allot.Money{Amount: amount, Currency: ch.Currency}); err != nil {
 			c.overflow = true
 		}
 		if !slices.Contains(c.currencies, ch.Currency) {
 			c.currencies = append(c.currencies, ch.Currency)
 		}
-	}
 
-	var out []ledger.Violation
-	for _, ref := range order {
-		c := perTask[ref]
-		var parts []string
-		zero := !c.overflow
-		for _, cur := range c.currencies {
-			parts = append(parts, allot.Money{Amount: c.amounts[cur], Currency: cur}.String())
-			zero = zero && c.amounts[cur] == 0
+		f := reconcile.Facts{Vendor: v.Name, Line: ledger.BillLine{Account: v.Account, Vendor: v.Name, LineID: id, TaskRef: ch.TaskID,
+			IdempotencyKey: ch.IdempotencyKey, Refund: ch.Refund, Amount: ch.Amount, Currency: ch.Currency, ChargedAt: ch.At}}
+		f.Task, f.Known = byRef[ch.TaskID]
+		if !f.Known && ch.IdempotencyKey != "" {
+			f.Task, f.Known = byKey[ch.IdempotencyKey]
+			f.ByKeyOnly = f.Known
 		}
-		money := strings.Join(parts, " + ")
-		if c.overflow {
-			money += " and more (its charges overflow 64 bits)"
+		task := ch.IdempotencyKey
+		if task == "" {
+			task = "ref:" + ch.TaskID
 		}
-		t, known := byRef[ref]
-		switch owner, ok := byKey[c.key]; {
-		case known:
-			bill(billed, t, c.amounts, c.currencies, c.overflow)
-		case ok && c.key != "":
-			bill(billed, owner, c.amounts, c.currencies, c.overflow) // its answer was lost
-		}
-		if !known {
-			found := ledger.Violation{Kind: ledger.KindChargeUnrecorded,
-				Detail: fmt.Sprintf("%s charged %s for task %s (idempotency key %q), which no paid task of the ledger holds: money spent without a record; find out who submitted it", who, money, ref, c.key)}
-			if owner, ok := byKey[c.key]; ok && c.key != "" {
-				if !inScope(owner.Pipeline) {
-					continue
-				}
-				found.Pipeline, found.Episode = owner.Pipeline, owner.EpisodeID
-				found.Detail = fmt.Sprintf("%s charged %s for task %s under idempotency key %q, which is %s's key, but the ledger holds that task as %s without this reference: the vendor accepted a submission whose answer was lost",
-					who, money, ref, c.key, describeTask(owner), owner.State)
-				if owner.State == allot.PaidIntent {
-					found.Fix = allot.LookupCommand(owner.Pipeline, owner.EpisodeID, owner.Step)
-				}
+		if !ch.Refund {
+			if first, ok := firstCharge[task]; ok {
+				f.Earlier = first
+			} else {
+				firstCharge[task] = id
 			}
-			out = append(out, found)
+		}
+		if f.Known && !inScope(f.Task.Pipeline) {
 			continue
 		}
-		if !inScope(t.Pipeline) {
-			continue
+		cost, booked := costs[ch.TaskID]
+		if f.Known && !f.ByKeyOnly {
+			f.Cost, f.HasCost = cost.CostEntry, booked
+			if other, ok := elsewhere[ch.TaskID]; ok && !booked && !ch.Refund && f.Earlier == "" {
+				// Its cost is booked under another account's vendor:
+				// another entry would count it twice.
+				out = append(out, ledger.Violation{Kind: KindChargeOtherVendor, Pipeline: f.Task.Pipeline, Episode: f.Task.EpisodeID,
+					Detail: fmt.Sprintf("vendor %s charged %s for task %s, which is %s's reference, but the ledger books its cost (%s) under vendor %s, another account (URL or key): the ledger's entry stands, do not book it again; ask the vendor which account it charged, and correct the vendor's URL or key in the pipeline file if this is that vendor's account",
+						v.Name, allot.Money{Amount: ch.Amount, Currency: ch.Currency}, ch.TaskID, describeTask(f.Task), allot.Money{Amount: other.Amount, Currency: other.Currency}, vendorOf(in, other))})
+				continue
+			}
 		}
-		cost, booked := costs[ref]
-		other, bookedElsewhere := elsewhere[ref]
+		verdict := reconcile.Judge(f, settings, now)
 		switch {
-		case !booked && zero && effectTask(in.Pipelines, t):
-			// Effect steps book no cost; a zero charge is no money.
-		case !booked && bookedElsewhere:
-			// Its cost is booked: another entry would count it twice.
-			out = append(out, ledger.Violation{Kind: KindChargeOtherVendor, Pipeline: t.Pipeline, Episode: t.EpisodeID,
-				Detail: fmt.Sprintf("%s charged %s for task %s, which is %s's reference, but the ledger books its cost (%s) under vendor %s, another account (URL or key): the ledger's entry stands, do not book it again; ask the vendor which account it charged, and correct the vendor's URL or key in the pipeline file if this is that vendor's account",
-					who, money, ref, describeTask(t), allot.Money{Amount: other.Amount, Currency: other.Currency}, vendorOf(in, other))})
-		case !booked:
-			out = append(out, ledger.Violation{Kind: ledger.KindChargeUnrecorded, Pipeline: t.Pipeline, Episode: t.EpisodeID,
-				Detail: fmt.Sprintf("%s charged %s for task %s, which is %s's reference, but the ledger books no cost for it: correct the ledger's cost entry to what was charged", who, money, ref, describeTask(t))})
-		case c.overflow || len(c.currencies) != 1 || c.currencies[0] != cost.Currency || c.amounts[cost.Currency] != cost.Amount:
-			out = append(out, ledger.Violation{Kind: ledger.KindAmountDiffers, Pipeline: t.Pipeline, Episode: t.EpisodeID,
-				Detail: fmt.Sprintf("%s charged %s for task %s (%s), the ledger books %s: ask the vendor which is right, then correct the ledger or dispute the charge",
-					who, money, ref, describeTask(t), allot.Money{Amount: cost.Amount, Currency: cost.Currency})})
-		}
-	}
-	for _, c := range sortedCosts(costs) {
-		if _, ok := perTask[c.RemoteRef]; ok || !inScope(c.Pipeline) {
+		case verdict.Pending:
+			check.Pending++
+			continue
+		case verdict.Class == "" || seen(id, verdict.Class):
 			continue
 		}
-		out = append(out, ledger.Violation{Kind: ledger.KindCostUncharged, Pipeline: c.Pipeline, Episode: c.EpisodeID,
-			Detail: fmt.Sprintf("the ledger books %s for task %s (step %s revision %d) under vendor %s but %s has not charged for it: ask the vendor, then correct the ledger or expect the charge",
-				allot.Money{Amount: c.Amount, Currency: c.Currency}, c.RemoteRef, c.Step, c.Revision, vendorOf(in, c), who)})
+		found := ledger.Violation{Kind: checkKindOf(verdict.Class), Detail: verdict.Detail}
+		if f.Known {
+			found.Pipeline, found.Episode = f.Task.Pipeline, f.Task.EpisodeID
+			if f.ByKeyOnly && f.Task.State == allot.PaidIntent {
+				found.Fix = allot.LookupCommand(f.Task.Pipeline, f.Task.EpisodeID, f.Task.Step)
+			}
+		}
+		out = append(out, found)
+	}
+	for ref, c := range perTask {
+		t, known := byRef[ref]
+		if !known {
+			continue
+		}
+		bill(billed, t, c.amounts, c.currencies, c.overflow)
+	}
+	due := now.Add(-settings.Grace())
+	for _, c := range sortedCosts(costs) {
+		key := byRef[c.RemoteRef].IdempotencyKey
+		if named[c.RemoteRef] || key != "" && named[key] || !inScope(c.Pipeline) || c.RecordedAt.After(due) || seen(allot.DriftLineOfCost(c.RemoteRef), allot.DriftUncharged) {
+			continue
+		}
+		verdict := reconcile.JudgeUnbilled(v.Name, ledger.UnbilledCost{AuditCost: c, IdempotencyKey: key}, settings)
+		out = append(out, ledger.Violation{Kind: ledger.KindCostUncharged, Pipeline: c.Pipeline, Episode: c.EpisodeID, Detail: verdict.Detail})
 	}
 	return out, check, nil
+}
+
+// Violation kinds of the drift classes check --vendor finds that the
+// ledger's audit has no kind for.
+const (
+	KindDoubleCharge = "double_charge"
+	KindRefunded     = "refunded"
+	// KindDriftOpen: a drift item the worker's reconciler recorded, not
+	// acknowledged yet.
+	KindDriftOpen = "drift_open"
+)
+
+// checkKindOf is check's kind for a drift class.
+func checkKindOf(c allot.DriftClass) string {
+	switch c {
+	case allot.DriftUnrecorded:
+		return ledger.KindChargeUnrecorded
+	case allot.DriftUncharged:
+		return ledger.KindCostUncharged
+	case allot.DriftAmountDiffers:
+		return ledger.KindAmountDiffers
+	case allot.DriftDoubleCharge:
+		return KindDoubleCharge
+	case allot.DriftRefunded:
+		return KindRefunded
+	}
+	return string(c)
+}
+
+func driftKey(account, line string, class allot.DriftClass) string {
+	return account + "\x00" + line + "\x00" + string(class)
+}
+
+// recordedDrift is every drift item of the ledger (open or acknowledged),
+// keyed by account, line and class, and the open ones in scope as
+// violations: what the reconciler found and nobody has settled.
+func recordedDrift(ctx context.Context, led *ledger.Ledger, in CheckInput) (map[string]bool, []ledger.Violation, error) {
+	recorded := map[string]bool{}
+	var open []ledger.Violation
+	f := ledger.DriftFilter{}
+	for {
+		items, err := led.DriftItems(ctx, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, d := range items {
+			recorded[driftKey(d.Account, d.Line, d.Class)] = true
+			if !d.AckedAt.IsZero() || in.Pipeline != "" && d.Pipeline != in.Pipeline {
+				continue
+			}
+			open = append(open, ledger.Violation{Kind: KindDriftOpen, Pipeline: d.Pipeline, Episode: d.EpisodeID,
+				Detail: fmt.Sprintf("drift item %d, vendor %s, %s, %s: %s", d.ID, d.Vendor, d.Class, allot.Money{Amount: d.Amount, Currency: d.Currency}, d.Detail),
+				Fix:    allot.DriftAckCommand(d.ID, "what was done")})
+		}
+		if len(items) == 0 {
+			return recorded, open, nil
+		}
+		f.AfterID = items[len(items)-1].ID
+	}
 }
 
 // bill keeps what a vendor charged a task, when it charged in one

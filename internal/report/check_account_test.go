@@ -53,11 +53,13 @@ func twoEntryLedger(t *testing.T, videoURL, videoKey, coverURL, coverKey, studio
 name        = "studio"
 url         = %q
 api_key_env = "STUDIO_KEY"
+bill_grace  = "1ns"
 
 [[vendor]]
 name        = "studio-b"
 url         = %q
 api_key_env = "STUDIO_B_KEY"
+bill_grace  = "1ns"
 
 [[pipeline]]
 name = "weekly-video"
