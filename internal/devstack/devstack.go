@@ -54,6 +54,13 @@ type Config struct {
 	DemoInterval time.Duration
 	AutoApprove  bool
 	MetricsAddr  string // Prometheus /metrics of the worker; "" = off
+	// ReconcileEvery is how often the worker reconciles the vendor's bill
+	// (0: its default, a minute).
+	ReconcileEvery time.Duration
+	// VendorBillPhantomEvery plants a charge for a task that never existed
+	// on the simulated vendor's bill after every this many accepted tasks
+	// (0: never): a drift item to see reconciliation find.
+	VendorBillPhantomEvery int
 	// NoWorker runs the server and its Web UI only: no simulated vendor,
 	// no worker, no ledger, no demo schedule, for workers of one's own.
 	NoWorker bool
@@ -127,11 +134,12 @@ func Run(ctx context.Context, cfg Config) error {
 		Config: app.Config{
 			DataDir: cfg.DataDir, Pipelines: cfg.Pipelines, VendorURL: vendorURL,
 		}.WithDefaults(),
-		Temporal:    client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace()},
-		Logger:      logger,
-		Credentials: paidvendor.NewStaticCredentials(paidvendortest.DevAPIKey),
-		AutoApprove: cfg.AutoApprove,
-		MetricsAddr: cfg.MetricsAddr,
+		Temporal:       client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace()},
+		Logger:         logger,
+		Credentials:    paidvendor.NewStaticCredentials(paidvendortest.DevAPIKey),
+		AutoApprove:    cfg.AutoApprove,
+		MetricsAddr:    cfg.MetricsAddr,
+		ReconcileEvery: cfg.ReconcileEvery,
 	}
 	info := Info{
 		Frontend: srv.FrontendAddress(), Namespace: srv.Namespace(), WebUI: srv.UIAddress(),
@@ -241,11 +249,12 @@ const VendorStateFile = "vendorsim.json"
 // DataDir, so charges survive a restart.
 func startVendor(cfg Config, logger *slog.Logger) (string, func(), error) {
 	sim, err := paidvendortest.OpenSimulator(paidvendortest.SimConfig{
-		APIKey:       paidvendortest.DevAPIKey,
-		TaskDuration: 3 * time.Second,
-		Seed:         1,
-		StateFile:    filepath.Join(cfg.DataDir, VendorStateFile),
-		Logger:       logger.With("component", "vendorsim"),
+		APIKey:           paidvendortest.DevAPIKey,
+		TaskDuration:     3 * time.Second,
+		Seed:             1,
+		StateFile:        filepath.Join(cfg.DataDir, VendorStateFile),
+		BillPhantomEvery: cfg.VendorBillPhantomEvery,
+		Logger:           logger.With("component", "vendorsim"),
 	})
 	if err != nil {
 		return "", nil, err
