@@ -449,45 +449,79 @@ func (l *Ledger) insertDriftTx(ctx context.Context, tx *sql.Tx, d DriftItem) (bo
 // line's), in one transaction. A line judged already changes nothing and
 // adds no item; recorded reports whether an item was added.
 func (l *Ledger) JudgeBillLine(ctx context.Context, account, lineID string, d *DriftItem) (recorded bool, err error) {
-	var item DriftItem
-	if d != nil {
-		item = *d
-		item.Account, item.Line = account, lineID
-		if err := checkDrift(&item); err != nil {
-			return false, err
-		}
-	}
-	err = l.writeTx(ctx, func(tx *sql.Tx) error {
-		recorded = false
-		var vendor string
-		err := tx.QueryRowContext(ctx, l.d.q(`SELECT vendor FROM bill_lines WHERE account = ? AND line_id = ?`), account, lineID).Scan(&vendor)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return invalid("account %q has no bill line %q: only a line RecordBillPage stored is judged; nothing was written", account, lineID)
-		case err != nil:
-			return fmt.Errorf("ledger %s: read bill line %q of account %q: %w", l.where, lineID, account, err)
-		}
-		// Only the first judgement counts: a line judged already, by an
-		// earlier call or a concurrent one that got there first, leaves
-		// nothing to update and records nothing.
-		res, err := tx.ExecContext(ctx, l.d.q(`UPDATE bill_lines SET judged_at = ? WHERE account = ? AND line_id = ? AND judged_at IS NULL`),
-			l.d.timeArg(now()), account, lineID)
-		if err != nil {
-			return fmt.Errorf("ledger %s: judge bill line %q of account %q: %w", l.where, lineID, account, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("ledger %s: judge bill line %q of account %q: %w", l.where, lineID, account, err)
-		} else if n == 0 || d == nil {
-			return nil
-		}
-		item.Vendor = vendor
-		recorded, err = l.insertDriftTx(ctx, tx, item)
-		return err
-	})
+	rec, err := l.JudgeBillLines(ctx, account, []BillJudgement{{LineID: lineID, Drift: d}})
 	if err != nil {
 		return false, err
 	}
+	return rec[0], nil
+}
+
+// BillJudgement is the verdict on one line of a bill: explained (Drift
+// nil) or the drift item it is.
+type BillJudgement struct {
+	LineID string
+	Drift  *DriftItem
+}
+
+// JudgeBillLines is JudgeBillLine for a page of lines in one transaction
+// (one durable commit for the page, not one per line). recorded[i] says
+// whether js[i] added an item. Any invalid judgement refuses them all and
+// nothing is written.
+func (l *Ledger) JudgeBillLines(ctx context.Context, account string, js []BillJudgement) (recorded []bool, err error) {
+	items := make([]DriftItem, len(js))
+	for i, j := range js {
+		if j.Drift != nil {
+			items[i] = *j.Drift
+			items[i].Account, items[i].Line = account, j.LineID
+			if err := checkDrift(&items[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	err = l.writeTx(ctx, func(tx *sql.Tx) error {
+		recorded = make([]bool, len(js))
+		for i, j := range js {
+			var item *DriftItem
+			if j.Drift != nil {
+				item = &items[i]
+			}
+			var err error
+			if recorded[i], err = l.judgeBillLineTx(ctx, tx, account, j.LineID, item); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	return recorded, nil
+}
+
+func (l *Ledger) judgeBillLineTx(ctx context.Context, tx *sql.Tx, account, lineID string, item *DriftItem) (bool, error) {
+	var vendor string
+	err := tx.QueryRowContext(ctx, l.d.q(`SELECT vendor FROM bill_lines WHERE account = ? AND line_id = ?`), account, lineID).Scan(&vendor)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, invalid("account %q has no bill line %q: only a line RecordBillPage stored is judged; nothing was written", account, lineID)
+	case err != nil:
+		return false, fmt.Errorf("ledger %s: read bill line %q of account %q: %w", l.where, lineID, account, err)
+	}
+	// Only the first judgement counts: a line judged already, by an
+	// earlier call or a concurrent one that got there first, leaves
+	// nothing to update and records nothing.
+	res, err := tx.ExecContext(ctx, l.d.q(`UPDATE bill_lines SET judged_at = ? WHERE account = ? AND line_id = ? AND judged_at IS NULL`),
+		l.d.timeArg(now()), account, lineID)
+	if err != nil {
+		return false, fmt.Errorf("ledger %s: judge bill line %q of account %q: %w", l.where, lineID, account, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("ledger %s: judge bill line %q of account %q: %w", l.where, lineID, account, err)
+	} else if n == 0 || item == nil {
+		return false, nil
+	}
+	item.Vendor = vendor
+	return l.insertDriftTx(ctx, tx, *item)
 }
 
 // RecordDrift records a drift item no bill line carries (a recorded cost

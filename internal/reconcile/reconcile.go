@@ -163,7 +163,8 @@ func (r *Reconciler) read(ctx context.Context, v Vendor) (int, error) {
 	}
 }
 
-// judgeLines judges every line of the account not judged yet.
+// judgeLines judges every line of the account not judged yet, a page at
+// a time, each page's verdicts in one transaction.
 func (r *Reconciler) judgeLines(ctx context.Context, v Vendor, res *Result) error {
 	var after int64
 	for {
@@ -171,6 +172,7 @@ func (r *Reconciler) judgeLines(ctx context.Context, v Vendor, res *Result) erro
 		if err != nil {
 			return err
 		}
+		var js []ledger.BillJudgement
 		for _, l := range lines {
 			after = l.Seq
 			f, err := r.facts(ctx, v, l)
@@ -182,18 +184,23 @@ func (r *Reconciler) judgeLines(ctx context.Context, v Vendor, res *Result) erro
 				res.Pending++
 				continue
 			}
-			var d *ledger.DriftItem
+			j := ledger.BillJudgement{LineID: l.LineID}
 			if verdict.Class != "" {
 				item := driftItem(v, f, verdict)
-				d = &item
+				j.Drift = &item
 			}
-			recorded, err := r.Ledger.JudgeBillLine(ctx, v.Account, l.LineID, d)
+			js = append(js, j)
+		}
+		if len(js) > 0 {
+			recorded, err := r.Ledger.JudgeBillLines(ctx, v.Account, js)
 			if err != nil {
 				return err
 			}
-			res.Judged++
-			if recorded {
-				res.Drift = append(res.Drift, *d)
+			res.Judged += len(js)
+			for i, rec := range recorded {
+				if rec {
+					res.Drift = append(res.Drift, *js[i].Drift)
+				}
 			}
 		}
 		if len(lines) < r.pageSize() {
