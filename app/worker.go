@@ -204,9 +204,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		if every == 0 {
 			every = reconcile.Every
 		}
-		rec := &reconcile.Reconciler{Ledger: led, Pipelines: pipelines, Vendors: reconcile.Vendors(ctx, reconcile.VendorsInput{
-			Pipelines: pipelines, DefaultURL: cfg.VendorURL, DefaultKey: credentials, Adapters: cfg.Vendors})}
-		go reconcileBills(ctx, rec, every, bills, logger)
+		vendors := reconcile.VendorsInput{Pipelines: pipelines, DefaultURL: cfg.VendorURL, DefaultKey: credentials, Adapters: cfg.Vendors}
+		go reconcileBills(ctx, &reconcile.Reconciler{Ledger: led, Pipelines: pipelines}, vendors, every, bills, logger)
 	}
 	return Serve(ctx, c, cfg.TaskQueue, acts)
 }
@@ -214,8 +213,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 // reconcileBills reconciles the vendors' bills now and then every interval
 // until ctx ends, keeping the last results for the metrics and logging
 // what it found.
-func reconcileBills(ctx context.Context, rec *reconcile.Reconciler, every time.Duration, bills *billState, logger *slog.Logger) {
+func reconcileBills(ctx context.Context, rec *reconcile.Reconciler, vendors reconcile.VendorsInput, every time.Duration, bills *billState, logger *slog.Logger) {
 	for {
+		// The vendors' keys are read at every pass, as the paid
+		// activities read theirs at every call: a rotated key is used
+		// without a restart.
+		rec.Vendors = reconcile.Vendors(ctx, vendors)
 		res := rec.Run(ctx)
 		if ctx.Err() != nil {
 			return
