@@ -115,16 +115,22 @@ type Summary struct {
 	// (latest) skipped as missed, and the outages of every worker.
 	CatchUpTimes, MissedCatchUp, WorkersOutages int
 	// Bill and Costs are the vendors' charges and the ledger's costs, in
-	// minor units (one currency: USD).
+	// minor units (one currency: USD). Bill and Charges are the bills
+	// without the planted faults: a dropped charge counts as its line, at
+	// its task's cost (the drift items answer for the faults).
 	Bill, Costs int64
-	Violations  []string
+	// BillFaults are those the default vendor planted in its bill;
+	// DriftItems those the ledger holds after the checker's own
+	// reconciliation pass (each planted fault has one, and no other).
+	BillFaults, DriftItems int
+	Violations             []string
 }
 
 // Line is the one-line summary the command prints.
 func (s Summary) Line() string {
-	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d activity_charges=%d bill=%s costs=%s budget_periods=%d budgets_exhausted=%d budget_refusals=%d activity_budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_requests=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
+	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d activity_charges=%d bill=%s costs=%s bill_faults=%d drift_items=%d budget_periods=%d budgets_exhausted=%d budget_refusals=%d activity_budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_requests=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
 		s.Seed, s.Scale, s.Plan, s.Ledger, s.Workers, s.Duration.Round(time.Second), s.Requests, s.Backfills, s.Runs, s.Keys, s.Episodes, s.Skipped,
-		s.PaidTasks, s.Charges, s.ActivityCharges, usd(s.Bill), usd(s.Costs),
+		s.PaidTasks, s.Charges, s.ActivityCharges, usd(s.Bill), usd(s.Costs), s.BillFaults, s.DriftItems,
 		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.ActivityRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
 		s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
 		s.Approvals, s.Parked, s.HumanCommands, s.VendorMaxInFlight, DefaultMaxInFlight, s.VendorPauses, s.PausedRequests, s.PausedWaits, s.VendorTrips,
@@ -385,7 +391,8 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 	var err error
 	seed := int64(r.cfg.Seed % (1 << 62))
 	r.vendor, err = r.st.addVendor("vendor", seed, fmt.Sprintf("chaos-vendor-key-%d", r.cfg.Seed), vendorFaults{
-		Lose: 0.2, Fail: 0.2, Latency: 30 * time.Millisecond, TaskDuration: r.sc.TaskDuration})
+		Lose: 0.2, Fail: 0.2, Latency: 30 * time.Millisecond, TaskDuration: r.sc.TaskDuration,
+		Bill: billFaults{Drop: billFaultRate, Wrong: billFaultRate, Double: billFaultRate, Refund: billFaultRate, PhantomEvery: billPhantomEvery}})
 	if err != nil {
 		return err
 	}

@@ -126,6 +126,16 @@ type vendorFaults struct {
 	NoLookup     bool
 	// IgnoreIdempotency makes a bad vendor (the checks' self-test).
 	IgnoreIdempotency bool
+	// Bill: the faults planted in its bill (vendorsim --bill-*), over
+	// every generation: they are the bill's, not the connection's.
+	Bill billFaults
+}
+
+// billFaults are the probabilities of each bill fault per accepted task,
+// and one phantom line per PhantomEvery tasks (0: none).
+type billFaults struct {
+	Drop, Wrong, Double, Refund float64
+	PhantomEvery                int
 }
 
 func (v *vendorProc) args(faults bool) []string {
@@ -136,6 +146,11 @@ func (v *vendorProc) args(faults bool) []string {
 	}
 	if v.faults.IgnoreIdempotency {
 		a = append(a, "--ignore-idempotency")
+	}
+	if b := v.faults.Bill; b != (billFaults{}) {
+		f := func(p float64) string { return strconv.FormatFloat(p, 'f', -1, 64) }
+		a = append(a, "--bill-drop-charge", f(b.Drop), "--bill-wrong-amount", f(b.Wrong), "--bill-double-charge", f(b.Double),
+			"--bill-refund", f(b.Refund), "--bill-phantom-every", strconv.Itoa(b.PhantomEvery))
 	}
 	if faults {
 		a = append(a,
