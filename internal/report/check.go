@@ -546,20 +546,6 @@ func bill(billed map[ledger.PaidTaskRef]allot.Money, t ledger.PaidTask, amounts 
 	billed[t.PaidTaskRef] = allot.Money{Amount: amounts[currencies[0]], Currency: currencies[0]}
 }
 
-// effectTask reports whether t is an effect step's task, by the
-// pipelines as configured now.
-func effectTask(set *pipeline.Set, t ledger.PaidTask) bool {
-	if set == nil {
-		return false
-	}
-	p, err := set.Get(t.Pipeline)
-	if err != nil {
-		return false
-	}
-	st, ok := p.Step(t.Step)
-	return ok && st.Kind == allot.KindEffect
-}
-
 // paidVendors are the vendors some paid step uses ("" and
 // pipeline.DefaultVendor both count as the default vendor).
 func paidVendors(set *pipeline.Set) map[string]bool {
