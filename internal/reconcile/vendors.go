@@ -39,7 +39,7 @@ type VendorsInput struct {
 // account, listed once under the first name (Names holds them all).
 // Vendors no paid step uses are left out: effect steps cost nothing.
 func Vendors(ctx context.Context, in VendorsInput) []Vendor {
-	paid := paidVendors(in.Pipelines)
+	paid := PaidVendors(in.Pipelines)
 	var out []Vendor
 	byAccount := map[string]int{}
 	add := func(v Vendor) {
@@ -122,9 +122,9 @@ func goBill(ctx context.Context, name string, pv pipeline.Vendor, f paidvendor.F
 	return b, Account("go:"+name, key), ""
 }
 
-// paidVendors are the vendors some paid step uses ("" counts as the
+// PaidVendors are the vendors some paid step uses ("" counts as the
 // default vendor).
-func paidVendors(set *pipeline.Set) map[string]bool {
+func PaidVendors(set *pipeline.Set) map[string]bool {
 	used := map[string]bool{}
 	for _, name := range set.Names() {
 		p, err := set.Get(name)

@@ -546,28 +546,6 @@ func bill(billed map[ledger.PaidTaskRef]allot.Money, t ledger.PaidTask, amounts 
 	billed[t.PaidTaskRef] = allot.Money{Amount: amounts[currencies[0]], Currency: currencies[0]}
 }
 
-// paidVendors are the vendors some paid step uses ("" and
-// pipeline.DefaultVendor both count as the default vendor).
-func paidVendors(set *pipeline.Set) map[string]bool {
-	used := map[string]bool{}
-	for _, name := range set.Names() {
-		p, err := set.Get(name)
-		if err != nil {
-			continue
-		}
-		for _, st := range p.Steps {
-			if st.Kind == allot.KindPaid {
-				v := st.Vendor
-				if v == "" {
-					v = pipeline.DefaultVendor
-				}
-				used[v] = true
-			}
-		}
-	}
-	return used
-}
-
 func sortedCosts(m map[string]ledger.AuditCost) []ledger.AuditCost {
 	out := make([]ledger.AuditCost, 0, len(m))
 	for _, c := range m {
@@ -588,7 +566,7 @@ func describeTask(t ledger.PaidTask) string {
 // that is not configured here (no URL, no key) is Unavailable with what it
 // lacks; one with no bill (other adapters, only effect steps) is NoBill.
 func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string, error)) []VendorCharges {
-	paid := paidVendors(set)
+	paid := reconcile.PaidVendors(set)
 	def := VendorCharges{Name: pipeline.DefaultVendor}
 	switch {
 	case defaultURL == "" && paid[pipeline.DefaultVendor]:
