@@ -169,6 +169,15 @@ type Pipeline struct {
 	// add`): each new episode claims one in its allocation, and a run with
 	// none ready is skipped (no_ready_input).
 	Inputs *Inputs `toml:"inputs" json:"inputs,omitempty"`
+	// Deadline is when each period's work is due, as an offset from the
+	// period's start in the pipeline's zone: calendar days, then
+	// wall-clock time ("4d9h": Friday 09:00 of an ISO week). A period
+	// short of DeadlineEpisodes completed episodes (default 1) then is
+	// recorded as late, with its cause; WarnBefore (a duration) records a
+	// warning that long before. See docs/design.md, "Period deadlines".
+	Deadline         string `toml:"deadline" json:"deadline,omitempty"`
+	DeadlineEpisodes int    `toml:"deadline_episodes" json:"deadline_episodes,omitempty"`
+	WarnBefore       string `toml:"warn_before" json:"warn_before,omitempty"`
 
 	// dir is the directory of the pipeline file, which relative command
 	// paths start from; "" for a file that was not loaded from a path.
@@ -179,6 +188,10 @@ type Pipeline struct {
 	minTime    time.Time
 	maxAhead   time.Duration
 	stallAfter time.Duration
+
+	deadlineDays  int
+	deadlineClock time.Duration
+	warnBefore    time.Duration
 }
 
 // DefaultStallAfter is how long a step may keep retrying before its episode
@@ -267,6 +280,9 @@ func (p *Pipeline) normalize() error {
 	}
 	if p.MaxPerPeriod < 0 {
 		return fmt.Errorf("pipeline %q: max_episodes_per_period is %d: use 0 for no cap or a positive number", p.Name, p.MaxPerPeriod)
+	}
+	if err := p.normalizeDeadline(); err != nil {
+		return err
 	}
 	if len(p.Steps) == 0 {
 		return fmt.Errorf("pipeline %q has no steps: add at least one [[pipeline.step]]", p.Name)

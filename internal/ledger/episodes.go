@@ -97,7 +97,12 @@ func (l *Ledger) CompleteEpisode(ctx context.Context, pipeline, episodeID string
 		ep = eps[0]
 		// A completed episode sends nothing more: a reservation a task of
 		// it still holds without being sent goes back to its budgets.
-		return l.releaseUnsentOfEpisodeTx(ctx, tx, pipeline, episodeID)
+		if err := l.releaseUnsentOfEpisodeTx(ctx, tx, pipeline, episodeID); err != nil {
+			return err
+		}
+		// A period recorded late that now has its episodes records when
+		// (docs/design.md, "Period deadlines").
+		return l.recordCompletedLateTx(ctx, tx, pipeline, ep.Period, ep.CompletedAt)
 	})
 	return ep, err
 }
@@ -183,6 +188,18 @@ func (l *Ledger) RunOutcomes(ctx context.Context, pipeline string, since time.Ti
 		args = append(args, l.d.timeArg(since))
 	}
 	query += ` ORDER BY recorded_at, pipeline, allocation_key, run_id`
+	return l.queryRunOutcomes(ctx, query, args...)
+}
+
+// RunOutcomesOfPeriod returns the outcomes of the runs of one period of a
+// pipeline, ordered by RecordedAt.
+func (l *Ledger) RunOutcomesOfPeriod(ctx context.Context, pipeline, period string) ([]RunOutcome, error) {
+	return l.queryRunOutcomes(ctx, `SELECT pipeline, allocation_key, run_id, nominal_time, nominal_time_source, outcome, reason,
+		episode_id, period, sequence, recorded_at FROM run_outcomes WHERE pipeline = ? AND period = ?
+		ORDER BY recorded_at, allocation_key, run_id`, pipeline, period)
+}
+
+func (l *Ledger) queryRunOutcomes(ctx context.Context, query string, args ...any) ([]RunOutcome, error) {
 	rows, err := l.r.QueryContext(ctx, l.d.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: query run outcomes: %w", l.where, err)
