@@ -147,6 +147,14 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BillAckDrift", testBillAckDrift},
 		{"BillDriftTotals", testBillDriftTotals},
 		{"BillQueriesUseIndexes", testBillQueriesUseIndexes},
+		// Period deadlines (deadlines_conformance_test.go).
+		{"DeadlineDeclare", testDeadlineDeclare},
+		{"DeadlineJudgeOnce", testDeadlineJudgeOnce},
+		{"DeadlineCompletedLate", testDeadlineCompletedLate},
+		{"DeadlineJudgeRacesCompletion", testDeadlineJudgeRacesCompletion},
+		{"DeadlineInvalidJudgement", testDeadlineInvalidJudgement},
+		{"DeadlineReads", testDeadlineReads},
+		{"DeadlineQueriesUseIndexes", testDeadlineQueriesUseIndexes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
