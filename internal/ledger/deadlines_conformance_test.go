@@ -289,7 +289,7 @@ func testDeadlineReads(t *testing.T, l *Ledger) {
 func testDeadlineQueriesUseIndexes(t *testing.T, l *Ledger) {
 	for _, tc := range []struct {
 		name, query, index string
-		args           []any
+		args               []any
 	}{
 		{"RunOutcomesOfPeriod", `SELECT run_id FROM run_outcomes WHERE pipeline = ? AND period = ?`, "run_outcomes_by_period", []any{"weekly", "2026-W32"}},
 		{"LastJudgedDue", `SELECT due_at FROM deadline_records WHERE pipeline = ? AND kind IN (?, ?) ORDER BY due_at DESC LIMIT 1`, "deadline_records_by_due", []any{"weekly", "late", "on_time"}},
