@@ -1,5 +1,7 @@
 package allot
 
+import "time"
+
 // DeadlineKind is what a deadline record says of one period of a pipeline
 // that declares a deadline (docs/design.md, "Period deadlines"). The ledger
 // stores these strings, once per (pipeline, period, kind), and the metrics
@@ -91,8 +93,11 @@ func (c LateCause) Valid() bool {
 // records.
 func RunsCommand(pipeline string) string { return "starter runs --pipeline " + pipeline }
 
-// RunCommand starts one run of a pipeline now.
-func RunCommand(pipeline string) string { return "starter run --pipeline " + pipeline }
+// RunCommand starts one run of a pipeline at a nominal time (which picks
+// its period and its key).
+func RunCommand(pipeline string, nominal time.Time) string {
+	return "starter run --pipeline " + pipeline + " --nominal-time " + nominal.UTC().Format(time.RFC3339)
+}
 
 // StartWorkerCommand starts an allot worker on a task queue (with the
 // worker's usual environment: TEMPORAL_ADDRESS, ALLOT_LEDGER, ...).

@@ -176,3 +176,23 @@ func (p *Pipeline) nextPeriod(start time.Time) string {
 	}
 	return PeriodOf(p.Period, time.Date(start.Year(), start.Month(), start.Day()+days, 12, 0, 0, 0, p.Location()))
 }
+
+// NominalIn is a nominal time whose period is period: the first whole hour
+// from the period's start on that falls in it after the pipeline's
+// period_offset (a run at that time counts in the period).
+func (p *Pipeline) NominalIn(period string) (time.Time, error) {
+	start, err := p.PeriodStart(period)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// An offset moves the period by up to its days (or its duration)
+	// either way: look that far around the start.
+	span := time.Duration(p.offsetDays)*24*time.Hour + p.offset
+	span = max(span, -span) + 8*24*time.Hour
+	for t := start.Add(-span); !t.After(start.Add(span)); t = t.Add(time.Hour) {
+		if p.PeriodOf(t) == period {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("pipeline %q: no nominal time falls in period %s", p.Name, period)
+}

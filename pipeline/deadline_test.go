@@ -143,3 +143,19 @@ func TestDeadlineRefusals(t *testing.T) {
 		t.Fatalf("spec %q, want %q", q.DeadlineSpec(), want)
 	}
 }
+
+// NominalIn is a time whose period is the one asked, with or without a
+// period_offset.
+func TestNominalInFallsInThePeriod(t *testing.T) {
+	for _, extra := range []string{"", `period_offset = "-1d"`, `period_offset = "30h"`} {
+		for _, kind := range []string{"day", "iso-week"} {
+			p := deadlinePipeline(t, kind, "Pacific/Auckland", extra)
+			for _, period := range map[string][]string{"day": {"2026-03-29", "2027-01-01"}, "iso-week": {"2026-W53", "2027-W01"}}[kind] {
+				n, err := p.NominalIn(period)
+				if err != nil || p.PeriodOf(n) != period {
+					t.Fatalf("%s %s: NominalIn(%s) = %s (period %s), %v", kind, extra, period, n, p.PeriodOf(n), err)
+				}
+			}
+		}
+	}
+}

@@ -123,14 +123,18 @@ type Summary struct {
 	// DriftItems those the ledger holds after the checker's own
 	// reconciliation pass (each planted fault has one, and no other).
 	BillFaults, DriftItems int
-	Violations             []string
+	// LateRecords are chaos-deadline's deadline records: its planted late
+	// period and, when the deadline was declared before its warning time,
+	// the warning (checkDeadlines).
+	LateRecords int
+	Violations  []string
 }
 
 // Line is the one-line summary the command prints.
 func (s Summary) Line() string {
-	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d activity_charges=%d bill=%s costs=%s bill_faults=%d drift_items=%d budget_periods=%d budgets_exhausted=%d budget_refusals=%d activity_budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_requests=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
+	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d activity_charges=%d bill=%s costs=%s bill_faults=%d drift_items=%d late_records=%d budget_periods=%d budgets_exhausted=%d budget_refusals=%d activity_budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_requests=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
 		s.Seed, s.Scale, s.Plan, s.Ledger, s.Workers, s.Duration.Round(time.Second), s.Requests, s.Backfills, s.Runs, s.Keys, s.Episodes, s.Skipped,
-		s.PaidTasks, s.Charges, s.ActivityCharges, usd(s.Bill), usd(s.Costs), s.BillFaults, s.DriftItems,
+		s.PaidTasks, s.Charges, s.ActivityCharges, usd(s.Bill), usd(s.Costs), s.BillFaults, s.DriftItems, s.LateRecords,
 		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.ActivityRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
 		s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
 		s.Approvals, s.Parked, s.HumanCommands, s.VendorMaxInFlight, DefaultMaxInFlight, s.VendorPauses, s.PausedRequests, s.PausedWaits, s.VendorTrips,
@@ -156,6 +160,8 @@ type run struct {
 	led       *ledger.Ledger
 	pipelines *pipeline.Set
 	pipesPath string
+	// deadlineDue is when chaos-deadline's one judged period is due.
+	deadlineDue time.Time
 	env       []string // for the worker and the starter
 	vendor    *vendorProc
 	strict    *vendorProc
@@ -419,7 +425,8 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 	r.logf("vendors at %s, %s (no lookup) and %s (through activities on %s)", r.vendor.url, r.strict.url, r.activity.url, ActivityVendorQueue)
 
 	r.pipesPath = filepath.Join(r.dir, "pipelines.toml")
-	if err := writeFile(r.pipesPath, pipelinesTOML(r.sc, r.strict.url)); err != nil {
+	r.deadlineDue = time.Now().Add(DeadlineAfter).Truncate(time.Second)
+	if err := writeFile(r.pipesPath, pipelinesTOML(r.sc, r.strict.url, r.deadlineDue)); err != nil {
 		return err
 	}
 	if r.pipelines, err = pipeline.Load(r.pipesPath); err != nil {

@@ -288,6 +288,9 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	if err := r.checkBudgets(ctx, sum, bad); err != nil {
 		return err
 	}
+	if err := r.checkDeadlines(ctx, sum, bad); err != nil {
+		return err
+	}
 
 	// The reconciler, once more, against the planted faults; then the
 	// planted drift items are acknowledged, so check reports the rest.

@@ -40,7 +40,27 @@ const (
 	// the load, with catch_up = "latest": all workers are down across
 	// several of its times once (evWorkersOutage).
 	PipelineCatchUp = "chaos-catchup"
+	// PipelineDeadline declares a deadline due DeadlineAfter after the
+	// run writes its pipelines file, warned DeadlineWarnBefore before it,
+	// and nothing ever runs it: the run plants one late period (and its
+	// warning), which the watchers must record exactly once whatever the
+	// worker kills (checkDeadlines).
+	PipelineDeadline = "chaos-deadline"
 )
+
+// DeadlineAfter and DeadlineWarnBefore place chaos-deadline's deadline.
+const (
+	DeadlineAfter      = time.Minute
+	DeadlineWarnBefore = 10 * time.Second
+)
+
+// deadlineOffset is the deadline of a day period in UTC that falls at due:
+// its offset from the day's midnight, in whole seconds (at least one).
+func deadlineOffset(due time.Time) string {
+	due = due.UTC()
+	midnight := time.Date(due.Year(), due.Month(), due.Day(), 0, 0, 0, 0, time.UTC)
+	return max(due.Sub(midnight).Truncate(time.Second), time.Second).String()
+}
 
 // CatchUpInterval and CatchUpGrace are chaos-catchup's schedule interval
 // and catch_up_grace.
@@ -133,7 +153,7 @@ const (
 )
 
 // pipelinesTOML is the pipelines file of a chaos run.
-func pipelinesTOML(sc Scale, strictURL string) string {
+func pipelinesTOML(sc Scale, strictURL string, deadlineDue time.Time) string {
 	s := schedules(sc)
 	return fmt.Sprintf(`# Written by the chaos run (internal/chaos); see chaos/README.md.
 
@@ -277,13 +297,23 @@ period = "day"
   [[pipeline.step]]
   name = "plan"
   kind = "local"
+
+[[pipeline]]
+name        = %q
+period      = "day"
+deadline    = %q
+warn_before = %q
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
 `, DefaultMaxInFlight, defaultTripAfter, strictURL, StrictVendorKeyEnv, ActivityVendor, ActivityVendorQueue,
 		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),
 		PipelineReview, s[PipelineReview].cron(),
 		PipelineDaily, s[PipelineDaily].cron(), ActivityVendor,
 		PipelineStrict,
-		PipelineCatchUp, CatchUpInterval.String(), CatchUpGrace.String())
+		PipelineCatchUp, CatchUpInterval.String(), CatchUpGrace.String(),
+		PipelineDeadline, deadlineOffset(deadlineDue), DeadlineWarnBefore.String())
 }
 
 // measurePipelinesTOML is the one pipeline the kill measurement runs: only

@@ -51,7 +51,7 @@ func TestScheduledTimesAreTheCronsAcrossTheNewYear(t *testing.T) {
 	if len(daily) != 2*len(weeks(sc)) {
 		t.Fatalf("%d daily times in %d weeks", len(daily), len(weeks(sc)))
 	}
-	set, err := pipeline.Parse([]byte(pipelinesTOML(sc, "http://127.0.0.1:1")), "chaos")
+	set, err := pipeline.Parse([]byte(pipelinesTOML(sc, "http://127.0.0.1:1", time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))), "chaos")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,8 @@ import (
 type Facts struct {
 	Pipeline string
 	Period   string
+	// Nominal is a nominal time in the period: a run at it counts there.
+	Nominal time.Time
 	// Schedule is the pipeline's Temporal Schedule as described now.
 	Schedule Schedule
 	// Runs are the period's ScheduledRun outcomes in the ledger.
@@ -127,7 +129,7 @@ func Judge(f Facts) Verdict {
 	if !f.Schedule.Exists {
 		detail += ", and the pipeline has no Schedule"
 	}
-	return Verdict{Cause: allot.CauseNoRun, Detail: detail, Command: allot.RunCommand(f.Pipeline)}
+	return Verdict{Cause: allot.CauseNoRun, Detail: detail, Command: allot.RunCommand(f.Pipeline, f.Nominal)}
 }
 
 // rank orders an episode's state from furthest from done (0) to nearest.

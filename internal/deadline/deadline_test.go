@@ -32,9 +32,9 @@ func TestJudgeNamesEachCause(t *testing.T) {
 		{"skipped for want of an input", Facts{Schedule: Schedule{Exists: true}, Runs: []ledger.RunOutcome{{RunID: "r1", Outcome: allot.OutcomeSkipped, Reason: allot.ReasonNoReadyInput}}},
 			Verdict{Cause: allot.CauseRunSkipped, Detail: "run r1 was skipped: no_ready_input", Command: allot.InputListCommand("weekly")}},
 		{"no schedule, no run", Facts{},
-			Verdict{Cause: allot.CauseNoRun, Detail: "no run started for the period, and the pipeline has no Schedule", Command: "starter run --pipeline weekly"}},
+			Verdict{Cause: allot.CauseNoRun, Detail: "no run started for the period, and the pipeline has no Schedule", Command: "starter run --pipeline weekly --nominal-time 2026-08-03T00:00:00Z"}},
 		{"a schedule whose times have not come", Facts{Schedule: Schedule{Exists: true}},
-			Verdict{Cause: allot.CauseNoRun, Detail: "no run started for the period", Command: "starter run --pipeline weekly"}},
+			Verdict{Cause: allot.CauseNoRun, Detail: "no run started for the period", Command: "starter run --pipeline weekly --nominal-time 2026-08-03T00:00:00Z"}},
 		{"parked: its first remedy", Facts{Episodes: []Episode{parked}},
 			Verdict{Cause: allot.CauseParked, Detail: "episode 2026-W32-0 needs attention: BudgetExhausted", EpisodeID: "2026-W32-0", Command: parked.Remedies[0]}},
 		{"waiting for approval", Facts{Episodes: []Episode{{ID: "2026-W32-1", Outcome: allot.OutcomeWaitingApproval}}},
@@ -61,7 +61,7 @@ func TestJudgeNamesEachCause(t *testing.T) {
 			Verdict{Cause: allot.CauseSchedulePaused, Detail: "the pipeline's Schedule is paused", Command: "starter schedule unpause --pipeline weekly"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			c.f.Pipeline, c.f.Period = "weekly", "2026-W32"
+			c.f.Pipeline, c.f.Period, c.f.Nominal = "weekly", "2026-W32", time.Date(2026, 8, 3, 0, 0, 0, 0, time.UTC)
 			if got := Judge(c.f); got != c.want {
 				t.Fatalf("Judge = %+v\nwant    %+v", got, c.want)
 			}

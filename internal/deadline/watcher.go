@@ -162,8 +162,14 @@ func (w *Watcher) Judge(ctx context.Context, in JudgeInput) (JudgeResult, error)
 
 // Facts gathers what allot knows of one period now.
 func (w *Watcher) Facts(ctx context.Context, pipelineName, period string) (Facts, error) {
+	p, err := w.Pipelines.Get(pipelineName)
+	if err != nil {
+		return Facts{}, err
+	}
 	f := Facts{Pipeline: pipelineName, Period: period}
-	var err error
+	if f.Nominal, err = p.NominalIn(period); err != nil {
+		return Facts{}, err
+	}
 	if w.Sources.Schedule != nil {
 		if f.Schedule, err = w.Sources.Schedule(ctx, pipelineName); err != nil {
 			return Facts{}, fmt.Errorf("describe the schedule of %s: %w", pipelineName, err)
