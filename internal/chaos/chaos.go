@@ -162,9 +162,9 @@ type run struct {
 	pipesPath string
 	// deadlineDue is when chaos-deadline's one judged period is due.
 	deadlineDue time.Time
-	env       []string // for the worker and the starter
-	vendor    *vendorProc
-	strict    *vendorProc
+	env         []string // for the worker and the starter
+	vendor      *vendorProc
+	strict      *vendorProc
 	// activity is the vendorsim behind the activity-adapter vendor.
 	activity *vendorProc
 
