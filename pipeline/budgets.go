@@ -292,3 +292,50 @@ func BudgetPeriodKindOf(period string) (PeriodKind, bool) {
 	}
 	return "", false
 }
+
+// PeriodBounds are the start and the end (exclusive) of one of the
+// budget's periods, in its zone: midnight to midnight, on calendar days
+// (a day across a DST change is 23 or 25 hours long).
+func (b Budget) PeriodBounds(period string) (start, end time.Time, err error) {
+	if err := b.CheckPeriod(period); err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	loc := b.Location()
+	switch b.Period {
+	case Day:
+		t, _ := time.Parse("2006-01-02", period)
+		start = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
+		return start, time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, loc), nil
+	case Month:
+		t, _ := time.Parse("2006-01", period)
+		start = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc)
+		return start, time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, loc), nil
+	}
+	var year, week int
+	_, _ = fmt.Sscanf(period, "%4d-W%2d", &year, &week)
+	jan4 := time.Date(year, time.January, 4, 0, 0, 0, 0, time.UTC)
+	monday := jan4.AddDate(0, 0, -((int(jan4.Weekday())+6)%7)+(week-1)*7)
+	start = time.Date(monday.Year(), monday.Month(), monday.Day(), 0, 0, 0, 0, loc)
+	return start, time.Date(monday.Year(), monday.Month(), monday.Day()+7, 0, 0, 0, 0, loc), nil
+}
+
+// PerRun is what one episode of p reserves in the budget at most: the sum
+// of its covered steps' max_cost. Quoted are its covered steps without a
+// max_cost (priced only by the vendor's quote when sent: unknown, never
+// counted as 0); covers is false when the budget covers no step of p.
+func (b Budget) PerRun(p *Pipeline) (perRun int64, quoted []string, covers bool, err error) {
+	for _, st := range p.Steps {
+		if !b.Covers(p.Name, st) {
+			continue
+		}
+		covers = true
+		if st.MaxCost == nil {
+			quoted = append(quoted, st.Name)
+			continue
+		}
+		if perRun, err = allot.AddAmount(perRun, st.MaxCost.Amount); err != nil {
+			return 0, nil, true, fmt.Errorf("budget %s: the steps of pipeline %s: %w", b.Name, p.Name, err)
+		}
+	}
+	return perRun, quoted, covers, nil
+}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"allot"
 )
@@ -310,5 +311,34 @@ name = "media"
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("an episode above its budget: got %v, want an error naming %q", err, want)
 		}
+	}
+}
+
+// A budget period's bounds are its zone's midnights: every instant of the
+// period falls in it, the end is the next period's start, and a period
+// across a DST change or a year's 53rd ISO week counts right.
+func TestBudgetPeriodBounds(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	for _, c := range []struct {
+		kind       PeriodKind
+		period     string
+		start, end time.Time
+	}{
+		{Day, "2026-03-29", time.Date(2026, 3, 29, 0, 0, 0, 0, berlin), time.Date(2026, 3, 30, 0, 0, 0, 0, berlin)},
+		{ISOWeek, "2026-W53", time.Date(2026, 12, 28, 0, 0, 0, 0, berlin), time.Date(2027, 1, 4, 0, 0, 0, 0, berlin)},
+		{Month, "2026-10", time.Date(2026, 10, 1, 0, 0, 0, 0, berlin), time.Date(2026, 11, 1, 0, 0, 0, 0, berlin)},
+		{Month, "2026-12", time.Date(2026, 12, 1, 0, 0, 0, 0, berlin), time.Date(2027, 1, 1, 0, 0, 0, 0, berlin)},
+	} {
+		b := Budget{Name: "b", Period: c.kind, location: berlin}
+		start, end, err := b.PeriodBounds(c.period)
+		if err != nil || !start.Equal(c.start) || !end.Equal(c.end) {
+			t.Fatalf("%s %s: [%s, %s), %v; want [%s, %s)", c.kind, c.period, start, end, err, c.start, c.end)
+		}
+		if b.PeriodOf(start) != c.period || b.PeriodOf(end.Add(-time.Nanosecond)) != c.period || b.PeriodOf(end) == c.period {
+			t.Fatalf("%s %s: the bounds are not the period's", c.kind, c.period)
+		}
+	}
+	if _, _, err := (Budget{Name: "b", Period: Month}).PeriodBounds("2026-W32"); err == nil {
+		t.Fatal("a week's name as a month's period")
 	}
 }

@@ -113,19 +113,10 @@ func (s *Sweeper) Sweep(ctx context.Context, in SweepInput) (SweepResult, error)
 		return out, allot.Wrapf(ErrTimeNotYet, allot.InvalidInput, "catch-up of %s refused, nothing was settled: until %s is after now (%s), and a time that has not come yet is not missed; settle up to now at the latest: `%s`",
 			p.Name, in.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), allot.CatchUpCommand(p.Name, now.Truncate(time.Second)))
 	}
-	// The file gives the catch-up settings; a pipeline without a schedule
-	// in it may still have a Schedule (created with --cron or
-	// --interval): its settings are the defaults, its times the Schedule's.
-	var configured pipeline.Schedule
-	if p.Schedule != nil {
-		configured = *p.Schedule
-	}
-	if configured.Cron == "" && configured.Interval == "" {
-		configured = configured.Merge(pipeline.Schedule{Interval: "1h"}) // replaced by the live spec's timing
-	}
-	fileSpec, err := configured.Spec()
+	// The file gives the catch-up settings (livespec.FileSpec).
+	fileSpec, err := livespec.FileSpec(p)
 	if err != nil {
-		return out, fmt.Errorf("pipeline %s: %w", p.Name, err)
+		return out, err
 	}
 	out.Policy = fileSpec.CatchUp.String()
 	desc, err := s.Client.ScheduleClient().GetHandle(ctx, allot.ScheduleID(p.Name)).Describe(ctx)

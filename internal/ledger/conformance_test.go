@@ -155,6 +155,8 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"DeadlineInvalidJudgement", testDeadlineInvalidJudgement},
 		{"DeadlineReads", testDeadlineReads},
 		{"DeadlineQueriesUseIndexes", testDeadlineQueriesUseIndexes},
+		// What a budget period's forecast reads (forecast_conformance_test.go).
+		{"ForecastCounts", testForecastCounts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

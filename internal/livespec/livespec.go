@@ -93,3 +93,22 @@ func cronField(ranges []client.ScheduleRange, lo, hi int) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// FileSpec is the pipeline file's schedule settings that Of completes
+// with the live Schedule's timing. A pipeline without a schedule in the
+// file may still have a Schedule (created with --cron or --interval): its
+// settings are the defaults, and its timing the Schedule's.
+func FileSpec(p *pipeline.Pipeline) (pipeline.ScheduleSpec, error) {
+	var configured pipeline.Schedule
+	if p.Schedule != nil {
+		configured = *p.Schedule
+	}
+	if configured.Cron == "" && configured.Interval == "" {
+		configured = configured.Merge(pipeline.Schedule{Interval: "1h"}) // replaced by the live spec's timing
+	}
+	spec, err := configured.Spec()
+	if err != nil {
+		return pipeline.ScheduleSpec{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	return spec, nil
+}

@@ -173,24 +173,9 @@ func ForecastBudgets(ctx context.Context, led *ledger.Ledger, set *pipeline.Set,
 	}
 	var out []BudgetForecast
 	for _, b := range set.Budgets() {
-		var perRun int64
-		var quoted []string
-		covers := false
-		for _, st := range p.Steps {
-			if !b.Covers(p.Name, st) {
-				continue
-			}
-			covers = true
-			if st.MaxCost == nil {
-				// Priced only by a quote when it is sent (the pipeline
-				// file admits no other covered step without max_cost):
-				// unknown, never counted as 0.
-				quoted = append(quoted, st.Name)
-				continue
-			}
-			if perRun, err = allot.AddAmount(perRun, st.MaxCost.Amount); err != nil {
-				return nil, err
-			}
+		perRun, quoted, covers, err := b.PerRun(p)
+		if err != nil {
+			return nil, err
 		}
 		if !covers {
 			continue

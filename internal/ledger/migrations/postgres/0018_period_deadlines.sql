@@ -43,3 +43,7 @@ CREATE INDEX deadline_records_by_due ON deadline_records (pipeline, due_at, kind
 -- A period's runs, which a judgement reads for its cause (catch-up skips,
 -- runs skipped for want of an input).
 CREATE INDEX run_outcomes_by_period ON run_outcomes (pipeline, period);
+
+-- A pipeline's episodes by nominal time: the forecast counts those of a
+-- budget period that have reserved nothing yet.
+CREATE INDEX episodes_by_nominal ON episodes (pipeline, nominal_time);
