@@ -29,13 +29,11 @@ deadline = "4d9h"
   kind = "local"
 `
 
-// deadlineLedger is a SQLite ledger where weekly's 2026-W47 was late with
-// its schedule paused (still open) and 2026-W48 on time.
-func deadlineLedger(t *testing.T) (pipes, url string) {
+// deadlineLedger writes, in the ledger at url, weekly's 2026-W47 late
+// with its schedule paused (still open) and 2026-W48 on time.
+func deadlineLedger(t *testing.T, url string) (pipes string) {
 	t.Helper()
-	dir := t.TempDir()
-	pipes = pipelinetest.Write(t, dir, deadlinePipelineFile)
-	url = "sqlite:" + filepath.Join(dir, "allot.db")
+	pipes = pipelinetest.Write(t, t.TempDir(), deadlinePipelineFile)
 	led := ledgertest.Open(t, url)
 	ctx := context.Background()
 	nominal := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -55,13 +53,26 @@ func deadlineLedger(t *testing.T) (pipes, url string) {
 			t.Fatal(err)
 		}
 	}
-	return pipes, url
+	return pipes
+}
+
+// sqliteDeadlineLedger is deadlineLedger on a new SQLite ledger.
+func sqliteDeadlineLedger(t *testing.T) (pipes, url string) {
+	t.Helper()
+	url = "sqlite:" + filepath.Join(t.TempDir(), "allot.db")
+	return deadlineLedger(t, url), url
 }
 
 // stats prints the on-time ratio per month and the late periods still
 // open with their commands, and --json carries both.
 func TestStatsPrintsOnTimePerMonthAndLatePeriods(t *testing.T) {
-	pipes, url := deadlineLedger(t)
+	for _, l := range testLedgers(t) {
+		t.Run(l.driver, func(t *testing.T) { statsPrintsOnTime(t, l.url) })
+	}
+}
+
+func statsPrintsOnTime(t *testing.T, url string) {
+	pipes := deadlineLedger(t, url)
 	code, out, errOut := run(t, "stats", "--pipeline", "weekly", "--ledger", url, "--pipelines", pipes)
 	if code != exitOK {
 		t.Fatalf("stats: exit %d\n%s%s", code, out, errOut)
@@ -92,7 +103,13 @@ func TestStatsPrintsOnTimePerMonthAndLatePeriods(t *testing.T) {
 // check lists a late period as period_late with its cause and, as the
 // fix, the command its record stores, and exits 3.
 func TestCheckReportsALatePeriodWithItsCommand(t *testing.T) {
-	pipes, url := deadlineLedger(t)
+	for _, l := range testLedgers(t) {
+		t.Run(l.driver, func(t *testing.T) { checkReportsALatePeriod(t, l.url) })
+	}
+}
+
+func checkReportsALatePeriod(t *testing.T, url string) {
+	pipes := deadlineLedger(t, url)
 	code, out, errOut := run(t, "check", "--pipeline", "weekly", "--ledger", url, "--pipelines", pipes)
 	if code != exitViolations {
 		t.Fatalf("check: exit %d, want %d\n%s%s", code, exitViolations, out, errOut)
@@ -114,7 +131,7 @@ func TestCheckReportsALatePeriodWithItsCommand(t *testing.T) {
 // ledger there it says so for a pipeline that declares a deadline,
 // instead of an empty list that reads as "never late".
 func TestRunsReadsDeadlineRecordsOrSaysWhyNot(t *testing.T) {
-	pipes, url := deadlineLedger(t)
+	pipes, url := sqliteDeadlineLedger(t)
 	c := &cli{cfg: app.Config{Ledger: url, Pipelines: pipes}}
 	d, err := c.runsDeadlines(context.Background(), report.RunsInput{Pipeline: "weekly"})
 	if err != nil || len(d.Records) != 2 || d.Records[0].Kind != allot.DeadlineLate || d.Records[1].Kind != allot.DeadlineOnTime || d.Unread != "" {
