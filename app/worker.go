@@ -301,8 +301,9 @@ func sweepOnce(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) {
 
 // LedgerGauges are the metrics gauges read from the ledger for the
 // pipelines of set: episodes needing attention, episodes stalled past
-// their pipeline's stall_after, and the budgets' limits, settled and
-// reserved amounts.
+// their pipeline's stall_after, the budgets' limits, settled and
+// reserved amounts, and the periods judged against a deadline
+// (docs/design.md, "Period deadlines").
 func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 	g := metrics.Gauges{
 		Pipelines:        set.Names(),
@@ -320,6 +321,32 @@ func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 				out[i] = metrics.DriftGauge{Vendor: t.Vendor, Class: string(t.Class), Currency: t.Currency, Count: t.Count, Amount: t.Amount}
 			}
 			return out, err
+		},
+		// Every pipeline that declares a deadline is exported, 0 when it
+		// has no records yet; any other the ledger has records of too.
+		Deadlines: func(ctx context.Context) (metrics.Deadlines, error) {
+			var out metrics.Deadlines
+			for _, name := range set.Names() {
+				if p, err := set.Get(name); err == nil && p.HasDeadline() {
+					out.Pipelines = append(out.Pipelines, name)
+				}
+			}
+			totals, err := led.DeadlineTotals(ctx)
+			if err != nil {
+				return metrics.Deadlines{}, err
+			}
+			for _, t := range totals {
+				out.Periods = append(out.Periods, metrics.DeadlinePeriods{Pipeline: t.Pipeline, Kind: string(t.Kind), Count: t.Count})
+			}
+			open, err := led.LateOpen(ctx)
+			if err != nil {
+				return metrics.Deadlines{}, err
+			}
+			out.LateOpen = map[string]int{}
+			for _, r := range open {
+				out.LateOpen[r.Pipeline]++
+			}
+			return out, nil
 		},
 	}
 	if len(set.Budgets()) > 0 {

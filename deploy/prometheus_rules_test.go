@@ -156,6 +156,9 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 		Bills: func(context.Context) ([]metrics.BillGauge, error) {
 			return []metrics.BillGauge{{Vendor: "video-gen", Reconciled: true, LastRead: read}}, nil
 		},
+		Deadlines: func(context.Context) (metrics.Deadlines, error) {
+			return metrics.Deadlines{Pipelines: []string{"weekly-video"}, Periods: []metrics.DeadlinePeriods{{Pipeline: "weekly-video", Kind: "on_time", Count: 1}}}, nil
+		},
 	}, nil)
 	defer m.Close()
 	rec := httptest.NewRecorder()

@@ -371,7 +371,7 @@ func statsCommand(ctx context.Context, c *cli, args []string) error {
 		since string
 	)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
-	fs.StringVar(&since, "since", "", "only runs recorded (and episodes allocated) at or after this time, RFC3339")
+	fs.StringVar(&since, "since", "", "only runs recorded (episodes allocated, periods due) at or after this time, RFC3339")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -414,6 +414,22 @@ func printStats(w io.Writer, res report.StatsResult) {
 		fmt.Fprintf(w, "\nSTALLED (%d): retrying for more than %s\tREASON\tSINCE\n", len(res.Stalled), res.StallAfter)
 		for _, e := range res.Stalled {
 			fmt.Fprintf(w, "%s\t%s\t%s\n", e.EpisodeID, dash(e.Reason), e.Since.Format(time.RFC3339))
+		}
+	}
+	if len(res.OnTime) > 0 {
+		fmt.Fprintln(w, "\nON TIME\tJUDGED\tON TIME\tLATE\tCOMPLETED LATE\tRATIO")
+		for _, m := range res.OnTime {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s (%s)\n", m.Month, m.Judged, m.OnTime, m.Late, m.CompletedLate, m.Ratio, m.Percent)
+		}
+	}
+	if len(res.LateOpen) > 0 {
+		fmt.Fprintf(w, "\nLATE (%d): not completed since their deadline\tDUE\tCAUSE\tCOMMAND\n", len(res.LateOpen))
+		for _, r := range res.LateOpen {
+			cause := string(r.Cause)
+			if r.Detail != "" {
+				cause += ": " + r.Detail
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Period, r.DueAt.Format(time.RFC3339), dash(cause), dash(r.Command))
 		}
 	}
 	printBudgetSpend(w, res.Budgets)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"allot"
 	"allot/internal/ledger"
 	"allot/internal/report"
 )
@@ -58,7 +59,9 @@ func (c *cli) knownPipeline(ctx context.Context, led *ledger.Ledger, name string
 }
 
 // runsCommand lists a pipeline's ScheduledRun and Episode executions through
-// a visibility query, following the page tokens to the end.
+// a visibility query, following the page tokens to the end, then, for a
+// pipeline that declares a deadline or has records of one, its periods'
+// deadline records from the ledger (docs/design.md, "Period deadlines").
 func runsCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("runs", true)
 	var (
@@ -66,7 +69,7 @@ func runsCommand(ctx context.Context, c *cli, args []string) error {
 		since string
 	)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
-	fs.StringVar(&since, "since", "", "only executions started at or after this time, RFC3339")
+	fs.StringVar(&since, "since", "", "only executions started, and deadline records due, at or after this time, RFC3339")
 	fs.StringVar(&in.Status, "status", "", "only executions in this status: "+strings.Join(report.ExecutionStatusNames, ", "))
 	fs.IntVar(&in.PageSize, "page-size", report.DefaultRunsPageSize, "executions per visibility request")
 	if err := c.parse(fs, args); err != nil {
@@ -95,7 +98,38 @@ func runsCommand(ctx context.Context, c *cli, args []string) error {
 	}
 	defer cl.Close()
 	res, err := report.ListRuns(ctx, cl, in)
-	return emit(c, res, err, printRuns)
+	if err != nil {
+		return err
+	}
+	d, err := c.runsDeadlines(ctx, in)
+	if err != nil {
+		return err
+	}
+	if d.Shown() {
+		res.Deadlines = &d
+	}
+	return emit(c, res, nil, printRuns)
+}
+
+// runsDeadlines reads the pipeline's deadline records for runs. Without a
+// ledger there are none to read: a pipeline that declares a deadline says
+// so instead of showing an empty list as if every period were on time.
+func (c *cli) runsDeadlines(ctx context.Context, in report.RunsInput) (report.DeadlinesResult, error) {
+	set, err := c.pipelines()
+	if err != nil {
+		return report.DeadlinesResult{}, err
+	}
+	d, err := readLedger(ctx, c, func(led *ledger.Ledger) (report.DeadlinesResult, error) {
+		return report.Deadlines(ctx, led, report.DeadlinesInput{Pipeline: in.Pipeline, Since: in.Since, Pipelines: set})
+	})
+	if errors.Is(err, ledger.ErrNotCreated) {
+		d = report.DeadlinesResult{Records: []ledger.DeadlineRecord{}}
+		if p, _ := set.Get(in.Pipeline); p != nil && p.HasDeadline() {
+			d.Deadline, d.Unread = p.DeadlineSpec(), err.Error()
+		}
+		return d, nil
+	}
+	return d, err
 }
 
 func printRuns(w io.Writer, res report.RunsResult) {
@@ -108,4 +142,33 @@ func printRuns(w io.Writer, res report.RunsResult) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Type, e.WorkflowID, e.Status, dash(e.Outcome), dash(e.Episode), e.StartTime.Format(time.RFC3339), closed)
 	}
 	fmt.Fprintf(w, "%d execution(s)\n", len(res.Executions))
+	if d := res.Deadlines; d.Shown() {
+		printDeadlines(w, *d)
+	}
+}
+
+// printDeadlines writes a pipeline's deadline and its periods' records:
+// for a short period its cause, episode and the command that moves it on;
+// for one completed late, when and by how much.
+func printDeadlines(w io.Writer, d report.DeadlinesResult) {
+	fmt.Fprintf(w, "\ndeadline\t%s\n", dash(d.Deadline))
+	if dec := d.Declaration; dec != nil {
+		fmt.Fprintf(w, "judged\tperiods due after %s (%s)\n", dec.ChangedAt.Format(time.RFC3339), dec.Spec)
+	}
+	if d.Unread != "" {
+		fmt.Fprintf(w, "records\tnot read: %s\n", d.Unread)
+		return
+	}
+	fmt.Fprintln(w, "PERIOD\tDUE\tKIND\tCOMPLETED\tCAUSE\tEPISODE\tCOMMAND")
+	for _, r := range d.Records {
+		cause, command := string(r.Cause), r.Command
+		if r.Detail != "" {
+			cause += ": " + r.Detail
+		}
+		if r.Kind == allot.DeadlineCompletedLate {
+			cause = fmt.Sprintf("completed %s, late by %s", r.CompletedAt.Format(time.RFC3339), r.LateBy)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.Period, r.DueAt.Format(time.RFC3339), r.Kind, r.Completed, r.Needed, dash(cause), dash(r.EpisodeID), dash(command))
+	}
+	fmt.Fprintf(w, "%d deadline record(s)\n", len(d.Records))
 }

@@ -54,6 +54,9 @@ type Gauges struct {
 	// with a bill; the vendors it reconciles get every drift class, 0 when
 	// they have none.
 	Bills func(ctx context.Context) ([]BillGauge, error)
+	// Deadlines feeds allot_deadline_periods, allot_deadline_late_open and
+	// allot_deadline_on_time_ratio (deadlines.go).
+	Deadlines func(ctx context.Context) (Deadlines, error)
 }
 
 // Budget is one budget period's amounts, in minor units of Currency.
@@ -110,6 +113,9 @@ func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	}
 	if gauges.Drift != nil || gauges.Bills != nil {
 		reg.MustRegister(&billGauges{drift: gauges.Drift, bills: gauges.Bills, logger: logger})
+	}
+	if gauges.Deadlines != nil {
+		reg.MustRegister(&deadlineGauges{read: gauges.Deadlines, logger: logger})
 	}
 	return &Metrics{
 		registry: reg,

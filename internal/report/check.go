@@ -163,6 +163,11 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		return CheckResult{}, err
 	}
 	vs = append(vs, openDrift...)
+	late, err := latePeriods(ctx, led, in)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	vs = append(vs, late...)
 	if w := in.Workflows; w != nil {
 		wi := *w
 		if wi.Grace == 0 {

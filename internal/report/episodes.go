@@ -96,6 +96,12 @@ type StatsResult struct {
 	// Budgets are the periods of the budgets that cover the pipeline:
 	// limit, settled, reserved and free in each.
 	Budgets []BudgetPeriodView `json:"budgets"`
+	// OnTime counts, per month of their deadline in the pipeline's zone,
+	// the periods judged at their deadline (docs/design.md, "Period
+	// deadlines"); LateOpen are the periods recorded late that have not
+	// completed since: they need a human.
+	OnTime   []OnTimeMonth           `json:"on_time"`
+	LateOpen []ledger.DeadlineRecord `json:"late_open"`
 }
 
 // Stats counts outcomes from the ledger: every run says why (invariant 10).
@@ -122,6 +128,9 @@ func Stats(ctx context.Context, led *ledger.Ledger, in StatsInput) (StatsResult,
 		out.EpisodesTotal += c.Count
 	}
 	if out.Budgets, err = BudgetsOfPipeline(ctx, led, in.Pipelines, in.Pipeline, nil); err != nil {
+		return StatsResult{}, err
+	}
+	if out.OnTime, out.LateOpen, err = onTimeMonths(ctx, led, in.Pipelines, in.Pipeline, in.Since); err != nil {
 		return StatsResult{}, err
 	}
 	return addHealth(ctx, led, in, out)

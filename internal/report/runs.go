@@ -41,6 +41,10 @@ type RunsResult struct {
 	Pipeline   string      `json:"pipeline"`
 	Query      string      `json:"query"`
 	Executions []Execution `json:"executions"`
+	// Deadlines are the pipeline's deadline and its periods' records,
+	// for a pipeline that declares one or has records (starter runs reads
+	// them from the ledger; ListRuns leaves them unset).
+	Deadlines *DeadlinesResult `json:"deadlines,omitempty"`
 }
 
 // Execution is one ScheduledRun or Episode execution.
