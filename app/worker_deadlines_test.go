@@ -61,7 +61,7 @@ func TestLedgerGaugesExportTheDeadlineRecords(t *testing.T) {
 	}
 	due := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	if _, _, _, err := l.Led.JudgePeriod(context.Background(), ledger.PeriodJudgement{Pipeline: "weekly", Period: "2026-W48", Kind: allot.DeadlineLate,
-		DueAt: due, Needed: 1, Cause: allot.CauseNoRun, Command: allot.RunCommand("weekly"), At: due}); err != nil {
+		DueAt: due, Needed: 1, Cause: allot.CauseNoRun, Command: allot.RunCommand("weekly", time.Date(2026, 10, 26, 0, 0, 0, 0, time.UTC)), At: due}); err != nil {
 		t.Fatal(err)
 	}
 	body = scrape()

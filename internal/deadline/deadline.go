@@ -115,7 +115,8 @@ func Judge(f Facts) Verdict {
 		slices.SortFunc(missed, func(a, b time.Time) int { return a.Compare(b) })
 		return Verdict{Cause: allot.CauseSkippedCatchUp,
 			Detail:  fmt.Sprintf("%d scheduled time(s) passed while nothing ran and the catch-up policy skipped them, the first at %s", len(missed), missed[0].UTC().Format(time.RFC3339)),
-			Command: allot.BackfillCommand(f.Pipeline, missed[0], missed[len(missed)-1])}
+			// The backfill's --to is exclusive: a second past the last.
+			Command: allot.BackfillCommand(f.Pipeline, missed[0], missed[len(missed)-1].Add(time.Second))}
 	}
 	if len(skipped) > 0 {
 		r := skipped[len(skipped)-1]

@@ -28,7 +28,7 @@ func TestJudgeNamesEachCause(t *testing.T) {
 			{Outcome: allot.OutcomeSkipped, Reason: allot.ReasonMissedCatchUp, NominalTime: nominal.Add(24 * time.Hour)},
 			{Outcome: allot.OutcomeSkipped, Reason: allot.ReasonMissedCatchUp, NominalTime: nominal}}},
 			Verdict{Cause: allot.CauseSkippedCatchUp, Detail: "2 scheduled time(s) passed while nothing ran and the catch-up policy skipped them, the first at 2026-08-04T09:00:00Z",
-				Command: allot.BackfillCommand("weekly", nominal, nominal.Add(24*time.Hour))}},
+				Command: allot.BackfillCommand("weekly", nominal, nominal.Add(24*time.Hour+time.Second))}},
 		{"skipped for want of an input", Facts{Schedule: Schedule{Exists: true}, Runs: []ledger.RunOutcome{{RunID: "r1", Outcome: allot.OutcomeSkipped, Reason: allot.ReasonNoReadyInput}}},
 			Verdict{Cause: allot.CauseRunSkipped, Detail: "run r1 was skipped: no_ready_input", Command: allot.InputListCommand("weekly")}},
 		{"no schedule, no run", Facts{},

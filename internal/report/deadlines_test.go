@@ -66,7 +66,7 @@ func plantDeadlines(t *testing.T, l *testLedger) *pipeline.Set {
 		}
 		return ep
 	}
-	judge("2026-W44", allot.DeadlineLate, allot.CauseNoRun, "the pipeline has no Schedule", "", allot.RunCommand("weekly"))
+	judge("2026-W44", allot.DeadlineLate, allot.CauseNoRun, "the pipeline has no Schedule", "", allot.RunCommand("weekly", time.Date(2026, 10, 26, 0, 0, 0, 0, time.UTC)))
 	complete(time.Date(2026, 11, 4, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 5, 12, 0, 0, 0, time.UTC))
 	judge("2026-W45", allot.DeadlineLate, "", "", "", "")
 	judge("2026-W47", allot.DeadlineLate, allot.CauseSchedulePaused, "paused for the migration", "", allot.ScheduleUnpauseCommand("weekly"))
@@ -152,7 +152,7 @@ func TestStatsCountsPeriodsOnTimePerMonth(t *testing.T) {
 	for _, r := range res.LateOpen {
 		open = append(open, r.Period+" "+r.Command)
 	}
-	if want := []string{"2026-W44 " + allot.RunCommand("weekly"), "2026-W47 " + allot.ScheduleUnpauseCommand("weekly")}; !reflect.DeepEqual(open, want) {
+	if want := []string{"2026-W44 " + allot.RunCommand("weekly", time.Date(2026, 10, 26, 0, 0, 0, 0, time.UTC)), "2026-W47 " + allot.ScheduleUnpauseCommand("weekly")}; !reflect.DeepEqual(open, want) {
 		t.Errorf("late periods open: %q, want %q", open, want)
 	}
 	b, _ := json.Marshal(res)
@@ -189,7 +189,7 @@ func TestCheckReportsLatePeriodsNotCompletedSince(t *testing.T) {
 	want := []ledger.Violation{
 		{Kind: KindPeriodLate, Pipeline: "weekly",
 			Detail: "period 2026-W44 was due 2026-10-30T09:00:00+01:00 with 0 of 1 completed episodes: no_run (the pipeline has no Schedule)",
-			Fix:    allot.RunCommand("weekly")},
+			Fix:    allot.RunCommand("weekly", time.Date(2026, 10, 26, 0, 0, 0, 0, time.UTC))},
 		{Kind: KindPeriodLate, Pipeline: "weekly",
 			Detail: "period 2026-W47 was due 2026-11-20T09:00:00+01:00 with 0 of 1 completed episodes: schedule_paused (paused for the migration)",
 			Fix:    allot.ScheduleUnpauseCommand("weekly")},
