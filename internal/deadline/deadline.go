@@ -114,7 +114,7 @@ func Judge(f Facts) Verdict {
 	if len(missed) > 0 {
 		slices.SortFunc(missed, func(a, b time.Time) int { return a.Compare(b) })
 		return Verdict{Cause: allot.CauseSkippedCatchUp,
-			Detail:  fmt.Sprintf("%d scheduled time(s) passed while nothing ran and the catch-up policy skipped them, the first at %s", len(missed), missed[0].UTC().Format(time.RFC3339)),
+			Detail: fmt.Sprintf("%d scheduled time(s) passed while nothing ran and the catch-up policy skipped them, the first at %s", len(missed), missed[0].UTC().Format(time.RFC3339)),
 			// The backfill's --to is exclusive: a second past the last.
 			Command: allot.BackfillCommand(f.Pipeline, missed[0], missed[len(missed)-1].Add(time.Second))}
 	}
