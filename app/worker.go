@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -18,6 +19,7 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/internal/catchup"
+	"allot/internal/forecast"
 	"allot/internal/ledger"
 	"allot/internal/metrics"
 	"allot/internal/reconcile"
@@ -144,9 +146,15 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		opts.Logger = tlog.NewStructuredLogger(logger)
 	}
 	bills := newBillState()
+	// dialed is the Temporal client once the worker has one: the
+	// forecast reads the live Schedules through it.
+	var dialed atomic.Pointer[client.Client]
 	if cfg.MetricsAddr != "" {
 		gauges := LedgerGauges(led, pipelines)
 		gauges.Bills = bills.gauges
+		if len(pipelines.Budgets()) > 0 {
+			gauges.Forecasts = forecastGauge(led, pipelines, &dialed)
+		}
 		m := metrics.New(gauges, logger)
 		defer m.Close()
 		opts.MetricsHandler = m.Handler()
@@ -167,6 +175,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return ConnectError(err, opts, "start the dev server with `go run ./devserver`, or set TEMPORAL_ADDRESS")
 	}
 	defer c.Close()
+	dialed.Store(&c)
 	source := cfg.NamespaceSource
 	if source == "" {
 		source = NamespaceSource("")
@@ -418,4 +427,26 @@ func hostPort(opts client.Options) string {
 func workerIdentity() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%d@%s", os.Getpid(), host)
+}
+
+// forecastGauge forecasts every budget's current period for the metrics
+// (docs/design.md, "The forecast"): through the worker's Temporal client
+// once it has one (the live Schedules, paused ones starting nothing), from
+// the pipelines file's schedules before.
+func forecastGauge(led *ledger.Ledger, set *pipeline.Set, dialed *atomic.Pointer[client.Client]) func(ctx context.Context) ([]metrics.Forecast, error) {
+	return func(ctx context.Context) ([]metrics.Forecast, error) {
+		in := forecast.Input{Ledger: led, Pipelines: set}
+		if c := dialed.Load(); c != nil {
+			in.Schedule = forecast.TemporalSchedules(*c, set)
+		}
+		ps, err := forecast.Budgets(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]metrics.Forecast, len(ps))
+		for i, p := range ps {
+			out[i] = metrics.Forecast{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Forecast: p.Forecast, Unbounded: p.Unbounded}
+		}
+		return out, nil
+	}
 }

@@ -57,6 +57,10 @@ type Gauges struct {
 	// Deadlines feeds allot_deadline_periods, allot_deadline_late_open and
 	// allot_deadline_on_time_ratio (deadlines.go).
 	Deadlines func(ctx context.Context) (Deadlines, error)
+	// Forecasts feeds allot_budget_forecast_minor_units and
+	// allot_budget_forecast_unbounded: each budget's current period
+	// (forecast.go).
+	Forecasts func(ctx context.Context) ([]Forecast, error)
 }
 
 // Budget is one budget period's amounts, in minor units of Currency.
@@ -116,6 +120,9 @@ func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	}
 	if gauges.Deadlines != nil {
 		reg.MustRegister(&deadlineGauges{read: gauges.Deadlines, logger: logger})
+	}
+	if gauges.Forecasts != nil {
+		reg.MustRegister(&forecastGauges{read: gauges.Forecasts, logger: logger})
 	}
 	return &Metrics{
 		registry: reg,
