@@ -20,8 +20,10 @@ import (
 
 // waitingDemo is the demo pipeline with a tight rate at the simulated
 // vendor (one submission every 2 s, while the schedule asks for two) and a
-// weekly budget for four tasks of the simulator's price: the episodes wait
-// for the rate, and from the third on park on the budget.
+// weekly budget for four tasks of the simulator's price (alerting at a
+// fifth of it): the episodes wait for the rate, and from the third on park
+// on the budget. The pipeline declares a deadline, so that its gauges
+// export.
 const waitingDemo = `
 [[vendor]]
 name  = "default"
@@ -34,11 +36,13 @@ pipeline  = "weekly-video"
 period    = "iso-week"
 time_zone = "UTC"
 limit     = { amount = 1000, currency = "USD" }
+alerts    = [0.2]
 
 [[pipeline]]
 name      = "weekly-video"
 period    = "iso-week"
 time_zone = "UTC"
+deadline  = "4d9h"
   [pipeline.schedule]
   cron           = "0 2 * * MON"
   overlap        = "allow_all"
