@@ -31,6 +31,7 @@ import (
 func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.ScheduledRun)
 	r.RegisterWorkflow(workflows.Episode)
+	r.RegisterWorkflow(workflows.DeadlineWatch)
 	r.RegisterActivity(acts)
 }
 
