@@ -130,7 +130,9 @@ func (w *deadlineWatch) run(ctx workflow.Context) (DeadlineWatchResult, error) {
 		w.state.Period, w.state.WarnAt, w.state.DueAt = plan.Period, plan.WarnAt, plan.DueAt
 		workflow.SetCurrentDetails(ctx, "Waiting for the deadline of period "+plan.Period+" at "+plan.DueAt.UTC().Format(time.RFC3339)+".")
 		if !plan.WarnAt.IsZero() && w.warned != plan.Period {
-			if !w.waitUntil(ctx, plan.WarnAt) {
+			if fired, err := w.waitUntil(ctx, plan.WarnAt); err != nil {
+				return DeadlineWatchResult{}, err
+			} else if !fired {
 				continue
 			}
 			if err := w.judge(ctx, actx, plan, allot.DeadlineWarning); err != nil {
@@ -138,7 +140,9 @@ func (w *deadlineWatch) run(ctx workflow.Context) (DeadlineWatchResult, error) {
 			}
 			w.warned = plan.Period
 		}
-		if !w.waitUntil(ctx, plan.DueAt) {
+		if fired, err := w.waitUntil(ctx, plan.DueAt); err != nil {
+			return DeadlineWatchResult{}, err
+		} else if !fired {
 			continue
 		}
 		if err := w.judge(ctx, actx, plan, allot.DeadlineLate); err != nil {
@@ -153,26 +157,29 @@ func (w *deadlineWatch) run(ctx workflow.Context) (DeadlineWatchResult, error) {
 // one came (then the caller plans again, from the same After; a changed
 // deadline applies through the ledger's declaration). A time already
 // passed does not wait: a watch that was down judges every passed
-// deadline in turn.
-func (w *deadlineWatch) waitUntil(ctx workflow.Context, t time.Time) bool {
+// deadline in turn. The error is the watch's cancellation.
+func (w *deadlineWatch) waitUntil(ctx workflow.Context, t time.Time) (bool, error) {
 	if w.drainReplans() {
-		return false
+		return false, nil
 	}
 	d := t.Sub(workflow.Now(ctx))
 	if d <= 0 {
-		return true
+		return true, nil
 	}
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	fired := false
+	var (
+		fired bool
+		err   error
+	)
 	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) { fired = true })
+	sel.AddFuture(workflow.NewTimer(tctx, d), func(f workflow.Future) { fired, err = true, f.Get(ctx, nil) })
 	sel.AddReceive(w.replan, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
 		w.drainReplans()
 	})
 	sel.Select(ctx)
-	return fired
+	return fired, err
 }
 
 // drainReplans reads every replan signal that came: any number of them
