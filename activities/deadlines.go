@@ -64,7 +64,7 @@ func (a *Activities) JudgeDeadline(ctx context.Context, in deadline.JudgeInput) 
 	if err != nil {
 		return deadline.JudgeResult{}, classify(err)
 	}
-	if r := res.Record; res.Recorded && r.Kind != allot.DeadlineOnTime {
+	if r := res.Record; res.Recorded && r.Kind != allot.DeadlineOnTime && activity.IsActivity(ctx) {
 		activity.GetLogger(ctx).Warn("period short of its completed episodes", "pipeline", r.Pipeline, "period", r.Period, "kind", r.Kind,
 			"due_at", r.DueAt, "completed", r.Completed, "needed", r.Needed, "cause", r.Cause, "episode", r.EpisodeID, "command", r.Command)
 	}
