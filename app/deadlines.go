@@ -56,13 +56,19 @@ func startDeadlineWatches(ctx context.Context, c client.Client, led *ledger.Ledg
 }
 
 func startDeadlineWatch(ctx context.Context, c client.Client, led *ledger.Ledger, p *pipeline.Pipeline, taskQueue string, logger *slog.Logger) error {
-	now := time.Now()
-	decl, err := led.DeclareDeadline(ctx, p.Name, p.DeadlineSpec(), now)
+	before, found, err := led.DeadlineDeclaration(ctx, p.Name)
 	if err != nil {
 		return err
 	}
-	if decl.ChangedAt.Equal(now) {
-		logger.Info("deadline declared: periods due from now on are judged", "pipeline", p.Name, "deadline", decl.Spec, "declared_at", decl.DeclaredAt, "runs", allot.RunsCommand(p.Name))
+	decl, err := led.DeclareDeadline(ctx, p.Name, p.DeadlineSpec(), time.Now())
+	if err != nil {
+		return err
+	}
+	switch {
+	case !found:
+		logger.Info("deadline declared: periods due from now on are judged", "pipeline", p.Name, "deadline", decl.Spec, "runs", allot.RunsCommand(p.Name))
+	case before.Spec != decl.Spec:
+		logger.Info("deadline changed: it applies from the next deadline on", "pipeline", p.Name, "deadline", decl.Spec, "was", before.Spec, "runs", allot.RunsCommand(p.Name))
 	}
 	id := allot.DeadlineWatchID(p.Name)
 	_, err = c.SignalWithStartWorkflow(ctx, id, workflows.DeadlineReplanSignal, nil, client.StartWorkflowOptions{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,9 +183,15 @@ period = "day"
 	cl := mocks.NewClient(t)
 	var opts client.StartWorkflowOptions
 	cl.On("SignalWithStartWorkflow", mock.Anything, allot.DeadlineWatchID("weekly"), workflows.DeadlineReplanSignal, nil, mock.Anything, mock.Anything, workflows.DeadlineWatchInput{Pipeline: "weekly"}).
-		Run(func(args mock.Arguments) { opts = args.Get(4).(client.StartWorkflowOptions) }).Return(nil, nil).Once()
-	cl.On("SignalWorkflow", mock.Anything, allot.DeadlineWatchID("daily"), "", workflows.DeadlineReplanSignal, nil).Return(serviceerror.NewNotFound("none")).Once()
-	startDeadlineWatches(ctx, cl, led, set, "allot-video", slog.New(slog.DiscardHandler))
+		Run(func(args mock.Arguments) { opts = args.Get(4).(client.StartWorkflowOptions) }).Return(nil, nil).Twice()
+	cl.On("SignalWorkflow", mock.Anything, allot.DeadlineWatchID("daily"), "", workflows.DeadlineReplanSignal, nil).Return(serviceerror.NewNotFound("none")).Twice()
+	var logs strings.Builder
+	// A second worker start declares nothing new, and says nothing of it.
+	startDeadlineWatches(ctx, cl, led, set, "allot-video", slog.New(slog.NewTextHandler(&logs, nil)))
+	startDeadlineWatches(ctx, cl, led, set, "allot-video", slog.New(slog.NewTextHandler(&logs, nil)))
+	if n := strings.Count(logs.String(), "deadline declared"); n != 1 || strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("logs %q: want the declaration said once, no error", logs.String())
+	}
 	if opts.ID != allot.DeadlineWatchID("weekly") || opts.TaskQueue != "allot-video" {
 		t.Errorf("started with %+v", opts)
 	}
