@@ -112,6 +112,9 @@ func (w *deadlineWatch) setup(ctx workflow.Context) error {
 func (w *deadlineWatch) run(ctx workflow.Context) (DeadlineWatchResult, error) {
 	var a *activities.Activities
 	actx := workflow.WithActivityOptions(ctx, deadlineActivityOptions())
+	// The signal a start comes with (SignalWithStart) asks for nothing the
+	// first plan does not do.
+	w.drainReplans()
 	for {
 		if w.state.Judged >= deadlineWatchPeriods || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			// A replan asked now is answered by the new run, which
