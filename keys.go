@@ -18,6 +18,14 @@ import (
 // ScheduleID is the ID of a pipeline's Temporal Schedule.
 func ScheduleID(pipeline string) string { return pipeline + "/schedule" }
 
+// DeadlineWatchID is the workflow ID of a pipeline's DeadlineWatch: one
+// per pipeline, however many workers start it.
+func DeadlineWatchID(pipeline string) string { return KeyPrefix(pipeline) + deadlineWatchKey }
+
+// deadlineWatchKey is the rest of DeadlineWatchID after the pipeline's
+// prefix: a run under that key would share the watch's workflow ID.
+const deadlineWatchKey = "deadlines"
+
 // ScheduleActionID is the workflow ID a pipeline's Schedule gives its action;
 // Temporal appends "-<nominal time>" to it for every run.
 func ScheduleActionID(pipeline string) string { return pipeline + "/scheduled" }
@@ -82,6 +90,10 @@ func PlaceKey(pipeline, key string, known []string) (string, error) {
 			return "", fmt.Errorf("%w: allocation key %q is under %q, which pipeline %s keeps for its %s: leave --key out to run the Schedule's key for the nominal time, or give a key that does not start with %q",
 				ErrReservedKey, key, KeyPrefix(pipeline)+reserved, pipeline, reservedFor[reserved], reserved)
 		}
+	}
+	if rest == deadlineWatchKey {
+		return "", fmt.Errorf("%w: allocation key %q is %s, the workflow ID of pipeline %s's deadline watch: leave --key out to run the Schedule's key for the nominal time, or give another key",
+			ErrReservedKey, key, DeadlineWatchID(pipeline), pipeline)
 	}
 	return placed, nil
 }

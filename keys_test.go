@@ -47,4 +47,10 @@ func TestResolveRunKey(t *testing.T) {
 	if _, err := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: "weekly", Key: "legacy/1", Nominal: mon}); !errors.Is(err, allot.ErrReservedKey) {
 		t.Errorf("reserved key: %v, want ErrReservedKey", err)
 	}
+	// A run under the deadline watch's workflow ID would join the watch.
+	for _, key := range []string{"deadlines", allot.DeadlineWatchID("weekly")} {
+		if _, err := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: "weekly", Key: key, Nominal: mon}); !errors.Is(err, allot.ErrReservedKey) {
+			t.Errorf("key %q: %v, want ErrReservedKey", key, err)
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"allot"
+	"allot/internal/deadline"
 	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/pipeline"
@@ -50,6 +51,10 @@ type Activities struct {
 	// SecretEnv names environment variables that hold credentials (the
 	// vendors' api_key_env): exec steps never see them.
 	SecretEnv []string
+
+	// Deadlines plans and judges the periods of the pipelines that
+	// declare a deadline, for the DeadlineWatch workflow.
+	Deadlines *deadline.Watcher
 }
 
 // AllocateInput asks for the episode owned by one logical run.

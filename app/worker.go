@@ -19,6 +19,7 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/internal/catchup"
+	"allot/internal/deadline"
 	"allot/internal/forecast"
 	"allot/internal/ledger"
 	"allot/internal/metrics"
@@ -33,6 +34,7 @@ import (
 func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.ScheduledRun)
 	r.RegisterWorkflow(workflows.Episode)
+	r.RegisterWorkflow(workflows.DeadlineWatch)
 	r.RegisterActivity(acts)
 }
 
@@ -193,6 +195,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		Vendors:      vendors,
 		SecretEnv:    activities.VendorKeyEnv(pipelines),
 	}
+	acts.Deadlines = &deadline.Watcher{Ledger: led, Pipelines: pipelines, Sources: DeadlineSources(c, pipelines)}
 	if cfg.VendorURL != "" {
 		acts.Credentials = credentials
 		acts.NewVendor = paidvendor.HTTPClientFactory(cfg.VendorURL)
@@ -203,6 +206,10 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	// past a schedule's catchup_window) are settled while the worker
 	// serves, at start and then every catchup.SweepEvery: run or skipped
 	// under each pipeline's catch_up policy.
+	// Each pipeline's deadline is declared and its DeadlineWatch started
+	// or told to plan again (docs/design.md, "Period deadlines"), while
+	// the worker already serves.
+	go startDeadlineWatches(ctx, c, led, pipelines, cfg.TaskQueue, logger)
 	go sweepMissed(ctx, &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID()}, logger)
 	// The vendors' bills are reconciled while the worker serves
 	// (docs/design.md, "Reconciling the vendor's bill"): a sweep of the

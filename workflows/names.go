@@ -1,6 +1,7 @@
-// Package workflows holds allot's two workflows and every name a caller needs
-// to reach them: task queue, workflow types, queries, updates, search
-// attributes and workflow-ID builders. It does no I/O.
+// Package workflows holds allot's workflows (ScheduledRun, Episode and the
+// DeadlineWatch) and every name a caller needs to reach them: task queue,
+// workflow types, queries, updates, signals, search attributes and
+// workflow-ID builders. It does no I/O.
 package workflows
 
 import (
@@ -25,6 +26,18 @@ const (
 	// its budgets again at once (starter budget raise sends it); without it
 	// the episode asks on a backoff timer.
 	BudgetRaisedSignal = "budget-raised"
+
+	// DeadlineWatchWorkflow judges a pipeline's periods at their warning
+	// times and deadlines (deadline_watch.go), under
+	// allot.DeadlineWatchID.
+	DeadlineWatchWorkflow = "DeadlineWatch"
+	// DeadlineReplanSignal makes the watch plan its next deadline again
+	// from the ledger's declaration: every worker start sends it (with
+	// the start, SignalWithStart), after declaring the deadline it read.
+	DeadlineReplanSignal = "deadline-replan"
+	// DeadlineStateQuery answers the watch's DeadlineState: the same name
+	// as the other workflows' state query, so one command reads any.
+	DeadlineStateQuery = StateQuery
 )
 
 // Custom search attributes, on both workflows.

@@ -20,6 +20,7 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/app"
+	"allot/internal/deadline"
 	"allot/internal/ledger"
 	"allot/internal/metrics"
 	"allot/internal/operator"
@@ -115,6 +116,9 @@ func NewClusterWithPipelines(t *testing.T, pipelinesTOML []byte) *Cluster {
 			Credentials: vendor.Credentials, NewVendor: vendor.NewClient, PollInterval: 20 * time.Millisecond,
 		},
 	}
+	// Its pipelines' deadlines are judged as the worker judges them, should
+	// a test start their watches.
+	cl.Activities.Deadlines = &deadline.Watcher{Ledger: led, Pipelines: set, Sources: app.DeadlineSources(c, set)}
 	cl.Runs = &operator.Runs{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, LedgerID: led.ID()}
 	cl.Commands = &operator.EpisodeCommands{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue, Ledger: led}
 	cl.StartWorker()
