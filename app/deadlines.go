@@ -38,6 +38,14 @@ func startDeadlineWatches(ctx context.Context, c client.Client, led *ledger.Ledg
 			continue
 		}
 		if !p.HasDeadline() {
+			// A deadline the file no longer has is withdrawn, so that one
+			// declared again later judges no period due meanwhile.
+			if withdrawn, err := led.WithdrawDeadline(ctx, name, time.Now()); err != nil && ctx.Err() == nil {
+				logger.Warn("could not record that a pipeline declares no deadline any more", "pipeline", name, "error", err,
+					"fix", "the next worker start records it; until then a deadline declared again would judge the periods due meanwhile")
+			} else if withdrawn {
+				logger.Info("deadline withdrawn: no period is judged until one is declared again", "pipeline", name)
+			}
 			// A watch of a deadline the file no longer has plans again
 			// and ends now, rather than at its next deadline.
 			err := c.SignalWorkflow(ctx, allot.DeadlineWatchID(name), "", workflows.DeadlineReplanSignal, nil)

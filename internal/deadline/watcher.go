@@ -73,7 +73,7 @@ func (w *Watcher) Plan(ctx context.Context, in PlanInput) (PlanResult, error) {
 	if err != nil {
 		return PlanResult{}, err
 	}
-	if !found {
+	if !found || decl.Spec == ledger.WithdrawnDeadline {
 		if decl, err = w.Ledger.DeclareDeadline(ctx, p.Name, p.DeadlineSpec(), w.now()); err != nil {
 			return PlanResult{}, err
 		}

@@ -112,3 +112,22 @@ func TestJudgeRecordsTheCauseOnce(t *testing.T) {
 		t.Fatalf("the schedule was described %d times; want once per judgement of a short period", asked)
 	}
 }
+
+// A deadline withdrawn (the file lost it) and declared again later judges
+// no period due while there was none: the new declaration is a change.
+func TestPlanAfterAWithdrawalStartsAgain(t *testing.T) {
+	now := time.Date(2026, 8, 6, 12, 0, 0, 0, time.UTC)
+	w := watcherOf(t, "4d9h", &now)
+	if got := mustPlan(t, w, time.Time{}); got.Period != "2026-W32" {
+		t.Fatalf("first plan = %+v", got)
+	}
+	if _, err := w.Ledger.WithdrawDeadline(context.Background(), "weekly", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// Three weeks later the same deadline is back: W33 and W34 were due
+	// while there was none.
+	now = time.Date(2026, 8, 26, 12, 0, 0, 0, time.UTC)
+	if got := mustPlan(t, w, time.Time{}); got.Period != "2026-W35" {
+		t.Fatalf("plan after the deadline came back = %+v; want W35, the first due after it did", got)
+	}
+}

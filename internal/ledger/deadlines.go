@@ -68,6 +68,31 @@ func (l *Ledger) DeclareDeadline(ctx context.Context, pipeline, spec string, now
 	return out, err
 }
 
+// WithdrawnDeadline is the spec of a declaration whose pipeline no longer
+// declares a deadline: declaring one again is a change, so the periods due
+// while there was none are never judged.
+const WithdrawnDeadline = "withdrawn"
+
+// WithdrawDeadline records that the pipeline declares no deadline any
+// more, as read at now; withdrawn says whether this call changed anything
+// (a pipeline never declared, or withdrawn already, is left as it is).
+func (l *Ledger) WithdrawDeadline(ctx context.Context, pipeline string, now time.Time) (withdrawn bool, err error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	err = l.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, l.d.q(`UPDATE deadline_declarations SET spec = ?, changed_at = ? WHERE pipeline = ? AND spec <> ?`),
+			WithdrawnDeadline, l.d.timeArg(now), pipeline, WithdrawnDeadline)
+		if err != nil {
+			return fmt.Errorf("ledger %s: withdraw the deadline of %s: %w", l.where, pipeline, err)
+		}
+		n, err := res.RowsAffected()
+		withdrawn = n == 1
+		return err
+	})
+	return withdrawn, err
+}
+
 // DeadlineDeclaration reads the pipeline's declared deadline; found is
 // false when no worker has declared one.
 func (l *Ledger) DeadlineDeclaration(ctx context.Context, pipeline string) (d DeadlineDeclaration, found bool, err error) {

@@ -75,6 +75,22 @@ func testDeadlineDeclare(t *testing.T, l *Ledger) {
 	if got, found, err := l.DeadlineDeclaration(ctx, "weekly"); err != nil || !found || got != changed {
 		t.Fatalf("DeadlineDeclaration = %+v, %v, %v; want %+v", got, found, err, changed)
 	}
+	// Withdrawn (the file has no deadline any more), then declared again
+	// with the same spec: a change, so the periods due meanwhile are not
+	// judged.
+	if w, err := l.WithdrawDeadline(ctx, "weekly", t0.Add(3*time.Hour)); err != nil || !w {
+		t.Fatalf("WithdrawDeadline = %v, %v", w, err)
+	}
+	if w, err := l.WithdrawDeadline(ctx, "weekly", t0.Add(4*time.Hour)); err != nil || w {
+		t.Fatalf("WithdrawDeadline again = %v, %v; want nothing to do", w, err)
+	}
+	if w, err := l.WithdrawDeadline(ctx, "never", t0); err != nil || w {
+		t.Fatalf("WithdrawDeadline of a pipeline never declared = %v, %v", w, err)
+	}
+	back, err := l.DeclareDeadline(ctx, "weekly", "deadline=4d12h0m0s", t0.Add(5*time.Hour))
+	if err != nil || !back.ChangedAt.Equal(t0.Add(5*time.Hour)) || !back.DeclaredAt.Equal(t0) {
+		t.Fatalf("declared again after a withdrawal = %+v, %v; want changed at the new declaration", back, err)
+	}
 	for _, bad := range [][2]string{{"", "x"}, {"weekly", ""}} {
 		if _, err := l.DeclareDeadline(ctx, bad[0], bad[1], t0); !errors.Is(err, ErrInvalidInput) {
 			t.Fatalf("DeclareDeadline(%q, %q) = %v; want invalid input", bad[0], bad[1], err)
