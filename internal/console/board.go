@@ -133,6 +133,10 @@ type reader struct {
 	now     time.Time
 	vendors []report.VendorView
 	board   *Board
+	// sched holds each pipeline's Schedule once read; temporalDown: a
+	// call to Temporal failed, and the board reads no more from it.
+	sched        map[string]forecast.Schedule
+	temporalDown bool
 }
 
 // needSource lists one kind of NeedItem. Adding a kind is adding one to
@@ -151,7 +155,7 @@ func Read(ctx context.Context, in ReadInput) (Board, error) {
 		now = time.Now()
 	}
 	b := Board{Now: now}
-	r := &reader{in: in, now: now, board: &b}
+	r := &reader{in: in, now: now, board: &b, sched: map[string]forecast.Schedule{}}
 	var err error
 	if r.vendors, err = report.ListVendors(ctx, in.Ledger, in.Pipelines); err != nil {
 		return Board{}, err
@@ -176,21 +180,44 @@ func Read(ctx context.Context, in ReadInput) (Board, error) {
 	return b, nil
 }
 
+// schedules reads each pipeline's Schedule once a board: live through
+// Temporal when a client is given, else (or when Temporal does not
+// answer, which the board then says once) the pipeline file's.
 func (r *reader) schedules() func(ctx context.Context, name string) (forecast.Schedule, error) {
-	if r.in.Temporal == nil {
-		return nil
+	var live func(ctx context.Context, name string) (forecast.Schedule, error)
+	if r.in.Temporal != nil {
+		live = forecast.TemporalSchedules(r.in.Temporal, r.in.Pipelines)
 	}
-	live := forecast.TemporalSchedules(r.in.Temporal, r.in.Pipelines)
 	return func(ctx context.Context, name string) (forecast.Schedule, error) {
-		s, err := live(ctx, name)
-		if err != nil {
-			// The page still shows the money: the file's schedule
-			// stands in, and the page says why.
-			r.board.Problems = append(r.board.Problems, err.Error()+" (the pipeline file's schedule is shown instead)")
-			return fileSchedule(r.in.Pipelines, name)
+		if s, ok := r.sched[name]; ok {
+			return s, nil
 		}
+		var (
+			s   forecast.Schedule
+			err error
+		)
+		if live != nil && !r.temporalDown {
+			if s, err = live(ctx, name); err != nil {
+				r.temporalFailed(err, "the pipeline file's schedules are shown instead")
+			}
+		}
+		if live == nil || r.temporalDown {
+			if s, err = fileSchedule(r.in.Pipelines, name); err != nil {
+				return forecast.Schedule{}, err
+			}
+		}
+		r.sched[name] = s
 		return s, nil
 	}
+}
+
+// temporalFailed says once that Temporal did not answer, and reads
+// nothing more from it for this board.
+func (r *reader) temporalFailed(err error, instead string) {
+	if !r.temporalDown {
+		r.board.Problems = append(r.board.Problems, fmt.Sprintf("Temporal did not answer (%v): %s", err, instead))
+	}
+	r.temporalDown = true
 }
 
 func fileSchedule(set *pipeline.Set, name string) (forecast.Schedule, error) {
@@ -262,7 +289,7 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 		if allot.Outcome(e.Outcome) == allot.OutcomeWaitingApproval {
 			it.Command = allot.ApproveCommand(e.Pipeline, e.ID)
 		}
-		if r.in.Temporal != nil {
+		if r.in.Temporal != nil && !r.temporalDown {
 			r.remedy(ctx, e, &it)
 		}
 		out = append(out, it)
@@ -279,7 +306,7 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 func (r *reader) remedy(ctx context.Context, e ledger.Episode, it *NeedItem) {
 	ws, err := report.EpisodeWorkflow(ctx, r.in.Temporal, e.Pipeline, e.ID)
 	if err != nil {
-		r.board.Problems = append(r.board.Problems, err.Error())
+		r.temporalFailed(err, "the episodes' remedies are their show commands, which print them")
 		return
 	}
 	if ws == nil || ws.State == nil {
@@ -376,11 +403,6 @@ func (r *reader) runs(ctx context.Context) ([]RunRow, bool, error) {
 // upcoming are each pipeline's scheduled times in the next week.
 func (r *reader) upcoming(ctx context.Context) ([]UpcomingRun, error) {
 	sched := r.schedules()
-	if sched == nil {
-		sched = func(_ context.Context, name string) (forecast.Schedule, error) {
-			return fileSchedule(r.in.Pipelines, name)
-		}
-	}
 	var out []UpcomingRun
 	for _, name := range r.in.Pipelines.Names() {
 		p, err := r.in.Pipelines.Get(name)

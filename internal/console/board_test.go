@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"allot"
 	"allot/internal/allottest"
@@ -242,5 +246,44 @@ func TestServeRefusesANonLoopbackAddress(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Serve after its context ended: %v", err)
+	}
+}
+
+// downClient is a Temporal client that never answers.
+type downClient struct{ client.Client }
+
+var errDown = errors.New("connection refused")
+
+func (downClient) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return nil, errDown
+}
+func (downClient) ScheduleClient() client.ScheduleClient { return downSchedules{} }
+
+type downSchedules struct{ client.ScheduleClient }
+
+func (downSchedules) GetHandle(context.Context, string) client.ScheduleHandle { return downHandle{} }
+
+type downHandle struct{ client.ScheduleHandle }
+
+func (downHandle) Describe(context.Context) (*client.ScheduleDescription, error) { return nil, errDown }
+
+// Temporal not answering costs the board its live parts only, said once:
+// the money and the items are the ledger's, with the show command as the
+// episodes' remedy.
+func TestBoardWithoutTemporalSaysSoOnce(t *testing.T) {
+	in, eps, _, _ := fixture(t)
+	in.Temporal = downClient{}
+	b, err := Read(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Problems) != 1 || !strings.Contains(b.Problems[0], "Temporal did not answer") {
+		t.Fatalf("problems = %q; want one saying Temporal did not answer", b.Problems)
+	}
+	if it := needOf(t, b, KindEpisode, eps[3].ID); it.Command != allot.ShowCommand("weekly", eps[3].ID) {
+		t.Fatalf("parked episode's command = %q", it.Command)
+	}
+	if len(b.Money) != 2 {
+		t.Fatalf("money = %+v; want both budgets", b.Money)
 	}
 }
