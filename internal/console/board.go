@@ -378,19 +378,19 @@ func heldVendors(_ context.Context, r *reader) ([]NeedItem, error) {
 	return out, nil
 }
 
-// runs are the newest run outcomes of the last week.
+// runs are the newest run outcomes of the last week, newest first; more
+// says the week holds others.
 func (r *reader) runs(ctx context.Context) ([]RunRow, bool, error) {
-	outs, err := r.in.Ledger.RunOutcomes(ctx, "", r.now.Add(-runsWindow))
+	outs, err := r.in.Ledger.RecentRunOutcomes(ctx, r.now.Add(-runsWindow), runsShown+1)
 	if err != nil {
 		return nil, false, err
 	}
 	more := len(outs) > runsShown
 	if more {
-		outs = outs[len(outs)-runsShown:]
+		outs = outs[:runsShown]
 	}
 	rows := make([]RunRow, 0, len(outs))
-	for i := len(outs) - 1; i >= 0; i-- {
-		o := outs[i]
+	for _, o := range outs {
 		row := RunRow{RunOutcome: o, Normal: report.NormalRun(o.Outcome, o.Reason)}
 		if o.EpisodeID != "" {
 			row.Link = r.link(allot.EpisodeWorkflowID(o.Pipeline, o.EpisodeID))

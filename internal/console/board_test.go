@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -45,6 +46,15 @@ func fixture(t *testing.T) (ReadInput, []ledger.Episode, ledger.DeadlineRecord, 
 	}
 	if _, err := l.Led.PauseVendor(ctx, ledger.VendorPause{Vendor: "covers", Reason: "the covers bill is disputed", By: "test"}); err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range []ledger.RunOutcome{
+		{Pipeline: "weekly", AllocationKey: "weekly/a", RunID: "r1", Outcome: allot.OutcomeAllocated, Reason: ledger.ReasonNewEpisode, EpisodeID: eps[0].ID, Period: "2026-W32", RecordedAt: ledgertest.BudgetMonday},
+		{Pipeline: "weekly", AllocationKey: "weekly/b", RunID: "r2", Outcome: allot.OutcomeSkipped, Reason: allot.ReasonCapReached, Sequence: -1, RecordedAt: ledgertest.BudgetMonday.Add(time.Minute)},
+		{Pipeline: "weekly", AllocationKey: "weekly/c", RunID: "r3", Outcome: allot.OutcomeFailed, Reason: "VendorDown", Sequence: -1, RecordedAt: ledgertest.BudgetMonday.Add(2 * time.Minute)},
+	} {
+		if _, err := l.Led.RecordRunOutcome(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	in := ReadInput{Ledger: l.Led, Pipelines: ledgertest.BudgetPipelines(t), Now: ledgertest.BudgetMonday.Add(3 * time.Hour),
 		WebUI: "http://ui.test", Namespace: "ns"}
@@ -101,6 +111,17 @@ func TestBoardFromTheLedger(t *testing.T) {
 	}
 	if v := needOf(t, b, KindVendor, "covers"); v.Command != allot.VendorResumeCommand("covers") || v.Detail != "the covers bill is disputed" {
 		t.Errorf("paused vendor = %+v, want %q", v, allot.VendorResumeCommand("covers"))
+	}
+	// Runs: newest first; a skip at the cap is normal, a failure is not.
+	var runs []string
+	for _, r := range b.Runs {
+		runs = append(runs, fmt.Sprintf("%s/%s/%v", r.Outcome, r.Reason, r.Normal))
+	}
+	if got := strings.Join(runs, " "); got != "failed/VendorDown/false skipped/cap_reached/true allocated/new_episode/true" {
+		t.Errorf("runs = %s", got)
+	}
+	if last := b.Runs[len(b.Runs)-1]; last.Link != "http://ui.test/namespaces/ns/workflows/weekly%2Fepisode%2F"+eps[0].ID {
+		t.Errorf("an allocated run's link = %q", last.Link)
 	}
 	if slices.ContainsFunc(b.Needs, func(it NeedItem) bool { return strings.Contains(it.Title, eps[0].ID) }) {
 		t.Errorf("an episode that waits on nobody is listed: %+v", b.Needs)

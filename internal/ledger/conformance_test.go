@@ -160,6 +160,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		// What the operator page reads (console_conformance_test.go).
 		{"EpisodesWaiting", testEpisodesWaiting},
 		{"ChangeMarker", testChangeMarker},
+		{"RecentRunOutcomes", testRecentRunOutcomes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

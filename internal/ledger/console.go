@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"allot"
 )
@@ -116,4 +117,21 @@ func (l *Ledger) changeMarkerQuery() (string, []any) {
 		cols[i] = "(" + p + ")"
 	}
 	return `SELECT ` + strings.Join(cols, ", "), args
+}
+
+// RecentRunOutcomes lists at most limit run outcomes recorded at or after
+// since, newest first: the head of one range of run_outcomes_recorded,
+// however many runs the window holds.
+func (l *Ledger) RecentRunOutcomes(ctx context.Context, since time.Time, limit int) ([]RunOutcome, error) {
+	if limit <= 0 {
+		return nil, invalid("a page of %d run outcomes: give a positive limit", limit)
+	}
+	query, args := l.recentRunOutcomesQuery(since, limit)
+	return l.queryRunOutcomes(ctx, query, args...)
+}
+
+func (l *Ledger) recentRunOutcomesQuery(since time.Time, limit int) (string, []any) {
+	return `SELECT pipeline, allocation_key, run_id, nominal_time, nominal_time_source, outcome, reason,
+		episode_id, period, sequence, recorded_at FROM run_outcomes WHERE recorded_at >= ?
+		ORDER BY recorded_at DESC LIMIT ?`, []any{l.d.timeArg(since), limit}
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,39 @@ func testChangeMarker(t *testing.T, l *Ledger) {
 		if !strings.Contains(plan, index) {
 			t.Errorf("the change marker does not use index %s:\nplan:\n%s", index, plan)
 		}
+	}
+}
+
+// testRecentRunOutcomes: the newest outcomes of a window first, a page at
+// a time, from run_outcomes_recorded.
+func testRecentRunOutcomes(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	for i := range 5 {
+		o := RunOutcome{Pipeline: "weekly", AllocationKey: fmt.Sprintf("k%d", i), RunID: "r", Outcome: "skipped", Reason: ReasonCapReached,
+			Sequence: -1, RecordedAt: t0.Add(time.Duration(i) * time.Minute)}
+		if _, err := l.RecordRunOutcome(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.RecentRunOutcomes(ctx, t0.Add(time.Minute), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range got {
+		keys = append(keys, o.AllocationKey)
+	}
+	if strings.Join(keys, " ") != "k4 k3 k2" {
+		t.Fatalf("RecentRunOutcomes = %v, want k4 k3 k2", keys)
+	}
+	if all, err := l.RecentRunOutcomes(ctx, t0.Add(3*time.Minute), 10); err != nil || len(all) != 2 {
+		t.Fatalf("RecentRunOutcomes since the 4th = %d, %v; want 2", len(all), err)
+	}
+	if _, err := l.RecentRunOutcomes(ctx, t0, 0); err == nil {
+		t.Fatal("a page of 0 was accepted")
+	}
+	query, args := l.recentRunOutcomesQuery(t0, 10)
+	if plan := queryPlan(t, l, l.d.q(query), args...); !strings.Contains(plan, "run_outcomes_recorded") {
+		t.Errorf("RecentRunOutcomes does not use run_outcomes_recorded:\nplan:\n%s", plan)
 	}
 }
