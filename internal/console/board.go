@@ -112,7 +112,10 @@ const (
 type RunRow struct {
 	ledger.RunOutcome
 	Normal bool
-	Link   string
+	// RunLink is the Web UI page of the ScheduledRun (its workflow ID is
+	// its allocation key), Link its episode's.
+	RunLink string
+	Link    string
 }
 
 // UpcomingRun is a scheduled time in the next week and its price: the
@@ -391,7 +394,7 @@ func (r *reader) runs(ctx context.Context) ([]RunRow, bool, error) {
 	}
 	rows := make([]RunRow, 0, len(outs))
 	for _, o := range outs {
-		row := RunRow{RunOutcome: o, Normal: report.NormalRun(o.Outcome, o.Reason)}
+		row := RunRow{RunOutcome: o, Normal: report.NormalRun(o.Outcome, o.Reason), RunLink: r.link(o.AllocationKey)}
 		if o.EpisodeID != "" {
 			row.Link = r.link(allot.EpisodeWorkflowID(o.Pipeline, o.EpisodeID))
 		}

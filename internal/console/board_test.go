@@ -123,6 +123,9 @@ func TestBoardFromTheLedger(t *testing.T) {
 	if last := b.Runs[len(b.Runs)-1]; last.Link != "http://ui.test/namespaces/ns/workflows/weekly%2Fepisode%2F"+eps[0].ID {
 		t.Errorf("an allocated run's link = %q", last.Link)
 	}
+	if want := "http://ui.test/namespaces/ns/workflows/weekly%2Fa"; b.Runs[2].RunLink != want {
+		t.Errorf("a run's own link = %q, want %q", b.Runs[2].RunLink, want)
+	}
 	if slices.ContainsFunc(b.Needs, func(it NeedItem) bool { return strings.Contains(it.Title, eps[0].ID) }) {
 		t.Errorf("an episode that waits on nobody is listed: %+v", b.Needs)
 	}
