@@ -14,13 +14,19 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
+	"allot/workflows"
 )
 
 const xss = "<script>alert(1)</script>"
@@ -309,5 +315,66 @@ func TestBoardWithoutTemporalSaysSoOnce(t *testing.T) {
 	}
 	if len(b.Money) != 2 {
 		t.Fatalf("money = %+v; want both budgets", b.Money)
+	}
+}
+
+// parkedClient is a Temporal client whose Episode workflows are all
+// parked on step video, with two remedies, and whose Schedules are absent.
+type parkedClient struct{ client.Client }
+
+func (parkedClient) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run"},
+		Status:    enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+	}}, nil
+}
+
+func (parkedClient) QueryWorkflow(_ context.Context, id, _, query string, _ ...any) (converter.EncodedValue, error) {
+	if query != workflows.StateQuery {
+		return nil, fmt.Errorf("query %s of %s", query, id)
+	}
+	p := strings.TrimPrefix(id, "weekly/episode/")
+	st := workflows.EpisodeState{Stage: allot.StageNeedsAttention, Attention: &workflows.Attention{
+		Step: "video", ErrorType: allot.BudgetExhausted, Reason: "video-weekly has no room",
+		Remedies: []string{allot.BudgetRaiseCommand("video-weekly", "2026-W32", 1000, "why"), allot.ShowCommand("weekly", p)},
+	}}
+	payloads, err := converter.GetDefaultDataConverter().ToPayloads(st)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewValue(payloads), nil
+}
+
+func (parkedClient) ScheduleClient() client.ScheduleClient { return absentSchedules{} }
+
+type absentSchedules struct{ client.ScheduleClient }
+
+func (absentSchedules) GetHandle(context.Context, string) client.ScheduleHandle { return absentHandle{} }
+
+type absentHandle struct{ client.ScheduleHandle }
+
+func (absentHandle) Describe(context.Context) (*client.ScheduleDescription, error) {
+	return nil, serviceerror.NewNotFound("no schedule")
+}
+
+// With Temporal at hand, a parked episode's item is its workflow's: the
+// attention's reason, its first remedy, and the parked step's max_cost at
+// stake.
+func TestBoardTakesTheRemedyFromTheWorkflow(t *testing.T) {
+	in, eps, _, _ := fixture(t)
+	in.Temporal = parkedClient{}
+	b, err := Read(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Problems) != 0 {
+		t.Fatalf("problems = %q", b.Problems)
+	}
+	it := needOf(t, b, KindEpisode, eps[3].ID)
+	if want := allot.BudgetRaiseCommand("video-weekly", "2026-W32", 1000, "why"); it.Command != want {
+		t.Errorf("command = %q, want the first remedy %q", it.Command, want)
+	}
+	if it.Money == nil || *it.Money != (allot.Money{Amount: 250, Currency: "USD"}) || !strings.Contains(it.Detail, "video-weekly has no room") {
+		t.Errorf("item = %+v; want video's 250 USD at stake and the attention's reason", it)
 	}
 }
