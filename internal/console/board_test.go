@@ -349,7 +349,9 @@ func (parkedClient) ScheduleClient() client.ScheduleClient { return absentSchedu
 
 type absentSchedules struct{ client.ScheduleClient }
 
-func (absentSchedules) GetHandle(context.Context, string) client.ScheduleHandle { return absentHandle{} }
+func (absentSchedules) GetHandle(context.Context, string) client.ScheduleHandle {
+	return absentHandle{}
+}
 
 type absentHandle struct{ client.ScheduleHandle }
 
