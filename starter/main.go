@@ -63,6 +63,7 @@ var commands = map[string]command{
 	"budget":   {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
 	"drift":    {"what the vendors' bills say that the ledger cannot explain: list|ack|reconcile (the worker reconciles by itself every minute)", driftCommand},
 	"vendor":   {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
+	"console":  {"serve the operator page (read-only, loopback): spend, forecast and what needs a human, live", consoleCommand},
 }
 
 // cli carries what every command shares: config, output mode and streams.

@@ -157,6 +157,10 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"DeadlineQueriesUseIndexes", testDeadlineQueriesUseIndexes},
 		// What a budget period's forecast reads (forecast_conformance_test.go).
 		{"ForecastCounts", testForecastCounts},
+		// What the operator page reads (console_conformance_test.go).
+		{"EpisodesWaiting", testEpisodesWaiting},
+		{"ChangeMarker", testChangeMarker},
+		{"RecentRunOutcomes", testRecentRunOutcomes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

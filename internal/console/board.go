@@ -1,0 +1,491 @@
+// Package console is the operator page for the people who pay
+// (docs/design.md, "The operator page"): in one look, what ran, what it
+// cost, what is left to spend in each budget, what the period will cost,
+// and everything that waits on a person with the command that resolves
+// it. This stage is read-only: where an action will be, the page prints
+// the CLI command. It keeps no state of its own: every request reads the
+// ledger (and Temporal, when given), so several instances may serve one
+// ledger.
+package console
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"allot"
+	"allot/internal/forecast"
+	"allot/internal/ledger"
+	"allot/internal/report"
+	"allot/pipeline"
+)
+
+// Page sizes: the page shows the newest or first of each list, and says
+// when there are more (the CLI lists them all).
+const (
+	runsShown     = 50
+	waitingShown  = 100
+	driftShown    = 100
+	upcomingShown = 20
+	// runsWindow and upcomingWindow are how far back the runs and how far
+	// ahead the scheduled times go.
+	runsWindow     = 7 * 24 * time.Hour
+	upcomingWindow = 7 * 24 * time.Hour
+)
+
+// ReadInput is what the page reads.
+type ReadInput struct {
+	Ledger    *ledger.Ledger
+	Pipelines *pipeline.Set
+	// Temporal may be nil: the schedules are then the pipeline file's
+	// (never paused), and the episodes' remedies the show command.
+	Temporal client.Client
+	// Namespace is the Temporal namespace of the links ("" = default).
+	Namespace string
+	// Now is when the board is read; zero is the wall clock.
+	Now time.Time
+	// WebUI is the base URL of the Temporal Web UI; "" shows no links.
+	WebUI string
+}
+
+// Board is everything the page shows, read at Now.
+type Board struct {
+	Now     time.Time
+	Money   []BudgetRow
+	Needs   []NeedItem
+	Runs    []RunRow
+	More    bool // more runs in the window than shown
+	Next    []UpcomingRun
+	Vendors []report.VendorView
+	// Problems are what could not be read (Temporal unreachable, say):
+	// the rest of the board is still shown, with this said above it.
+	Problems []string
+}
+
+// BudgetRow is one budget's current period: the forecast's figures
+// (settled and reserved from the ledger, upcoming from the schedules),
+// its alert thresholds and the episodes parked on it.
+type BudgetRow struct {
+	forecast.Period
+	// Alerts are the thresholds as amounts of the limit.
+	Alerts []allot.Money
+	// Free is what the limit leaves after settled and reserved (never
+	// below zero).
+	Free   int64
+	Parked []string
+}
+
+// Amount is a figure of the row as money in its currency.
+func (r BudgetRow) Amount(minor int64) allot.Money {
+	return allot.Money{Amount: minor, Currency: r.Currency}
+}
+
+// NeedItem is one thing that waits on a person.
+type NeedItem struct {
+	Kind   string
+	Title  string
+	Detail string
+	// Money is what is at stake, when known.
+	Money *allot.Money
+	// Command is the complete CLI command that resolves it (or shows
+	// what to do), as the CLI prints it.
+	Command string
+	// Link is the Temporal Web UI page of its workflow, when there is one.
+	Link string
+}
+
+// Kinds of NeedItem.
+const (
+	KindEpisode = "episode"
+	KindLate    = "late_period"
+	KindDrift   = "drift"
+	KindVendor  = "vendor"
+)
+
+// RunRow is one ScheduledRun's outcome; Normal says it is the normal
+// course of a schedule (a skip at the cap is not a failure).
+type RunRow struct {
+	ledger.RunOutcome
+	Normal bool
+	// RunLink is the Web UI page of the ScheduledRun (its workflow ID is
+	// its allocation key), Link its episode's.
+	RunLink string
+	Link    string
+}
+
+// UpcomingRun is a scheduled time in the next week and its price: the
+// sum of the max_cost of the pipeline's steps (what one run reserves at
+// most), by currency; Quoted names the paid steps priced by a quote only.
+type UpcomingRun struct {
+	Pipeline string
+	At       time.Time
+	Price    []allot.Money
+	Quoted   []string
+	// Paused: the Schedule is paused and starts none of its times.
+	Paused bool
+}
+
+// reader is one board's reading: the input and what the sources share.
+type reader struct {
+	in      ReadInput
+	now     time.Time
+	vendors []report.VendorView
+	board   *Board
+	// sched holds each pipeline's Schedule once read; temporalDown: a
+	// call to Temporal failed, and the board reads no more from it.
+	sched        map[string]forecast.Schedule
+	temporalDown bool
+}
+
+// needSource lists one kind of NeedItem. Adding a kind is adding one to
+// needSources.
+type needSource func(ctx context.Context, r *reader) ([]NeedItem, error)
+
+var needSources = []needSource{waitingEpisodes, latePeriods, driftItems, heldVendors}
+
+// Read reads the board.
+func Read(ctx context.Context, in ReadInput) (Board, error) {
+	if in.Ledger == nil || in.Pipelines == nil {
+		return Board{}, fmt.Errorf("console: a board needs a ledger and a pipeline set")
+	}
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	b := Board{Now: now}
+	r := &reader{in: in, now: now, board: &b, sched: map[string]forecast.Schedule{}}
+	var err error
+	if r.vendors, err = report.ListVendors(ctx, in.Ledger, in.Pipelines); err != nil {
+		return Board{}, err
+	}
+	b.Vendors = r.vendors
+	if b.Money, err = r.money(ctx); err != nil {
+		return Board{}, err
+	}
+	for _, src := range needSources {
+		items, err := src(ctx, r)
+		if err != nil {
+			return Board{}, err
+		}
+		b.Needs = append(b.Needs, items...)
+	}
+	if b.Runs, b.More, err = r.runs(ctx); err != nil {
+		return Board{}, err
+	}
+	if b.Next, err = r.upcoming(ctx); err != nil {
+		return Board{}, err
+	}
+	return b, nil
+}
+
+// schedules reads each pipeline's Schedule once a board: live through
+// Temporal when a client is given, else (or when Temporal does not
+// answer, which the board then says once) the pipeline file's.
+func (r *reader) schedules() func(ctx context.Context, name string) (forecast.Schedule, error) {
+	var live func(ctx context.Context, name string) (forecast.Schedule, error)
+	if r.in.Temporal != nil {
+		live = forecast.TemporalSchedules(r.in.Temporal, r.in.Pipelines)
+	}
+	return func(ctx context.Context, name string) (forecast.Schedule, error) {
+		if s, ok := r.sched[name]; ok {
+			return s, nil
+		}
+		var (
+			s   forecast.Schedule
+			err error
+		)
+		if live != nil && !r.temporalDown {
+			if s, err = live(ctx, name); err != nil {
+				r.temporalFailed(err, "the pipeline file's schedules are shown instead")
+			}
+		}
+		if live == nil || r.temporalDown {
+			if s, err = fileSchedule(r.in.Pipelines, name); err != nil {
+				return forecast.Schedule{}, err
+			}
+		}
+		r.sched[name] = s
+		return s, nil
+	}
+}
+
+// temporalFailed says once that Temporal did not answer, and reads
+// nothing more from it for this board.
+func (r *reader) temporalFailed(err error, instead string) {
+	if !r.temporalDown {
+		r.board.Problems = append(r.board.Problems, fmt.Sprintf("Temporal did not answer (%v): %s", err, instead))
+	}
+	r.temporalDown = true
+}
+
+func fileSchedule(set *pipeline.Set, name string) (forecast.Schedule, error) {
+	p, err := set.Get(name)
+	if err != nil || p.Schedule == nil {
+		return forecast.Schedule{}, err
+	}
+	spec, err := p.Schedule.Spec()
+	if err != nil {
+		return forecast.Schedule{}, fmt.Errorf("pipeline %s: %w", name, err)
+	}
+	return forecast.Schedule{Found: true, Spec: spec, Zone: p.TimeZone}, nil
+}
+
+// money is each budget's current period, forecast.
+func (r *reader) money(ctx context.Context) ([]BudgetRow, error) {
+	periods, err := forecast.Budgets(ctx, forecast.Input{Ledger: r.in.Ledger, Pipelines: r.in.Pipelines, Schedule: r.schedules(), Now: r.now})
+	if err != nil {
+		return nil, err
+	}
+	var out []BudgetRow
+	for _, p := range periods {
+		b, ok := r.in.Pipelines.Budget(p.Budget)
+		if !ok {
+			continue
+		}
+		view, err := report.BudgetPeriod(ctx, r.in.Ledger, r.in.Pipelines, b, p.Period)
+		if err != nil {
+			return nil, err
+		}
+		row := BudgetRow{Period: p, Parked: view.Parked, Free: max(p.Limit-p.Settled-p.Reserved, 0)}
+		for _, bp := range b.AlertBasisPoints() {
+			row.Alerts = append(row.Alerts, allot.Money{Amount: p.Limit * int64(bp) / 10000, Currency: p.Currency})
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// link is the Web UI page of a workflow, or "" without a Web UI.
+func (r *reader) link(workflowID string) string {
+	if r.in.WebUI == "" {
+		return ""
+	}
+	ns := r.in.Namespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	return r.in.WebUI + "/namespaces/" + url.PathEscape(ns) + "/workflows/" + url.PathEscape(workflowID)
+}
+
+// waitingEpisodes: every episode parked or waiting, with its workflow's
+// remedy when Temporal is at hand (else the show command, which prints
+// it).
+func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
+	eps, err := r.in.Ledger.EpisodesWaiting(ctx, waitingShown)
+	if err != nil {
+		return nil, err
+	}
+	var out []NeedItem
+	for _, e := range eps {
+		it := NeedItem{
+			Kind:    KindEpisode,
+			Title:   fmt.Sprintf("episode %s of %s: %s", e.ID, e.Pipeline, e.Outcome),
+			Detail:  e.OutcomeReason,
+			Command: allot.ShowCommand(e.Pipeline, e.ID),
+			Link:    r.link(allot.EpisodeWorkflowID(e.Pipeline, e.ID)),
+		}
+		if allot.Outcome(e.Outcome) == allot.OutcomeWaitingApproval {
+			it.Command = allot.ApproveCommand(e.Pipeline, e.ID)
+		}
+		if r.in.Temporal != nil && !r.temporalDown {
+			r.remedy(ctx, e, &it)
+		}
+		out = append(out, it)
+	}
+	if len(eps) == waitingShown {
+		out = append(out, NeedItem{Kind: KindEpisode, Title: fmt.Sprintf("more than %d episodes wait: the first are shown", waitingShown),
+			Command: allot.StatsCommand(eps[len(eps)-1].Pipeline)})
+	}
+	return out, nil
+}
+
+// remedy fills an episode's item from its workflow: the attention's
+// reason, its first remedy and the money of the step it parks.
+func (r *reader) remedy(ctx context.Context, e ledger.Episode, it *NeedItem) {
+	ws, err := report.EpisodeWorkflow(ctx, r.in.Temporal, e.Pipeline, e.ID)
+	if err != nil {
+		r.temporalFailed(err, "the episodes' remedies are their show commands, which print them")
+		return
+	}
+	if ws == nil || ws.State == nil {
+		return
+	}
+	if a := ws.State.Attention; a != nil {
+		it.Detail = fmt.Sprintf("step %s: %s (%s)", a.Step, a.Reason, a.ErrorType)
+		if len(a.Remedies) > 0 {
+			it.Command = a.Remedies[0]
+		}
+		if p, err := r.in.Pipelines.Get(e.Pipeline); err == nil {
+			if st, ok := p.Step(a.Step); ok {
+				it.Money = r.in.Pipelines.MaxCostOf(e.Pipeline, st)
+			}
+		}
+	}
+	if w := ws.State.Waiting; w != nil {
+		it.Detail = fmt.Sprintf("waits for vendor %s", w.Vendor)
+	}
+}
+
+// latePeriods: every period recorded late that has not completed since.
+func latePeriods(ctx context.Context, r *reader) ([]NeedItem, error) {
+	recs, err := r.in.Ledger.LateOpen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []NeedItem
+	for _, rec := range recs {
+		cmd := rec.Command
+		if cmd == "" {
+			cmd = allot.RunsCommand(rec.Pipeline)
+		}
+		out = append(out, NeedItem{Kind: KindLate, Title: fmt.Sprintf("period %s of %s is late", rec.Period, rec.Pipeline),
+			Detail: report.LateDetail(rec), Command: cmd})
+	}
+	return out, nil
+}
+
+// driftItems: what the vendors' bills say that the ledger cannot explain,
+// not acknowledged yet.
+func driftItems(ctx context.Context, r *reader) ([]NeedItem, error) {
+	items, err := r.in.Ledger.DriftItems(ctx, ledger.DriftFilter{Unacked: true, Limit: driftShown})
+	if err != nil {
+		return nil, err
+	}
+	var out []NeedItem
+	for _, d := range items {
+		m := allot.Money{Amount: d.Amount, Currency: d.Currency}
+		out = append(out, NeedItem{Kind: KindDrift, Title: fmt.Sprintf("drift %d: %s on %s's bill, line %s", d.ID, d.Class, d.Vendor, d.Line),
+			Detail: d.Detail, Money: &m, Command: allot.DriftAckCommand(d.ID, "what was done")})
+	}
+	if len(items) == driftShown {
+		out = append(out, NeedItem{Kind: KindDrift, Title: fmt.Sprintf("more than %d drift items wait", driftShown), Command: allot.DriftListCommand()})
+	}
+	return out, nil
+}
+
+// heldVendors: every paused vendor and open breaker.
+func heldVendors(_ context.Context, r *reader) ([]NeedItem, error) {
+	var out []NeedItem
+	for _, v := range r.vendors {
+		if v.Status == "active" {
+			continue
+		}
+		out = append(out, NeedItem{Kind: KindVendor, Title: fmt.Sprintf("vendor %s is %s", v.Name, v.Status),
+			Detail: v.Reason, Command: allot.VendorResumeCommand(v.Name)})
+	}
+	return out, nil
+}
+
+// runs are the newest run outcomes of the last week, newest first; more
+// says the week holds others.
+func (r *reader) runs(ctx context.Context) ([]RunRow, bool, error) {
+	outs, err := r.in.Ledger.RecentRunOutcomes(ctx, r.now.Add(-runsWindow), runsShown+1)
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(outs) > runsShown
+	if more {
+		outs = outs[:runsShown]
+	}
+	rows := make([]RunRow, 0, len(outs))
+	for _, o := range outs {
+		row := RunRow{RunOutcome: o, Normal: report.NormalRun(o.Outcome, o.Reason), RunLink: r.link(o.AllocationKey)}
+		if o.EpisodeID != "" {
+			row.Link = r.link(allot.EpisodeWorkflowID(o.Pipeline, o.EpisodeID))
+		}
+		rows = append(rows, row)
+	}
+	return rows, more, nil
+}
+
+// upcoming are each pipeline's scheduled times in the next week.
+func (r *reader) upcoming(ctx context.Context) ([]UpcomingRun, error) {
+	sched := r.schedules()
+	var out []UpcomingRun
+	for _, name := range r.in.Pipelines.Names() {
+		p, err := r.in.Pipelines.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		s, err := sched(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if !s.Found {
+			continue
+		}
+		price, quoted, err := runPrice(p)
+		if err != nil {
+			return nil, err
+		}
+		if s.Paused {
+			out = append(out, UpcomingRun{Pipeline: name, Paused: true, Price: price, Quoted: quoted})
+			continue
+		}
+		times, err := s.Spec.Times(s.Zone, r.now, r.now.Add(upcomingWindow), upcomingShown)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", name, err)
+		}
+		for _, t := range times {
+			out = append(out, UpcomingRun{Pipeline: name, At: t, Price: price, Quoted: quoted})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b UpcomingRun) int { return a.At.Compare(b.At) })
+	if len(out) > upcomingShown {
+		out = out[:upcomingShown]
+	}
+	return out, nil
+}
+
+// runPrice is what one run of p reserves at most: the sum of its steps'
+// max_cost, by currency; quoted are the paid steps without one.
+func runPrice(p *pipeline.Pipeline) ([]allot.Money, []string, error) {
+	sums := map[string]int64{}
+	var quoted []string
+	for _, st := range p.Steps {
+		if st.MaxCost == nil {
+			if st.Kind == allot.KindPaid {
+				quoted = append(quoted, st.Name)
+			}
+			continue
+		}
+		if err := allot.AddTo(sums, *st.MaxCost); err != nil {
+			return nil, nil, fmt.Errorf("pipeline %s: the price of one run: %w", p.Name, err)
+		}
+	}
+	var out []allot.Money
+	for _, c := range slices.Sorted(maps.Keys(sums)) {
+		out = append(out, allot.Money{Amount: sums[c], Currency: c})
+	}
+	return out, quoted, nil
+}
+
+// Bar is a budget row drawn as a bar of BarWidth pixels: settled, then
+// reserved, then upcoming, on a scale that holds the limit and the
+// forecast; the limit and each alert threshold are marks. Pixels are
+// floats for the SVG only: every amount stays integer.
+type Bar struct {
+	SettledW, ReservedX, ReservedW, UpcomingX, UpcomingW, LimitX float64
+	AlertX                                                       []float64
+}
+
+// BarWidth is the width of a budget's bar in pixels.
+const BarWidth = 480.0
+
+// Bar draws the row.
+func (r BudgetRow) Bar() Bar {
+	scale := float64(max(r.Limit, r.Forecast, 1))
+	px := func(minor int64) float64 { return BarWidth * float64(minor) / scale }
+	b := Bar{SettledW: px(r.Settled), ReservedW: px(r.Reserved), UpcomingW: px(r.Upcoming), LimitX: px(r.Limit)}
+	b.ReservedX = b.SettledW
+	b.UpcomingX = b.ReservedX + b.ReservedW
+	for _, a := range r.Alerts {
+		b.AlertX = append(b.AlertX, px(a.Amount))
+	}
+	return b
+}

@@ -1,0 +1,382 @@
+package console
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"allot"
+	"allot/internal/allottest"
+	"allot/internal/ledger"
+	"allot/internal/ledgertest"
+	"allot/workflows"
+)
+
+const xss = "<script>alert(1)</script>"
+
+// fixture is the budget fixture's ledger (three episodes holding 250 each
+// in video-weekly, the first charged 200, the fourth parked on the
+// budget), with a late period, a drift item and a paused vendor.
+func fixture(t *testing.T) (ReadInput, []ledger.Episode, ledger.DeadlineRecord, ledger.DriftItem) {
+	t.Helper()
+	l, eps := ledgertest.BudgetLedger(t)
+	ctx := context.Background()
+	late, recorded, _, err := l.Led.JudgePeriod(ctx, ledger.PeriodJudgement{
+		Pipeline: "weekly", Period: "2026-W31", Kind: allot.DeadlineLate, DueAt: ledgertest.BudgetMonday, Needed: 1,
+		Cause: allot.CauseNoRun, Command: allot.RunCommand("weekly", ledgertest.BudgetMonday.Add(-7*24*time.Hour)), At: ledgertest.BudgetMonday,
+	})
+	if err != nil || !recorded {
+		t.Fatalf("JudgePeriod = %v, recorded %v", err, recorded)
+	}
+	drift, _, err := l.Led.RecordDrift(ctx, ledger.DriftItem{Account: "acct", Vendor: "default", Line: "line-1", Class: allot.DriftUnrecorded,
+		Amount: 250, Currency: "USD", Detail: "the bill charges a task the ledger does not know"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Led.PauseVendor(ctx, ledger.VendorPause{Vendor: "covers", Reason: "the covers bill is disputed", By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []ledger.RunOutcome{
+		{Pipeline: "weekly", AllocationKey: "weekly/a", RunID: "r1", Outcome: allot.OutcomeAllocated, Reason: ledger.ReasonNewEpisode, EpisodeID: eps[0].ID, Period: "2026-W32", RecordedAt: ledgertest.BudgetMonday},
+		{Pipeline: "weekly", AllocationKey: "weekly/b", RunID: "r2", Outcome: allot.OutcomeSkipped, Reason: allot.ReasonCapReached, Sequence: -1, RecordedAt: ledgertest.BudgetMonday.Add(time.Minute)},
+		{Pipeline: "weekly", AllocationKey: "weekly/c", RunID: "r3", Outcome: allot.OutcomeFailed, Reason: "VendorDown", Sequence: -1, RecordedAt: ledgertest.BudgetMonday.Add(2 * time.Minute)},
+	} {
+		if _, err := l.Led.RecordRunOutcome(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := ReadInput{Ledger: l.Led, Pipelines: ledgertest.BudgetPipelines(t), Now: ledgertest.BudgetMonday.Add(3 * time.Hour),
+		WebUI: "http://ui.test", Namespace: "ns"}
+	return in, eps, late, drift
+}
+
+func needOf(t *testing.T, b Board, kind, title string) NeedItem {
+	t.Helper()
+	for _, it := range b.Needs {
+		if it.Kind == kind && strings.Contains(it.Title, title) {
+			return it
+		}
+	}
+	t.Fatalf("no %s item titled %q in %+v", kind, title, b.Needs)
+	return NeedItem{}
+}
+
+// The board shows each budget's period with the ledger's figures, and
+// every kind of item that waits on a person with its exact command.
+func TestBoardFromTheLedger(t *testing.T) {
+	in, eps, late, drift := fixture(t)
+	b, err := Read(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(b.Money, func(r BudgetRow) bool { return r.Budget == "video-weekly" })
+	if i < 0 {
+		t.Fatalf("no video-weekly row in %+v", b.Money)
+	}
+	row := b.Money[i]
+	if row.Period.Period != "2026-W32" || row.Limit != 750 || row.Settled != 200 || row.Reserved != 500 || row.Free != 50 {
+		t.Fatalf("video-weekly = %+v; want 2026-W32, 750 limit, 200 settled, 500 reserved, 50 free", row)
+	}
+	if parked := "weekly/" + eps[3].ID; !slices.Contains(row.Parked, parked) {
+		t.Fatalf("video-weekly parked = %v, want %s", row.Parked, parked)
+	}
+	if got := row.Amount(row.Settled).String(); got != "2.00 USD" {
+		t.Fatalf("settled prints %q", got)
+	}
+
+	ep := needOf(t, b, KindEpisode, eps[3].ID)
+	if ep.Command != allot.ShowCommand("weekly", eps[3].ID) {
+		t.Errorf("parked episode's command = %q, want %q", ep.Command, allot.ShowCommand("weekly", eps[3].ID))
+	}
+	if want := "http://ui.test/namespaces/ns/workflows/weekly%2Fepisode%2F" + eps[3].ID; ep.Link != want {
+		t.Errorf("parked episode's link = %q, want %q", ep.Link, want)
+	}
+	if it := needOf(t, b, KindLate, "2026-W31"); it.Command != late.Command || it.Command == "" {
+		t.Errorf("late period's command = %q, want the record's %q", it.Command, late.Command)
+	}
+	d := needOf(t, b, KindDrift, "line-1")
+	if d.Command != allot.DriftAckCommand(drift.ID, "what was done") || d.Money == nil || *d.Money != (allot.Money{Amount: 250, Currency: "USD"}) {
+		t.Errorf("drift item = %+v, want %q and 250 USD at stake", d, allot.DriftAckCommand(drift.ID, "what was done"))
+	}
+	if v := needOf(t, b, KindVendor, "covers"); v.Command != allot.VendorResumeCommand("covers") || v.Detail != "the covers bill is disputed" {
+		t.Errorf("paused vendor = %+v, want %q", v, allot.VendorResumeCommand("covers"))
+	}
+	// Runs: newest first; a skip at the cap is normal, a failure is not.
+	var runs []string
+	for _, r := range b.Runs {
+		runs = append(runs, fmt.Sprintf("%s/%s/%v", r.Outcome, r.Reason, r.Normal))
+	}
+	if got := strings.Join(runs, " "); got != "failed/VendorDown/false skipped/cap_reached/true allocated/new_episode/true" {
+		t.Errorf("runs = %s", got)
+	}
+	if last := b.Runs[len(b.Runs)-1]; last.Link != "http://ui.test/namespaces/ns/workflows/weekly%2Fepisode%2F"+eps[0].ID {
+		t.Errorf("an allocated run's link = %q", last.Link)
+	}
+	if want := "http://ui.test/namespaces/ns/workflows/weekly%2Fa"; b.Runs[2].RunLink != want {
+		t.Errorf("a run's own link = %q, want %q", b.Runs[2].RunLink, want)
+	}
+	if slices.ContainsFunc(b.Needs, func(it NeedItem) bool { return strings.Contains(it.Title, eps[0].ID) }) {
+		t.Errorf("an episode that waits on nobody is listed: %+v", b.Needs)
+	}
+}
+
+// Names, reasons and errors render as text, never as HTML.
+func TestPageRendersNamesAndReasonsAsText(t *testing.T) {
+	in, eps, _, _ := fixture(t)
+	ctx := context.Background()
+	if _, err := in.Ledger.PauseVendor(ctx, ledger.VendorPause{Vendor: "default", Reason: xss}); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Ledger.RecordEpisodeOutcome(ctx, "weekly", eps[1].ID, allot.OutcomeFailed, xss, in.Now); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewServer(in, nil))
+	defer srv.Close()
+	page := get(t, srv.URL+"/")
+	// The pipeline file refuses such names; the template must escape
+	// them anyway.
+	var buf bytes.Buffer
+	b := Board{Money: []BudgetRow{{}}, Needs: []NeedItem{{Kind: KindEpisode, Title: "episode of " + xss, Command: allot.ShowCommand(xss, "x")}}}
+	b.Money[0].Budget, b.Money[0].Currency = xss, "USD"
+	if err := pageTemplate.ExecuteTemplate(&buf, "board", view{Board: b}); err != nil {
+		t.Fatal(err)
+	}
+	for name, html := range map[string]string{"the served page": page, "a board with such names": buf.String()} {
+		if strings.Contains(html, xss) {
+			t.Errorf("%s holds the raw %s", name, xss)
+		}
+		if !strings.Contains(html, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Errorf("%s does not show the escaped text:\n%s", name, html)
+		}
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v\n%s", url, resp.StatusCode, err, body)
+	}
+	return string(body)
+}
+
+// A ledger write reaches an open /events stream as an update event.
+func TestEventsSendAnUpdateWhenTheLedgerChanges(t *testing.T) {
+	in, _, _, _ := fixture(t)
+	srv := httptest.NewServer(NewServer(in, nil))
+	defer srv.Close()
+	ctx, cancel := allottest.Context(t, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the stream ended before %s", what)
+			}
+			return l
+		case <-ctx.Done():
+			t.Fatalf("no %s before the deadline", what)
+		}
+		return ""
+	}
+	// The stream's opening comment: the marker it compares with is read.
+	if l := next("the opening comment"); !strings.HasPrefix(l, ":") {
+		t.Fatalf("first line %q, want the opening comment", l)
+	}
+	if _, err := in.Ledger.PauseVendor(context.Background(), ledger.VendorPause{Vendor: "default", Reason: "the page must see this"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if next("an update") == "event: update" {
+			return
+		}
+	}
+}
+
+// Only loopback is served until operator tokens exist: another address is
+// refused before anything listens.
+func TestServeRefusesANonLoopbackAddress(t *testing.T) {
+	in, _, _, _ := fixture(t)
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:8090", "[::]:0", "example.com:80"} {
+		ready := false
+		err := Serve(context.Background(), ServerConfig{Addr: addr, Read: in, Ready: func(string) { ready = true }})
+		if err == nil || !strings.Contains(err.Error(), "--addr") || !strings.Contains(err.Error(), "not a loopback address") && !strings.Contains(err.Error(), "not host:port") {
+			t.Errorf("Serve(%s) = %v; want a refusal naming --addr", addr, err)
+		}
+		if ready {
+			t.Errorf("Serve(%s) listened", addr)
+		}
+	}
+	ctx, cancel := allottest.Context(t, 30*time.Second)
+	defer cancel()
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ServerConfig{Addr: "127.0.0.1:0", Read: in, Ready: func(a string) { addrs <- a }})
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		t.Fatalf("Serve on loopback: %v", err)
+	}
+	if body := get(t, "http://"+addr+"/healthz"); strings.TrimSpace(body) != "ok" {
+		t.Fatalf("/healthz = %q", body)
+	}
+	if page := get(t, "http://"+addr+"/"); !strings.Contains(page, "video-weekly") {
+		t.Fatalf("the page does not show the budget:\n%s", page)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after its context ended: %v", err)
+	}
+}
+
+// downClient is a Temporal client that never answers.
+type downClient struct{ client.Client }
+
+var errDown = errors.New("connection refused")
+
+func (downClient) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return nil, errDown
+}
+func (downClient) ScheduleClient() client.ScheduleClient { return downSchedules{} }
+
+type downSchedules struct{ client.ScheduleClient }
+
+func (downSchedules) GetHandle(context.Context, string) client.ScheduleHandle { return downHandle{} }
+
+type downHandle struct{ client.ScheduleHandle }
+
+func (downHandle) Describe(context.Context) (*client.ScheduleDescription, error) { return nil, errDown }
+
+// Temporal not answering costs the board its live parts only, said once:
+// the money and the items are the ledger's, with the show command as the
+// episodes' remedy.
+func TestBoardWithoutTemporalSaysSoOnce(t *testing.T) {
+	in, eps, _, _ := fixture(t)
+	in.Temporal = downClient{}
+	b, err := Read(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Problems) != 1 || !strings.Contains(b.Problems[0], "Temporal did not answer") {
+		t.Fatalf("problems = %q; want one saying Temporal did not answer", b.Problems)
+	}
+	if it := needOf(t, b, KindEpisode, eps[3].ID); it.Command != allot.ShowCommand("weekly", eps[3].ID) {
+		t.Fatalf("parked episode's command = %q", it.Command)
+	}
+	if len(b.Money) != 2 {
+		t.Fatalf("money = %+v; want both budgets", b.Money)
+	}
+}
+
+// parkedClient is a Temporal client whose Episode workflows are all
+// parked on step video, with two remedies, and whose Schedules are absent.
+type parkedClient struct{ client.Client }
+
+func (parkedClient) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run"},
+		Status:    enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+	}}, nil
+}
+
+func (parkedClient) QueryWorkflow(_ context.Context, id, _, query string, _ ...any) (converter.EncodedValue, error) {
+	if query != workflows.StateQuery {
+		return nil, fmt.Errorf("query %s of %s", query, id)
+	}
+	p := strings.TrimPrefix(id, "weekly/episode/")
+	st := workflows.EpisodeState{Stage: allot.StageNeedsAttention, Attention: &workflows.Attention{
+		Step: "video", ErrorType: allot.BudgetExhausted, Reason: "video-weekly has no room",
+		Remedies: []string{allot.BudgetRaiseCommand("video-weekly", "2026-W32", 1000, "why"), allot.ShowCommand("weekly", p)},
+	}}
+	payloads, err := converter.GetDefaultDataConverter().ToPayloads(st)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewValue(payloads), nil
+}
+
+func (parkedClient) ScheduleClient() client.ScheduleClient { return absentSchedules{} }
+
+type absentSchedules struct{ client.ScheduleClient }
+
+func (absentSchedules) GetHandle(context.Context, string) client.ScheduleHandle {
+	return absentHandle{}
+}
+
+type absentHandle struct{ client.ScheduleHandle }
+
+func (absentHandle) Describe(context.Context) (*client.ScheduleDescription, error) {
+	return nil, serviceerror.NewNotFound("no schedule")
+}
+
+// With Temporal at hand, a parked episode's item is its workflow's: the
+// attention's reason, its first remedy, and the parked step's max_cost at
+// stake.
+func TestBoardTakesTheRemedyFromTheWorkflow(t *testing.T) {
+	in, eps, _, _ := fixture(t)
+	in.Temporal = parkedClient{}
+	b, err := Read(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Problems) != 0 {
+		t.Fatalf("problems = %q", b.Problems)
+	}
+	it := needOf(t, b, KindEpisode, eps[3].ID)
+	if want := allot.BudgetRaiseCommand("video-weekly", "2026-W32", 1000, "why"); it.Command != want {
+		t.Errorf("command = %q, want the first remedy %q", it.Command, want)
+	}
+	if it.Money == nil || *it.Money != (allot.Money{Amount: 250, Currency: "USD"}) || !strings.Contains(it.Detail, "video-weekly has no room") {
+		t.Errorf("item = %+v; want video's 250 USD at stake and the attention's reason", it)
+	}
+}
