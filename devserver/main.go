@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"allot/app"
+	"allot/internal/console"
 	"allot/internal/devstack"
 	"allot/internal/temporalserver"
 )
@@ -37,6 +38,7 @@ func main() {
 	flag.DurationVar(&cfg.DemoInterval, "demo-interval", 10*time.Second, "demo schedule interval (0: no demo schedule)")
 	flag.BoolVar(&cfg.AutoApprove, "auto-approve", true, "approval steps pass by themselves (demo); --auto-approve=false to approve with starter")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics at HOST:PORT/metrics (off by default)")
+	flag.StringVar(&cfg.ConsoleAddr, "console-addr", console.DefaultAddr, "serve the operator page (spend, forecast, what needs a human) at this loopback HOST:PORT (\"\": off)")
 	flag.BoolVar(&cfg.NoWorker, "no-worker", false, "run the server and Web UI only: no simulated vendor, worker, ledger or demo schedule")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -75,11 +77,12 @@ func printWhereToLook(cfg devstack.Config, info devstack.Info) {
 	}
 	fmt.Printf("allot is running\n"+
 		"  Web UI:    %s\n"+
+		"  page:      %s\n"+
 		"  episodes:  %s/namespaces/%s/workflows?query=%s\n"+
 		"  Temporal:  %s (namespace %s)\n"+
 		"  vendor:    %s (simulated)\n"+
 		"  ledger:    %s\n",
-		ui, ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
+		ui, consoleOr(info.Console), ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
 		info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
 	switch {
 	case info.ScheduleCreated:
@@ -92,4 +95,12 @@ func printWhereToLook(cfg devstack.Config, info devstack.Info) {
 	}
 	fmt.Printf("  try:       go run ./starter episodes --pipeline %s\n"+
 		"Press Ctrl+C to stop; run it again to resume where it left off.\n", cfg.DemoPipeline)
+}
+
+// consoleOr is the operator page's URL, or why there is none.
+func consoleOr(u string) string {
+	if u == "" {
+		return "off (--console-addr \"\")"
+	}
+	return u + " (spend, forecast and what needs a human)"
 }

@@ -2,6 +2,8 @@ package devstack_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -20,12 +22,16 @@ import (
 // is printed once everything runs.
 var temporalLine = regexp.MustCompile(`Temporal:\s+(\S+) \(namespace`)
 
+// pageLine is devserver's line naming the operator page, beside the Web
+// UI's.
+var pageLine = regexp.MustCompile(`page:\s+(http://\S+)`)
+
 // startDevserver runs `go run ./devserver` as a user starts it, in its own
 // process, with its state under dir/data, and waits until it is ready.
 func startDevserver(t *testing.T, bin, dir string) *allottest.Process {
 	t.Helper()
 	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--port", "-1", "--ui-port", "-1",
-		"--vendor-port", "-1", "--demo-interval", "2s")
+		"--vendor-port", "-1", "--demo-interval", "2s", "--console-addr", "127.0.0.1:0")
 	cmd.Dir, cmd.Env = dir, cleanenv.Environ()
 	p := allottest.StartProcess(t, cmd)
 	p.WaitOutput(t, temporalLine, 3*time.Minute)
@@ -99,6 +105,21 @@ func TestOneCommandRunsTheDemoAndResumesAfterSIGINT(t *testing.T) {
 
 	first := startDevserver(t, bin, dir)
 	done := waitCompleted(t, dir, first, func(e []ledger.Episode) bool { return len(e) >= 1 })
+	// The operator page is served beside the Web UI, with its money and
+	// what needs a human.
+	m := pageLine.FindStringSubmatch(first.Output.String())
+	if m == nil {
+		t.Fatalf("devserver printed no operator page:\n%s", first.Output.String())
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "Needs a human") || !strings.Contains(string(page), "Money") {
+		t.Fatalf("the operator page at %s: %d\n%s", m[1], resp.StatusCode, page)
+	}
 	interrupt(t, first)
 	_, allBefore := completedEpisodes(t, dir)
 	chargesBefore := chargesByKey(t, dir)

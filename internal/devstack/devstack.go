@@ -26,6 +26,8 @@ import (
 
 	"allot/app"
 	"allot/artifacts"
+	"allot/internal/console"
+	"allot/internal/ledger"
 	"allot/internal/operator"
 	"allot/internal/temporalserver"
 	"allot/paidvendor"
@@ -54,6 +56,9 @@ type Config struct {
 	DemoInterval time.Duration
 	AutoApprove  bool
 	MetricsAddr  string // Prometheus /metrics of the worker; "" = off
+	// ConsoleAddr serves the operator page (starter console) there, a
+	// loopback host:port; "" = off.
+	ConsoleAddr string
 	// ReconcileEvery is how often the worker reconciles the vendor's bill
 	// (0: its default, a minute).
 	ReconcileEvery time.Duration
@@ -83,6 +88,8 @@ type Info struct {
 	ScheduleCreated bool   `json:"schedule_created,omitempty"`
 	// Metrics is the worker's /metrics URL, if served.
 	Metrics string `json:"metrics,omitempty"`
+	// Console is the operator page's URL, if served.
+	Console string `json:"console,omitempty"`
 }
 
 // Run runs the embedded setup until ctx ends, then stops the worker, the
@@ -161,6 +168,26 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("worker stopped: %w", err)
 		}
 	}
+	consoleDone := make(chan error, 1)
+	if cfg.ConsoleAddr != "" {
+		if err := console.CheckAddr(cfg.ConsoleAddr); err != nil {
+			stopWorker()
+			<-workerDone
+			return err
+		}
+		consoleAddr := make(chan string, 1)
+		go func() { consoleDone <- serveConsole(wctx, cfg, wcfg, info, consoleAddr, logger) }()
+		select {
+		case addr := <-consoleAddr:
+			info.Console = "http://" + addr + "/"
+		case err := <-consoleDone:
+			stopWorker()
+			<-workerDone
+			return fmt.Errorf("operator page: %w", err)
+		case err := <-workerDone:
+			return fmt.Errorf("worker stopped: %w", err)
+		}
+	}
 	if cfg.DemoInterval > 0 {
 		if info.Schedule, info.ScheduleCreated, err = ensureDemoSchedule(ctx, cfg, wcfg.Config, info); err != nil {
 			stopWorker()
@@ -177,6 +204,54 @@ func Run(ctx context.Context, cfg Config) error {
 		return <-workerDone
 	case err := <-workerDone:
 		return fmt.Errorf("worker stopped: %w", err)
+	case err := <-consoleDone:
+		stopWorker()
+		<-workerDone
+		return fmt.Errorf("operator page stopped: %w", err)
+	}
+}
+
+// serveConsole serves the operator page on cfg.ConsoleAddr until ctx ends,
+// reading the worker's ledger (read-only, once the worker has created it)
+// and the embedded server; ready gets the address it listens on.
+func serveConsole(ctx context.Context, cfg Config, wcfg app.WorkerConfig, info Info, ready chan<- string, logger *slog.Logger) error {
+	pipelines, err := wcfg.LoadPipelines()
+	if err != nil {
+		return err
+	}
+	led, err := openWhenCreated(ctx, wcfg.Ledger)
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	c, err := client.DialContext(ctx, client.Options{HostPort: info.Frontend, Namespace: info.Namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return console.Serve(ctx, console.ServerConfig{
+		Addr:   cfg.ConsoleAddr,
+		Read:   console.ReadInput{Ledger: led, Pipelines: pipelines, Temporal: c, Namespace: info.Namespace, WebUI: info.WebUI},
+		Ready:  func(addr string) { ready <- addr },
+		Logger: logger,
+	})
+}
+
+// openWhenCreated opens the ledger read-only once the worker, which
+// creates it, has: until then it is not there to read.
+func openWhenCreated(ctx context.Context, url string) (*ledger.Ledger, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		led, err := ledger.OpenReadOnly(ctx, url)
+		if !errors.Is(err, ledger.ErrNotCreated) {
+			return led, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
 	}
 }
 
