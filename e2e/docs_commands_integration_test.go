@@ -257,6 +257,11 @@ func docSteps() []docStep {
 		{line: `schedule unpause --pipeline weekly-video`, want: `paused +false`},
 		{line: `run --pipeline weekly-video --nominal-time 2026-12-01T09:00:00Z`, want: `existing`},
 
+		// operating.md and deploying.md: the operator page serves until
+		// interrupted; its own test runs both lines as written.
+		{line: `console --addr 127.0.0.1:8091 --web-ui http://127.0.0.1:8233`, elsewhere: "e2e/console_integration_test.go TestConsoleServesThePageAsDocumented"},
+		{line: `console --web-ui http://127.0.0.1:8080`, elsewhere: "e2e/console_integration_test.go TestConsoleServesThePageAsDocumented"},
+
 		// README: and the ledger holds after all of it.
 		{line: `check`, want: `^ok: the ledger's invariants hold`},
 	}

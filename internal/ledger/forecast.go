@@ -22,9 +22,12 @@ func (l *Ledger) EpisodeCount(ctx context.Context, pipeline, period string) (int
 }
 
 // unreservedQuery counts a pipeline's episodes with nominal times in
-// [from, to) that have not settled and hold no paid task.
+// [from, to) that have not settled and hold no paid task. It seeks
+// episodes_by_nominal by the time range: "pipeline || ''" keeps both
+// planners from the primary key's pipeline prefix, which would read every
+// episode of the pipeline.
 const unreservedQuery = `SELECT COUNT(*) FROM episodes e
-	WHERE e.pipeline = ? AND e.nominal_time >= ? AND e.nominal_time < ?
+	WHERE e.nominal_time >= ? AND e.nominal_time < ? AND e.pipeline || '' = ?
 	AND e.status <> ? AND e.outcome NOT IN (?, ?)
 	AND NOT EXISTS (SELECT 1 FROM paid_tasks pt WHERE pt.pipeline = e.pipeline AND pt.episode_id = e.episode_id)`
 
@@ -40,5 +43,5 @@ func (l *Ledger) UnreservedEpisodes(ctx context.Context, pipeline string, from, 
 }
 
 func (l *Ledger) unreservedArgs(pipeline string, from, to time.Time) []any {
-	return []any{pipeline, l.d.timeArg(from), l.d.timeArg(to), string(EpisodeCompleted), string(allot.OutcomeCompleted), string(allot.OutcomeRejected)}
+	return []any{l.d.timeArg(from), l.d.timeArg(to), pipeline, string(EpisodeCompleted), string(allot.OutcomeCompleted), string(allot.OutcomeRejected)}
 }

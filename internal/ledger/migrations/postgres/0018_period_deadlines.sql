@@ -41,9 +41,11 @@ CREATE TABLE deadline_records (
 CREATE INDEX deadline_records_by_due ON deadline_records (pipeline, due_at, kind);
 
 -- A period's runs, which a judgement reads for its cause (catch-up skips,
--- runs skipped for want of an input).
-CREATE INDEX run_outcomes_by_period ON run_outcomes (pipeline, period);
+-- runs skipped for want of an input). The period leads, so that the
+-- queries of a pipeline's runs by time keep run_outcomes_pipeline_recorded.
+CREATE INDEX run_outcomes_by_period ON run_outcomes (period, pipeline);
 
--- A pipeline's episodes by nominal time: the forecast counts those of a
--- budget period that have reserved nothing yet.
-CREATE INDEX episodes_by_nominal ON episodes (pipeline, nominal_time);
+-- Episodes by nominal time: the forecast counts a pipeline's episodes of a
+-- budget period that have reserved nothing yet. The time leads, so that
+-- the queries of a pipeline's episodes by creation keep their index.
+CREATE INDEX episodes_by_nominal ON episodes (nominal_time, pipeline);
