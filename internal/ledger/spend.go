@@ -5,7 +5,8 @@ package ledger
 // spend chart and its unbudgeted spend. A cost entry knows its pipeline,
 // episode and step; its vendor is the step's in the episode's pinned plan
 // (as the reconciler reads it, UnbilledCosts), so the query joins the
-// episode by its primary key and parses each plan once.
+// episode by its primary key, sums per plan, and each distinct plan is
+// parsed once.
 
 import (
 	"context"
@@ -34,21 +35,31 @@ type DaySpend struct {
 // DayLayout is how DaySpend.Day spells a day.
 const DayLayout = "2006-01-02"
 
-// spendPerDayQuery reads the cost entries recorded at or after a time: one
-// range of cost_entries_recorded (0019), each with its episode's plan.
-const spendPerDayQuery = `SELECT c.pipeline, c.episode_id, c.step, c.amount, c.currency, c.recorded_at, e.plan
+// spendPerDayQuery sums the cost entries recorded at or after a time per
+// UTC day, pipeline, step, currency and the episode's plan: one range of
+// cost_entries_recorded (0019), each cost's episode by its key, and as many
+// rows out as there are groups, not costs (a pipeline's episodes mostly
+// share one plan). The CAST makes an overflowing sum an error on both
+// drivers (SQLite's SUM refuses one; PostgreSQL's numeric does not fit
+// BIGINT), never a wrapped number.
+func (l *Ledger) spendPerDayQuery() string {
+	day := fmt.Sprintf(l.d.utcDay, "c.recorded_at")
+	return `SELECT ` + day + `, c.pipeline, c.step, c.currency, e.plan, CAST(SUM(c.amount) AS BIGINT)
 	FROM cost_entries c JOIN episodes e ON e.pipeline = c.pipeline AND e.episode_id = c.episode_id
-	WHERE c.recorded_at >= ?`
+	WHERE c.recorded_at >= ?
+	GROUP BY ` + day + `, c.pipeline, c.step, c.currency, e.plan`
+}
 
 // SpendPerDay sums the cost entries recorded at or after since per UTC day
 // of their recorded_at, pipeline, step, vendor and currency, ordered by
 // day, pipeline, step, vendor and currency. A sum that leaves int64's
-// range is an error (allot.ErrAmountOverflow), never wrapped.
+// range is an error (allot.ErrAmountOverflow, or the database's), never
+// wrapped.
 func (l *Ledger) SpendPerDay(ctx context.Context, since time.Time) ([]DaySpend, error) {
 	if since.IsZero() {
 		return nil, invalid("spend per day needs the start of its window: give a time, for example 30 days ago")
 	}
-	rows, err := l.r.QueryContext(ctx, l.d.q(spendPerDayQuery), l.d.timeArg(since))
+	rows, err := l.r.QueryContext(ctx, l.d.q(l.spendPerDayQuery()), l.d.timeArg(since))
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: read the costs recorded since %s: %w", l.where, since.UTC().Format(time.RFC3339), err)
 	}
@@ -56,28 +67,26 @@ func (l *Ledger) SpendPerDay(ctx context.Context, since time.Time) ([]DaySpend, 
 	type key struct{ day, pipeline, step, vendor, currency string }
 	var (
 		sums  = map[key]int64{}
-		plans = map[string]map[string]planStep{} // pipeline \x00 episode -> its plan's steps
+		plans = map[string]map[string]planStep{} // plan -> its steps
 	)
 	for rows.Next() {
 		var (
-			pipeline, episode, plan string
-			k                       key
-			amount                  int64
-			at                      time.Time
+			plan   string
+			k      key
+			amount int64
 		)
-		if err := rows.Scan(&pipeline, &episode, &k.step, &amount, &k.currency, dbTime{&at}, &plan); err != nil {
-			return nil, fmt.Errorf("ledger %s: read a cost recorded since %s: %w", l.where, since.UTC().Format(time.RFC3339), err)
+		if err := rows.Scan(&k.day, &k.pipeline, &k.step, &k.currency, &plan, &amount); err != nil {
+			return nil, fmt.Errorf("ledger %s: read the costs recorded since %s: %w", l.where, since.UTC().Format(time.RFC3339), err)
 		}
-		pk := pipeline + "\x00" + episode
-		steps, ok := plans[pk]
+		steps, ok := plans[plan]
 		if !ok {
 			steps = pinnedPlanSteps(plan)
-			plans[pk] = steps
+			plans[plan] = steps
 		}
-		k.day, k.pipeline, k.vendor = at.UTC().Format(DayLayout), pipeline, steps[k.step].Vendor
+		k.vendor = steps[k.step].Vendor
 		sum, err := allot.AddAmount(sums[k], amount)
 		if err != nil {
-			return nil, fmt.Errorf("ledger %s: the spend of %s step %s at %q on %s in %s: %w", l.where, pipeline, k.step, k.vendor, k.day, k.currency, err)
+			return nil, fmt.Errorf("ledger %s: the spend of %s step %s at %q on %s in %s: %w", l.where, k.pipeline, k.step, k.vendor, k.day, k.currency, err)
 		}
 		sums[k] = sum
 	}

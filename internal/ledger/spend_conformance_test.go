@@ -62,12 +62,20 @@ func testSpendPerDay(t *testing.T, l *Ledger) {
 	if _, err := l.SpendPerDay(ctx, time.Time{}); !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("SpendPerDay without a start: %v, want ErrInvalidInput", err)
 	}
+	// Amounts no API writes (each is at most allot.MaxAmount), whose sum
+	// leaves int64: an error, never a wrapped total.
+	for _, ref := range []string{"huge-1", "huge-2"} {
+		rawInsertCost(t, l, ref, paidRef(ep3, "cover", 0), 5_000_000_000_000_000_000)
+	}
+	if got, err := l.SpendPerDay(ctx, t0.Add(-time.Hour)); err == nil {
+		t.Fatalf("SpendPerDay over an overflowing sum = %+v, want an error", got)
+	}
 }
 
 // testSpendPerDayUsesIndex: the chart reads one range of
 // cost_entries_recorded and each cost's episode by its key, never a scan.
 func testSpendPerDayUsesIndex(t *testing.T, l *Ledger) {
-	plan := queryPlan(t, l, l.d.q(spendPerDayQuery), l.d.timeArg(t0))
+	plan := queryPlan(t, l, l.d.q(l.spendPerDayQuery()), l.d.timeArg(t0))
 	if l.d == sqliteDialect && !strings.Contains(plan, "cost_entries_recorded") {
 		t.Errorf("SpendPerDay does not use cost_entries_recorded:\nplan:\n%s", plan)
 	}
