@@ -62,6 +62,17 @@ type Board struct {
 	More    bool // more runs in the window than shown
 	Next    []UpcomingRun
 	Vendors []report.VendorView
+	// Spend is the recorded costs per vendor and currency over SpendDays
+	// (the chart's days, oldest first), SpendCharts the same a chart per
+	// currency.
+	Spend       []SpendSeries
+	SpendDays   []string
+	SpendCharts []SpendChart
+	// Unbudgeted is what the paid steps no budget covers settled in
+	// UnbudgetedMonth (the calendar month of Now in UTC, "2006-01"), per
+	// pipeline and vendor.
+	Unbudgeted      []UnbudgetedRow
+	UnbudgetedMonth string
 	// Problems are what could not be read (Temporal unreachable, say):
 	// the rest of the board is still shown, with this said above it.
 	Problems []string
@@ -178,6 +189,9 @@ func Read(ctx context.Context, in ReadInput) (Board, error) {
 		return Board{}, err
 	}
 	if b.Next, err = r.upcoming(ctx); err != nil {
+		return Board{}, err
+	}
+	if err := r.spend(ctx); err != nil {
 		return Board{}, err
 	}
 	return b, nil

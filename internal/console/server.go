@@ -29,8 +29,9 @@ const pollEvery = 500 * time.Millisecond
 var assets embed.FS
 
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"bsCommand": allot.BudgetShowCommand,
-	"rfc3339":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"bsCommand":   allot.BudgetShowCommand,
+	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"seriesClass": SeriesClass,
 }).ParseFS(assets, "assets/page.html"))
 
 // ServerConfig is how the page is served.

@@ -161,6 +161,8 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"EpisodesWaiting", testEpisodesWaiting},
 		{"ChangeMarker", testChangeMarker},
 		{"RecentRunOutcomes", testRecentRunOutcomes},
+		{"SpendPerDay", testSpendPerDay},
+		{"SpendPerDayUsesIndex", testSpendPerDayUsesIndex},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -70,7 +70,10 @@ func (l *Ledger) episodesWaitingQuery(limit int) (string, []any) {
 //     a reservation that settles leaves it;
 //   - raises, pauses, drift, deadline records, decisions: the newest ID
 //     (their primary keys), and the unacknowledged drift (drift_items_unacked);
-//   - vendors: vendor_state, one row per vendor.
+//   - vendors: vendor_state, one row per vendor;
+//   - costs: the newest recorded_at (cost_entries_recorded), which a
+//     cost no budget covers moves alone (the spend chart, the
+//     unbudgeted spend).
 var changeMarkerParts = []string{
 	`SELECT CAST(MAX(recorded_at) AS TEXT) FROM run_outcomes`,
 	`SELECT CAST(COUNT(*) AS TEXT) || '/' || COALESCE(CAST(MAX(outcome_at) AS TEXT), '') FROM episodes WHERE %IN% AND outcome <> ''`,
@@ -82,6 +85,7 @@ var changeMarkerParts = []string{
 	`SELECT CAST(MAX(id) AS TEXT) FROM deadline_records`,
 	`SELECT CAST(MAX(id) AS TEXT) FROM operator_decisions`,
 	`SELECT CAST(COUNT(*) AS TEXT) || '/' || COALESCE(CAST(MAX(updated_at) AS TEXT), '') FROM vendor_state`,
+	`SELECT CAST(MAX(recorded_at) AS TEXT) FROM cost_entries`,
 }
 
 // ChangeMarker is an opaque string that changes when anything the

@@ -93,6 +93,12 @@ func testChangeMarker(t *testing.T, l *Ledger) {
 			_, _, err := l.RecordDrift(ctx, d)
 			return err
 		}},
+		{"a cost no budget covers", func() error {
+			r := paidRef(ep, "render", 0)
+			mustIntent(t, l, r)
+			_, err := l.RecordSubmission(ctx, Submission{PaidTaskRef: r, RemoteRef: "vt_marker", Amount: 5, Currency: "EUR"})
+			return err
+		}},
 	} {
 		if err := w.write(); err != nil {
 			t.Fatalf("%s: %v", w.name, err)
@@ -105,7 +111,7 @@ func testChangeMarker(t *testing.T, l *Ledger) {
 	}
 	query, args := l.changeMarkerQuery()
 	plan := queryPlan(t, l, l.d.q(query), args...)
-	for _, index := range []string{"run_outcomes_recorded", "episodes_outcome_pipeline", "budget_entries_held", "drift_items_unacked"} {
+	for _, index := range []string{"run_outcomes_recorded", "episodes_outcome_pipeline", "budget_entries_held", "drift_items_unacked", "cost_entries_recorded"} {
 		if !strings.Contains(plan, index) {
 			t.Errorf("the change marker does not use index %s:\nplan:\n%s", index, plan)
 		}

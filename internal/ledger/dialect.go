@@ -52,6 +52,9 @@ type dialect struct {
 	// timeAsText: SQLite has no time type, so times are stored as
 	// fixed-width UTC text, which sorts and compares in time order.
 	timeAsText bool
+	// utcDay is the SQL of a time column's UTC day as YYYY-MM-DD text,
+	// with %s for the column.
+	utcDay string
 	// explain prefixes a query to get its plan instead of its rows, one row
 	// per plan line with the text in the last column, and preferIndexes
 	// (if set) runs first in the same transaction so that the planner uses
@@ -66,7 +69,9 @@ var (
 		name:       "sqlite",
 		migrations: "migrations/sqlite",
 		timeAsText: true,
-		explain:    "EXPLAIN QUERY PLAN ",
+		// The text is UTC and begins with the day.
+		utcDay:  "substr(%s, 1, 10)",
+		explain: "EXPLAIN QUERY PLAN ",
 	}
 	postgresDialect = &dialect{
 		name:               "postgres",
@@ -78,6 +83,7 @@ var (
 		lockPipeline:   "SELECT pg_advisory_xact_lock(?)",
 		lockEpisode:    "SELECT pg_advisory_xact_lock(?)",
 		lockMigrations: "SELECT pg_advisory_xact_lock(?)",
+		utcDay:         "to_char(%s AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
 		explain:        "EXPLAIN ",
 		preferIndexes:  "SET LOCAL enable_seqscan = off",
 	}
