@@ -23,7 +23,7 @@ func (l *Ledger) EpisodeCount(ctx context.Context, pipeline, period string) (int
 
 // unreservedQuery counts a pipeline's episodes with nominal times in
 // [from, to) that have not settled and hold no paid task. It seeks
-// episodes_by_nominal by the time range: "pipeline || ''" keeps both
+// episodes_by_nominal by the time range: "pipeline || ”" keeps both
 // planners from the primary key's pipeline prefix, which would read every
 // episode of the pipeline.
 const unreservedQuery = `SELECT COUNT(*) FROM episodes e
