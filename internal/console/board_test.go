@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"allot"
-	"allot/internal/allottest"
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
 	"allot/workflows"
@@ -187,7 +186,9 @@ func TestEventsSendAnUpdateWhenTheLedgerChanges(t *testing.T) {
 	in, _, _, _ := fixture(t)
 	srv := httptest.NewServer(NewServer(in, nil))
 	defer srv.Close()
-	ctx, cancel := allottest.Context(t, 30*time.Second)
+	// Not allottest.Context: allottest imports devstack, which imports
+	// this package, and this in-package test may not import it back.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
 	if err != nil {
@@ -254,7 +255,9 @@ func TestServeRefusesANonLoopbackAddress(t *testing.T) {
 			t.Errorf("Serve(%s) listened", addr)
 		}
 	}
-	ctx, cancel := allottest.Context(t, 30*time.Second)
+	// Not allottest.Context: allottest imports devstack, which imports
+	// this package, and this in-package test may not import it back.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
