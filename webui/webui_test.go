@@ -6,17 +6,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"html"
-	"image"
-	"image/png"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,7 +19,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
-	"allot/internal/cleanenv"
+	"allot/internal/chromiumtest"
 	"allot/internal/devstack"
 	"allot/workflows"
 )
@@ -119,9 +113,9 @@ func TestWebUIListsPipelineAndShowsEpisode(t *testing.T) {
 	})
 
 	t.Run("screenshot of the episode page", func(t *testing.T) {
-		path := filepath.Join(artifactDir(t), "webui-episode.png")
+		path := filepath.Join(chromiumtest.ArtifactDir(t), "webui-episode.png")
 		br.screenshot(t, episodeURL, path)
-		checkPNG(t, path)
+		chromiumtest.CheckPNG(t, path)
 		t.Logf("screenshot of %s: %s", episodeURL, path)
 	})
 }
@@ -129,20 +123,6 @@ func TestWebUIListsPipelineAndShowsEpisode(t *testing.T) {
 // workflowIDPattern finds allot workflow IDs in rendered text:
 // <pipeline>/episode/<episode> and <pipeline>/scheduled-<time>.
 var workflowIDPattern = regexp.MustCompile(`[a-z0-9][a-z0-9-]*/(?:episode/\d{4}-[A-Z0-9]+-\d+|scheduled-\d{4}-\d\d-\d\dT[0-9:]+Z)`)
-
-var (
-	invisible = regexp.MustCompile(`(?is)<head\b.*?</head>|<script\b.*?</script>|<style\b.*?</style>|<template\b.*?</template>`)
-	tag       = regexp.MustCompile(`(?s)<[^>]*>`)
-)
-
-// visibleText is the text of a dumped DOM as a reader sees it: no head,
-// scripts, styles or markup (attributes, hrefs), entities decoded, runs of
-// whitespace as one space.
-func visibleText(dom string) string {
-	s := invisible.ReplaceAllString(dom, " ")
-	s = tag.ReplaceAllString(s, " ")
-	return strings.Join(strings.Fields(html.UnescapeString(s)), " ")
-}
 
 func containsAll(s string, parts ...string) error {
 	var missing []string
@@ -199,25 +179,7 @@ type browser struct {
 
 func newBrowser(t *testing.T) browser {
 	t.Helper()
-	if p := os.Getenv("ALLOT_CHROMIUM"); p != "" {
-		bin, err := exec.LookPath(p)
-		if err != nil {
-			t.Fatalf("ALLOT_CHROMIUM=%q: %v", p, err)
-		}
-		return browser{bin: bin}
-	}
-	if bin, err := exec.LookPath("/usr/bin/chromium"); err == nil {
-		return browser{bin: bin}
-	}
-	if bin, err := exec.LookPath("chromium"); err == nil {
-		return browser{bin: bin}
-	}
-	const msg = "no Chromium: set ALLOT_CHROMIUM, or install it (apt-get update && apt-get install -y chromium)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + "; CI is set, so this test must run")
-	}
-	t.Skip(msg)
-	return browser{}
+	return browser{bin: chromiumtest.Bin(t)}
 }
 
 // pageTimeout bounds one Chromium run; renderBudget is the virtual time the
@@ -254,32 +216,13 @@ func (b browser) run(t *testing.T, args ...string) ([]byte, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), pageTimeout)
 	defer cancel()
-	full := append([]string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync",
-		"--disable-dev-shm-usage", "--disable-crash-reporter", "--disable-breakpad",
-		"--user-data-dir=" + filepath.Join(dir, "profile"),
-	}, args...)
-	cmd := exec.CommandContext(ctx, b.bin, full...)
+	cmd := chromiumtest.Command(ctx, b.bin, dir, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// Chromium keeps its crash database and caches under the XDG
-	// directories, not the profile: point them into dir too.
-	cmd.Env = cleanenv.Environ(
-		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", b.bin, err)
 	}
 	runErr := cmd.Wait()
-	// Whatever Chromium left behind (renderers, zygotes, the wrapper's
-	// children) goes with the group; helpers that left the group (the crash
-	// handler starts its own session) are found by dir on their command line.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	killByArgument(dir)
+	chromiumtest.Kill(cmd, dir)
 	if ctx.Err() != nil {
 		runErr = fmt.Errorf("chromium did not finish within %v: %w", pageTimeout, ctx.Err())
 	}
@@ -294,27 +237,6 @@ func (b browser) run(t *testing.T, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// killByArgument kills every process whose command line contains arg (a
-// unique temporary path), by PID. It reads /proc, so elsewhere than on Linux
-// it does nothing.
-func killByArgument(arg string) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(arg)) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
 // textUntil loads url until the visible text of the rendered DOM satisfies
 // ok, and returns that text; it fails the test after pollTimeout. The last
 // DOM is kept as an artifact either way.
@@ -323,12 +245,12 @@ func (b browser) textUntil(t *testing.T, name, url string, ok func(text string) 
 	deadline := time.Now().Add(pollTimeout)
 	for attempt := 1; ; attempt++ {
 		out, err := b.run(t, "--virtual-time-budget="+renderBudget, "--dump-dom", url)
-		text := visibleText(string(out))
+		text := chromiumtest.VisibleText(string(out))
 		if err == nil {
 			err = ok(text)
 		}
 		if err == nil || time.Now().After(deadline) {
-			path := filepath.Join(artifactDir(t), "webui-"+name+".html")
+			path := filepath.Join(chromiumtest.ArtifactDir(t), "webui-"+name+".html")
 			if werr := os.WriteFile(path, out, 0o644); werr != nil {
 				t.Logf("saving the DOM: %v", werr)
 			}
@@ -349,59 +271,6 @@ func (b browser) screenshot(t *testing.T, url, path string) {
 		"--window-size=1400,1000", "--screenshot="+path, url); err != nil {
 		t.Fatalf("screenshot of %s: %v", url, err)
 	}
-}
-
-// checkPNG asserts the screenshot is a real rendering: a PNG at least 1000
-// pixels wide with more than a handful of colours (a blank or single-colour
-// page fails).
-func checkPNG(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	defer func() { _ = f.Close() }()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("screenshot %s is no PNG: %v", path, err)
-	}
-	bounds := img.Bounds()
-	if bounds.Dx() < 1000 || bounds.Dy() < 500 {
-		t.Errorf("screenshot is %dx%d, want at least 1000x500", bounds.Dx(), bounds.Dy())
-	}
-	if n := countColours(img, 64); n < 8 {
-		t.Errorf("screenshot has %d distinct colours: a blank page, not the UI", n)
-	}
-}
-
-// countColours counts distinct colours, stopping at limit.
-func countColours(img image.Image, limit int) int {
-	seen := map[[4]uint32]bool{}
-	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, a := img.At(x, y).RGBA()
-			seen[[4]uint32{r, g, bl, a}] = true
-			if len(seen) >= limit {
-				return len(seen)
-			}
-		}
-	}
-	return len(seen)
-}
-
-// artifactDir is where the test keeps files for a human to look at after
-// it ends: $ALLOT_TEST_ARTIFACTS, else <tmp>/allot-test-artifacts.
-func artifactDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ALLOT_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "allot-test-artifacts")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 func tail(b []byte, n int) []byte {

@@ -4,12 +4,8 @@ package console_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"html"
-	"image"
-	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +21,7 @@ import (
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/chromiumtest"
 	"allot/internal/cleanenv"
 	"allot/internal/console"
 	"allot/internal/ledger"
@@ -87,14 +83,14 @@ func TestBrowserShowsTheBoardAndItsLiveUpdate(t *testing.T) {
 	t.Run("budgets equal starter budget list --json", func(t *testing.T) {
 		list := budgetList(t, "sqlite:"+l.Path, ledgertest.BudgetSet)
 		dom := tab.eval(t, "document.documentElement.outerHTML")
-		path := filepath.Join(artifactDir(t), "operator-page.html")
+		path := filepath.Join(chromiumtest.ArtifactDir(t), "operator-page.html")
 		if err := os.WriteFile(path, []byte(dom), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("the page's DOM: %s", path)
 		sections := budgetSections(dom)
 		if len(sections) != len(want.Money) || len(want.Money) == 0 {
-			t.Fatalf("the page shows %d budgets, the board has %d:\n%s", len(sections), len(want.Money), visibleText(dom))
+			t.Fatalf("the page shows %d budgets, the board has %d:\n%s", len(sections), len(want.Money), chromiumtest.VisibleText(dom))
 		}
 		for _, row := range want.Money {
 			text, ok := sections[row.Budget]
@@ -118,16 +114,16 @@ func TestBrowserShowsTheBoardAndItsLiveUpdate(t *testing.T) {
 				t.Errorf("%s: the page does not show the period %s:\n%s", row.Budget, p.Period, text)
 			}
 		}
-		text := visibleText(dom)
+		text := chromiumtest.VisibleText(dom)
 		if !strings.Contains(text, eps[3].ID) || !strings.Contains(text, remedy) {
 			t.Errorf("the page does not show the parked episode %s with its remedy %q:\n%s", eps[3].ID, remedy, text)
 		}
 	})
 
 	t.Run("screenshot", func(t *testing.T) {
-		path := filepath.Join(artifactDir(t), "operator-page.png")
+		path := filepath.Join(chromiumtest.ArtifactDir(t), "operator-page.png")
 		tab.screenshot(t, path)
-		checkPNG(t, path)
+		chromiumtest.CheckPNG(t, path)
 		t.Logf("screenshot of the operator page: %s", path)
 		if os.Getenv("ALLOT_UPDATE_SCREENSHOT") == "1" {
 			png, err := os.ReadFile(path)
@@ -216,25 +212,11 @@ func budgetSections(dom string) map[string]string {
 		if end := strings.Index(p, "</section>"); end >= 0 {
 			p = p[:end]
 		}
-		text := visibleText(p)
+		text := chromiumtest.VisibleText(p)
 		name, _, _ := strings.Cut(text, " ")
 		out[name] = " " + text + " "
 	}
 	return out
-}
-
-var (
-	invisible = regexp.MustCompile(`(?is)<head\b.*?</head>|<script\b.*?</script>|<style\b.*?</style>|<template\b.*?</template>`)
-	tag       = regexp.MustCompile(`(?s)<[^>]*>`)
-)
-
-// visibleText is the text of a dumped DOM as a reader sees it: no head,
-// scripts, styles or markup, entities decoded, runs of whitespace as one
-// space.
-func visibleText(dom string) string {
-	s := invisible.ReplaceAllString(dom, " ")
-	s = tag.ReplaceAllString(s, " ")
-	return strings.Join(strings.Fields(html.UnescapeString(s)), " ")
 }
 
 // ---- Chromium (as webui's test runs it) ----
@@ -247,24 +229,7 @@ type browser struct {
 
 func newBrowser(t *testing.T) browser {
 	t.Helper()
-	if p := os.Getenv("ALLOT_CHROMIUM"); p != "" {
-		bin, err := exec.LookPath(p)
-		if err != nil {
-			t.Fatalf("ALLOT_CHROMIUM=%q: %v", p, err)
-		}
-		return browser{bin: bin}
-	}
-	for _, name := range []string{"/usr/bin/chromium", "chromium"} {
-		if bin, err := exec.LookPath(name); err == nil {
-			return browser{bin: bin}
-		}
-	}
-	const msg = "no Chromium: set ALLOT_CHROMIUM, or install it (apt-get update && apt-get install -y chromium)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + "; CI is set, so this test must run")
-	}
-	t.Skip(msg)
-	return browser{}
+	return browser{bin: chromiumtest.Bin(t)}
 }
 
 // browserTimeout bounds one Chromium: the whole test's page.
@@ -301,24 +266,9 @@ func (b browser) start(t *testing.T, extra []*os.File, args ...string) *chromium
 		t.Fatal(err)
 	}
 	c.ctx, c.cancel = context.WithTimeout(context.Background(), allottest.Within(t, browserTimeout))
-	full := append([]string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync",
-		"--disable-dev-shm-usage", "--disable-crash-reporter", "--disable-breakpad",
-		"--user-data-dir=" + filepath.Join(dir, "profile"),
-	}, args...)
-	cmd := exec.CommandContext(c.ctx, b.bin, full...)
+	cmd := chromiumtest.Command(c.ctx, b.bin, dir, args...)
 	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
 	cmd.ExtraFiles = extra
-	// Chromium keeps its crash database and caches under the XDG
-	// directories, not the profile: point them into dir too.
-	cmd.Env = cleanenv.Environ(
-		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		c.cancel()
 		t.Fatalf("starting %s: %v", b.bin, err)
@@ -331,36 +281,11 @@ func (b browser) start(t *testing.T, extra []*os.File, args ...string) *chromium
 func (c *chromium) stop() {
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	_ = c.cmd.Wait()
-	// Whatever Chromium left behind (renderers, zygotes) goes with the
-	// group; helpers that left the group are found by dir on their command
-	// line.
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	killByArgument(c.dir)
+	chromiumtest.Kill(c.cmd, c.dir)
 	c.cancel()
 	_ = c.stdout.Close()
 	_ = c.stderr.Close()
 	_ = os.RemoveAll(c.dir)
-}
-
-// killByArgument kills every process whose command line contains arg (a
-// unique temporary path), by PID. It reads /proc, so elsewhere than on
-// Linux it does nothing.
-func killByArgument(arg string) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(arg)) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 // ---- a page kept open: the DevTools protocol over a pipe ----
@@ -514,55 +439,3 @@ func (tb *tab) screenshot(t *testing.T, path string) {
 }
 
 // ---- artifacts ----
-
-// checkPNG asserts the screenshot is a real rendering: a PNG at least 1000
-// pixels wide with more than a handful of colours.
-func checkPNG(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	defer func() { _ = f.Close() }()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("screenshot %s is no PNG: %v", path, err)
-	}
-	if b := img.Bounds(); b.Dx() < 1000 || b.Dy() < 500 {
-		t.Errorf("screenshot is %dx%d, want at least 1000x500", b.Dx(), b.Dy())
-	}
-	if n := countColours(img, 64); n < 8 {
-		t.Errorf("screenshot has %d distinct colours: a blank page, not the board", n)
-	}
-}
-
-// countColours counts distinct colours, stopping at limit.
-func countColours(img image.Image, limit int) int {
-	seen := map[[4]uint32]bool{}
-	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, a := img.At(x, y).RGBA()
-			seen[[4]uint32{r, g, bl, a}] = true
-			if len(seen) >= limit {
-				return len(seen)
-			}
-		}
-	}
-	return len(seen)
-}
-
-// artifactDir is where the test keeps files for a human to look at after
-// it ends: $ALLOT_TEST_ARTIFACTS (as webui's test), else the test's
-// temporary directory.
-func artifactDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ALLOT_TEST_ARTIFACTS")
-	if dir == "" {
-		return t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
