@@ -32,8 +32,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"math/big"
 	"slices"
 	"strings"
@@ -128,23 +126,11 @@ func (e *BudgetExhaustedError) Is(target error) bool { return target == ErrBudge
 
 // budgetLockKey maps (budget, period) to the advisory lock that serialises
 // its admissions and raises on PostgreSQL.
-func budgetLockKey(budget, period string) int64 {
-	h := fnv.New64a()
-	_, _ = io.WriteString(h, "allot/ledger/budget/"+budget+"\x00"+period)
-	return int64(h.Sum64())
-}
+func budgetLockKey(budget, period string) int64 { return advisoryKey("budget", budget, period) }
 
-// lockBudgetTx takes the (budget, period) lock where BEGIN did not
-// (PostgreSQL; SQLite's writer lock covers it). It is the same
-// transaction-scoped advisory lock as an episode's, on another key.
+// lockBudgetTx takes the (budget, period) lock (lockTx).
 func (l *Ledger) lockBudgetTx(ctx context.Context, tx *sql.Tx, budget, period string) error {
-	if l.d.lockEpisode == "" {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockEpisode), budgetLockKey(budget, period)); err != nil {
-		return fmt.Errorf("ledger %s: lock budget %s period %s: %w", l.where, budget, period, err)
-	}
-	return nil
+	return l.lockTx(ctx, tx, budgetLockKey(budget, period), "budget "+budget+" period "+period)
 }
 
 // checkReservations refuses malformed reservations; what names their task

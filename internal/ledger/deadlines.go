@@ -16,8 +16,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"time"
 
 	"allot"
@@ -283,22 +281,11 @@ func (l *Ledger) completedInPeriod(ctx context.Context, db queryer, pipeline, pe
 
 // periodLockKey maps a pipeline's period to the advisory lock that
 // serialises its judgement with the completion of its episodes.
-func periodLockKey(pipeline, period string) int64 {
-	h := fnv.New64a()
-	_, _ = io.WriteString(h, "allot/ledger/deadline/"+pipeline+"\x00"+period)
-	return int64(h.Sum64())
-}
+func periodLockKey(pipeline, period string) int64 { return advisoryKey("deadline", pipeline, period) }
 
-// lockPeriodTx takes the period's deadline lock (PostgreSQL; SQLite has
-// one writer).
+// lockPeriodTx takes the period's deadline lock (lockTx).
 func (l *Ledger) lockPeriodTx(ctx context.Context, tx *sql.Tx, pipeline, period string) error {
-	if l.d.lockEpisode == "" {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockEpisode), periodLockKey(pipeline, period)); err != nil {
-		return fmt.Errorf("ledger %s: lock %s period %s: %w", l.where, pipeline, period, err)
-	}
-	return nil
+	return l.lockTx(ctx, tx, periodLockKey(pipeline, period), pipeline+" period "+period)
 }
 
 // LastJudgedDue is the latest deadline of the pipeline judged at its

@@ -227,13 +227,33 @@ func lockKey(pipeline string) int64 {
 	return int64(h.Sum64())
 }
 
-// episodeLockKey maps an episode to the 64-bit key of the advisory lock over
-// its paid tasks and decisions. The prefix differs from lockKey's, so paid
-// work does not wait for allocations in the pipeline.
-func episodeLockKey(pipeline, episodeID string) int64 {
+// advisoryKey maps a kind of lock and its parts to a 64-bit advisory lock
+// key: the hash of "allot/ledger/<kind>/" and the parts joined by NUL. The
+// text is what running workers share, so it never changes.
+func advisoryKey(kind string, parts ...string) int64 {
 	h := fnv.New64a()
-	_, _ = io.WriteString(h, "allot/ledger/episode/"+pipeline+"\x00"+episodeID)
+	_, _ = io.WriteString(h, "allot/ledger/"+kind+"/"+strings.Join(parts, "\x00"))
 	return int64(h.Sum64())
+}
+
+// episodeLockKey maps an episode to the advisory lock over its paid tasks
+// and decisions. The kind differs from lockKey's, so paid work does not
+// wait for allocations in the pipeline.
+func episodeLockKey(pipeline, episodeID string) int64 {
+	return advisoryKey("episode", pipeline, episodeID)
+}
+
+// lockTx takes a transaction-scoped advisory lock where BEGIN did not
+// (PostgreSQL; SQLite's writer lock covers it): an episode's, a budget
+// period's, a deadline period's. what names it in the error.
+func (l *Ledger) lockTx(ctx context.Context, tx *sql.Tx, key int64, what string) error {
+	if l.d.lockEpisode == "" {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockEpisode), key); err != nil {
+		return fmt.Errorf("ledger %s: lock %s: %w", l.where, what, err)
+	}
+	return nil
 }
 
 // timeTextLayout is fixed-width (always six fractional digits, always Z) so

@@ -173,13 +173,7 @@ func ownedErr(t PaidTask, owner string) error {
 
 // lockEpisodeTx takes the episode's lock where BEGIN did not (PostgreSQL).
 func (l *Ledger) lockEpisodeTx(ctx context.Context, tx *sql.Tx, pipeline, episodeID string) error {
-	if l.d.lockEpisode == "" {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, l.d.q(l.d.lockEpisode), episodeLockKey(pipeline, episodeID)); err != nil {
-		return fmt.Errorf("ledger %s: lock episode %s of %s: %w", l.where, episodeID, pipeline, err)
-	}
-	return nil
+	return l.lockTx(ctx, tx, episodeLockKey(pipeline, episodeID), "episode "+episodeID+" of "+pipeline)
 }
 
 // queryPaidTasks runs a shared query selecting paidTaskCols.
