@@ -60,11 +60,13 @@ func TestErrorType(t *testing.T) {
 }
 
 func TestProcessOutputSignalAndExit(t *testing.T) {
+	// The trap is set before the ready line: a SIGTERM sent on seeing that line
+	// must never reach a shell that has not installed it yet.
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh")
 	}
-	p := allottest.StartProcess(t, exec.Command(sh, "-c", `echo "ready on port 42"; echo oops >&2; trap 'echo bye; exit 0' TERM; while :; do sleep 0.05; done`))
+	p := allottest.StartProcess(t, exec.Command(sh, "-c", `trap 'echo bye; exit 0' TERM; echo "ready on port 42"; echo oops >&2; while :; do sleep 0.05; done`))
 	if m := p.WaitOutput(t, regexp.MustCompile(`port (\d+)`), 10*time.Second); m[1] != "42" {
 		t.Fatalf("WaitOutput = %q", m)
 	}
