@@ -160,3 +160,24 @@ func StatsCommand(pipeline string) string {
 func VendorListCommand() string {
 	return "starter vendor list"
 }
+
+// OperatorTokenCommand adds an operator with a fresh token to the operator
+// page's token file (created with mode 0600), printing no token.
+func OperatorTokenCommand(name, file string) string {
+	return "starter operator-token --name " + ShellQuote(name) + " --file " + ShellQuote(file)
+}
+
+// ConsoleCommand serves the operator page, acting with the operators of a
+// token file when one is given.
+func ConsoleCommand(addr, tokenFile string) string {
+	cmd := "starter console --addr " + addr
+	if tokenFile != "" {
+		cmd += " --token-file " + ShellQuote(tokenFile)
+	}
+	return cmd
+}
+
+// SchedulePauseCommand pauses a pipeline's schedule with a note saying why.
+func SchedulePauseCommand(pipeline, note string) string {
+	return "starter schedule pause --pipeline " + pipeline + " --note " + ShellQuote(note)
+}

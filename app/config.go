@@ -41,6 +41,9 @@ const (
 	EnvDataDir   = "ALLOT_DATA_DIR"
 	EnvTaskQueue = "ALLOT_TASK_QUEUE"
 	EnvVendorURL = "ALLOT_VENDOR_URL"
+	// EnvConsoleTokenFile names the operator page's token file (starter
+	// console); it names a file and never holds a token.
+	EnvConsoleTokenFile = "ALLOT_CONSOLE_TOKEN_FILE"
 )
 
 // Defaults of the embedded setup.

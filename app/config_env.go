@@ -18,7 +18,7 @@ var KnownEnv = knownEnv()
 
 func knownEnv() []string {
 	names := []string{EnvLedger, EnvPipelines, EnvDataDir, EnvTaskQueue, EnvVendorURL,
-		paidvendor.EnvVendorAPIKey, paidvendor.EnvVendorAPIKeyFile, execstep.ExecIDEnv}
+		paidvendor.EnvVendorAPIKey, paidvendor.EnvVendorAPIKeyFile, execstep.ExecIDEnv, EnvConsoleTokenFile}
 	for _, v := range pipeline.DefaultVendorEnv {
 		names = append(names, v.Env)
 	}

@@ -21,7 +21,7 @@ func TestKnownEnvIsWhatConfigReads(t *testing.T) {
 			t.Errorf("ConfigFromEnv reads %s, which KnownEnv lacks: add it", name)
 		}
 	}
-	elsewhere := []string{paidvendor.EnvVendorAPIKey, paidvendor.EnvVendorAPIKeyFile, "ALLOT_EXEC_ID"}
+	elsewhere := []string{paidvendor.EnvVendorAPIKey, paidvendor.EnvVendorAPIKeyFile, "ALLOT_EXEC_ID", EnvConsoleTokenFile}
 	for _, name := range KnownEnv {
 		if !slices.Contains(read, name) && !slices.Contains(elsewhere, name) {
 			t.Errorf("KnownEnv lists %s, which nothing reads: remove it", name)

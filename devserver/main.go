@@ -39,6 +39,7 @@ func main() {
 	flag.BoolVar(&cfg.AutoApprove, "auto-approve", true, "approval steps pass by themselves (demo); --auto-approve=false to approve with starter")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics at HOST:PORT/metrics (off by default)")
 	flag.StringVar(&cfg.ConsoleAddr, "console-addr", console.DefaultAddr, "serve the operator page (spend, forecast, what needs a human) at this loopback HOST:PORT (\"\": off)")
+	flag.StringVar(&cfg.ConsoleTokens, "console-tokens", "", "the operator page's token file (NAME:TOKEN lines, mode 0600; default: DATA-DIR/console-tokens, made with an operator \"dev\" if missing)")
 	flag.BoolVar(&cfg.NoWorker, "no-worker", false, "run the server and Web UI only: no simulated vendor, worker, ledger or demo schedule")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -82,7 +83,7 @@ func printWhereToLook(cfg devstack.Config, info devstack.Info) {
 		"  Temporal:  %s (namespace %s)\n"+
 		"  vendor:    %s (simulated)\n"+
 		"  ledger:    %s\n",
-		ui, consoleOr(info.Console), ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
+		ui, consoleOr(info), ui, info.Namespace, url.QueryEscape(`AllotPipeline="`+cfg.DemoPipeline+`" AND WorkflowType="Episode"`),
 		info.Frontend, info.Namespace, info.VendorURL, info.Ledger)
 	switch {
 	case info.ScheduleCreated:
@@ -97,10 +98,11 @@ func printWhereToLook(cfg devstack.Config, info devstack.Info) {
 		"Press Ctrl+C to stop; run it again to resume where it left off.\n", cfg.DemoPipeline)
 }
 
-// consoleOr is the operator page's URL, or why there is none.
-func consoleOr(u string) string {
-	if u == "" {
+// consoleOr is the operator page's URL and where its tokens are, or why
+// there is none.
+func consoleOr(info devstack.Info) string {
+	if info.Console == "" {
 		return "off (--console-addr \"\")"
 	}
-	return u + " (spend, forecast and what needs a human)"
+	return info.Console + " (spend, forecast and what needs a human; to act, sign in with a token of " + info.ConsoleTokens + ")"
 }

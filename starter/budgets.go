@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"allot/internal/operator"
 	"allot/internal/report"
 	"allot/pipeline"
-	"allot/workflows"
 )
 
 // budgetCommand dispatches `starter budget <subcommand>`: the money
@@ -125,7 +123,7 @@ func budgetSetLimit(ctx context.Context, c *cli, args []string) error {
 	if in.Pipelines, err = c.pipelines(); err != nil {
 		return err
 	}
-	if in.Limit, err = parseLimit(in.Pipelines, in.Budget, limit); err != nil {
+	if in.Limit, err = operator.ParseLimit(in.Pipelines, in.Budget, limit); err != nil {
 		return err
 	}
 	res, err := askLedger(ctx, c, writeLedger, func(_ *pipeline.Set, led *ledger.Ledger) (operator.RaiseResult, error) {
@@ -146,17 +144,11 @@ func (c *cli) nudgeParked(ctx context.Context, res *operator.RaiseResult) {
 	}
 	cl, err := c.dial(ctx)
 	if err != nil {
-		res.NotNudged = append(res.NotNudged, res.Nudge...)
+		operator.NudgeParked(ctx, nil, res)
 		return
 	}
 	defer cl.Close()
-	for _, id := range res.Nudge {
-		if err := cl.SignalWorkflow(ctx, id, "", workflows.BudgetRaisedSignal, nil); err != nil {
-			res.NotNudged = append(res.NotNudged, id)
-			continue
-		}
-		res.Nudged = append(res.Nudged, id)
-	}
+	operator.NudgeParked(ctx, cl, res)
 }
 
 func printLimitSet(w io.Writer, res operator.RaiseResult) {
@@ -176,52 +168,6 @@ func printLimitSet(w io.Writer, res operator.RaiseResult) {
 	for _, id := range res.NotNudged {
 		fmt.Fprintf(w, "not nudged\t%s: Temporal could not be reached; it asks its budgets on its own timer, or run its resolve --retry\n", id)
 	}
-}
-
-// parseLimit reads --limit: a positive integer of minor units of the
-// budget's currency. Major units ("12.50", "12.50 USD") are refused with
-// the conversion, so that no amount is guessed (docs/budgets.md).
-func parseLimit(set *pipeline.Set, budgetName, v string) (int64, error) {
-	currency := ""
-	for _, b := range set.Budgets() {
-		if b.Name == budgetName {
-			currency = b.Limit.Currency
-		}
-	}
-	if currency == "" {
-		return 0, nil // operator.RaiseBudget names the unknown budget
-	}
-	bad := func(format string, args ...any) error {
-		return allot.Errorf(allot.InvalidInput, format, args...)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err == nil {
-		if n <= 0 {
-			return 0, bad("--limit %s must be positive: give the new limit in minor units of %s, e.g. --limit %d for %s", v, currency, 100000, money(100000, currency))
-		}
-		return n, nil
-	}
-	amount, cur, _ := strings.Cut(strings.TrimSpace(v), " ")
-	if cur = strings.TrimSpace(cur); cur != "" && cur != currency {
-		return 0, bad("--limit %q: budget %s is in %s, not %s, and --limit takes minor units of %s (an integer)", v, budgetName, currency, cur, currency)
-	}
-	if minor, ok := minorUnits(amount, allot.CurrencyDigits(currency)); ok {
-		return 0, bad("--limit takes minor units of %s: %s is --limit %d", currency, money(minor, currency), minor)
-	}
-	return 0, bad("--limit %q is not an amount: give an integer of minor units of %s, e.g. --limit 1250 for %s", v, currency, money(1250, currency))
-}
-
-// minorUnits converts a decimal amount in major units ("12.5") to minor
-// units exactly, or reports false (more decimals than the currency has,
-// not a number, out of range).
-func minorUnits(amount string, digits int) (int64, bool) {
-	whole, frac, _ := strings.Cut(amount, ".")
-	if whole == "" || len(frac) > digits || strings.HasPrefix(whole, "-") || strings.HasPrefix(whole, "+") {
-		return 0, false
-	}
-	frac += strings.Repeat("0", digits-len(frac))
-	n, err := strconv.ParseInt(whole+frac, 10, 64)
-	return n, err == nil && n > 0
 }
 
 // printForecasts writes the budget forecast of runs, one line a period.

@@ -74,16 +74,16 @@ func (c *cli) sweep(ctx context.Context, s *operator.Schedules, in catchup.Sweep
 }
 
 // catchUpAfterUnpause settles the times a schedule skipped while paused,
-// under its catch_up policy. The schedule is unpaused whatever happens
-// here; a failure says how to settle them later.
+// under its catch_up policy (operator.CatchUpAfterUnpause).
 func (c *cli) catchUpAfterUnpause(ctx context.Context, s *operator.Schedules, pipelineName string) error {
-	// Every time up to now: a time the Schedule starts from now on has
-	// its workflow, and a missed one within its grace runs.
-	pausedUntil := time.Now()
-	res, err := c.sweep(ctx, s, catchup.SweepInput{Pipeline: pipelineName, Until: pausedUntil})
+	led, err := c.openLedgerToWrite(ctx)
 	if err != nil {
-		return fmt.Errorf("the schedule of %s is unpaused, but the times it missed while paused are not settled yet: %w; settle them with `%s`",
-			pipelineName, err, allot.CatchUpCommand(pipelineName, pausedUntil))
+		return err
+	}
+	defer led.Close()
+	res, err := operator.CatchUpAfterUnpause(ctx, s, led, pipelineName)
+	if err != nil {
+		return err
 	}
 	c.printSweep(res)
 	return nil

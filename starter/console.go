@@ -2,38 +2,55 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 
 	"allot/app"
 	"allot/internal/console"
+	"allot/internal/operator"
 )
 
 // consoleCommand serves the operator page (docs/design.md, "The operator
-// page") until interrupted: read-only, on a loopback address, reading the
-// ledger read-only and Temporal as the other commands reach it.
+// page") until interrupted. Without a token file it is read-only, on a
+// loopback address, reading the ledger read-only; with one, its signed-in
+// operators act through the CLI's own code paths.
 func consoleCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("console", true)
-	var addr, webUI string
-	fs.StringVar(&addr, "addr", console.DefaultAddr, "loopback host:port to serve the page on (read-only: no other address until operator tokens exist)")
+	var addr, webUI, tokenFile string
+	fs.StringVar(&addr, "addr", console.DefaultAddr, "host:port to serve the page on (loopback only without --token-file)")
 	fs.StringVar(&webUI, "web-ui", "", "base URL of the Temporal Web UI, for the links to workflows (e.g. http://127.0.0.1:8233)")
+	fs.StringVar(&tokenFile, "token-file", os.Getenv(app.EnvConsoleTokenFile), "file of operator tokens (NAME:TOKEN lines, mode 0600; env "+app.EnvConsoleTokenFile+"): its operators sign in and act on the page; never a token itself")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	// Refused before anything is opened or dialled.
-	if err := console.CheckAddr(addr); err != nil {
+	if err := console.CheckAddr(addr, tokenFile != ""); err != nil {
 		return usageError{err}
 	}
 	if u, err := url.Parse(webUI); webUI != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil) {
 		return usageError{fmt.Errorf("--web-ui %q is not an http(s) URL without a user: give the Web UI's base, e.g. --web-ui http://127.0.0.1:8233", app.RedactURL(webUI))}
 	}
+	var creds *console.Credentials
+	if tokenFile != "" {
+		var err error
+		if creds, err = console.LoadCredentials(tokenFile); err != nil {
+			return usageError{err}
+		}
+	}
 	set, err := c.pipelines()
 	if err != nil {
 		return err
 	}
-	led, err := c.openLedgerReadOnly(ctx)
+	open := c.openLedgerReadOnly
+	if creds != nil {
+		open = c.openLedgerToWrite
+	}
+	led, err := open(ctx)
 	if err != nil {
 		return err
 	}
@@ -43,14 +60,47 @@ func consoleCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var actions *console.Actions
+	mode := "read-only"
+	if creds != nil {
+		actions = &console.Actions{Ledger: led, Pipelines: set, Temporal: cl,
+			Episodes:  &operator.EpisodeCommands{Client: cl, Pipelines: set, TaskQueue: c.cfg.TaskQueue, Ledger: led},
+			Schedules: &operator.Schedules{Client: cl, Pipelines: set, TaskQueue: c.cfg.TaskQueue, LedgerID: led.ID(), Namespace: c.resolvedNamespace},
+		}
+		mode = "operators of " + tokenFile + " act after signing in"
+	}
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return console.Serve(ctx, console.ServerConfig{
-		Addr:   addr,
-		Logger: logger,
+		Addr:        addr,
+		Logger:      logger,
+		Credentials: creds,
+		Actions:     actions,
 		Read: console.ReadInput{Ledger: led, Pipelines: set, Temporal: cl, Namespace: c.resolvedNamespace,
 			WebUI: strings.TrimSuffix(webUI, "/")},
 		Ready: func(at string) {
-			fmt.Fprintf(c.stdout, "operator page: http://%s/ (ledger %s, read-only; Ctrl-C stops it)\n", at, app.RedactURL(c.cfg.Ledger))
+			fmt.Fprintf(c.stdout, "operator page: http://%s/ (ledger %s, %s; Ctrl-C stops it)\n", at, app.RedactURL(c.cfg.Ledger), mode)
 		},
 	})
+}
+
+// operatorTokenCommand is `starter operator-token`: add an operator with a
+// fresh token to the operator page's token file, printing no token.
+func operatorTokenCommand(_ context.Context, c *cli, args []string) error {
+	fs := c.flags("operator-token", false)
+	var name, file string
+	fs.StringVar(&name, "name", "", "the operator's name, recorded with each of their actions (required)")
+	fs.StringVar(&file, "file", os.Getenv(app.EnvConsoleTokenFile), "the token file (created with mode 0600; env "+app.EnvConsoleTokenFile+")")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if name == "" || file == "" {
+		return usageError{errors.New("starter operator-token --name NAME --file FILE: --name and --file are required")}
+	}
+	if err := console.AddOperator(file, name); err != nil {
+		return usageError{err}
+	}
+	c.print(map[string]string{"operator": name, "file": file}, func(w io.Writer) {
+		fmt.Fprintf(w, "added operator %s to %s (the token is in the file only: hand it over as you would a password)\n", name, file)
+	})
+	return nil
 }

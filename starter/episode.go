@@ -194,30 +194,9 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 			return usageError{errors.New("--step is required")}
 		}
 		if update == workflows.ResolveUpdate {
-			if in.Request.Step == "" {
-				return usageError{errors.New("--step is required")}
-			}
-			chosen := 0
-			for _, b := range []bool{adopt != "", resubmit, retry, abandon} {
-				if b {
-					chosen++
-				}
-			}
-			if chosen != 1 {
-				return usageError{errors.New("give exactly one of --adopt REF, --resubmit, --retry or --abandon --reason TEXT")}
-			}
-			switch {
-			case adopt != "":
-				in.Request.Resolve, in.Request.RemoteRef = allot.ActionAdopt, adopt
-			case resubmit:
-				in.Request.Resolve = allot.ActionResubmit
-			case retry:
-				in.Request.Resolve = allot.ActionRetry
-			default:
-				if in.Request.Reason == "" {
-					return usageError{errors.New("--abandon needs --reason TEXT")}
-				}
-				in.Request.Resolve = allot.ActionAbandon
+			// The operator page resolves through the same choice.
+			if err := (operator.ResolveChoice{Adopt: adopt, Resubmit: resubmit, Retry: retry, Abandon: abandon}).Apply(&in.Request); err != nil {
+				return usageError{err}
 			}
 		}
 		cmds, done, err := c.episodeCommands(ctx)

@@ -49,21 +49,22 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"run":      {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
-	"episodes": {"list a pipeline's episodes from the ledger", episodesCommand},
-	"check":    {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations or a vendor not reconciled", checkCommand},
-	"import":   {"import an old system's runs as completed episodes, paying nothing (JSON Lines or one folder per old ID)", importCommand},
-	"input":    {"the inputs a pipeline consumes, one per new episode: add|list|withdraw", inputCommand},
-	"episode":  {"show or command one episode: show|lookup|approve|reject|rework|reassemble|resolve|resume", episodeCommand},
-	"costs":    {"costs per episode and step, from the ledger", costsCommand},
-	"stats":    {"count runs and episodes by outcome and reason, and periods on time per month, from the ledger", statsCommand},
-	"setup":    {"register allot's search attributes in the namespace (idempotent)", setupCommand},
-	"schedule": {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|catch-up|delete", scheduleCommand},
-	"runs":     {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility, and its periods' deadline records", runsCommand},
-	"budget":   {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
-	"drift":    {"what the vendors' bills say that the ledger cannot explain: list|ack|reconcile (the worker reconciles by itself every minute)", driftCommand},
-	"vendor":   {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
-	"console":  {"serve the operator page (read-only, loopback): spend, forecast and what needs a human, live", consoleCommand},
+	"run":            {"start a ScheduledRun for a pipeline (same key as its Schedule)", runCommand},
+	"episodes":       {"list a pipeline's episodes from the ledger", episodesCommand},
+	"check":          {"audit the ledger, its artifacts and (--vendor) the vendors' bills, read-only; exits 3 on violations or a vendor not reconciled", checkCommand},
+	"import":         {"import an old system's runs as completed episodes, paying nothing (JSON Lines or one folder per old ID)", importCommand},
+	"input":          {"the inputs a pipeline consumes, one per new episode: add|list|withdraw", inputCommand},
+	"episode":        {"show or command one episode: show|lookup|approve|reject|rework|reassemble|resolve|resume", episodeCommand},
+	"costs":          {"costs per episode and step, from the ledger", costsCommand},
+	"stats":          {"count runs and episodes by outcome and reason, and periods on time per month, from the ledger", statsCommand},
+	"setup":          {"register allot's search attributes in the namespace (idempotent)", setupCommand},
+	"schedule":       {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|catch-up|delete", scheduleCommand},
+	"runs":           {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility, and its periods' deadline records", runsCommand},
+	"budget":         {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
+	"drift":          {"what the vendors' bills say that the ledger cannot explain: list|ack|reconcile (the worker reconciles by itself every minute)", driftCommand},
+	"vendor":         {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
+	"console":        {"serve the operator page: spend, forecast and what needs a human, live; operators of a token file act on it", consoleCommand},
+	"operator-token": {"add an operator with a fresh token to the operator page's token file (the token is written to the file only)", operatorTokenCommand},
 }
 
 // cli carries what every command shares: config, output mode and streams.

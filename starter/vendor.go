@@ -49,8 +49,8 @@ func vendorPause(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	if strings.TrimSpace(in.Reason) == "" {
-		return usageError{fmt.Errorf("--reason is required: starter vendor pause %s --reason TEXT", name)}
+	if err := operator.CheckPauseReason(name, in.Reason); err != nil {
+		return usageError{err}
 	}
 	if in.By, err = allot.Actor(in.By); err != nil {
 		return usageError{err}
@@ -78,18 +78,20 @@ func vendorResume(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	fs := c.flags("vendor resume", false)
-	by := fs.String("by", "", "who resumes it, for the pause history (default $USER, else the operating system's user name)")
+	in := operator.VendorResumeInput{Name: name}
+	fs.StringVar(&in.By, "by", "", "who resumes it, for the pause history (default $USER, else the operating system's user name)")
+	fs.StringVar(&in.Reason, "reason", "", "why, kept in the pause history (optional)")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	if *by, err = allot.Actor(*by); err != nil {
+	if in.By, err = allot.Actor(in.By); err != nil {
 		return usageError{err}
 	}
 	if err := c.knownVendor(name); err != nil {
 		return err
 	}
 	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (report.VendorView, error) {
-		return operator.ResumeVendorBy(ctx, led, set, name, *by)
+		return operator.ResumeVendorBy(ctx, led, set, in)
 	}, printVendorResumed)
 }
 

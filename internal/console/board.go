@@ -62,6 +62,8 @@ type Board struct {
 	More    bool // more runs in the window than shown
 	Next    []UpcomingRun
 	Vendors []report.VendorView
+	// Schedules are the pipelines' Schedules, paused or not.
+	Schedules []ScheduleRow
 	// Spend is the recorded costs per vendor and currency over SpendDays
 	// (the chart's days, oldest first), SpendCharts the same a chart per
 	// currency.
@@ -108,6 +110,9 @@ type NeedItem struct {
 	Command string
 	// Link is the Temporal Web UI page of its workflow, when there is one.
 	Link string
+	// Acts are what a signed-in operator can do about it on the page
+	// (the same as Command does).
+	Acts []Act
 }
 
 // Kinds of NeedItem.
@@ -139,6 +144,12 @@ type UpcomingRun struct {
 	Quoted   []string
 	// Paused: the Schedule is paused and starts none of its times.
 	Paused bool
+}
+
+// ScheduleRow is a pipeline's Schedule as the board read it.
+type ScheduleRow struct {
+	Pipeline string
+	Paused   bool
 }
 
 // reader is one board's reading: the input and what the sources share.
@@ -305,6 +316,8 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 		}
 		if allot.Outcome(e.Outcome) == allot.OutcomeWaitingApproval {
 			it.Command = allot.ApproveCommand(e.Pipeline, e.ID)
+			it.Acts = []Act{actOf(ActApprove, "approve", "pipeline", e.Pipeline, "episode", e.ID),
+				actOf(ActReject, "reject", "pipeline", e.Pipeline, "episode", e.ID)}
 		}
 		if r.in.Temporal != nil && !r.temporalDown {
 			r.remedy(ctx, e, &it)
@@ -333,6 +346,9 @@ func (r *reader) remedy(ctx context.Context, e ledger.Episode, it *NeedItem) {
 		it.Detail = fmt.Sprintf("step %s: %s (%s)", a.Step, a.Reason, a.ErrorType)
 		if len(a.Remedies) > 0 {
 			it.Command = a.Remedies[0]
+		}
+		if a.Step != "" {
+			it.Acts = []Act{actOf(ActResolve, "resolve", "pipeline", e.Pipeline, "episode", e.ID, "step", a.Step)}
 		}
 		if p, err := r.in.Pipelines.Get(e.Pipeline); err == nil {
 			if st, ok := p.Step(a.Step); ok {
@@ -390,7 +406,7 @@ func heldVendors(_ context.Context, r *reader) ([]NeedItem, error) {
 			continue
 		}
 		out = append(out, NeedItem{Kind: KindVendor, Title: fmt.Sprintf("vendor %s is %s", v.Name, v.Status),
-			Detail: v.Reason, Command: allot.VendorResumeCommand(v.Name)})
+			Detail: v.Reason, Command: allot.VendorResumeCommand(v.Name), Acts: []Act{actOf(ActVendorResume, "resume", "vendor", v.Name)}})
 	}
 	return out, nil
 }
@@ -433,6 +449,7 @@ func (r *reader) upcoming(ctx context.Context) ([]UpcomingRun, error) {
 		if !s.Found {
 			continue
 		}
+		r.board.Schedules = append(r.board.Schedules, ScheduleRow{Pipeline: name, Paused: s.Paused})
 		price, quoted, err := runPrice(p)
 		if err != nil {
 			return nil, err

@@ -3,7 +3,9 @@ package console
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -14,31 +16,43 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"allot"
 )
 
 // DefaultAddr is where the page listens unless told otherwise: loopback
-// only, since this stage has no operator token.
+// only.
 const DefaultAddr = "127.0.0.1:8090"
 
 // pollEvery is how often /events reads the ledger's change marker: a
 // ledger write shows on an open page within about this and one redraw.
 const pollEvery = 500 * time.Millisecond
 
+// maxForm bounds a POST's body: a form of the page is far smaller.
+const maxForm = 64 << 10
+
 //go:embed assets
 var assets embed.FS
 
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
 	"bsCommand":   allot.BudgetShowCommand,
+	"act":         func(s session, a Act) actView { return actView{Session: s, Act: a} },
+	"actOf":       actOf,
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"seriesClass": SeriesClass,
 }).ParseFS(assets, "assets/page.html"))
 
 // ServerConfig is how the page is served.
 type ServerConfig struct {
-	// Addr is a loopback host:port; "" is DefaultAddr. Port 0 picks one.
+	// Addr is host:port; "" is DefaultAddr. Port 0 picks one. Without
+	// Credentials it must be loopback (CheckAddr).
 	Addr string
 	Read ReadInput
+	// Credentials and Actions let signed-in operators act; both nil serve
+	// the page read-only.
+	Credentials *Credentials
+	Actions     *Actions
 	// Ready, when set, is called with the address listened on, once the
 	// page answers.
 	Ready  func(addr string)
@@ -46,35 +60,49 @@ type ServerConfig struct {
 }
 
 // Server serves the page. It holds no state of its own: every request
-// reads the ledger, so several servers may serve one ledger.
+// reads the ledger, and sessions are signed with the token file's tokens,
+// so several servers may serve one ledger.
 type Server struct {
-	read ReadInput
-	log  *slog.Logger
+	read    ReadInput
+	log     *slog.Logger
+	creds   *Credentials
+	actions *Actions
+	origin  *http.CrossOriginProtection
 }
 
-// NewServer returns the page's handler.
+// NewServer returns the page's handler, read-only.
 func NewServer(in ReadInput, logger *slog.Logger) *Server {
+	return NewActingServer(in, nil, nil, logger)
+}
+
+// NewActingServer returns the page's handler; with creds and actions,
+// signed-in operators act through it.
+func NewActingServer(in ReadInput, creds *Credentials, actions *Actions, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{read: in, log: logger}
+	if creds == nil || actions == nil {
+		creds, actions = nil, nil
+	}
+	return &Server{read: in, log: logger, creds: creds, actions: actions, origin: http.NewCrossOriginProtection()}
 }
 
 // CheckAddr refuses an address the page must not listen on: anything but
-// loopback, until operator tokens exist (docs/design.md, "The operator
-// page").
-func CheckAddr(addr string) error {
+// loopback when it has no operator tokens (docs/design.md, "The operator
+// page"); with them, any address.
+func CheckAddr(addr string, withTokens bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q is not host:port: give a loopback address, e.g. --addr %s", addr, DefaultAddr)
 	}
-	if host == "localhost" {
+	if withTokens || host == "localhost" {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("--addr %q is not a loopback address: the operator page has no operator tokens or CSRF protection yet (its actions are not built), so it serves 127.0.0.1 only; run `starter console --addr %s` and reach it through an SSH tunnel or a proxy that authenticates", addr, DefaultAddr)
+	return fmt.Errorf("--addr %q is not a loopback address: without operator tokens the page serves loopback only; run `%s`, or give it a token file (--token-file FILE, made with `starter operator-token`) to serve it on %s, behind TLS",
+		addr, allot.ConsoleCommand(DefaultAddr, ""), addr)
 }
 
 // Serve serves the page on cfg.Addr until ctx ends.
@@ -82,10 +110,13 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
 	}
-	if err := CheckAddr(cfg.Addr); err != nil {
+	if (cfg.Credentials == nil) != (cfg.Actions == nil) {
+		return fmt.Errorf("operator page: credentials and actions go together")
+	}
+	if err := CheckAddr(cfg.Addr, cfg.Credentials != nil); err != nil {
 		return err
 	}
-	s := NewServer(cfg.Read, cfg.Logger)
+	s := NewActingServer(cfg.Read, cfg.Credentials, cfg.Actions, cfg.Logger)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("operator page: listen on %s: %w (another process may hold the port: give another with --addr 127.0.0.1:PORT)", cfg.Addr, err)
@@ -114,22 +145,27 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 }
 
 // ServeHTTP routes: / the page, /board its board alone (what the live
-// script swaps in), /events the change stream, /healthz, /static/.
+// script swaps in), /events the change stream, /healthz, /static/; and
+// the POSTs /login, /logout and /act.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
 	h.Set("Referrer-Policy", "no-referrer")
+	if r.Method == http.MethodPost {
+		s.post(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.Set("Allow", "GET, HEAD")
-		http.Error(w, "the operator page is read-only: run the CLI command it shows", http.StatusMethodNotAllowed)
+		h.Set("Allow", "GET, HEAD, POST")
+		http.Error(w, "the operator page answers GET, HEAD and its forms' POSTs", http.StatusMethodNotAllowed)
 		return
 	}
 	switch {
 	case r.URL.Path == "/":
-		s.render(w, r, "page")
+		s.render(w, r, "page", http.StatusOK, s.takeNotice(w, r))
 	case r.URL.Path == "/board":
-		s.render(w, r, "board")
+		s.render(w, r, "board", http.StatusOK, notice{})
 	case r.URL.Path == "/events":
 		s.events(w, r)
 	case r.URL.Path == "/healthz":
@@ -143,14 +179,143 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// view is what the templates render: the board and the marker it was
-// read at, from which the live script asks for changes.
-type view struct {
-	Board
-	Marker string
+// Messages of the refusals that must not say more: whether a token file
+// exists, or whose token was close, is nobody's business.
+const (
+	msgCrossSite  = "refused: the request came from another site (its Origin or Sec-Fetch-Site says so); act from the page itself"
+	msgBadToken   = "the token was not accepted: sign in with a token of the operator token file"
+	msgSignIn     = "sign in with an operator token first: the page acts only for a signed-in operator (or run the CLI command it shows)"
+	msgStaleForm  = "refused: the form's CSRF token does not match your session (the form is stale or from another site); reload the page and try again"
+	msgNotAllowed = "the operator page has no such form"
+)
+
+// post handles the forms: every one passes the cross-origin check first;
+// an action needs a session and its CSRF token too. A refusal changes
+// nothing.
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	if err := s.origin.Check(r); err != nil {
+		s.refuse(w, r, http.StatusForbidden, msgCrossSite)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		s.refuse(w, r, http.StatusBadRequest, "the form could not be read: reload the page and try again")
+		return
+	}
+	switch r.URL.Path {
+	case "/login":
+		name, ok := s.creds.signIn(r.PostForm.Get("token"))
+		if !ok {
+			s.log.Warn("operator page: a sign-in was refused", "remote", r.RemoteAddr)
+			s.refuse(w, r, http.StatusForbidden, msgBadToken)
+			return
+		}
+		http.SetCookie(w, s.cookie(r, sessionCookie, s.creds.session(name, time.Now().Add(sessionTTL)), sessionTTL))
+		s.log.Info("operator page: signed in", "operator", name, "remote", r.RemoteAddr)
+		s.redirect(w, r, "signed in as "+name)
+	case "/logout":
+		http.SetCookie(w, s.cookie(r, sessionCookie, "", -1))
+		s.redirect(w, r, "signed out")
+	case "/act":
+		se := s.sessionOf(r)
+		if se.Operator == "" {
+			s.refuse(w, r, http.StatusForbidden, msgSignIn)
+			return
+		}
+		if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(se.CSRF)) {
+			s.refuse(w, r, http.StatusForbidden, msgStaleForm)
+			return
+		}
+		done, err := s.actions.Do(r.Context(), se.Operator, r.PostForm)
+		if err != nil {
+			status := statusOf(err)
+			msg := allot.ErrorMessage(err)
+			if status == http.StatusInternalServerError {
+				s.log.Error("operator page: an action failed", "operator", se.Operator, "act", r.PostForm.Get("act"), "err", err)
+			}
+			s.refuse(w, r, status, "refused: "+msg)
+			return
+		}
+		s.log.Info("operator page: acted", "operator", se.Operator, "act", r.PostForm.Get("act"))
+		s.redirect(w, r, done)
+	default:
+		s.refuse(w, r, http.StatusNotFound, msgNotAllowed)
+	}
 }
 
-func (s *Server) render(w http.ResponseWriter, r *http.Request, name string) {
+// session is the signed-in operator of a request, if any, and what the
+// page's forms carry.
+type session struct {
+	Acting    bool // the page takes operator tokens
+	Operator  string
+	CSRF      string
+	RequestID string
+}
+
+func (s *Server) sessionOf(r *http.Request) session {
+	se := session{Acting: s.creds != nil}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || s.creds == nil {
+		return se
+	}
+	if name, ok := s.creds.operatorOf(c.Value, time.Now()); ok {
+		se.Operator, se.CSRF, se.RequestID = name, s.creds.csrf(name, c.Value), uuid.NewString()
+	}
+	return se
+}
+
+func (s *Server) cookie(r *http.Request, name, value string, ttl time.Duration) *http.Cookie {
+	c := &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	if ttl < 0 {
+		c.MaxAge = -1
+	} else {
+		c.MaxAge = int(ttl / time.Second)
+	}
+	return c
+}
+
+// notice is what the page says above the board after a form.
+type notice struct {
+	Text    string
+	Refused bool
+}
+
+// redirect sends the browser back to the page, which says done once.
+func (s *Server) redirect(w http.ResponseWriter, r *http.Request, done string) {
+	http.SetCookie(w, s.cookie(r, noticeCookie, base64.RawURLEncoding.EncodeToString([]byte(done)), time.Minute))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) takeNotice(w http.ResponseWriter, r *http.Request) notice {
+	c, err := r.Cookie(noticeCookie)
+	if err != nil {
+		return notice{}
+	}
+	http.SetCookie(w, s.cookie(r, noticeCookie, "", -1))
+	text, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil {
+		return notice{}
+	}
+	return notice{Text: string(text)}
+}
+
+// refuse answers a refused form with the page and why, at once; nothing
+// was written.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {
+	s.render(w, r, "page", status, notice{Text: why, Refused: true})
+}
+
+// view is what the templates render: the board, the marker it was read
+// at (from which the live script asks for changes), the session and a
+// notice.
+type view struct {
+	Board
+	Marker  string
+	Session session
+	Notice  notice
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, status int, n notice) {
 	ctx := r.Context()
 	// The marker first: a write between it and the board shows as a
 	// change, never as one missed.
@@ -159,20 +324,19 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name string) {
 		s.fail(w, err)
 		return
 	}
-	// A zero Now reads each request at its own time; a set one is a
-	// test's fixed clock.
 	b, err := Read(ctx, s.read)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
 	var buf bytes.Buffer
-	if err := pageTemplate.ExecuteTemplate(&buf, name, view{Board: b, Marker: marker}); err != nil {
+	if err := pageTemplate.ExecuteTemplate(&buf, name, view{Board: b, Marker: marker, Session: s.sessionOf(r), Notice: n}); err != nil {
 		s.fail(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
 

@@ -10,6 +10,7 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,10 @@ type Config struct {
 	// ConsoleAddr serves the operator page (starter console) there, a
 	// loopback host:port; "" = off.
 	ConsoleAddr string
+	// ConsoleTokens is the page's operator token file: its operators
+	// act on the page. "" is DataDir/console-tokens, made with one
+	// operator, "dev", if it is not there.
+	ConsoleTokens string
 	// ReconcileEvery is how often the worker reconciles the vendor's bill
 	// (0: its default, a minute).
 	ReconcileEvery time.Duration
@@ -88,8 +93,10 @@ type Info struct {
 	ScheduleCreated bool   `json:"schedule_created,omitempty"`
 	// Metrics is the worker's /metrics URL, if served.
 	Metrics string `json:"metrics,omitempty"`
-	// Console is the operator page's URL, if served.
-	Console string `json:"console,omitempty"`
+	// Console is the operator page's URL, if served, and ConsoleTokens
+	// the token file its operators sign in with.
+	Console       string `json:"console,omitempty"`
+	ConsoleTokens string `json:"console_tokens,omitempty"`
 }
 
 // Run runs the embedded setup until ctx ends, then stops the worker, the
@@ -170,12 +177,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	consoleDone := make(chan error, 1)
 	if cfg.ConsoleAddr != "" {
-		if err := console.CheckAddr(cfg.ConsoleAddr); err != nil {
+		if err := console.CheckAddr(cfg.ConsoleAddr, false); err != nil {
 			stopWorker()
 			<-workerDone
 			return err
 		}
 		consoleAddr := make(chan string, 1)
+		info.ConsoleTokens = cmp.Or(cfg.ConsoleTokens, filepath.Join(cfg.DataDir, "console-tokens"))
 		go func() { consoleDone <- serveConsole(wctx, cfg, wcfg, info, consoleAddr, logger) }()
 		select {
 		case addr := <-consoleAddr:
@@ -219,7 +227,21 @@ func serveConsole(ctx context.Context, cfg Config, wcfg app.WorkerConfig, info I
 	if err != nil {
 		return err
 	}
-	led, err := openWhenCreated(ctx, wcfg.Ledger)
+	tokens := info.ConsoleTokens
+	if _, err := os.Stat(tokens); errors.Is(err, fs.ErrNotExist) {
+		if err := console.AddOperator(tokens, "dev"); err != nil {
+			return err
+		}
+	}
+	creds, err := console.LoadCredentials(tokens)
+	if err != nil {
+		return err
+	}
+	if _, err := openWhenCreated(ctx, wcfg.Ledger); err != nil {
+		return err
+	}
+	// Written by the page's actions, as by the starter's commands.
+	led, err := ledger.OpenExisting(ctx, wcfg.Ledger)
 	if err != nil {
 		return err
 	}
@@ -229,11 +251,17 @@ func serveConsole(ctx context.Context, cfg Config, wcfg app.WorkerConfig, info I
 		return err
 	}
 	defer c.Close()
+	actions := &console.Actions{Ledger: led, Pipelines: pipelines, Temporal: c,
+		Episodes:  &operator.EpisodeCommands{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue, Ledger: led},
+		Schedules: &operator.Schedules{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue, LedgerID: led.ID(), Namespace: info.Namespace},
+	}
 	return console.Serve(ctx, console.ServerConfig{
-		Addr:   cfg.ConsoleAddr,
-		Read:   console.ReadInput{Ledger: led, Pipelines: pipelines, Temporal: c, Namespace: info.Namespace, WebUI: info.WebUI},
-		Ready:  func(addr string) { ready <- addr },
-		Logger: logger,
+		Addr:        cfg.ConsoleAddr,
+		Read:        console.ReadInput{Ledger: led, Pipelines: pipelines, Temporal: c, Namespace: info.Namespace, WebUI: info.WebUI},
+		Credentials: creds,
+		Actions:     actions,
+		Ready:       func(addr string) { ready <- addr },
+		Logger:      logger,
 	})
 }
 

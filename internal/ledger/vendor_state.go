@@ -529,10 +529,15 @@ func (l *Ledger) ResumeVendor(ctx context.Context, vendor string, at time.Time) 
 
 // ResumeVendorBy is ResumeVendor naming who resumes, for the history.
 func (l *Ledger) ResumeVendorBy(ctx context.Context, vendor, by string, at time.Time) (VendorState, error) {
+	return l.ResumeVendorWhy(ctx, vendor, by, "", at)
+}
+
+// ResumeVendorWhy is ResumeVendorBy with why, for the history too.
+func (l *Ledger) ResumeVendorWhy(ctx context.Context, vendor, by, reason string, at time.Time) (VendorState, error) {
 	at = vendorAt(at)
 	return l.vendorTx(ctx, vendor, at, func(tx *sql.Tx, s *VendorState) error {
 		if s.Paused {
-			if err := l.addVendorPause(ctx, tx, VendorPauseEvent{Vendor: vendor, Action: "resume", By: truncate(by, 200), At: at}); err != nil {
+			if err := l.addVendorPause(ctx, tx, VendorPauseEvent{Vendor: vendor, Action: "resume", Reason: reason, By: truncate(by, 200), At: at}); err != nil {
 				return err
 			}
 		}

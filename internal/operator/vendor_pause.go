@@ -33,8 +33,8 @@ func PauseVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, in 
 	if err := KnownVendor(set, in.Name); err != nil {
 		return report.VendorView{}, err
 	}
-	if strings.TrimSpace(in.Reason) == "" {
-		return report.VendorView{}, allot.Errorf(allot.InvalidInput, "pausing vendor %s needs a reason, which every waiting episode shows: starter vendor pause %s --reason TEXT", in.Name, in.Name)
+	if err := CheckPauseReason(in.Name, in.Reason); err != nil {
+		return report.VendorView{}, err
 	}
 	if _, err := led.PauseVendor(ctx, ledger.VendorPause{Vendor: in.Name, Reason: in.Reason, By: in.By, Polls: in.Polls}); err != nil {
 		return report.VendorView{}, err
@@ -42,27 +42,46 @@ func PauseVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, in 
 	return vendorView(ctx, led, set, in.Name)
 }
 
+// CheckPauseReason refuses a pause without a reason (InvalidInput), as
+// every caller does before anything is written.
+func CheckPauseReason(name, reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return allot.Errorf(allot.InvalidInput, "--reason is required: pausing vendor %s needs a reason, which every waiting episode shows: starter vendor pause %s --reason TEXT", name, name)
+	}
+	return checkTexts("--reason", reason)
+}
+
 // ResumeVendor lets requests go to a vendor again: it lifts a pause and
 // closes a tripped breaker. The steps waiting for it go on by themselves
 // within seconds. Resuming an active vendor changes nothing.
 func ResumeVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name string) (report.VendorView, error) {
-	return ResumeVendorBy(ctx, led, set, name, "")
+	return ResumeVendorBy(ctx, led, set, VendorResumeInput{Name: name})
 }
 
-// ResumeVendorBy is ResumeVendor naming who resumes, for the pause
-// history.
-func ResumeVendorBy(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name, by string) (report.VendorView, error) {
-	if err := KnownVendor(set, name); err != nil {
-		if s, serr := led.VendorStateOf(ctx, name, time.Time{}); serr != nil || s.Status() == "active" {
+// VendorResumeInput is an operator's resume (starter vendor resume).
+type VendorResumeInput struct {
+	Name   string
+	By     string
+	Reason string // optional for the CLI; kept in the pause history
+}
+
+// ResumeVendorBy is ResumeVendor naming who resumes and why, for the
+// pause history.
+func ResumeVendorBy(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, in VendorResumeInput) (report.VendorView, error) {
+	if err := checkTexts("--reason", in.Reason); err != nil {
+		return report.VendorView{}, err
+	}
+	if err := KnownVendor(set, in.Name); err != nil {
+		if s, serr := led.VendorStateOf(ctx, in.Name, time.Time{}); serr != nil || s.Status() == "active" {
 			return report.VendorView{}, err
 		}
 		// A vendor gone from the file but paused in the ledger can still
 		// be resumed.
 	}
-	if _, err := led.ResumeVendorBy(ctx, name, by, time.Time{}); err != nil {
+	if _, err := led.ResumeVendorWhy(ctx, in.Name, in.By, in.Reason, time.Time{}); err != nil {
 		return report.VendorView{}, err
 	}
-	return vendorView(ctx, led, set, name)
+	return vendorView(ctx, led, set, in.Name)
 }
 
 func vendorView(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name string) (report.VendorView, error) {
