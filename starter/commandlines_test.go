@@ -48,6 +48,8 @@ func TestPrintedCommandLinesParse(t *testing.T) {
 		"vendor list":    allot.VendorListCommand(),
 		"drift list":     allot.DriftListCommand(),
 		"drift ack":      allot.DriftAckCommand(7, "disputed, ticket #42"),
+		"schedule pause": allot.SchedulePauseCommand("weekly-video", "vendor outage"),
+		"console":        allot.ConsoleCommand("127.0.0.1:8090", ""),
 	}
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
 	t.Setenv("TEMPORAL_CONFIG_FILE", "/nonexistent/temporal.toml")

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"allot/app"
+	"allot/workflows"
 )
 
-// The operator page has no operator tokens yet: a non-loopback --addr is a
-// usage error, found before the ledger is opened or Temporal dialled (the
+// Without operator tokens, a non-loopback --addr is a usage error, found before the ledger is opened or Temporal dialled (the
 // ledger here does not exist, which would fail with exit 1).
 func TestConsoleRefusesANonLoopbackAddr(t *testing.T) {
 	missing := "sqlite:" + filepath.Join(t.TempDir(), "none.db")
@@ -20,5 +24,44 @@ func TestConsoleRefusesANonLoopbackAddr(t *testing.T) {
 	code, _, stderr := run(t, "console", "--ledger", missing, "--web-ui", "http://user:secret@ui.example")
 	if code != exitUsage || !strings.Contains(stderr, "--web-ui") || strings.Contains(stderr, "secret") {
 		t.Errorf("console --web-ui with a password = exit %d\n%s", code, stderr)
+	}
+}
+
+// A missing token file is a usage error whose remedy, run as printed,
+// makes it; the page then starts with it on any address (it fails later,
+// on the ledger that is not there), and operator-token prints no token.
+func TestConsoleTokenFileRemedyRunsAsPrinted(t *testing.T) {
+	dir := t.TempDir()
+	missing := "sqlite:" + filepath.Join(dir, "none.db")
+	tokens := filepath.Join(dir, "console-tokens")
+	code, _, stderr := run(t, "console", "--ledger", missing, "--addr", "0.0.0.0:0", "--token-file", tokens)
+	m := regexp.MustCompile("`(starter operator-token [^`]*)`").FindStringSubmatch(stderr)
+	if code != exitUsage || m == nil {
+		t.Fatalf("console with a missing token file = exit %d\n%s\nwant a usage error with the operator-token command", code, stderr)
+	}
+	args, err := workflows.SplitCommand(strings.Replace(m[1], "'NAME'", "alice", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, args[1:]...)
+	if code != 0 || !strings.Contains(stdout, "added operator alice to "+tokens) {
+		t.Fatalf("`%s` = exit %d\n%s%s", m[1], code, stdout, stderr)
+	}
+	data, err := os.ReadFile(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, _ := strings.Cut(strings.TrimSpace(string(data)), ":")
+	if len(token) < 32 || strings.Contains(stdout+stderr, token) {
+		t.Fatalf("the token file holds %q; the command printed it or made it short", data)
+	}
+	code, _, stderr = run(t, "console", "--ledger", missing, "--addr", "0.0.0.0:0", "--token-file", tokens)
+	if code == exitUsage || strings.Contains(stderr, "loopback") || strings.Contains(stderr, token) {
+		t.Fatalf("console with the token file on 0.0.0.0 = exit %d\n%s\nwant it past the address check (failing on the missing ledger)", code, stderr)
+	}
+	t.Setenv(app.EnvConsoleTokenFile, tokens)
+	code, _, stderr = run(t, "console", "--ledger", missing, "--addr", "0.0.0.0:0")
+	if code == exitUsage || strings.Contains(stderr, "loopback") {
+		t.Fatalf("console with %s set = exit %d\n%s\nwant the token file read from it", app.EnvConsoleTokenFile, code, stderr)
 	}
 }

@@ -100,7 +100,7 @@ func LoadCredentials(path string) (*Credentials, error) {
 		case names[name]:
 			return nil, fmt.Errorf("operator token file %s, line %d: operator %q is named twice: give each operator one line", path, n, name)
 		case len(token) < MinTokenLen:
-			return nil, fmt.Errorf("operator token file %s, line %d: the token of %q is shorter than %d characters: make one with `%s`", path, n, name, MinTokenLen, allot.OperatorTokenCommand(name, path))
+			return nil, fmt.Errorf("operator token file %s, line %d: the token of %q is shorter than %d characters: delete the line and make a new one with `%s`", path, n, name, MinTokenLen, allot.OperatorTokenCommand(name, path))
 		}
 		for _, o := range c.ops {
 			if subtle.ConstantTimeCompare(o.token, []byte(token)) == 1 {

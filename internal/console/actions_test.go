@@ -1,0 +1,303 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"allot"
+	"allot/internal/console"
+	"allot/internal/ledgertest"
+	"allot/internal/operator"
+)
+
+// The operator page's security promises (docs/design.md, "The operator
+// page"): nothing changes without a signed-in operator, a same-origin
+// request and the session's CSRF token; a wrong token says nothing about
+// whether a token file exists; a refusal is the CLI's message; reasons
+// render as text; the token appears in no page and no log line.
+
+const testToken = "t0ken-of-alice-0123456789abcdefghijklmnop"
+
+type actingPage struct {
+	srv    *httptest.Server
+	client *http.Client
+	in     console.ReadInput
+	acts   *console.Actions
+	logs   *bytes.Buffer
+}
+
+// newActingPage serves the budget fixture's page with an operator "alice"
+// (acting: true) or read-only; its client keeps cookies and does not
+// follow redirects.
+func newActingPage(t *testing.T, acting bool) *actingPage {
+	t.Helper()
+	l, _ := ledgertest.BudgetLedger(t)
+	set := ledgertest.BudgetPipelines(t)
+	in := console.ReadInput{Ledger: l.Led, Pipelines: set, Now: ledgertest.BudgetMonday.Add(3 * time.Hour)}
+	p := &actingPage{in: in, logs: &bytes.Buffer{}}
+	logger := slog.New(slog.NewTextHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var h *console.Server
+	if acting {
+		path := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(path, []byte("# operators\nalice:"+testToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		creds, err := console.LoadCredentials(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.acts = &console.Actions{Ledger: l.Led, Pipelines: set}
+		h = console.NewActingServer(in, creds, p.acts, logger)
+	} else {
+		h = console.NewServer(in, logger)
+	}
+	p.srv = httptest.NewServer(h)
+	t.Cleanup(p.srv.Close)
+	jar, _ := cookiejar.New(nil)
+	p.client = &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return p
+}
+
+// post sends a form as the page's own forms do (same origin), or with the
+// headers given.
+func (p *actingPage) post(t *testing.T, path string, form url.Values, headers map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", p.srv.URL)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := p.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(body)
+}
+
+func (p *actingPage) get(t *testing.T, path string) string {
+	t.Helper()
+	res, err := p.client.Get(p.srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d\n%s", path, res.StatusCode, body)
+	}
+	return string(body)
+}
+
+func (p *actingPage) signIn(t *testing.T) {
+	t.Helper()
+	if code, body := p.post(t, "/login", url.Values{"token": {testToken}}, nil); code != http.StatusSeeOther {
+		t.Fatalf("sign-in with the token = %d\n%s", code, body)
+	}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// csrf is the CSRF token the signed-in page's forms carry.
+func (p *actingPage) csrf(t *testing.T) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(p.get(t, "/"))
+	if m == nil {
+		t.Fatal("the signed-in page has no form with a CSRF token")
+	}
+	return m[1]
+}
+
+func (p *actingPage) paused(t *testing.T, vendor string) bool {
+	t.Helper()
+	s, err := p.in.Ledger.VendorStateOf(context.Background(), vendor, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Paused
+}
+
+func pauseForm(csrf, reason string) url.Values {
+	return url.Values{"act": {console.ActVendorPause}, "vendor": {"covers"}, "reason": {reason}, "csrf": {csrf}}
+}
+
+func TestActionWithoutASignedInOperatorChangesNothing(t *testing.T) {
+	for _, acting := range []bool{false, true} {
+		p := newActingPage(t, acting)
+		code, body := p.post(t, "/act", pauseForm("", "no token"), nil)
+		if code != http.StatusForbidden || !strings.Contains(body, "sign in with an operator token first") {
+			t.Errorf("acting=%v: an action without a session = %d, want 403 saying to sign in:\n%s", acting, code, body)
+		}
+		if p.paused(t, "covers") {
+			t.Errorf("acting=%v: the refused action paused the vendor", acting)
+		}
+	}
+}
+
+func TestActionWithoutTheSessionsCSRFTokenChangesNothing(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	for _, csrf := range []string{"", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"} {
+		code, body := p.post(t, "/act", pauseForm(csrf, "forged"), nil)
+		if code != http.StatusForbidden || !strings.Contains(body, "CSRF token does not match") {
+			t.Errorf("csrf %q: = %d, want 403 naming the CSRF token:\n%s", csrf, code, body)
+		}
+	}
+	if p.paused(t, "covers") {
+		t.Fatal("an action with a wrong CSRF token paused the vendor")
+	}
+}
+
+func TestCrossOriginPostIsRefused(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	csrf := p.csrf(t)
+	for name, h := range map[string]map[string]string{
+		"cross-site fetch":  {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+		"foreign origin":    {"Origin": "https://evil.example", "Sec-Fetch-Site": ""},
+		"same-site, other":  {"Origin": "http://127.0.0.2:1", "Sec-Fetch-Site": "same-site"},
+		"sign-in elsewhere": nil,
+	} {
+		path, form := "/act", pauseForm(csrf, "from "+name)
+		if h == nil { // a sign-in posted by another site
+			path, form, h = "/login", url.Values{"token": {testToken}}, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+		}
+		code, body := p.post(t, path, form, h)
+		if code != http.StatusForbidden || !strings.Contains(body, "came from another site") {
+			t.Errorf("%s: = %d, want 403 naming the other site:\n%s", name, code, body)
+		}
+	}
+	if p.paused(t, "covers") {
+		t.Fatal("a cross-origin action paused the vendor")
+	}
+}
+
+// A wrong token gets the same answer from a page with a token file and
+// from one without: nothing says whether one exists.
+func TestWrongTokenSaysNothingOfTheTokenFile(t *testing.T) {
+	var answers []string
+	for _, acting := range []bool{true, false} {
+		p := newActingPage(t, acting)
+		for _, token := range []string{"", "wrong", testToken[:len(testToken)-1], testToken + "x"} {
+			req, _ := http.NewRequest(http.MethodPost, p.srv.URL+"/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			res, err := p.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusForbidden || len(res.Cookies()) != 0 {
+				t.Errorf("acting=%v token %q: = %d with cookies %v, want 403 and none", acting, token, res.StatusCode, res.Cookies())
+			}
+			answers = append(answers, refusal(string(body)))
+		}
+	}
+	for _, a := range answers {
+		if a != answers[0] || !strings.Contains(a, "the token was not accepted") {
+			t.Fatalf("the refusals differ or do not say the token was not accepted: %q", answers)
+		}
+	}
+}
+
+var noticeText = regexp.MustCompile(`<p class="notice[^"]*" role="status">([^<]*)</p>`)
+
+// refusal is the notice of a refused form's page.
+func refusal(page string) string {
+	m := noticeText.FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+func TestSignedInActionRecordsWhoAndWhyAndRendersTheReasonAsText(t *testing.T) {
+	p := newActingPage(t, true)
+	if page := p.get(t, "/"); !strings.Contains(page, `action="/login"`) || strings.Contains(page, `action="/act"`) {
+		t.Fatal("before signing in, the page should offer the sign-in form and no action")
+	}
+	p.signIn(t)
+	reason := `<script>alert("x")</script> the bill is disputed`
+	code, body := p.post(t, "/act", pauseForm(p.csrf(t), reason), nil)
+	if code != http.StatusSeeOther {
+		t.Fatalf("the signed-in pause = %d:\n%s", code, body)
+	}
+	s, err := p.in.Ledger.VendorStateOf(context.Background(), "covers", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Paused || s.PausedBy != "alice" || s.PauseReason != reason {
+		t.Fatalf("vendor covers after the page's pause: %+v, want paused by alice with the reason", s)
+	}
+	page := p.get(t, "/")
+	if strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; the bill is disputed") {
+		t.Fatalf("the reason is not rendered as text:\n%s", page)
+	}
+	if !strings.Contains(page, "vendor covers is paused") {
+		t.Errorf("the page does not say what the action did:\n%s", page)
+	}
+	if strings.Contains(page, testToken) || strings.Contains(p.logs.String(), testToken) {
+		t.Fatal("the token appears in the page or the log")
+	}
+	if !strings.Contains(p.logs.String(), "operator=alice") {
+		t.Errorf("the log does not say who acted:\n%s", p.logs)
+	}
+}
+
+// The page refuses what the CLI refuses, with the CLI's message, and
+// writes nothing.
+func TestActionRefusesWhatTheCLIRefusesWithItsMessage(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	csrf := p.csrf(t)
+	ctx := context.Background()
+	set := p.in.Pipelines
+	_, unknownVendor := operator.PauseVendor(ctx, p.in.Ledger, set, operator.VendorPauseInput{Name: "nosuch", Reason: "r", By: "alice"})
+	_, majorUnits := operator.ParseLimit(set, "video-weekly", "12.50")
+	for name, c := range map[string]struct {
+		form url.Values
+		want error
+	}{
+		"unknown vendor": {url.Values{"act": {console.ActVendorPause}, "vendor": {"nosuch"}, "reason": {"r"}, "csrf": {csrf}}, unknownVendor},
+		"major units":    {url.Values{"act": {console.ActSetLimit}, "budget": {"video-weekly"}, "period": {"2026-W32"}, "limit": {"12.50"}, "reason": {"r"}, "request_id": {"x"}, "csrf": {csrf}}, majorUnits},
+	} {
+		if c.want == nil {
+			t.Fatalf("%s: the CLI's path refused nothing", name)
+		}
+		code, body := p.post(t, "/act", c.form, nil)
+		want := "refused: " + allot.ErrorMessage(c.want)
+		if got := refusal(body); code != http.StatusUnprocessableEntity || got != htmlText(want) {
+			t.Errorf("%s: = %d %q, want 422 %q", name, code, got, want)
+		}
+	}
+	code, body := p.post(t, "/act", url.Values{"act": {console.ActVendorPause}, "vendor": {"covers"}, "reason": {"  "}, "csrf": {csrf}}, nil)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "fill in the reason") {
+		t.Errorf("an action without a reason = %d:\n%s", code, refusal(body))
+	}
+	if p.paused(t, "covers") {
+		t.Fatal("a refused action paused a vendor")
+	}
+}
+
+// htmlText is s as html/template writes text.
+func htmlText(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
+}
