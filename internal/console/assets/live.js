@@ -1,16 +1,32 @@
 // Live updates of the operator page: on each "update" event of /events
 // (the ledger changed), fetch the board again and swap it in. The page
-// works without this file, minus the live updates.
+// works without this file, minus the live updates. A board on which the
+// operator is filling in a form is not swapped (it would lose what was
+// typed): the swap waits until the form is left empty or sent.
 (function () {
   if (!window.EventSource || !window.fetch) return;
   var board = document.getElementById("board");
   if (!board) return;
-  var es = new EventSource("/events?since=" + encodeURIComponent(board.dataset.marker || ""));
-  es.addEventListener("update", function () {
-    fetch("/board", { cache: "no-store" }).then(function (r) {
+  var pending = false;
+  function busy() {
+    var b = document.getElementById("board");
+    var a = document.activeElement;
+    if (b && a && b.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName)) return true;
+    var typed = b ? b.querySelectorAll("form.act input[name=reason], form.act input[name=limit], form.act input[name=ref]") : [];
+    for (var i = 0; i < typed.length; i++) if (typed[i].value) return true;
+    return false;
+  }
+  function redraw() {
+    if (busy()) { pending = true; return; }
+    pending = false;
+    fetch("/board", { cache: "no-store", credentials: "same-origin" }).then(function (r) {
       return r.ok ? r.text() : null;
     }).then(function (html) {
-      if (html) document.getElementById("board").outerHTML = html;
+      if (html && !busy()) document.getElementById("board").outerHTML = html;
+      else if (html) pending = true;
     });
-  });
+  }
+  setInterval(function () { if (pending) redraw(); }, 1000);
+  var es = new EventSource("/events?since=" + encodeURIComponent(board.dataset.marker || ""));
+  es.addEventListener("update", redraw);
 })();

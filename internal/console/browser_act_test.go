@@ -1,0 +1,146 @@
+//go:build unix
+
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"allot"
+	"allot/internal/allottest"
+	"allot/internal/chromiumtest"
+	"allot/internal/devstack"
+	"allot/internal/ledger"
+	"allot/internal/operator"
+	"allot/pipeline"
+	"allot/workflows"
+)
+
+// TestBrowserApprovesOnTheDevserversPage drives the page the devserver
+// serves (devstack.Run, as `go run ./devserver` runs it, with approvals
+// left to a person): an episode waits for approval on the page with its
+// CLI command; the operator signs in with the token of the devserver's
+// token file, gives a reason and approves; the page shows the change, and
+// the ledger keeps who approved and why. The time from the click to the
+// page showing it is logged (the goal is 2 s; tests assert no timings).
+func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the dev stack and a browser")
+	}
+	br := newBrowser(t)
+	dir := t.TempDir()
+	dev := allottest.StartDevWith(t, devstack.Config{DataDir: dir, Headless: true, ConsoleAddr: "127.0.0.1:0"})
+	if dev.Info.Console == "" || dev.Info.ConsoleTokens == "" {
+		t.Fatalf("the dev stack serves no page or names no token file: %+v", dev.Info)
+	}
+
+	// One run of the demo pipeline, whose episode waits at its approval
+	// gate (AutoApprove is off).
+	ctx, cancel := allottest.Context(t, 3*time.Minute)
+	defer cancel()
+	c := allottest.DialDev(t, dev.Info)
+	set, err := pipeline.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := &operator.Runs{Client: c, Pipelines: set, TaskQueue: workflows.TaskQueue}
+	res, err := runs.Run(ctx, operator.RunInput{Pipeline: devstack.DemoPipeline, NominalTime: time.Now().UTC().Truncate(time.Second), Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := res.Result.EpisodeID
+	title := "episode " + ep + " of " + devstack.DemoPipeline + ": " + string(allot.OutcomeWaitingApproval)
+
+	tab := br.open(t, dev.Info.Console)
+	text := func() string { return tab.eval(t, "document.body.innerText") }
+	waitFor := func(what string, ok func(string) bool) (string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		deadline := allottest.Deadline(t, 60*time.Second)
+		for {
+			s := text()
+			if ok(s) {
+				return s, time.Since(start)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the page did not show %s by %v:\n%s", what, deadline, s)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Read-only until signed in: the approval shows with its command.
+	page, _ := waitFor("the episode waiting for approval", func(s string) bool { return strings.Contains(s, title) })
+	if !strings.Contains(page, allot.ApproveCommand(devstack.DemoPipeline, ep)) || strings.Contains(page, "Signed in as") {
+		t.Fatalf("before signing in, the page should show the approve command and no session:\n%s", page)
+	}
+
+	// Sign in with the devserver's token: typed into the form, never in
+	// a URL.
+	data, err := os.ReadFile(dev.Info.ConsoleTokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, token, ok := strings.Cut(strings.TrimSpace(string(data)), ":")
+	if !ok || name != "dev" {
+		t.Fatalf("the devserver's token file should hold one operator, dev: %d bytes", len(data))
+	}
+	js, _ := json.Marshal(token)
+	tab.evalRaw(t, `(function(){var f=document.querySelector('form[action="/login"]'); f.elements.token.value=`+string(js)+`; f.submit(); return true})()`)
+	waitFor("the signed-in operator", func(s string) bool { return strings.Contains(s, "Signed in as dev") })
+
+	// Approve, with a reason, through the episode's own form.
+	reason := "approved on the page <b>by the test</b>"
+	rjs, _ := json.Marshal(reason)
+	ejs, _ := json.Marshal(ep)
+	clicked := time.Now()
+	found := tab.evalRaw(t, `(function(){
+  var forms = document.querySelectorAll('form.act');
+  for (var i = 0; i < forms.length; i++) {
+    var f = forms[i];
+    if (f.elements.act.value === 'approve' && f.elements.episode && f.elements.episode.value === `+string(ejs)+`) {
+      f.elements.reason.value = `+string(rjs)+`;
+      f.querySelector('button[type=submit]').click();
+      return true;
+    }
+  }
+  return false;
+})()`)
+	if found != "true" {
+		t.Fatalf("the signed-in page has no approve form for episode %s:\n%s", ep, text())
+	}
+	page, _ = waitFor("the approval done", func(s string) bool {
+		return strings.Contains(s, "approve sent to episode "+ep) && !strings.Contains(s, title)
+	})
+	t.Logf("approve: %v from the click to the page showing the episode approved", time.Since(clicked).Round(time.Millisecond))
+	if strings.Contains(page, token) {
+		t.Fatal("the page shows the token")
+	}
+
+	// The ledger keeps who approved and why.
+	led, err := ledger.OpenReadOnly(ctx, dev.Info.Ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	ds, err := led.Decisions(context.Background(), devstack.DemoPipeline, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var approved bool
+	for _, d := range ds {
+		approved = approved || (d.Action == allot.ActionApprove && d.By == "dev" && d.Reason == reason)
+	}
+	if !approved {
+		t.Fatalf("the ledger's decisions of episode %s lack an approval by dev with the reason: %+v", ep, ds)
+	}
+
+	path := filepath.Join(chromiumtest.ArtifactDir(t), "operator-page-approved.png")
+	tab.screenshot(t, path)
+	chromiumtest.CheckPNG(t, path)
+	t.Logf("screenshot of the page after the approval: %s", path)
+}
