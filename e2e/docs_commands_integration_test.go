@@ -261,6 +261,8 @@ func docSteps() []docStep {
 		// interrupted; its own test runs both lines as written.
 		{line: `console --addr 127.0.0.1:8091 --web-ui http://127.0.0.1:8233`, elsewhere: "e2e/console_integration_test.go TestConsoleServesThePageAsDocumented"},
 		{line: `console --web-ui http://127.0.0.1:8080`, elsewhere: "e2e/console_integration_test.go TestConsoleServesThePageAsDocumented"},
+		{line: `operator-token --name alice --file /etc/allot/console-tokens`, elsewhere: "e2e/console_integration_test.go TestConsoleActsAsDocumented"},
+		{line: `console --addr 0.0.0.0:8090 --token-file /etc/allot/console-tokens --web-ui http://127.0.0.1:8080`, elsewhere: "e2e/console_integration_test.go TestConsoleActsAsDocumented"},
 
 		// README: and the ledger holds after all of it.
 		{line: `check`, want: `^ok: the ledger's invariants hold`},

@@ -85,7 +85,7 @@ func consoleCommand(ctx context.Context, c *cli, args []string) error {
 
 // operatorTokenCommand is `starter operator-token`: add an operator with a
 // fresh token to the operator page's token file, printing no token.
-func operatorTokenCommand(_ context.Context, c *cli, args []string) error {
+func operatorTokenCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("operator-token", false)
 	var name, file string
 	fs.StringVar(&name, "name", "", "the operator's name, recorded with each of their actions (required)")
@@ -95,6 +95,9 @@ func operatorTokenCommand(_ context.Context, c *cli, args []string) error {
 	}
 	if name == "" || file == "" {
 		return usageError{errors.New("starter operator-token --name NAME --file FILE: --name and --file are required")}
+	}
+	if err := ctx.Err(); err != nil {
+		return err // interrupted before anything is written
 	}
 	if err := console.AddOperator(file, name); err != nil {
 		return usageError{err}

@@ -70,7 +70,7 @@ func LoadCredentials(path string) (*Credentials, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("operator token file %s does not exist: create it with `%s`", path, allot.OperatorTokenCommand("NAME", path))
+			return nil, fmt.Errorf("operator token file %s: no such file or directory: create it with `%s`", path, allot.OperatorTokenCommand("NAME", path))
 		}
 		return nil, fmt.Errorf("operator token file %s: %w", path, err)
 	}
