@@ -322,8 +322,9 @@ func sweepOnce(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) {
 // (docs/design.md, "Period deadlines").
 func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 	g := metrics.Gauges{
-		Pipelines:        set.Names(),
-		NeedingAttention: led.EpisodesNeedingAttention,
+		Pipelines:           set.Names(),
+		NeedingAttention:    led.EpisodesNeedingAttention,
+		WaitingPausedVendor: led.EpisodesWaitingOnPausedVendor,
 		Stalled: func(ctx context.Context) (map[string]int, error) {
 			return led.CountStalled(ctx, set.StallAfter, time.Now())
 		},

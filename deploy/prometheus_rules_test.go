@@ -143,9 +143,10 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	rs := readAlertRules(t)
 	read := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
 	m := metrics.New(metrics.Gauges{
-		Pipelines:        []string{"weekly-video"},
-		NeedingAttention: func(context.Context) (map[string]int, error) { return map[string]int{"weekly-video": 1}, nil },
-		Stalled:          func(context.Context) (map[string]int, error) { return map[string]int{"weekly-video": 1}, nil },
+		Pipelines:           []string{"weekly-video"},
+		NeedingAttention:    func(context.Context) (map[string]int, error) { return map[string]int{"weekly-video": 1}, nil },
+		WaitingPausedVendor: func(context.Context) (map[string]int, error) { return map[string]int{"weekly-video": 1}, nil },
+		Stalled:             func(context.Context) (map[string]int, error) { return map[string]int{"weekly-video": 1}, nil },
 		Budgets: func(context.Context) ([]metrics.Budget, error) {
 			return []metrics.Budget{{Budget: "video-weekly", Period: "2026-W49", Currency: "USD", Limit: 75000, Settled: 100, Reserved: 10}}, nil
 		},

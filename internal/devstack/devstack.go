@@ -237,9 +237,11 @@ func serveConsole(ctx context.Context, cfg Config, wcfg app.WorkerConfig, info I
 	if err != nil {
 		return err
 	}
-	if _, err := openWhenCreated(ctx, wcfg.Ledger); err != nil {
+	ro, err := openWhenCreated(ctx, wcfg.Ledger)
+	if err != nil {
 		return err
 	}
+	ro.Close()
 	// Written by the page's actions, as by the starter's commands.
 	led, err := ledger.OpenExisting(ctx, wcfg.Ledger)
 	if err != nil {

@@ -87,6 +87,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"RunOutcomeCounts", testRunOutcomeCounts},
 		{"EpisodeOutcomeCounts", testEpisodeOutcomeCounts},
 		{"EpisodesNeedingAttention", testEpisodesNeedingAttention},
+		{"EpisodesWaitingOnPausedVendor", testEpisodesWaitingOnPausedVendor},
 		{"OutcomeQueriesUseIndexes", testOutcomeQueriesUseIndexes},
 		// Imports from an old system (import_conformance_test.go).
 		{"ImportCreatesEpisodes", testImportCreatesEpisodes},

@@ -204,6 +204,33 @@ func (l *Ledger) EpisodesNeedingAttention(ctx context.Context) (map[string]int, 
 	return out, nil
 }
 
+// EpisodesWaitingOnPausedVendor counts, per pipeline, the episodes whose
+// step waits because an operator paused its vendor (outcome
+// waiting_vendor, reason vendor_paused): work a pause holds back.
+func (l *Ledger) EpisodesWaitingOnPausedVendor(ctx context.Context) (map[string]int, error) {
+	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT pipeline, COUNT(*) FROM episodes WHERE outcome = ? AND outcome_reason = ? AND outcome <> '' GROUP BY pipeline`),
+		allot.OutcomeWaitingVendor, allot.ReasonVendorPaused)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: count episodes waiting on a paused vendor: %w", l.where, err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			pipeline string
+			n        int
+		)
+		if err := rows.Scan(&pipeline, &n); err != nil {
+			return nil, fmt.Errorf("ledger %s: read episodes waiting on a paused vendor: %w", l.where, err)
+		}
+		out[pipeline] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: read episodes waiting on a paused vendor: %w", l.where, err)
+	}
+	return out, nil
+}
+
 func (l *Ledger) needingAttentionQuery() (string, []any) {
 	// "outcome <> ''" is the condition of the partial index (0006): the
 	// planner uses it only when the query implies the condition, which it

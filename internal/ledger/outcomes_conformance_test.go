@@ -543,3 +543,37 @@ func TestMigrationsMatchAcrossDialects(t *testing.T) {
 		t.Fatalf("migrations %v, want 0003_episode_outcomes.sql third and 0004_paid_state_machine.sql fourth", s)
 	}
 }
+
+// EpisodesWaitingOnPausedVendor counts per pipeline the episodes waiting
+// because a vendor is paused; other waits (a busy or tripped vendor) and
+// other outcomes with that reason are not counted, and an episode that
+// goes on leaves the count.
+func testEpisodesWaitingOnPausedVendor(t *testing.T, l *Ledger) {
+	count := func() map[string]int {
+		t.Helper()
+		got, err := l.EpisodesWaitingOnPausedVendor(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := count(); len(got) != 0 {
+		t.Fatalf("an empty ledger counts %v", got)
+	}
+	ep := func(pipeline, key string) string {
+		return alloc(t, l, pipeline, key, "2026-W32", 0).Episode.ID
+	}
+	a0, a1, a2, b0 := ep("alpha", "a0"), ep("alpha", "a1"), ep("alpha", "a2"), ep("beta", "b0")
+	at := t0.Add(time.Hour)
+	mustEpisodeOutcome(t, l, "alpha", a0, "waiting_vendor", allot.ReasonVendorPaused, at)
+	mustEpisodeOutcome(t, l, "alpha", a1, "waiting_vendor", allot.ReasonVendorPaused, at)
+	mustEpisodeOutcome(t, l, "alpha", a2, "waiting_vendor", allot.ReasonVendorBusy, at)
+	mustEpisodeOutcome(t, l, "beta", b0, "needs_attention", allot.ReasonVendorPaused, at)
+	if got := count(); len(got) != 1 || got["alpha"] != 2 {
+		t.Fatalf("EpisodesWaitingOnPausedVendor = %v, want alpha: 2", got)
+	}
+	mustEpisodeOutcome(t, l, "alpha", a0, "running", "", at.Add(time.Minute))
+	if got := count(); len(got) != 1 || got["alpha"] != 1 {
+		t.Fatalf("after one went on: %v, want alpha: 1", got)
+	}
+}

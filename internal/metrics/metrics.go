@@ -39,6 +39,9 @@ type Gauges struct {
 	// Stalled feeds allot_episodes_stalled: episodes whose step has been
 	// retrying longer than their pipeline's stall_after.
 	Stalled Counts
+	// WaitingPausedVendor feeds allot_episodes_waiting_paused_vendor:
+	// episodes whose step waits on a vendor an operator paused.
+	WaitingPausedVendor Counts
 	// Budgets feeds allot_budget_limit_minor_units,
 	// allot_budget_settled_minor_units and allot_budget_reserved_minor_units.
 	Budgets func(ctx context.Context) ([]Budget, error)
@@ -109,6 +112,9 @@ func New(gauges Gauges, logger *slog.Logger) *Metrics {
 	if gauges.Stalled != nil {
 		reg.MustRegister(&ledgerGauge{desc: stalledDesc, what: "stalled episodes", read: gauges.Stalled, pipelines: gauges.Pipelines, logger: logger})
 	}
+	if gauges.WaitingPausedVendor != nil {
+		reg.MustRegister(&ledgerGauge{desc: waitingPausedDesc, what: "episodes waiting on a paused vendor", read: gauges.WaitingPausedVendor, pipelines: gauges.Pipelines, logger: logger})
+	}
 	if gauges.Budgets != nil {
 		reg.MustRegister(&budgetGauges{read: gauges.Budgets, logger: logger})
 	}
@@ -177,6 +183,9 @@ var (
 		[]string{"pipeline"}, nil)
 	stalledDesc = prometheus.NewDesc("allot_episodes_stalled",
 		"Episodes whose step has been retrying for longer than the pipeline's stall_after, per pipeline.",
+		[]string{"pipeline"}, nil)
+	waitingPausedDesc = prometheus.NewDesc("allot_episodes_waiting_paused_vendor",
+		"Episodes whose step waits because an operator paused its vendor (waiting_vendor, vendor_paused), per pipeline.",
 		[]string{"pipeline"}, nil)
 )
 

@@ -26,7 +26,8 @@ func TestLedgerGaugesExportEveryPipelineByItsRealName(t *testing.T) {
 		NeedingAttention: func(context.Context) (map[string]int, error) {
 			return map[string]int{"weekly-video": 2, "retired-pipeline": 1}, nil
 		},
-		Stalled: func(context.Context) (map[string]int, error) { return map[string]int{"daily-report": 3}, nil },
+		Stalled:             func(context.Context) (map[string]int, error) { return map[string]int{"daily-report": 3}, nil },
+		WaitingPausedVendor: func(context.Context) (map[string]int, error) { return map[string]int{"weekly-video": 4}, nil },
 	}, nil)
 	defer m.Close()
 	body := scrape(t, m)
@@ -36,6 +37,8 @@ func TestLedgerGaugesExportEveryPipelineByItsRealName(t *testing.T) {
 		`allot_episodes_needing_attention{pipeline="retired-pipeline"} 1`,
 		`allot_episodes_stalled{pipeline="daily-report"} 3`,
 		`allot_episodes_stalled{pipeline="weekly-video"} 0`,
+		`allot_episodes_waiting_paused_vendor{pipeline="weekly-video"} 4`,
+		`allot_episodes_waiting_paused_vendor{pipeline="daily-report"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, grep(body, "allot_"))
