@@ -23,8 +23,9 @@ import (
 
 // TestBrowserApprovesOnTheDevserversPage drives the page the devserver
 // serves (devstack.Run, as `go run ./devserver` runs it, with approvals
-// left to a person): an episode waits for approval on the page with its
-// CLI command; the operator signs in with the token of the devserver's
+// left to a person and the demo's pipeline file plus a budget): the
+// budget's figures equal `starter budget list --json`'s; an episode waits
+// for approval on the page with its CLI command; the operator signs in with the token of the devserver's
 // token file, gives a reason and approves; the page shows the change, and
 // the ledger keeps who approved and why. The time from the click to the
 // page showing it is logged (the goal is 2 s; tests assert no timings).
@@ -34,7 +35,28 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 	}
 	br := newBrowser(t)
 	dir := t.TempDir()
-	dev := allottest.StartDevWith(t, devstack.Config{DataDir: dir, Headless: true, ConsoleAddr: "127.0.0.1:0"})
+	demo, err := os.ReadFile(filepath.Join("..", "..", "pipeline", "pipelines.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo's paid steps, priced so that a budget covers them.
+	toml := strings.ReplaceAll(string(demo), "\n  kind   = \"paid\"\n", "\n  kind   = \"paid\"\n  max_cost = { amount = 500, currency = \"USD\" }\n")
+	if strings.Count(toml, "max_cost = { amount = 500") != 2 {
+		t.Fatal("the demo pipeline file no longer has its two paid steps as this test expects")
+	}
+	toml += `
+[[budget]]
+name     = "demo-weekly"
+pipeline = "weekly-video"
+period   = "iso-week"
+limit    = { amount = 100000, currency = "USD" }
+alerts   = [0.5, 0.8]
+`
+	pipelinesFile := filepath.Join(dir, "pipelines.toml")
+	if err := os.WriteFile(pipelinesFile, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dev := allottest.StartDevWith(t, devstack.Config{DataDir: dir, Headless: true, ConsoleAddr: "127.0.0.1:0", Pipelines: pipelinesFile})
 	if dev.Info.Console == "" || dev.Info.ConsoleTokens == "" {
 		t.Fatalf("the dev stack serves no page or names no token file: %+v", dev.Info)
 	}
@@ -44,7 +66,7 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 	ctx, cancel := allottest.Context(t, 3*time.Minute)
 	defer cancel()
 	c := allottest.DialDev(t, dev.Info)
-	set, err := pipeline.Load("")
+	set, err := pipeline.Load(pipelinesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +79,7 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 	title := "episode " + ep + " of " + devstack.DemoPipeline + ": " + string(allot.OutcomeWaitingApproval)
 
 	tab := br.open(t, dev.Info.Console)
-	text := func() string { return tab.eval(t, "document.body.innerText") }
+	text := func() string { return tab.text(t) }
 	waitFor := func(what string, ok func(string) bool) (string, time.Duration) {
 		t.Helper()
 		start := time.Now()
@@ -77,6 +99,34 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 	page, _ := waitFor("the episode waiting for approval", func(s string) bool { return strings.Contains(s, title) })
 	if !strings.Contains(page, allot.ApproveCommand(devstack.DemoPipeline, ep)) || strings.Contains(page, "Signed in as") {
 		t.Fatalf("before signing in, the page should show the approve command and no session:\n%s", page)
+	}
+
+	// The budget's figures are `starter budget list --json`'s, once both
+	// read the same ledger (the episode's costs are settled by now).
+	deadline := allottest.Deadline(t, 60*time.Second)
+	for {
+		list := budgetList(t, dev.Info.Ledger, toml)
+		text, ok := budgetSections(tab.eval(t, "document.documentElement.outerHTML"))["demo-weekly"]
+		if !ok {
+			t.Fatalf("the page shows no budget demo-weekly:\n%s", text)
+		}
+		period := strings.Fields(text)[1]
+		p := listedPeriod(t, list, "demo-weekly", period)
+		m := func(minor int64) string { return allot.Money{Amount: minor, Currency: p.Currency}.String() }
+		var differ []string
+		for label, figure := range map[string]string{"limit": m(p.Limit), "settled (ledger)": m(p.Settled), "reserved (ledger)": m(p.Reserved), "free": m(p.Free)} {
+			if !strings.Contains(text, " "+label+" "+figure+" ") {
+				differ = append(differ, label+" "+figure)
+			}
+		}
+		if len(differ) == 0 && p.Settled > 0 {
+			t.Logf("budget demo-weekly %s on the page as in budget list --json: limit %s, settled %s, reserved %s, free %s", period, m(p.Limit), m(p.Settled), m(p.Reserved), m(p.Free))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page's budget differs from budget list --json (%v, settled %d):\n%s", differ, p.Settled, text)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	// Sign in with the devserver's token: typed into the form, never in

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -351,6 +352,15 @@ func (b browser) open(t *testing.T, url string) *tab {
 // nil), skipping the events in between.
 func (tb *tab) call(t *testing.T, method string, params any, result any) {
 	t.Helper()
+	if err := tb.try(t, method, params, result); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// try is call returning the command's error: a page navigating away
+// loses its context for a moment.
+func (tb *tab) try(t *testing.T, method string, params any, result any) error {
+	t.Helper()
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	tb.id++
@@ -387,15 +397,32 @@ func (tb *tab) call(t *testing.T, method string, params any, result any) {
 			continue // an event, or another session's answer
 		}
 		if reply.Error != nil {
-			t.Fatalf("CDP %s: %s", method, reply.Error.Message)
+			return fmt.Errorf("CDP %s: %s", method, reply.Error.Message)
 		}
 		if result != nil {
 			if err := json.Unmarshal(reply.Result, result); err != nil {
 				t.Fatalf("CDP %s: %v in %s", method, err, reply.Result)
 			}
 		}
-		return
+		return nil
 	}
+}
+
+// text is the page's visible text, "" while it navigates.
+func (tb *tab) text(t *testing.T) string {
+	t.Helper()
+	var res struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct{} `json:"exceptionDetails"`
+	}
+	if tb.try(t, "Runtime.evaluate", map[string]any{"expression": "document.body ? document.body.innerText : ''", "returnByValue": true}, &res) != nil || res.ExceptionDetails != nil {
+		return ""
+	}
+	var s string
+	_ = json.Unmarshal(res.Result.Value, &s)
+	return s
 }
 
 // evalRaw evaluates expression in the page and returns its value as JSON.
