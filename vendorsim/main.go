@@ -25,6 +25,16 @@
 //	--bill-double-charge P              probability it is billed twice under the same idempotency key
 //	--bill-refund P                     probability the bill refunds its whole cost
 //	--bill-phantom-every N              one charge line for a task that never existed per N accepted tasks (0 = never)
+//	--batch-duration D                  time for a batch to do all its items (default 1m)
+//	--batch-retention D                 time a batch's result files stay readable after it ends (default 29 days)
+//	--batch-lose-create-response P      probability a batch is created and its create's response dropped
+//	--batch-expire-halfway P            probability a batch expires after half its items
+//	--batch-cancel-halfway P            probability the vendor cancels a batch after half its items
+//	--batch-output-gone P               probability a batch's output file answers 410
+//
+// It also speaks a batch API shaped like OpenAI's and Anthropic's
+// (POST /v1/batches, no idempotency key; items billed at half price as
+// they finish, also before an expiry or cancel): see package vendorapi.
 //
 // The four --bill-* probabilities add up to at most 1: an accepted task
 // meets at most one of them, drawn from a source seeded by --seed (apart
@@ -113,6 +123,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		seed                int64
 		bill                struct{ drop, wrong, double, refund float64 }
 		phantomEvery        int
+		batch               struct{ lose, expire, cancel, gone float64 }
+		batchDur, batchKeep time.Duration
 	)
 	fs.StringVar(&opts.addr, "addr", defaultAddr, "listen address `HOST:PORT`")
 	fs.Float64Var(&lose, "lose-response-after-accept", 0, "probability `P` in [0,1] that a submission is accepted and charged, then its response is dropped")
@@ -130,6 +142,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.Float64Var(&bill.double, "bill-double-charge", 0, "probability `P` in [0,1] that an accepted task is billed twice under its idempotency key")
 	fs.Float64Var(&bill.refund, "bill-refund", 0, "probability `P` in [0,1] that the bill refunds an accepted task's cost")
 	fs.IntVar(&phantomEvery, "bill-phantom-every", 0, "one charge line for a task that never existed per `N` accepted tasks (0 = never)")
+	fs.DurationVar(&batchDur, "batch-duration", time.Minute, "time `D` for a batch to do all its items (they finish evenly spread over it)")
+	fs.DurationVar(&batchKeep, "batch-retention", paidvendortest.DefaultBatchRetention, "time `D` a batch's result files stay readable after it ends")
+	fs.Float64Var(&batch.lose, "batch-lose-create-response", 0, "probability `P` in [0,1] that a batch is created, then its create's response is dropped")
+	fs.Float64Var(&batch.expire, "batch-expire-halfway", 0, "probability `P` in [0,1] that a batch expires after doing half its items")
+	fs.Float64Var(&batch.cancel, "batch-cancel-halfway", 0, "probability `P` in [0,1] that the vendor cancels a batch after doing half its items")
+	fs.Float64Var(&batch.gone, "batch-output-gone", 0, "probability `P` in [0,1] that a batch's output file cannot be read (410)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return options{}, err
@@ -146,7 +164,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		name string
 		v    float64
 	}{{"--lose-response-after-accept", lose}, {"--fail-before-accept", fail},
-		{"--bill-drop-charge", bill.drop}, {"--bill-wrong-amount", bill.wrong}, {"--bill-double-charge", bill.double}, {"--bill-refund", bill.refund}} {
+		{"--bill-drop-charge", bill.drop}, {"--bill-wrong-amount", bill.wrong}, {"--bill-double-charge", bill.double}, {"--bill-refund", bill.refund},
+		{"--batch-lose-create-response", batch.lose}, {"--batch-expire-halfway", batch.expire}, {"--batch-cancel-halfway", batch.cancel}, {"--batch-output-gone", batch.gone}} {
 		if math.IsNaN(p.v) || p.v < 0 || p.v > 1 {
 			return options{}, fmt.Errorf("%s must be a probability between 0 and 1, got %v", p.name, p.v)
 		}
@@ -160,10 +179,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--latency", latency}, {"--task-duration", taskDur}} {
+	}{{"--latency", latency}, {"--task-duration", taskDur}, {"--batch-duration", batchDur}, {"--batch-retention", batchKeep}} {
 		if d.v < 0 {
 			return options{}, fmt.Errorf("%s must not be negative, got %v", d.name, d.v)
 		}
+	}
+	if batchKeep == 0 {
+		return options{}, errors.New("--batch-retention must be above 0: it is how long a batch's results stay readable (the real vendors keep them 29 or 30 days)")
 	}
 	switch {
 	case apiKey != "":
@@ -193,6 +215,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		BillDoubleCharge:        bill.double,
 		BillRefund:              bill.refund,
 		BillPhantomEvery:        phantomEvery,
+		BatchDuration:           batchDur,
+		BatchRetention:          batchKeep,
+		BatchLoseCreateResponse: batch.lose,
+		BatchExpireHalfway:      batch.expire,
+		BatchCancelHalfway:      batch.cancel,
+		BatchOutputGone:         batch.gone,
 	}
 	return opts, nil
 }

@@ -42,6 +42,10 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"--bill-refund", "0.6", "--bill-double-charge", "0.6"}, "add up to"},
 		{[]string{"--bill-phantom-every", "-1"}, "--bill-phantom-every"},
 		{[]string{"--bill-phantom-every", "often"}, "-bill-phantom-every"},
+		{[]string{"--batch-expire-halfway", "1.5"}, "--batch-expire-halfway"},
+		{[]string{"--batch-lose-create-response", "-1"}, "--batch-lose-create-response"},
+		{[]string{"--batch-duration", "-1s"}, "--batch-duration"},
+		{[]string{"--batch-retention", "0s"}, "--batch-retention must be above 0"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(tc.args, noEnv, &stderr); code != 2 {
@@ -226,4 +230,20 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func TestBatchFlagsReachTheSimulator(t *testing.T) {
+	opts, err := parseFlags([]string{"--batch-duration", "90s", "--batch-retention", "1h", "--batch-lose-create-response", "0.1",
+		"--batch-expire-halfway", "0.2", "--batch-cancel-halfway", "0.3", "--batch-output-gone", "0.4"}, noEnv, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := opts.sim
+	if got.BatchDuration != 90*time.Second || got.BatchRetention != time.Hour || got.BatchLoseCreateResponse != 0.1 ||
+		got.BatchExpireHalfway != 0.2 || got.BatchCancelHalfway != 0.3 || got.BatchOutputGone != 0.4 {
+		t.Errorf("the batch flags gave %v", got)
+	}
+	if opts, err = parseFlags(nil, noEnv, &bytes.Buffer{}); err != nil || opts.sim.BatchDuration != time.Minute || opts.sim.BatchRetention != 29*24*time.Hour {
+		t.Errorf("default batch settings: %v, %v; want a minute's work and 29 days of retention", opts.sim, err)
+	}
 }

@@ -278,6 +278,7 @@ func (s *Simulator) handleCharges(w http.ResponseWriter, r *http.Request) {
 func (s *Simulator) pageAfter(after string, limit int) (vendorapi.ChargesPage, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.advanceAndSaveLocked()
 	var from int64
 	if after != "" {
 		n, err := strconv.ParseInt(after, 10, 64)

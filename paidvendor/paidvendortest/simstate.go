@@ -23,6 +23,9 @@ type simState struct {
 	Charges    []vendorapi.Charge    `json:"charges"` // billing order
 	LastSeq    int64                 `json:"last_seq,omitempty"`
 	BillFaults []vendorapi.BillFault `json:"bill_faults,omitempty"`
+	// The batch API's, in creation order; absent from older files.
+	Batches     []*simBatch  `json:"batches,omitempty"`
+	BatchFaults *BatchFaults `json:"batch_faults,omitempty"`
 }
 
 // saveLocked writes the whole state to s.stateFile: a temporary file in the
@@ -35,6 +38,12 @@ func (s *Simulator) saveLocked() error {
 	st := simState{Version: simStateVersion, Tasks: make([]*simTask, 0, len(s.order)), Charges: wireLines(s.lines), LastSeq: s.lastSeq, BillFaults: s.planted}
 	for _, id := range s.order {
 		st.Tasks = append(st.Tasks, s.tasks[id])
+	}
+	if len(s.batchOrder) > 0 {
+		st.BatchFaults = &s.batchFaults
+		for _, id := range s.batchOrder {
+			st.Batches = append(st.Batches, s.batches[id])
+		}
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -128,6 +137,10 @@ func (s *Simulator) load() error {
 		}
 	}
 	s.planted = st.BillFaults
+	batchTasks, err := s.loadBatches(st)
+	if err != nil {
+		return bad("%v", err)
+	}
 	for i, c := range st.Charges {
 		seq := int64(i + 1) // version 1: numbered in billing order
 		if st.Version > 1 {
@@ -139,7 +152,7 @@ func (s *Simulator) load() error {
 				return bad("charge %d (%s) is not after the charge before it", i, c.ID)
 			}
 		}
-		if s.tasks[c.TaskID] == nil && !phantoms[lineID(seq)] {
+		if s.tasks[c.TaskID] == nil && !phantoms[lineID(seq)] && !batchTasks[c.TaskID] {
 			return bad("charge %d is for unknown task %.80q", i, c.TaskID)
 		}
 		s.lines = append(s.lines, simLine{seq: seq, Charge: paidvendor.Charge{
@@ -150,7 +163,7 @@ func (s *Simulator) load() error {
 	if n := len(s.lines); n > 0 && s.lines[n-1].seq > s.lastSeq {
 		return bad("last_seq %d is before the last charge %s", st.LastSeq, s.lines[n-1].ID)
 	}
-	s.log.Info("vendorsim: state loaded", "file", s.stateFile, "tasks", len(s.tasks), "charges", len(s.lines), "bill_faults", len(s.planted))
+	s.log.Info("vendorsim: state loaded", "file", s.stateFile, "tasks", len(s.tasks), "charges", len(s.lines), "bill_faults", len(s.planted), "batches", len(s.batchOrder))
 	return nil
 }
 
@@ -162,4 +175,44 @@ func wireLines(lines []simLine) []vendorapi.Charge {
 		out = append(out, vendorapi.Charge{ID: c.ID, TaskID: c.TaskID, IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, Currency: c.Currency, At: c.At, Refund: c.Refund})
 	}
 	return out
+}
+
+// loadBatches takes the batches of a state file, and returns their items'
+// task IDs, which their charge lines name.
+func (s *Simulator) loadBatches(st simState) (map[string]bool, error) {
+	taskIDs := map[string]bool{}
+	for i, b := range st.Batches {
+		switch {
+		case b == nil:
+			return nil, fmt.Errorf("batch %d is null", i)
+		case b.Seq != int64(i+1):
+			return nil, fmt.Errorf("batch %d has seq %d, not %d", i, b.Seq, i+1)
+		case s.batches[b.ID] != nil:
+			return nil, fmt.Errorf("batch %.80q appears twice", b.ID)
+		case len(b.Items) == 0 || b.Cut < 0 || b.Cut > len(b.Items):
+			return nil, fmt.Errorf("batch %s has no items or a cut outside them", b.ID)
+		case b.Status != vendorapi.BatchInProgress && (b.EndedAt == nil || b.OutputFileID == "" || b.ErrorFileID == ""):
+			return nil, fmt.Errorf("batch %s ended without an end time or its files", b.ID)
+		}
+		for j, it := range b.Items {
+			if it == nil || paidvendor.ValidateTaskID(it.TaskID) != nil || !validCustomID(it.CustomID) {
+				return nil, fmt.Errorf("batch %s: item %d is null or lacks a task ID or custom ID", b.ID, j)
+			}
+			if it.Params == nil {
+				it.Params = map[string]string{}
+			}
+			taskIDs[it.TaskID] = true
+		}
+		s.batches[b.ID] = b
+		s.batchOrder = append(s.batchOrder, b.ID)
+		if b.Status != vendorapi.BatchInProgress {
+			s.files[b.OutputFileID] = simFile{batchID: b.ID, kind: fileKindOutput}
+			s.files[b.ErrorFileID] = simFile{batchID: b.ID, kind: fileKindError}
+		}
+	}
+	s.lastBatchSeq = int64(len(st.Batches))
+	if st.BatchFaults != nil {
+		s.batchFaults = *st.BatchFaults
+	}
+	return taskIDs, nil
 }

@@ -79,6 +79,17 @@ type SimConfig struct {
 	BillRefund       float64 // P: a refund line of the task's whole cost
 	BillPhantomEvery int     // one charge line for a task that never existed per this many accepted tasks; 0 = never
 
+	// The batch API (batch.go): how long a batch takes to do all its
+	// items (0: done at once), how long its result files stay readable
+	// after it ends (0: DefaultBatchRetention), and its faults, one draw
+	// each per created batch (see SimFaults).
+	BatchDuration           time.Duration
+	BatchRetention          time.Duration
+	BatchLoseCreateResponse float64
+	BatchExpireHalfway      float64
+	BatchCancelHalfway      float64
+	BatchOutputGone         float64
+
 	// StateFile, if set, is where tasks and charges are kept across
 	// restarts: loaded on start, written atomically on every change.
 	StateFile string
@@ -107,13 +118,23 @@ type SimFaults struct {
 	BillDoubleCharge float64
 	BillRefund       float64
 	BillPhantomEvery int // >= 0; 0 = never
+
+	// Batch faults, drawn per created batch: its create answered with no
+	// response after the batch was made; it expires, or the vendor
+	// cancels it, after doing half its items (expiry first, when both are
+	// drawn); its output file cannot be read.
+	BatchLoseCreateResponse float64
+	BatchExpireHalfway      float64
+	BatchCancelHalfway      float64
+	BatchOutputGone         float64
 }
 
 func (f SimFaults) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"BillDropCharge", f.BillDropCharge}, {"BillWrongAmount", f.BillWrongAmount}, {"BillDoubleCharge", f.BillDoubleCharge}, {"BillRefund", f.BillRefund}} {
+	}{{"BillDropCharge", f.BillDropCharge}, {"BillWrongAmount", f.BillWrongAmount}, {"BillDoubleCharge", f.BillDoubleCharge}, {"BillRefund", f.BillRefund},
+		{"BatchLoseCreateResponse", f.BatchLoseCreateResponse}, {"BatchExpireHalfway", f.BatchExpireHalfway}, {"BatchCancelHalfway", f.BatchCancelHalfway}, {"BatchOutputGone", f.BatchOutputGone}} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return fmt.Errorf("paidvendortest: simulator: %s must be a probability in [0,1], got %v", p.name, p.v)
 		}
@@ -164,6 +185,19 @@ type Simulator struct {
 	lastSeq int64             // the last line sequence number given out, also to a line taken off the bill
 	planted []vendorapi.BillFault
 
+	// The batch API's state (batch.go): batches by ID and in creation
+	// order (the n-th has Seq n), the first that may still be open, the
+	// result files, and the batch faults met.
+	batchDuration  time.Duration
+	batchRetention time.Duration
+	batchRng       *mathrand.Rand
+	batches        map[string]*simBatch
+	batchOrder     []string
+	firstOpenBatch int
+	lastBatchSeq   int64
+	files          map[string]simFile
+	batchFaults    BatchFaults
+
 	// stats are what GET /v1/stats reports; recent holds the arrival
 	// times of the submissions of the last second.
 	statsMu sync.Mutex
@@ -209,12 +243,19 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 		BillDoubleCharge:        cfg.BillDoubleCharge,
 		BillRefund:              cfg.BillRefund,
 		BillPhantomEvery:        cfg.BillPhantomEvery,
+		BatchLoseCreateResponse: cfg.BatchLoseCreateResponse,
+		BatchExpireHalfway:      cfg.BatchExpireHalfway,
+		BatchCancelHalfway:      cfg.BatchCancelHalfway,
+		BatchOutputGone:         cfg.BatchOutputGone,
 	}
 	if err := faults.validate(); err != nil {
 		return nil, err
 	}
 	if cfg.TaskDuration < 0 {
 		return nil, fmt.Errorf("paidvendortest: simulator: TaskDuration must not be negative, got %v", cfg.TaskDuration)
+	}
+	if cfg.BatchDuration < 0 || cfg.BatchRetention < 0 {
+		return nil, fmt.Errorf("paidvendortest: simulator: BatchDuration and BatchRetention must not be negative, got %v and %v", cfg.BatchDuration, cfg.BatchRetention)
 	}
 	apiKey := cfg.APIKey
 	s := &Simulator{
@@ -230,6 +271,15 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 		billRng:      mathrand.New(mathrand.NewSource(cfg.Seed ^ billSeedSalt)),
 		tasks:        map[string]*simTask{},
 		byKey:        map[string]string{},
+
+		batchDuration:  cfg.BatchDuration,
+		batchRetention: cfg.BatchRetention,
+		batchRng:       mathrand.New(mathrand.NewSource(cfg.Seed ^ batchSeedSalt)),
+		batches:        map[string]*simBatch{},
+		files:          map[string]simFile{},
+	}
+	if s.batchRetention == 0 {
+		s.batchRetention = DefaultBatchRetention
 	}
 	for kind, c := range cfg.PricePerKind {
 		if c.Amount < 0 || c.Currency == "" {
@@ -259,6 +309,11 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 	s.mux.HandleFunc("GET "+vendorapi.ChargesPath, s.handleCharges)
 	s.mux.HandleFunc("GET "+vendorapi.StatsPath, s.handleStats)
 	s.mux.HandleFunc("GET "+vendorapi.BillFaultsPath, s.handleBillFaults)
+	s.mux.HandleFunc("POST "+vendorapi.BatchesPath, s.handleCreateBatch)
+	s.mux.HandleFunc("GET "+vendorapi.BatchesPath, s.handleListBatches)
+	s.mux.HandleFunc("GET "+vendorapi.BatchPath("{id}"), s.handleBatch)
+	s.mux.HandleFunc("POST "+vendorapi.BatchCancelPath("{id}"), s.handleCancelBatch)
+	s.mux.HandleFunc("GET "+vendorapi.FileContentPath("{id}"), s.handleFileContent)
 	return s, nil
 }
 
@@ -285,6 +340,7 @@ func (s *Simulator) Faults() SimFaults {
 func (s *Simulator) Charges() []paidvendor.Charge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.advanceAndSaveLocked()
 	out := make([]paidvendor.Charge, 0, len(s.lines))
 	for _, l := range s.lines {
 		out = append(out, l.Charge)
@@ -296,6 +352,7 @@ func (s *Simulator) Charges() []paidvendor.Charge {
 func (s *Simulator) ChargeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.advanceAndSaveLocked()
 	return len(s.lines)
 }
 
@@ -339,6 +396,9 @@ func (s *Simulator) arrive(r *http.Request) func() {
 		}
 		s.recent = append(s.recent[cut:], at)
 		s.stats.MaxSubmissionsPerSecond = max(s.stats.MaxSubmissionsPerSecond, len(s.recent))
+	}
+	if r.Method == http.MethodPost && r.URL.Path == vendorapi.BatchesPath {
+		s.stats.Batches++
 	}
 	return func() {
 		s.statsMu.Lock()
@@ -398,9 +458,11 @@ func (s *Simulator) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.Str
 // String describes the configuration with the API key redacted.
 func (c SimConfig) String() string {
 	return fmt.Sprintf("paidvendortest.SimConfig{APIKey: %s, LoseResponseAfterAccept: %v, FailBeforeAccept: %v, Latency: %v, TaskDuration: %v, NoLookup: %v, IgnoreIdempotency: %v, Seed: %d, StateFile: %q, "+
-		"BillDropCharge: %v, BillWrongAmount: %v, BillDoubleCharge: %v, BillRefund: %v, BillPhantomEvery: %d}",
+		"BillDropCharge: %v, BillWrongAmount: %v, BillDoubleCharge: %v, BillRefund: %v, BillPhantomEvery: %d, "+
+		"BatchDuration: %v, BatchRetention: %v, BatchLoseCreateResponse: %v, BatchExpireHalfway: %v, BatchCancelHalfway: %v, BatchOutputGone: %v}",
 		redacted, c.LoseResponseAfterAccept, c.FailBeforeAccept, c.Latency, c.TaskDuration, c.NoLookup, c.IgnoreIdempotency, c.Seed, c.StateFile,
-		c.BillDropCharge, c.BillWrongAmount, c.BillDoubleCharge, c.BillRefund, c.BillPhantomEvery)
+		c.BillDropCharge, c.BillWrongAmount, c.BillDoubleCharge, c.BillRefund, c.BillPhantomEvery,
+		c.BatchDuration, c.BatchRetention, c.BatchLoseCreateResponse, c.BatchExpireHalfway, c.BatchCancelHalfway, c.BatchOutputGone)
 }
 
 // Format makes every fmt verb print String, so the API key never shows.

@@ -14,6 +14,8 @@
 //	GET  /v1/stats                        -> 200 Stats: what the vendor saw (the simulator; tests assert limits with it)
 //	GET  /v1/bill-faults                  -> 200 BillFaults: the bill faults the simulator planted, for a checker
 //
+// and the batch API, described in batch.go.
+//
 // Errors are an ErrorBody with one of the Code constants. The client
 // classifies answers by HTTP status, not by code: codes are for people
 // reading logs and for the simulator's tests.
@@ -168,6 +170,8 @@ type Stats struct {
 	// MaxSubmissionsPerSecond is the most submissions that arrived within
 	// any one second.
 	MaxSubmissionsPerSecond int `json:"max_submissions_per_second"`
+	// Batches counts the POSTs of batches (the batch API).
+	Batches int64 `json:"batches"`
 }
 
 // ErrorBody is the body of every non-2xx answer.
