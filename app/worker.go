@@ -368,10 +368,15 @@ func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 	}
 	if len(set.Budgets()) > 0 {
 		g.Budgets = func(ctx context.Context) ([]metrics.Budget, error) {
-			ps, err := led.GaugedBudgetPeriods(ctx, set.Budgets(), time.Now())
+			now := time.Now()
+			current := map[string]string{} // budget -> its period now
+			for _, b := range set.Budgets() {
+				current[b.Name] = b.PeriodOf(now)
+			}
+			ps, err := led.GaugedBudgetPeriods(ctx, set.Budgets(), now)
 			out := make([]metrics.Budget, len(ps))
 			for i, p := range ps {
-				out[i] = metrics.Budget{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Limit: p.Limit, Settled: p.Settled, Reserved: p.Reserved}
+				out[i] = metrics.Budget{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Limit: p.Limit, Settled: p.Settled, Reserved: p.Reserved, Current: current[p.Budget] == p.Period}
 			}
 			return out, err
 		}

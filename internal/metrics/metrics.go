@@ -70,6 +70,10 @@ type Gauges struct {
 type Budget struct {
 	Budget, Period, Currency string
 	Limit, Settled, Reserved int64
+	// Current says the period is the budget's current one by the clock
+	// (allot_budget_period_current): the period before it is exported too,
+	// for its final figures, and must not keep alerting once it is over.
+	Current bool
 }
 
 // labelValues keeps label values as they are (a pipeline is "weekly-video",
@@ -232,6 +236,9 @@ var (
 	budgetReservedDesc = prometheus.NewDesc("allot_budget_reserved_minor_units",
 		"Reservations a budget period holds for paid tasks not yet answered, in minor units of its currency.",
 		[]string{"budget", "period", "currency"}, nil)
+	budgetCurrentDesc = prometheus.NewDesc("allot_budget_period_current",
+		"1 for a budget's current period by the clock (in its zone), 0 for another period exported for its figures or its reservations.",
+		[]string{"budget", "period", "currency"}, nil)
 )
 
 // budgetGauges reads every exported budget period from the ledger when
@@ -245,6 +252,7 @@ func (g *budgetGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- budgetLimitDesc
 	ch <- budgetSettledDesc
 	ch <- budgetReservedDesc
+	ch <- budgetCurrentDesc
 }
 
 func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
@@ -255,7 +263,7 @@ func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
 		if g.logger != nil {
 			g.logger.Warn("read budgets", "error", err)
 		}
-		for _, d := range []*prometheus.Desc{budgetLimitDesc, budgetSettledDesc, budgetReservedDesc} {
+		for _, d := range []*prometheus.Desc{budgetLimitDesc, budgetSettledDesc, budgetReservedDesc, budgetCurrentDesc} {
 			ch <- prometheus.NewInvalidMetric(d, err)
 		}
 		return
@@ -264,5 +272,10 @@ func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(b.Limit), b.Budget, b.Period, b.Currency)
 		ch <- prometheus.MustNewConstMetric(budgetSettledDesc, prometheus.GaugeValue, float64(b.Settled), b.Budget, b.Period, b.Currency)
 		ch <- prometheus.MustNewConstMetric(budgetReservedDesc, prometheus.GaugeValue, float64(b.Reserved), b.Budget, b.Period, b.Currency)
+		current := 0.0
+		if b.Current {
+			current = 1
+		}
+		ch <- prometheus.MustNewConstMetric(budgetCurrentDesc, prometheus.GaugeValue, current, b.Budget, b.Period, b.Currency)
 	}
 }

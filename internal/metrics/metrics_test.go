@@ -49,7 +49,8 @@ func TestLedgerGaugesExportEveryPipelineByItsRealName(t *testing.T) {
 // Budget gauges carry the budget's and the period's real names.
 func TestBudgetGaugesCarryRealLabelValues(t *testing.T) {
 	m := New(Gauges{Budgets: func(context.Context) ([]Budget, error) {
-		return []Budget{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 75000, Settled: 50000, Reserved: 250}}, nil
+		return []Budget{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 75000, Settled: 50000, Reserved: 250, Current: true},
+			{Budget: "video-weekly", Period: "2026-W31", Currency: "USD", Limit: 75000, Settled: 75000}}, nil
 	}}, nil)
 	defer m.Close()
 	body := scrape(t, m)
@@ -57,6 +58,8 @@ func TestBudgetGaugesCarryRealLabelValues(t *testing.T) {
 		`allot_budget_limit_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 75000`,
 		`allot_budget_settled_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 50000`,
 		`allot_budget_reserved_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 250`,
+		`allot_budget_period_current{budget="video-weekly",currency="USD",period="2026-W32"} 1`,
+		`allot_budget_period_current{budget="video-weekly",currency="USD",period="2026-W31"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, grep(body, "allot_"))
