@@ -1,14 +1,20 @@
 package paidvendortest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"allot"
 	"allot/paidvendor"
+	"allot/paidvendor/vendorapi"
 )
 
 // itemBook is where a batch client's items end: a result recorded, a
@@ -235,5 +241,50 @@ func TestBatchResultsOfABatchInProgressIsRefused(t *testing.T) {
 	}
 	if _, err := tv.client.CancelBatch(context.Background(), b.ID); !errors.Is(err, paidvendor.ErrBatchEnded) {
 		t.Errorf("a second cancel: %v, want ErrBatchEnded", err)
+	}
+}
+
+// A result whose bytes do not match its sha256 is refused, not recorded.
+func TestBatchResultsRefusesAResultThatDoesNotMatchItsSHA256(t *testing.T) {
+	clock := newTestClock()
+	sim := NewSimulator(SimConfig{APIKey: testKey, Clock: clock.Now, BatchDuration: time.Hour})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/content") {
+			sim.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, r)
+		var out bytes.Buffer
+		for line := range strings.Lines(rec.Body.String()) {
+			var l vendorapi.BatchResultLine
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Error(err)
+			}
+			if l.Result != nil {
+				l.Result = append(l.Result, " tampered"...)
+			}
+			_ = json.NewEncoder(&out).Encode(l)
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(out.Bytes())
+	}))
+	defer srv.Close()
+	c, err := paidvendor.NewHTTPClient(srv.URL, testKey, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := batchKeys(1)
+	b, _, err := c.SubmitBatch(ctx, paidvendor.BatchRequest{Key: allot.IdempotencyKey("b", "0", "s", 0), Items: []paidvendor.BatchItem{{Key: keys[0], Kind: "eval"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if b, err = c.GetBatch(ctx, b.ID); err != nil || !b.Ended() {
+		t.Fatalf("batch after its hour: %+v, %v", b, err)
+	}
+	if res, err := c.BatchResults(ctx, b, keys); !errors.Is(err, paidvendor.ErrBadResponse) || !strings.Contains(err.Error(), "sha256") {
+		t.Errorf("a tampered result: %+v, %v; want ErrBadResponse naming the sha256", res, err)
 	}
 }
