@@ -21,7 +21,7 @@ import (
 // PlanDeadline is the pipeline's next period to judge after in.After
 // (deadline.Watcher.Plan); Declared false ends the watch.
 func (a *Activities) PlanDeadline(ctx context.Context, in deadline.PlanInput) (deadline.PlanResult, error) {
-	w, err := a.deadlines(in.Pipeline)
+	w, err := a.deadlines(in.Pipeline, in.LedgerID)
 	if err != nil {
 		return deadline.PlanResult{}, err
 	}
@@ -35,7 +35,7 @@ func (a *Activities) PlanDeadline(ctx context.Context, in deadline.PlanInput) (d
 // JudgeDeadline judges one period at its warning time or its deadline and
 // writes its record once (deadline.Watcher.Judge).
 func (a *Activities) JudgeDeadline(ctx context.Context, in deadline.JudgeInput) (deadline.JudgeResult, error) {
-	w, err := a.deadlines(in.Pipeline)
+	w, err := a.deadlines(in.Pipeline, in.LedgerID)
 	if err != nil {
 		return deadline.JudgeResult{}, err
 	}
@@ -71,10 +71,14 @@ func (a *Activities) JudgeDeadline(ctx context.Context, in deadline.JudgeInput) 
 	return res, nil
 }
 
-// deadlines is the worker's watcher, after checking the pipeline's name.
-func (a *Activities) deadlines(name string) (*deadline.Watcher, error) {
+// deadlines is the worker's watcher, after checking the pipeline's name
+// and that the watch belongs to this worker's ledger.
+func (a *Activities) deadlines(name, ledgerID string) (*deadline.Watcher, error) {
 	if a.Deadlines == nil {
 		return nil, nonRetryable(allot.InvalidInput, "this worker has no deadline watcher (Activities.Deadlines is nil): run the worker built by app.RunWorker (`go run ./worker`), which sets it")
+	}
+	if err := a.checkLedger(ledgerID); err != nil {
+		return nil, err
 	}
 	if err := pipeline.ValidateName(name); err != nil {
 		return nil, nonRetryable(allot.InvalidPipelineName, "%v", err)

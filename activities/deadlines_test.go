@@ -64,6 +64,12 @@ func TestDeadlineActivitiesRefuseWrongInputAndRetryTrouble(t *testing.T) {
 	}})
 	_, err = a.PlanDeadline(ctx, deadline.PlanInput{Pipeline: "Weekly!"})
 	wantDeadlineErr(t, "a bad pipeline name", err, false, allot.InvalidPipelineName)
+	_, err = a.PlanDeadline(ctx, deadline.PlanInput{Pipeline: "weekly", LedgerID: "another-ledger"})
+	wantDeadlineErr(t, "a plan of another ledger", err, false, allot.LedgerMismatch)
+	wrongLedger := ok
+	wrongLedger.LedgerID = "another-ledger"
+	_, err = a.JudgeDeadline(ctx, wrongLedger)
+	wantDeadlineErr(t, "a judgement of another ledger", err, false, allot.LedgerMismatch)
 	for name, in := range map[string]deadline.JudgeInput{
 		"kind on_time":   {Pipeline: "weekly", Period: "2026-W32", Kind: allot.DeadlineOnTime, DueAt: due},
 		"a day's period": {Pipeline: "weekly", Period: "2026-08-04", Kind: allot.DeadlineLate, DueAt: due},

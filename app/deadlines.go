@@ -84,7 +84,7 @@ func startDeadlineWatch(ctx context.Context, c client.Client, led *ledger.Ledger
 		TaskQueue:             taskQueue,
 		StaticSummary:         p.Name + " deadline watch",
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(p.Name)),
-	}, workflows.DeadlineWatch, workflows.DeadlineWatchInput{Pipeline: p.Name})
+	}, workflows.DeadlineWatch, workflows.DeadlineWatchInput{Pipeline: p.Name, LedgerID: led.ID()})
 	if err != nil {
 		return fmt.Errorf("start or signal workflow %s: %w", id, err)
 	}

@@ -182,7 +182,7 @@ period = "day"
 	led := ledgertest.New(t).Led
 	cl := mocks.NewClient(t)
 	var opts client.StartWorkflowOptions
-	cl.On("SignalWithStartWorkflow", mock.Anything, allot.DeadlineWatchID("weekly"), workflows.DeadlineReplanSignal, nil, mock.Anything, mock.Anything, workflows.DeadlineWatchInput{Pipeline: "weekly"}).
+	cl.On("SignalWithStartWorkflow", mock.Anything, allot.DeadlineWatchID("weekly"), workflows.DeadlineReplanSignal, nil, mock.Anything, mock.Anything, workflows.DeadlineWatchInput{Pipeline: "weekly", LedgerID: led.ID()}).
 		Run(func(args mock.Arguments) { opts = args.Get(4).(client.StartWorkflowOptions) }).Return(nil, nil).Twice()
 	cl.On("SignalWorkflow", mock.Anything, allot.DeadlineWatchID("daily"), "", workflows.DeadlineReplanSignal, nil).Return(serviceerror.NewNotFound("none")).Twice()
 	var logs strings.Builder

@@ -27,6 +27,9 @@ import (
 type DeadlineWatchInput struct {
 	Pipeline string    `json:"pipeline"`
 	After    time.Time `json:"after,omitzero"`
+	// LedgerID is the ledger whose periods the watch judges (design,
+	// "Ledger identity"): its activities refuse a worker of another one.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // DeadlineWatchResult is how the watch ended: its pipeline declares no
@@ -120,10 +123,10 @@ func (w *deadlineWatch) run(ctx workflow.Context) (DeadlineWatchResult, error) {
 			// A replan asked now is answered by the new run, which
 			// plans from the ledger anyway.
 			w.drainReplans()
-			return DeadlineWatchResult{}, workflow.NewContinueAsNewError(ctx, DeadlineWatch, DeadlineWatchInput{Pipeline: w.input.Pipeline, After: w.after})
+			return DeadlineWatchResult{}, workflow.NewContinueAsNewError(ctx, DeadlineWatch, DeadlineWatchInput{Pipeline: w.input.Pipeline, After: w.after, LedgerID: w.input.LedgerID})
 		}
 		var plan deadline.PlanResult
-		if err := workflow.ExecuteActivity(actx, a.PlanDeadline, deadline.PlanInput{Pipeline: w.input.Pipeline, After: w.after}).Get(ctx, &plan); err != nil {
+		if err := workflow.ExecuteActivity(actx, a.PlanDeadline, deadline.PlanInput{Pipeline: w.input.Pipeline, After: w.after, LedgerID: w.input.LedgerID}).Get(ctx, &plan); err != nil {
 			return DeadlineWatchResult{}, err
 		}
 		if !plan.Declared {
@@ -199,7 +202,7 @@ func (w *deadlineWatch) judge(ctx, actx workflow.Context, plan deadline.PlanResu
 	var a *activities.Activities
 	var res deadline.JudgeResult
 	if err := workflow.ExecuteActivity(actx, a.JudgeDeadline, deadline.JudgeInput{
-		Pipeline: w.input.Pipeline, Period: plan.Period, Kind: kind, DueAt: plan.DueAt,
+		Pipeline: w.input.Pipeline, Period: plan.Period, Kind: kind, DueAt: plan.DueAt, LedgerID: w.input.LedgerID,
 	}).Get(ctx, &res); err != nil {
 		return err
 	}

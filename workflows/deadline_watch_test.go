@@ -131,7 +131,7 @@ func newWatchRun(t *testing.T, led *ledger.Ledger, set *pipeline.Set, fake *fake
 func (r *watchRun) until(stop time.Time, after time.Time) {
 	r.t.Helper()
 	r.env.RegisterDelayedCallback(r.env.CancelWorkflow, stop.Sub(r.env.Now()))
-	r.env.ExecuteWorkflow(DeadlineWatch, DeadlineWatchInput{Pipeline: "weekly", After: after})
+	r.env.ExecuteWorkflow(DeadlineWatch, DeadlineWatchInput{Pipeline: "weekly", After: after, LedgerID: r.acts.Ledger.ID()})
 	if !r.env.IsWorkflowCompleted() {
 		r.t.Fatal("the watch did not end")
 	}
@@ -459,7 +459,7 @@ func TestDeadlineWatchContinuesAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newWatchRun(t, l.Led, set, &fakeTemporal{}, w32Tuesday.AddDate(0, 0, 7*(deadlineWatchPeriods+3)))
-	r.env.ExecuteWorkflow(DeadlineWatch, DeadlineWatchInput{Pipeline: "weekly"})
+	r.env.ExecuteWorkflow(DeadlineWatch, DeadlineWatchInput{Pipeline: "weekly", LedgerID: l.Led.ID()})
 	var can *workflow.ContinueAsNewError
 	if err := r.env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("the watch ended with %v, want it continued as new", err)
@@ -472,7 +472,26 @@ func TestDeadlineWatchContinuesAsNew(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
-	if next.Pipeline != "weekly" || !next.After.Equal(last) || !last.Equal(w32Due.AddDate(0, 0, 7*(deadlineWatchPeriods-1))) {
-		t.Errorf("continued with %+v, last judged %s: want After the %dth deadline judged", next, last, deadlineWatchPeriods)
+	if next.Pipeline != "weekly" || !next.After.Equal(last) || !last.Equal(w32Due.AddDate(0, 0, 7*(deadlineWatchPeriods-1))) || next.LedgerID != l.Led.ID() {
+		t.Errorf("continued with %+v, last judged %s: want After the %dth deadline judged, and its ledger", next, last, deadlineWatchPeriods)
+	}
+}
+
+// A watch of another ledger (two allot deployments on one namespace and
+// task queue) is refused by this worker's activities, and judges nothing
+// into this worker's ledger (design, "Ledger identity").
+func TestDeadlineWatchOfAnotherLedgerJudgesNothingHere(t *testing.T) {
+	l := ledgertest.New(t)
+	r := newWatchRun(t, l.Led, deadlineSet(t, "4d9h"), &fakeTemporal{}, w32Tuesday)
+	r.env.ExecuteWorkflow(DeadlineWatch, DeadlineWatchInput{Pipeline: "weekly", LedgerID: "another-ledger"})
+	var appErr *temporal.ApplicationError
+	if err := r.env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != allot.LedgerMismatch {
+		t.Fatalf("the watch of another ledger ended with %v, want %s", err, allot.LedgerMismatch)
+	}
+	if recs := records(t, l.Led); len(recs) != 0 {
+		t.Errorf("records %+v written into the wrong ledger", recs)
+	}
+	if _, found, err := l.Led.DeadlineDeclaration(context.Background(), "weekly"); err != nil || found {
+		t.Errorf("declaration found %v (%v): the plan of another ledger's watch declared here", found, err)
 	}
 }

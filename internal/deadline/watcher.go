@@ -47,6 +47,9 @@ func (w *Watcher) now() time.Time {
 type PlanInput struct {
 	Pipeline string    `json:"pipeline"`
 	After    time.Time `json:"after,omitzero"`
+	// LedgerID is the ledger the watch belongs to ("" for a watch started
+	// before it was carried): a worker of another ledger refuses it.
+	LedgerID string `json:"ledger_id,omitempty"`
 }
 
 // PlanResult is the next period to judge: its warning time (zero: no
@@ -121,6 +124,7 @@ type JudgeInput struct {
 	Period   string             `json:"period"`
 	Kind     allot.DeadlineKind `json:"kind"`
 	DueAt    time.Time          `json:"due_at"`
+	LedgerID string             `json:"ledger_id,omitempty"` // as PlanInput's
 }
 
 // JudgeResult is the period's record (Found false: none, a warning for a
