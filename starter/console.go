@@ -21,16 +21,25 @@ import (
 // operators act through the CLI's own code paths.
 func consoleCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("console", true)
-	var addr, webUI, tokenFile string
+	var addr, webUI, tokenFile, tlsCert, tlsKey string
 	fs.StringVar(&addr, "addr", console.DefaultAddr, "host:port to serve the page on (loopback only without --token-file)")
 	fs.StringVar(&webUI, "web-ui", "", "base URL of the Temporal Web UI, for the links to workflows (e.g. http://127.0.0.1:8233)")
 	fs.StringVar(&tokenFile, "token-file", os.Getenv(app.EnvConsoleTokenFile), "file of operator tokens (NAME:TOKEN lines, mode 0600; env "+app.EnvConsoleTokenFile+"): its operators sign in and act on the page; never a token itself")
+	fs.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM file; with --tls-key)")
+	fs.StringVar(&tlsKey, "tls-key", "", "the certificate's private key (PEM file; with --tls-cert)")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	// Refused before anything is opened or dialled.
 	if err := console.CheckAddr(addr, tokenFile != ""); err != nil {
 		return usageError{err}
+	}
+	if _, err := console.LoadTLS(tlsCert, tlsKey); err != nil {
+		return usageError{err}
+	}
+	scheme := "http"
+	if tlsCert != "" {
+		scheme = "https"
 	}
 	if u, err := url.Parse(webUI); webUI != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil) {
 		return usageError{fmt.Errorf("--web-ui %q is not an http(s) URL without a user: give the Web UI's base, e.g. --web-ui http://127.0.0.1:8233", app.RedactURL(webUI))}
@@ -72,13 +81,15 @@ func consoleCommand(ctx context.Context, c *cli, args []string) error {
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return console.Serve(ctx, console.ServerConfig{
 		Addr:        addr,
+		TLSCertFile: tlsCert,
+		TLSKeyFile:  tlsKey,
 		Logger:      logger,
 		Credentials: creds,
 		Actions:     actions,
 		Read: console.ReadInput{Ledger: led, Pipelines: set, Temporal: cl, Namespace: c.resolvedNamespace,
 			WebUI: strings.TrimSuffix(webUI, "/")},
 		Ready: func(at string) {
-			fmt.Fprintf(c.stdout, "operator page: http://%s/ (ledger %s, %s; Ctrl-C stops it)\n", at, app.RedactURL(c.cfg.Ledger), mode)
+			fmt.Fprintf(c.stdout, "operator page: %s://%s/ (ledger %s, %s; Ctrl-C stops it)\n", scheme, at, app.RedactURL(c.cfg.Ledger), mode)
 		},
 	})
 }

@@ -65,3 +65,27 @@ func TestConsoleTokenFileRemedyRunsAsPrinted(t *testing.T) {
 		t.Fatalf("console with %s set = exit %d\n%s\nwant the token file read from it", app.EnvConsoleTokenFile, code, stderr)
 	}
 }
+
+// --tls-cert and --tls-key go together and must load: refused before the
+// ledger is opened.
+func TestConsoleRefusesHalfOrBadTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	missing := "sqlite:" + filepath.Join(dir, "none.db")
+	junk := filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert", junk}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-key", junk}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert", junk, "--tls-key", junk}, "do not load as a PEM certificate"},
+	} {
+		code, _, stderr := run(t, append([]string{"console", "--ledger", missing}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "none.db") {
+			t.Errorf("console %v = exit %d\n%s\nwant a usage error saying %q before the ledger is opened", tc.args, code, stderr, tc.want)
+		}
+	}
+}

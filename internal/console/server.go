@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/tls"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -53,6 +54,10 @@ type ServerConfig struct {
 	// the page read-only.
 	Credentials *Credentials
 	Actions     *Actions
+	// TLSCertFile and TLSKeyFile, both or neither, serve the page over
+	// HTTPS with that certificate (PEM): the session cookie is then
+	// Secure and browsers are told to keep to HTTPS.
+	TLSCertFile, TLSKeyFile string
 	// Ready, when set, is called with the address listened on, once the
 	// page answers.
 	Ready  func(addr string)
@@ -101,8 +106,25 @@ func CheckAddr(addr string, withTokens bool) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("--addr %q is not a loopback address: without operator tokens the page serves loopback only; run `%s`, or give it a token file (--token-file FILE, made with `starter operator-token`) to serve it on %s, behind TLS",
+	return fmt.Errorf("--addr %q is not a loopback address: without operator tokens the page serves loopback only; run `%s`, or give it a token file (--token-file FILE, made with `starter operator-token`) to serve it on %s, over TLS (--tls-cert FILE --tls-key FILE, or a TLS proxy)",
 		addr, allot.ConsoleCommand(DefaultAddr, ""), addr)
+}
+
+// LoadTLS is the page's TLS configuration from a certificate and key in
+// PEM files: nil for neither, an error naming the fix for one alone or
+// files that do not load. TLS 1.2 at least.
+func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, errors.New("--tls-cert and --tls-key go together: give the certificate and its private key (PEM files), or neither to serve plain HTTP")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s and --tls-key %s do not load as a PEM certificate and its private key: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Serve serves the page on cfg.Addr until ctx ends.
@@ -116,10 +138,19 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	if err := CheckAddr(cfg.Addr, cfg.Credentials != nil); err != nil {
 		return err
 	}
+	tlsConfig, err := LoadTLS(cfg.TLSCertFile, cfg.TLSKeyFile)
+	if err != nil {
+		return err
+	}
 	s := NewActingServer(cfg.Read, cfg.Credentials, cfg.Actions, cfg.Logger)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("operator page: listen on %s: %w (another process may hold the port: give another with --addr 127.0.0.1:PORT)", cfg.Addr, err)
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	} else if host, _, _ := net.SplitHostPort(cfg.Addr); cfg.Credentials != nil && CheckAddr(net.JoinHostPort(host, "0"), false) != nil {
+		s.log.Warn("operator page: operators sign in over plain HTTP on a non-loopback address: serve it with --tls-cert and --tls-key, or behind a TLS proxy", "addr", cfg.Addr)
 	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan error, 1)
@@ -152,6 +183,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
 	h.Set("Referrer-Policy", "no-referrer")
+	if r.TLS != nil {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	if r.Method == http.MethodPost {
 		s.post(w, r)
 		return
