@@ -15,7 +15,7 @@ import (
 func TestProductionBinariesLinkNoTemporalServer(t *testing.T) {
 	testOnly := []string{"allot/internal/allottest/", "allot/internal/chaos/", "allot/internal/cleanenv", "allot/internal/devstack",
 		"allot/internal/docstest", "allot/internal/importgroups", "allot/internal/mutants", "allot/internal/pipelinetest",
-		"allot/internal/protocoltest", "allot/internal/testcerts"}
+		"allot/internal/patience", "allot/internal/protocoltest", "allot/internal/testcerts"}
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string // package paths, or prefixes ending in "/"

@@ -25,15 +25,14 @@ import (
 	"allot"
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
+	"allot/internal/patience"
 	"allot/workflows"
 )
 
 // patientContext ends when a wait for what takes at most d on an idle
-// machine gives up, as allottest.Context does with its default patience:
-// this package cannot import allottest, which imports devstack, which
-// serves this page.
-func patientContext(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 4*d)
+// machine gives up (package patience: ALLOT_TEST_PATIENCE stretches it).
+func patientContext(t testing.TB, d time.Duration) (context.Context, context.CancelFunc) {
+	return patience.Context(t, d)
 }
 
 const xss = "<script>alert(1)</script>"
@@ -194,7 +193,7 @@ func TestEventsSendAnUpdateWhenTheLedgerChanges(t *testing.T) {
 	in, _, _, _ := fixture(t)
 	srv := httptest.NewServer(NewServer(in, nil))
 	defer srv.Close()
-	ctx, cancel := patientContext(30 * time.Second)
+	ctx, cancel := patientContext(t, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
 	if err != nil {
@@ -261,7 +260,7 @@ func TestServeRefusesANonLoopbackAddress(t *testing.T) {
 			t.Errorf("Serve(%s) listened", addr)
 		}
 	}
-	ctx, cancel := patientContext(30 * time.Second)
+	ctx, cancel := patientContext(t, 30*time.Second)
 	defer cancel()
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)

@@ -1,4 +1,4 @@
-package allottest
+package patience
 
 import (
 	"testing"
