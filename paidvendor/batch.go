@@ -103,6 +103,12 @@ type ItemResult struct {
 
 // SubmitBatch creates the batch for req.Key, or returns the one the vendor
 // already has under it (adopted). See the package's batch rules above.
+//
+// It is only as safe as the vendor's list is current: a vendor that lists
+// a new batch late would let a SubmitBatch right after
+// ErrBatchOutcomeUnknown create a second one. After that error a caller
+// therefore calls FindBatch, not SubmitBatch, until the vendor's listing
+// delay has passed (the batch step keeps that state in its intent).
 func (c *HTTPClient) SubmitBatch(ctx context.Context, req BatchRequest) (b Batch, adopted bool, err error) {
 	const op = "submit batch"
 	body, err := batchBody(req)
