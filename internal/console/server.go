@@ -100,10 +100,7 @@ func CheckAddr(addr string, withTokens bool) error {
 	if err != nil {
 		return fmt.Errorf("--addr %q is not host:port: give a loopback address, e.g. --addr %s", addr, DefaultAddr)
 	}
-	if withTokens || host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if withTokens || loopback(host) {
 		return nil
 	}
 	return fmt.Errorf("--addr %q is not a loopback address: without operator tokens the page serves loopback only; run `%s`, or give it a token file (--token-file FILE, made with `starter operator-token`) to serve it on %s, over TLS (--tls-cert FILE --tls-key FILE, or a TLS proxy)",
@@ -125,6 +122,11 @@ func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
 		return nil, fmt.Errorf("--tls-cert %s and --tls-key %s do not load as a PEM certificate and its private key: %w", certFile, keyFile, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // Serve serves the page on cfg.Addr until ctx ends.
@@ -149,7 +151,7 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	}
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
-	} else if host, _, _ := net.SplitHostPort(cfg.Addr); cfg.Credentials != nil && CheckAddr(net.JoinHostPort(host, "0"), false) != nil {
+	} else if host, _, _ := net.SplitHostPort(cfg.Addr); cfg.Credentials != nil && !loopback(host) {
 		s.log.Warn("operator page: operators sign in over plain HTTP on a non-loopback address: serve it with --tls-cert and --tls-key, or behind a TLS proxy", "addr", cfg.Addr)
 	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

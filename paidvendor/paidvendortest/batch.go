@@ -38,17 +38,16 @@ const batchSeedSalt = 0x5eed_ba7c
 
 // Metadata limits, the real vendors' (OpenAI's): 16 pairs, short keys.
 const (
-	maxMetadataPairs  = 16
-	maxMetadataKey    = 64
-	maxMetadataValue  = 512
-	maxBatchWindow    = 24 * time.Hour
-	itemSucceeded     = "succeeded"
-	itemFailed        = "failed"
-	itemExpired       = "expired"
-	itemCancelled     = "cancelled"
-	fileKindOutput    = "output"
-	fileKindError     = "error"
-	batchStateVersion = 1
+	maxMetadataPairs = 16
+	maxMetadataKey   = 64
+	maxMetadataValue = 512
+	maxBatchWindow   = 24 * time.Hour
+	itemSucceeded    = "succeeded"
+	itemFailed       = "failed"
+	itemExpired      = "expired"
+	itemCancelled    = "cancelled"
+	fileKindOutput   = "output"
+	fileKindError    = "error"
 )
 
 type simBatch struct {
@@ -451,26 +450,17 @@ func (s *Simulator) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
 
 func (s *Simulator) handleListBatches(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := vendorapi.DefaultBatchesLimit
-	if raw := q.Get(vendorapi.LimitParam); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n <= 0 {
-			writeError(w, http.StatusBadRequest, vendorapi.CodeBadLimit, fmt.Sprintf("limit %.40q is not a positive whole number: give 1 to %d, or none for %d", raw, vendorapi.MaxBatchesLimit, vendorapi.DefaultBatchesLimit))
-			return
-		}
-		limit = min(n, vendorapi.MaxBatchesLimit)
+	limit, ok := pageLimit(w, q.Get(vendorapi.LimitParam), vendorapi.DefaultBatchesLimit, vendorapi.MaxBatchesLimit)
+	if !ok {
+		return
 	}
 	after := q.Get(vendorapi.AfterParam)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var from int64
-	if after != "" {
-		n, err := strconv.ParseInt(after, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != after || n > s.lastBatchSeq {
-			writeError(w, http.StatusBadRequest, vendorapi.CodeBadCursor, fmt.Sprintf("cursor %.40q is not one this vendor gave out: send the next_cursor of a page, or no cursor to read from the start", after))
-			return
-		}
-		from = n
+	from, ok := cursorSeq(after, s.lastBatchSeq)
+	if !ok {
+		writeBadCursor(w, after)
+		return
 	}
 	s.advanceAndSaveLocked()
 	page := vendorapi.BatchesPage{Batches: []vendorapi.Batch{}, NextCursor: strconv.FormatInt(from, 10)}
@@ -530,6 +520,8 @@ func (s *Simulator) handleFileContent(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// newSimID is prefix and 32 random hex digits: the simulator's task, batch
+// and file IDs.
 func newSimID(prefix string) (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

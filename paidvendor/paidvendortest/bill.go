@@ -256,21 +256,45 @@ func (s *Simulator) BillFaults() []vendorapi.BillFault {
 // (a line's sequence number), at most limit of them.
 func (s *Simulator) handleCharges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := vendorapi.DefaultChargesLimit
-	if raw := q.Get(vendorapi.LimitParam); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n <= 0 {
-			writeError(w, http.StatusBadRequest, vendorapi.CodeBadLimit, fmt.Sprintf("limit %.40q is not a positive whole number: give 1 to %d, or none for %d", raw, vendorapi.MaxChargesLimit, vendorapi.DefaultChargesLimit))
-			return
-		}
-		limit = min(n, vendorapi.MaxChargesLimit)
+	limit, ok := pageLimit(w, q.Get(vendorapi.LimitParam), vendorapi.DefaultChargesLimit, vendorapi.MaxChargesLimit)
+	if !ok {
+		return
 	}
 	page, ok := s.pageAfter(q.Get(vendorapi.AfterParam), limit)
 	if !ok {
-		writeError(w, http.StatusBadRequest, vendorapi.CodeBadCursor, fmt.Sprintf("cursor %.40q is not one this vendor gave out: send the next_cursor of a page, or no cursor to read from the start", q.Get(vendorapi.AfterParam)))
+		writeBadCursor(w, q.Get(vendorapi.AfterParam))
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// pageLimit is a list's page size from its limit parameter: def for none,
+// at most most; false (and a 400 written) for one that is not a positive
+// whole number.
+func pageLimit(w http.ResponseWriter, raw string, def, most int) (int, bool) {
+	if raw == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n <= 0 {
+		writeError(w, http.StatusBadRequest, vendorapi.CodeBadLimit, fmt.Sprintf("limit %.40q is not a positive whole number: give 1 to %d, or none for %d", raw, most, def))
+		return 0, false
+	}
+	return min(n, most), true
+}
+
+// cursorSeq is the sequence number a list's cursor names ("" is 0, the
+// start); false for one not given out (above last, or not a number).
+func cursorSeq(after string, last int64) (int64, bool) {
+	if after == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(after, 10, 64)
+	return n, err == nil && n >= 0 && strconv.FormatInt(n, 10) == after && n <= last
+}
+
+func writeBadCursor(w http.ResponseWriter, after string) {
+	writeError(w, http.StatusBadRequest, vendorapi.CodeBadCursor, fmt.Sprintf("cursor %.40q is not one this vendor gave out: send the next_cursor of a page, or no cursor to read from the start", after))
 }
 
 // pageAfter is the page of at most limit lines after the cursor; false if
@@ -279,13 +303,9 @@ func (s *Simulator) pageAfter(after string, limit int) (vendorapi.ChargesPage, b
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advanceAndSaveLocked()
-	var from int64
-	if after != "" {
-		n, err := strconv.ParseInt(after, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != after || n > s.lastSeq {
-			return vendorapi.ChargesPage{}, false
-		}
-		from = n
+	from, ok := cursorSeq(after, s.lastSeq)
+	if !ok {
+		return vendorapi.ChargesPage{}, false
 	}
 	i := sort.Search(len(s.lines), func(i int) bool { return s.lines[i].seq > from })
 	end := min(i+limit, len(s.lines))

@@ -12,7 +12,6 @@
 package paidvendortest
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -727,13 +726,7 @@ func ResultSHA256(id, kind string, params map[string]string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func newSimTaskID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("paidvendortest: simulator: task id: %w", err)
-	}
-	return vendorapi.TaskIDPrefix + hex.EncodeToString(b[:]), nil
-}
+func newSimTaskID() (string, error) { return newSimID(vendorapi.TaskIDPrefix) }
 
 func equalParams(a, b map[string]string) bool {
 	if len(a) != len(b) {
