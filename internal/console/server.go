@@ -115,7 +115,7 @@ func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
 	case certFile == "" && keyFile == "":
 		return nil, nil
 	case certFile == "" || keyFile == "":
-		return nil, errors.New("--tls-cert and --tls-key go together: give the certificate and its private key (PEM files), or neither to serve plain HTTP")
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together: give the certificate and its private key (PEM files), or neither to serve plain HTTP on loopback: `%s`", allot.ConsoleCommand(DefaultAddr, ""))
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
