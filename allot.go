@@ -182,6 +182,29 @@ const (
 	PaidAbandoned PaidTaskState = "abandoned" // an operator gave it up
 )
 
+// BatchState is where one vendor batch is in the ledger (docs/design.md,
+// "Batches"). The moves are in internal/ledger/batches.go.
+type BatchState string
+
+// Batch states.
+const (
+	BatchOpen       BatchState = "open"        // its key and items are written; no batch is known at the vendor yet
+	BatchCreated    BatchState = "created"     // the vendor made it: its ID is written
+	BatchEnded      BatchState = "ended"       // it ended at the vendor and every item's outcome is recorded
+	BatchNotCreated BatchState = "not_created" // the vendor refused the create: its items went back to the queue
+)
+
+// BatchItemOutcome is what became of one item of an ended batch.
+type BatchItemOutcome string
+
+// Batch item outcomes.
+const (
+	BatchItemSucceeded    BatchItemOutcome = "succeeded"     // its result and cost are recorded
+	BatchItemFailed       BatchItemOutcome = "failed"        // the vendor says it failed
+	BatchItemNotProcessed BatchItemOutcome = "not_processed" // expired or cancelled before it ran: safe to send again under its key
+	BatchItemResultLost   BatchItemOutcome = "result_lost"   // the files that would say are gone: it may have been billed, so it parks
+)
+
 // Action is an operator's command on an episode, as the ledger records it.
 type Action string
 

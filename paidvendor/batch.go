@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"allot"
 	"allot/paidvendor/vendorapi"
 )
 
@@ -76,20 +77,21 @@ type Batch struct {
 // Ended says the batch will not change again.
 func (b Batch) Ended() bool { return b.Status != vendorapi.BatchInProgress }
 
-// ItemOutcome says where an item of an ended batch stands.
-type ItemOutcome string
+// ItemOutcome says where an item of an ended batch stands; the words are
+// allot's, which the ledger stores.
+type ItemOutcome = allot.BatchItemOutcome
 
 const (
 	// ItemSucceeded: the result is here and was billed.
-	ItemSucceeded ItemOutcome = "succeeded"
+	ItemSucceeded = allot.BatchItemSucceeded
 	// ItemFailed: the vendor ran it and it failed; not billed.
-	ItemFailed ItemOutcome = "failed"
+	ItemFailed = allot.BatchItemFailed
 	// ItemNotProcessed: expired or cancelled before it ran; not billed,
 	// and safe to send again under the same key.
-	ItemNotProcessed ItemOutcome = "not_processed"
+	ItemNotProcessed = allot.BatchItemNotProcessed
 	// ItemResultLost: the files that would say are gone, so the item may
 	// have run and been billed. Never send it again: park it.
-	ItemResultLost ItemOutcome = "result_lost"
+	ItemResultLost = allot.BatchItemResultLost
 )
 
 // ItemResult is what an ended batch did with one item.

@@ -148,6 +148,13 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BillAckDrift", testBillAckDrift},
 		{"BillDriftTotals", testBillDriftTotals},
 		{"BillQueriesUseIndexes", testBillQueriesUseIndexes},
+		// Vendor batches (batches_conformance_test.go).
+		{"BatchLifecycle", testBatchLifecycle},
+		{"BatchUnknownCreateLooksOnly", testBatchUnknownCreateLooksOnly},
+		{"BatchNotCreatedReturnsItems", testBatchNotCreatedReturnsItems},
+		{"BatchResultLostParks", testBatchResultLostParks},
+		{"BatchRefusals", testBatchRefusals},
+		{"BatchItemInOneBatch", testBatchItemInOneBatch},
 		// Period deadlines (deadlines_conformance_test.go).
 		{"DeadlineDeclare", testDeadlineDeclare},
 		{"DeadlineJudgeOnce", testDeadlineJudgeOnce},
