@@ -36,6 +36,9 @@ type Activities struct {
 	Credentials  paidvendor.CredentialsSource
 	NewVendor    paidvendor.ClientFactory
 	PollInterval time.Duration // between vendor status polls; default 2s
+	// BatchLookOnly is how long after a batch create whose outcome is
+	// unknown only the vendor's list is read; default DefaultBatchLookOnly.
+	BatchLookOnly time.Duration
 
 	// Temporal, when set, lets VerifyEpisodeLedger describe workflows.
 	Temporal client.Client

@@ -42,6 +42,20 @@ var (
 	ErrResultsGone = errors.New("paidvendor: the batch's results are gone")
 )
 
+// BatchClient is a vendor that takes batches: HTTPClient, or a Go adapter
+// that keeps the same rules (a create looks for its key first; an
+// unsettled create is ErrBatchOutcomeUnknown; results say each item's
+// outcome).
+type BatchClient interface {
+	SubmitBatch(ctx context.Context, req BatchRequest) (b Batch, adopted bool, err error)
+	FindBatch(ctx context.Context, key string) (Batch, error)
+	GetBatch(ctx context.Context, id string) (Batch, error)
+	CancelBatch(ctx context.Context, id string) (Batch, error)
+	BatchResults(ctx context.Context, b Batch, keys []string) ([]ItemResult, error)
+}
+
+var _ BatchClient = (*HTTPClient)(nil)
+
 // BatchItem is one paid task sent in a batch: Key is its idempotency key,
 // sent as the item's custom ID and billed under it.
 type BatchItem struct {

@@ -238,8 +238,8 @@ func (l *Ledger) OpenBatch(ctx context.Context, in OpenBatchInput) (PaidBatch, [
 // batch, that the create is under way until until: the batch and each of
 // its items are maybe-sent from here (each item's first send is now, for
 // the vendor's idempotency horizon). The batch must be open, and past its
-// look-only window (ErrBatchLookOnly).
-func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, until time.Time) (PaidBatch, error) {
+// look-only window at at, the caller's clock (ErrBatchLookOnly).
+func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until time.Time) (PaidBatch, error) {
 	if until.IsZero() {
 		return PaidBatch{}, invalid("%s: a create needs its deadline", batchDescribe(key))
 	}
@@ -247,7 +247,7 @@ func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, until time.Ti
 		if b.State != allot.BatchOpen {
 			return batchStateErr(*b, "creating it at the vendor", allot.BatchOpen)
 		}
-		if at := now(); at.Before(b.LookOnlyUntil) {
+		if at.Before(b.LookOnlyUntil) {
 			return fmt.Errorf("%w: %s: an earlier create's outcome is unknown and the vendor may still list it until %s: look it up (FindBatch), create nothing",
 				ErrBatchLookOnly, batchDescribe(key), b.LookOnlyUntil.Format(time.RFC3339))
 		}
@@ -323,7 +323,7 @@ func (l *Ledger) RecordBatchNotCreated(ctx context.Context, key, why string) (Pa
 			b.SendingUntil = at
 		}
 		if err := l.changeBatchItemsTx(ctx, tx, *b, func(t *PaidTask) {
-			t.Owner, t.MaybeSent = BatchQueue, false
+			t.Owner, t.MaybeSent = BatchQueue, false // refused: none of them reached the vendor
 		}); err != nil {
 			return err
 		}
@@ -360,29 +360,29 @@ type BatchItemSettlement struct {
 //     sent again by itself.
 //
 // Settling an item again with the same outcome changes nothing; another
-// outcome is refused.
-func (l *Ledger) SettleBatchItem(ctx context.Context, key string, s BatchItemSettlement) (PaidTask, error) {
+// outcome is refused. added is what the write added to the ledger's costs
+// (see RecordSubmissionAdded): counters add it, so a cost counts once.
+func (l *Ledger) SettleBatchItem(ctx context.Context, key string, s BatchItemSettlement) (out PaidTask, added int64, err error) {
 	if err := checkPaidRef(s.Ref); err != nil {
-		return PaidTask{}, err
+		return PaidTask{}, 0, err
 	}
 	switch s.Outcome {
 	case allot.BatchItemSucceeded:
 		if s.RemoteRef == "" || s.Artifact == "" || s.SHA256 == "" {
-			return PaidTask{}, invalid("%s: a succeeded item of %s needs the vendor's reference, the artifact and its SHA-256", describe(s.Ref), batchDescribe(key))
+			return PaidTask{}, 0, invalid("%s: a succeeded item of %s needs the vendor's reference, the artifact and its SHA-256", describe(s.Ref), batchDescribe(key))
 		}
 		if err := checkSubmission(Submission{PaidTaskRef: s.Ref, RemoteRef: s.RemoteRef, Amount: s.Amount, Currency: s.Currency}); err != nil {
-			return PaidTask{}, err
+			return PaidTask{}, 0, err
 		}
 	case allot.BatchItemFailed:
 		if s.RemoteRef == "" || s.Error == "" {
-			return PaidTask{}, invalid("%s: a failed item of %s needs the vendor's reference and why", describe(s.Ref), batchDescribe(key))
+			return PaidTask{}, 0, invalid("%s: a failed item of %s needs the vendor's reference and why", describe(s.Ref), batchDescribe(key))
 		}
 	case allot.BatchItemNotProcessed, allot.BatchItemResultLost:
 	default:
-		return PaidTask{}, invalid("%s: %q is not an item outcome (succeeded, failed, not_processed, result_lost)", describe(s.Ref), s.Outcome)
+		return PaidTask{}, 0, invalid("%s: %q is not an item outcome (succeeded, failed, not_processed, result_lost)", describe(s.Ref), s.Outcome)
 	}
-	var out PaidTask
-	err := l.writeTx(ctx, func(tx *sql.Tx) error {
+	err = l.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := l.lockTx(ctx, tx, batchLockKey(key), batchDescribe(key)); err != nil {
 			return err
 		}
@@ -406,7 +406,7 @@ func (l *Ledger) SettleBatchItem(ctx context.Context, key string, s BatchItemSet
 			return fmt.Errorf("%w: %s's item %s was settled %s; refusing %s: an item's outcome is recorded once",
 				ErrBatchState, batchDescribe(key), describe(s.Ref), b.Items[i].Outcome, s.Outcome)
 		}
-		if out, err = l.settleItemTaskTx(ctx, tx, key, s); err != nil {
+		if out, added, err = l.settleItemTaskTx(ctx, tx, key, s); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE paid_batch_items SET outcome = ?
@@ -417,13 +417,13 @@ func (l *Ledger) SettleBatchItem(ctx context.Context, key string, s BatchItemSet
 		return nil
 	})
 	if err != nil {
-		return PaidTask{}, err
+		return PaidTask{}, 0, err
 	}
-	return out, nil
+	return out, added, nil
 }
 
 // settleItemTaskTx moves the item's task as its outcome says.
-func (l *Ledger) settleItemTaskTx(ctx context.Context, tx *sql.Tx, key string, s BatchItemSettlement) (PaidTask, error) {
+func (l *Ledger) settleItemTaskTx(ctx context.Context, tx *sql.Tx, key string, s BatchItemSettlement) (PaidTask, int64, error) {
 	owned := func(t *PaidTask) error {
 		if t.State != allot.PaidIntent || t.Owner != BatchOwner(key) {
 			return stateErr(*t, "settling it as an item of "+batchDescribe(key), states(allot.PaidIntent),
@@ -434,16 +434,17 @@ func (l *Ledger) settleItemTaskTx(ctx context.Context, tx *sql.Tx, key string, s
 	switch s.Outcome {
 	case allot.BatchItemSucceeded, allot.BatchItemFailed:
 		if _, err := l.changePaidTaskTx(ctx, tx, s.Ref, func(_ *sql.Tx, t *PaidTask) error { return owned(t) }); err != nil {
-			return PaidTask{}, err
+			return PaidTask{}, 0, err
 		}
 		sub := Submission{PaidTaskRef: s.Ref, RemoteRef: s.RemoteRef}
 		if s.Outcome == allot.BatchItemSucceeded {
 			sub.Amount, sub.Currency = s.Amount, s.Currency
 		}
-		if _, _, err := l.recordSubmissionCostTx(ctx, tx, sub); err != nil {
-			return PaidTask{}, err
+		_, added, err := l.recordSubmissionCostTx(ctx, tx, sub)
+		if err != nil {
+			return PaidTask{}, 0, err
 		}
-		return l.changePaidTaskTx(ctx, tx, s.Ref, func(_ *sql.Tx, t *PaidTask) error {
+		t, err := l.changePaidTaskTx(ctx, tx, s.Ref, func(_ *sql.Tx, t *PaidTask) error {
 			if s.Outcome == allot.BatchItemSucceeded {
 				t.State, t.Artifact, t.SHA256 = allot.PaidSucceeded, s.Artifact, s.SHA256
 			} else {
@@ -451,25 +452,28 @@ func (l *Ledger) settleItemTaskTx(ctx context.Context, tx *sql.Tx, key string, s
 			}
 			return nil
 		})
+		return t, added, err
 	case allot.BatchItemNotProcessed:
-		return l.changePaidTaskTx(ctx, tx, s.Ref, func(_ *sql.Tx, t *PaidTask) error {
+		t, err := l.changePaidTaskTx(ctx, tx, s.Ref, func(_ *sql.Tx, t *PaidTask) error {
 			if err := owned(t); err != nil {
 				return err
 			}
-			t.Owner, t.MaybeSent = BatchQueue, false
+			t.Owner, t.MaybeSent = BatchQueue, false // not run: safe to send again under its key
 			if at := now(); at.Before(t.SendingUntil) {
 				t.SendingUntil = at
 			}
 			return nil
 		})
+		return t, 0, err
 	default: // result_lost
-		return l.changePaidTaskTx(ctx, tx, s.Ref, func(_ *sql.Tx, t *PaidTask) error {
+		t, err := l.changePaidTaskTx(ctx, tx, s.Ref, func(_ *sql.Tx, t *PaidTask) error {
 			if err := owned(t); err != nil {
 				return err
 			}
 			t.MaybeSent = true
 			return nil
 		})
+		return t, 0, err
 	}
 }
 

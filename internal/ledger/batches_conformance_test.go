@@ -42,7 +42,7 @@ func mustOpenBatch(t *testing.T, l *Ledger, key string, refs ...PaidTaskRef) Pai
 func mustCreatedBatch(t *testing.T, l *Ledger, key, id string, refs ...PaidTaskRef) PaidBatch {
 	t.Helper()
 	mustOpenBatch(t, l, key, refs...)
-	if _, err := l.BeginBatchCreate(ctxT(t), key, sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), key, t0, sendUntil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := l.RecordBatchCreated(ctxT(t), key, id, "in_progress", t0.Add(30*24*time.Hour))
@@ -90,7 +90,7 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 		t.Fatalf("OpenBatch again = %+v", again)
 	}
 
-	if b, err = l.BeginBatchCreate(ctxT(t), "b1", sendUntil); err != nil || !b.MaybeSent || !b.SendingUntil.Equal(sendUntil) {
+	if b, err = l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil || !b.MaybeSent || !b.SendingUntil.Equal(sendUntil) {
 		t.Fatalf("BeginBatchCreate = %+v, %v", b, err)
 	}
 	for _, r := range refs {
@@ -108,7 +108,7 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 
 	ok := BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "task_a", Amount: 40, Currency: "USD", Artifact: "/a/0.json", SHA256: "sha-a"}
 	for range 2 { // once, however often
-		got, err := l.SettleBatchItem(ctxT(t), "b1", ok)
+		got, _, err := l.SettleBatchItem(ctxT(t), "b1", ok)
 		if err != nil || got.State != allot.PaidSucceeded || got.RemoteRef != "task_a" || got.SHA256 != "sha-a" || got.Owner != "" || got.MaybeSent {
 			t.Fatalf("settle succeeded = %+v, %v", got, err)
 		}
@@ -119,11 +119,11 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 	if es := taskEntriesT(t, l, refs[0]); len(es) != 1 || es[0].State != EntrySettled || es[0].Settled != 40 {
 		t.Fatalf("the succeeded item's reservation did not become its cost: %+v", es)
 	}
-	if _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemNotProcessed}); !errors.Is(err, ErrBatchState) {
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemNotProcessed}); !errors.Is(err, ErrBatchState) {
 		t.Fatalf("settling a settled item otherwise = %v, want ErrBatchState", err)
 	}
 
-	if got, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[1], Outcome: allot.BatchItemFailed, RemoteRef: "task_b", Error: "bad input"}); err != nil ||
+	if got, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[1], Outcome: allot.BatchItemFailed, RemoteRef: "task_b", Error: "bad input"}); err != nil ||
 		got.State != allot.PaidFailed || got.Error != "bad input" {
 		t.Fatalf("settle failed = %+v, %v", got, err)
 	}
@@ -131,7 +131,7 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 		t.Fatalf("a failed item still holds budget: %+v", es)
 	}
 
-	np, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[2], Outcome: allot.BatchItemNotProcessed, Error: "expired"})
+	np, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[2], Outcome: allot.BatchItemNotProcessed, Error: "expired"})
 	if err != nil || np.State != allot.PaidIntent || np.Owner != BatchQueue || np.MaybeSent {
 		t.Fatalf("settle not processed = %+v, %v", np, err)
 	}
@@ -156,24 +156,29 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 func testBatchUnknownCreateLooksOnly(t *testing.T, l *Ledger) {
 	refs := queueItems(t, l, 2)
 	mustOpenBatch(t, l, "b1", refs...)
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil {
 		t.Fatal(err)
 	}
-	window := time.Now().Add(time.Hour)
+	window := t0.Add(time.Hour)
 	b, err := l.RecordBatchUnknown(ctxT(t), "b1", window, "the create got no answer")
 	if err != nil || b.State != allot.BatchOpen || !b.MaybeSent || !b.LookOnlyUntil.Equal(normTime(window)) {
 		t.Fatalf("RecordBatchUnknown = %+v, %v", b, err)
 	}
 	before := b
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", sendUntil); !errors.Is(err, ErrBatchLookOnly) {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); !errors.Is(err, ErrBatchLookOnly) {
 		t.Fatalf("BeginBatchCreate in the look-only window = %v, want ErrBatchLookOnly", err)
 	}
 	if after, err := l.Batch(ctxT(t), "b1"); err != nil || !after.UpdatedAt.Equal(before.UpdatedAt) || after.Error != before.Error {
 		t.Fatalf("a refused create changed the batch: %+v, %v", after, err)
 	}
 	// An earlier window never shortens the one recorded.
-	if b, err = l.RecordBatchUnknown(ctxT(t), "b1", time.Now(), "again"); err != nil || !b.LookOnlyUntil.Equal(normTime(window)) {
+	if b, err = l.RecordBatchUnknown(ctxT(t), "b1", t0, "again"); err != nil || !b.LookOnlyUntil.Equal(normTime(window)) {
 		t.Fatalf("a second unknown outcome moved the window: %+v, %v", b, err)
+	}
+	// Once the window has passed, a create may be tried again (the client
+	// looks for the key first).
+	if b, err = l.BeginBatchCreate(ctxT(t), "b1", window, window.Add(time.Minute)); err != nil || !b.MaybeSent {
+		t.Fatalf("BeginBatchCreate after the window = %+v, %v", b, err)
 	}
 	// The vendor lists it after all: adopted.
 	if b, err = l.RecordBatchCreated(ctxT(t), "b1", "batch_1", "in_progress", time.Time{}); err != nil || b.State != allot.BatchCreated {
@@ -192,7 +197,7 @@ func testBatchUnknownCreateLooksOnly(t *testing.T, l *Ledger) {
 func testBatchNotCreatedReturnsItems(t *testing.T, l *Ledger) {
 	refs := queueItems(t, l, 2)
 	mustOpenBatch(t, l, "b1", refs...)
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := l.RecordBatchNotCreated(ctxT(t), "b1", "400 invalid_request: duplicate custom_id")
@@ -204,7 +209,7 @@ func testBatchNotCreatedReturnsItems(t *testing.T, l *Ledger) {
 			t.Fatalf("an item of a refused batch did not go back to the queue: %+v", got)
 		}
 	}
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", sendUntil); !errors.Is(err, ErrBatchState) {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); !errors.Is(err, ErrBatchState) {
 		t.Fatalf("creating a refused batch again = %v, want ErrBatchState", err)
 	}
 	mustCreatedBatch(t, l, "b2", "batch_2", refs...)
@@ -213,11 +218,11 @@ func testBatchNotCreatedReturnsItems(t *testing.T, l *Ledger) {
 func testBatchResultLostParks(t *testing.T, l *Ledger) {
 	refs := queueItems(t, l, 1)
 	mustCreatedBatch(t, l, "b1", "batch_1", refs...)
-	got, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemResultLost, Error: "output file gone"})
+	got, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemResultLost, Error: "output file gone"})
 	if err != nil || !got.OutcomeUnknown() {
 		t.Fatalf("a lost item = %+v, %v; want a parked maybe-sent intent", got, err)
 	}
-	if _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "t", Amount: 1, Currency: "USD", Artifact: "a", SHA256: "s"}); !errors.Is(err, ErrBatchState) {
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "t", Amount: 1, Currency: "USD", Artifact: "a", SHA256: "s"}); !errors.Is(err, ErrBatchState) {
 		t.Fatalf("a lost item settled again = %v, want ErrBatchState", err)
 	}
 	// Parked, it is never batched again by itself.
@@ -258,25 +263,25 @@ func testBatchRefusals(t *testing.T, l *Ledger) {
 	}
 	// Settling before the vendor made the batch, or an item it does not
 	// carry, is refused.
-	if _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemNotProcessed}); !errors.Is(err, ErrBatchState) {
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemNotProcessed}); !errors.Is(err, ErrBatchState) {
 		t.Errorf("settling an item of an open batch = %v, want ErrBatchState", err)
 	}
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.RecordBatchCreated(ctxT(t), "b1", "batch_1", "in_progress", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[1], Outcome: allot.BatchItemNotProcessed}); !errors.Is(err, ErrInvalidInput) {
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[1], Outcome: allot.BatchItemNotProcessed}); !errors.Is(err, ErrInvalidInput) {
 		t.Errorf("settling an item the batch does not carry = %v, want ErrInvalidInput", err)
 	}
-	if _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: "done"}); !errors.Is(err, ErrInvalidInput) {
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: "done"}); !errors.Is(err, ErrInvalidInput) {
 		t.Errorf("an unknown outcome = %v, want ErrInvalidInput", err)
 	}
-	if _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "t"}); !errors.Is(err, ErrInvalidInput) {
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "t"}); !errors.Is(err, ErrInvalidInput) {
 		t.Errorf("a success without its result = %v, want ErrInvalidInput", err)
 	}
-	if _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "t",
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "t",
 		Amount: allot.MaxAmount + 1, Currency: "USD", Artifact: "a", SHA256: "s"}); !errors.Is(err, ErrInvalidInput) {
 		t.Errorf("an absurd cost = %v, want ErrInvalidInput", err)
 	}

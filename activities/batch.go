@@ -1,0 +1,368 @@
+package activities
+
+// The batch activities (docs/design.md, "Batches"): open a batch over
+// paid tasks that wait for one, create it at the vendor as an intent of
+// its own, and once it has ended settle each item once under its task.
+// Each is short: a batch that runs for hours is waited on by its workflow
+// with timers between polls, holding no worker slot.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"allot"
+	"allot/artifacts"
+	"allot/internal/ledger"
+	"allot/paidvendor"
+)
+
+// DefaultBatchLookOnly is how long, after a create whose outcome is
+// unknown, the vendor's list is only read before a create may be tried
+// again under the same key: a vendor may list a new batch late.
+const DefaultBatchLookOnly = 5 * time.Minute
+
+// BatchItemInput is one paid task a batch carries and what is sent for it.
+type BatchItemInput struct {
+	Ref    ledger.PaidTaskRef `json:"ref"`
+	Params map[string]string  `json:"params,omitempty"`
+}
+
+// OpenBatchInput names a new batch and the queued paid tasks it takes.
+type OpenBatchInput struct {
+	LedgerID string               `json:"ledger_id,omitempty"`
+	Key      string               `json:"key"`
+	Vendor   string               `json:"vendor"`
+	Kind     string               `json:"kind"`
+	Items    []ledger.PaidTaskRef `json:"items"`
+}
+
+// BatchView is a batch as a workflow needs it: small, whatever its size.
+type BatchView struct {
+	Key           string           `json:"key"`
+	State         allot.BatchState `json:"state"`
+	VendorBatchID string           `json:"vendor_batch_id,omitempty"`
+	Status        string           `json:"status,omitempty"`
+	// LookOnlyUntil: until then the create is only looked up; the
+	// workflow waits for it before it asks CreateBatch again.
+	LookOnlyUntil time.Time `json:"look_only_until,omitzero"`
+	Items         int       `json:"items"`
+	Settled       int       `json:"settled"`
+	Error         string    `json:"error,omitempty"`
+}
+
+func viewOf(b ledger.PaidBatch) BatchView {
+	return BatchView{Key: b.Key, State: b.State, VendorBatchID: b.VendorBatchID, Status: b.Status, LookOnlyUntil: b.LookOnlyUntil,
+		Items: len(b.Items), Settled: b.Settled(), Error: b.Error}
+}
+
+// OpenBatchResult is the batch as opened, and the tasks it did not take.
+type OpenBatchResult struct {
+	Batch BatchView          `json:"batch"`
+	Skips []ledger.BatchSkip `json:"skips,omitempty"`
+}
+
+// OpenBatch writes the batch's key and hands it the queued tasks, before
+// anything is sent (ledger.OpenBatch).
+func (a *Activities) OpenBatch(ctx context.Context, in OpenBatchInput) (OpenBatchResult, error) {
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return OpenBatchResult{}, err
+	}
+	b, skips, err := a.Ledger.OpenBatch(ctx, ledger.OpenBatchInput{Key: in.Key, Vendor: in.Vendor, Kind: in.Kind, Items: in.Items})
+	if errors.Is(err, ledger.ErrNothingToBatch) {
+		return OpenBatchResult{Skips: skips}, nonRetryable(allot.InvalidInput, "%v", err)
+	}
+	if err != nil {
+		return OpenBatchResult{}, classify(err)
+	}
+	return OpenBatchResult{Batch: viewOf(b), Skips: skips}, nil
+}
+
+// CreateBatchInput asks for the opened batch to be created at the vendor.
+type CreateBatchInput struct {
+	LedgerID string           `json:"ledger_id,omitempty"`
+	Key      string           `json:"key"`
+	Vendor   string           `json:"vendor"`
+	Items    []BatchItemInput `json:"items"`
+	// Window is the completion window asked of the vendor (0: its own).
+	Window time.Duration `json:"window,omitempty"`
+}
+
+// CreateBatch creates the batch at the vendor, once per key:
+//   - a batch created or ended already is returned as it is;
+//   - inside the look-only window after an unknown outcome, the vendor's
+//     list is read: found, the batch is adopted; not found, the result says
+//     until when to wait;
+//   - else the vendor's gate is asked (a paused vendor or an open breaker
+//     creates nothing: VendorWaiting), the create is recorded as under way
+//     (the batch and its items maybe-sent), and SubmitBatch looks for the
+//     key before it creates. A definite refusal puts the items back in the
+//     queue; any other failure may have made the batch, so only the list is
+//     read for the look-only window.
+func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (BatchView, error) {
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return BatchView{}, err
+	}
+	b, err := a.Ledger.Batch(ctx, in.Key)
+	if err != nil {
+		return BatchView{}, classify(err)
+	}
+	if b.State != allot.BatchOpen {
+		return viewOf(b), nil
+	}
+	client, err := a.batchClient(ctx, in.Vendor)
+	if err != nil {
+		return BatchView{}, err
+	}
+	holder := attemptToken(ctx)
+	if clock().Before(b.LookOnlyUntil) {
+		return a.lookForBatch(ctx, client, in.Vendor, holder, b)
+	}
+	req, err := a.batchRequest(ctx, b, in)
+	if err != nil {
+		return BatchView{}, err
+	}
+	pass, err := a.enterVendor(ctx, in.Vendor, ledger.VendorSend, holder)
+	if err != nil {
+		return BatchView{}, err
+	}
+	defer pass.leave(ctx)
+	at := clock()
+	until := at.Add(a.sendTimeout(in.Vendor))
+	if _, err := a.Ledger.BeginBatchCreate(ctx, b.Key, at, until); err != nil {
+		if errors.Is(err, ledger.ErrBatchLookOnly) {
+			return viewOf(b), nil
+		}
+		return BatchView{}, classify(err)
+	}
+	sctx, cancel := context.WithDeadline(ctx, until)
+	vb, adopted, err := client.SubmitBatch(sctx, req)
+	cancel()
+	pass.observe(err)
+	switch {
+	case err == nil:
+		activity.GetLogger(ctx).Info("batch created", "batch_key", b.Key, "vendor_batch_id", vb.ID, "items", len(req.Items), "adopted", adopted)
+		return a.recordCreated(ctx, b.Key, vb)
+	case refused(err):
+		nb, rerr := a.Ledger.RecordBatchNotCreated(ctx, b.Key, err.Error())
+		if rerr != nil {
+			return BatchView{}, classify(rerr)
+		}
+		return viewOf(nb), nil
+	}
+	nb, rerr := a.Ledger.RecordBatchUnknown(ctx, b.Key, clock().Add(a.batchLookOnly()), err.Error())
+	if rerr != nil {
+		return BatchView{}, classify(rerr)
+	}
+	activity.GetLogger(ctx).Warn("batch create outcome unknown: only its key is looked up until the window ends", "batch_key", b.Key,
+		"look_only_until", nb.LookOnlyUntil, "error", err)
+	return viewOf(nb), nil
+}
+
+// lookForBatch reads the vendor's list for the batch's key: the look-only
+// half of CreateBatch.
+func (a *Activities) lookForBatch(ctx context.Context, client paidvendor.BatchClient, vendor, holder string, b ledger.PaidBatch) (BatchView, error) {
+	pass, err := a.enterVendor(ctx, vendor, ledger.VendorPoll, holder)
+	if err != nil {
+		return BatchView{}, err
+	}
+	defer pass.leave(ctx)
+	vb, err := client.FindBatch(ctx, b.Key)
+	pass.observe(err)
+	switch {
+	case errors.Is(err, paidvendor.ErrNotFound):
+		return viewOf(b), nil
+	case err != nil:
+		return BatchView{}, err
+	}
+	return a.recordCreated(ctx, b.Key, vb)
+}
+
+func (a *Activities) recordCreated(ctx context.Context, key string, vb paidvendor.Batch) (BatchView, error) {
+	nb, err := a.Ledger.RecordBatchCreated(ctx, key, vb.ID, vb.Status, vb.ResultsExpireAt)
+	if err != nil {
+		return BatchView{}, classify(err)
+	}
+	return viewOf(nb), nil
+}
+
+// batchRequest builds the vendor request: each item under its task's own
+// idempotency key, as the ledger has it.
+func (a *Activities) batchRequest(ctx context.Context, b ledger.PaidBatch, in CreateBatchInput) (paidvendor.BatchRequest, error) {
+	params := make(map[ledger.PaidTaskRef]map[string]string, len(in.Items))
+	for _, it := range in.Items {
+		params[it.Ref] = it.Params
+	}
+	req := paidvendor.BatchRequest{Key: b.Key, Window: in.Window}
+	for _, it := range b.Items {
+		p, ok := params[it.PaidTaskRef]
+		if !ok {
+			return paidvendor.BatchRequest{}, nonRetryable(allot.InvalidInput, "batch %s carries %s/%s step %s revision %d but the create names no parameters for it: pass every item of the opened batch",
+				b.Key, it.Pipeline, it.EpisodeID, it.Step, it.Revision)
+		}
+		t, err := a.Ledger.PaidTask(ctx, it.PaidTaskRef)
+		if err != nil {
+			return paidvendor.BatchRequest{}, classify(err)
+		}
+		req.Items = append(req.Items, paidvendor.BatchItem{Key: t.IdempotencyKey, Kind: b.Kind, Params: p})
+	}
+	return req, nil
+}
+
+// PollBatchInput asks where a created batch stands.
+type PollBatchInput struct {
+	LedgerID string `json:"ledger_id,omitempty"`
+	Key      string `json:"key"`
+	Vendor   string `json:"vendor"`
+}
+
+// BatchItemDone is what became of one item once its batch ended.
+type BatchItemDone struct {
+	Ref     ledger.PaidTaskRef     `json:"ref"`
+	Outcome allot.BatchItemOutcome `json:"outcome"`
+}
+
+// PollBatchResult is the batch as seen now; Items once it has ended.
+type PollBatchResult struct {
+	Batch BatchView       `json:"batch"`
+	Items []BatchItemDone `json:"items,omitempty"`
+}
+
+// PollBatch asks the vendor once where the batch stands. While it runs,
+// the status is recorded and the workflow waits on a timer. Once it has
+// ended, every item is settled under its task, once (ledger.SettleBatchItem):
+// a succeeded item's result is stored and verified and its billed cost
+// recorded; a failed item fails its task; an item not processed goes back
+// to the queue under its same key; an item whose result is gone parks
+// maybe-sent. Then the batch ends. A retry after a crash settles only the
+// items not settled yet.
+func (a *Activities) PollBatch(ctx context.Context, in PollBatchInput) (PollBatchResult, error) {
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return PollBatchResult{}, err
+	}
+	b, err := a.Ledger.Batch(ctx, in.Key)
+	if err != nil {
+		return PollBatchResult{}, classify(err)
+	}
+	switch b.State {
+	case allot.BatchEnded, allot.BatchNotCreated:
+		return doneOf(b), nil
+	case allot.BatchOpen:
+		return PollBatchResult{}, nonRetryable(allot.InvalidInput, "batch %s is not created at the vendor yet: create it (CreateBatch) before polling it", b.Key)
+	}
+	client, err := a.batchClient(ctx, in.Vendor)
+	if err != nil {
+		return PollBatchResult{}, err
+	}
+	pass, err := a.enterVendor(ctx, in.Vendor, ledger.VendorPoll, attemptToken(ctx))
+	if err != nil {
+		return PollBatchResult{}, err
+	}
+	defer pass.leave(ctx)
+	vb, err := client.GetBatch(ctx, b.VendorBatchID)
+	pass.observe(err)
+	if err != nil {
+		return PollBatchResult{}, err
+	}
+	if !vb.Ended() {
+		nb, err := a.Ledger.RecordBatchCreated(ctx, b.Key, vb.ID, vb.Status, vb.ResultsExpireAt)
+		if err != nil {
+			return PollBatchResult{}, classify(err)
+		}
+		return PollBatchResult{Batch: viewOf(nb)}, nil
+	}
+	keys := make([]string, 0, len(b.Items))
+	refOf := make(map[string]ledger.PaidTaskRef, len(b.Items))
+	for _, it := range b.Items {
+		if it.Outcome != "" {
+			continue
+		}
+		t, err := a.Ledger.PaidTask(ctx, it.PaidTaskRef)
+		if err != nil {
+			return PollBatchResult{}, classify(err)
+		}
+		keys = append(keys, t.IdempotencyKey)
+		refOf[t.IdempotencyKey] = it.PaidTaskRef
+	}
+	if len(keys) > 0 {
+		results, err := client.BatchResults(ctx, vb, keys)
+		pass.observe(err)
+		if err != nil {
+			return PollBatchResult{}, err
+		}
+		for _, r := range results {
+			if err := a.settleItem(ctx, b.Key, vb.ID, refOf[r.Key], r); err != nil {
+				return PollBatchResult{}, err
+			}
+		}
+	}
+	nb, err := a.Ledger.EndBatch(ctx, b.Key, vb.Status)
+	if err != nil {
+		return PollBatchResult{}, classify(err)
+	}
+	activity.GetLogger(ctx).Info("batch ended", "batch_key", b.Key, "vendor_batch_id", vb.ID, "status", vb.Status, "items", len(nb.Items))
+	return doneOf(nb), nil
+}
+
+func doneOf(b ledger.PaidBatch) PollBatchResult {
+	out := PollBatchResult{Batch: viewOf(b)}
+	for _, it := range b.Items {
+		out.Items = append(out.Items, BatchItemDone{Ref: it.PaidTaskRef, Outcome: it.Outcome})
+	}
+	return out
+}
+
+// settleItem records one item's outcome under its task; a succeeded item's
+// result is written (temporary file, fsync, rename) and checked against the
+// vendor's sha256 first.
+func (a *Activities) settleItem(ctx context.Context, key, vendorBatchID string, ref ledger.PaidTaskRef, r paidvendor.ItemResult) error {
+	s := ledger.BatchItemSettlement{Ref: ref, Outcome: r.Outcome, Error: r.Error}
+	switch r.Outcome {
+	case paidvendor.ItemSucceeded:
+		path := filepath.Join(artifacts.EpisodeDir(a.ArtifactsDir, ref.Pipeline, ref.EpisodeID), fmt.Sprintf("%s-r%d.bin", ref.Step, ref.Revision))
+		sum, err := artifacts.WriteVerified(path, bytes.NewReader(r.Result), r.Task.SHA256)
+		if err != nil {
+			return err
+		}
+		s.RemoteRef, s.Amount, s.Currency, s.Artifact, s.SHA256 = r.Task.ID, r.Task.Cost.Amount, r.Task.Cost.Currency, path, sum
+	case paidvendor.ItemFailed:
+		s.RemoteRef = r.Task.ID
+		if s.RemoteRef == "" {
+			s.RemoteRef = vendorBatchID + "/" + r.Key // the item's place in the vendor's batch
+		}
+		if s.Error == "" {
+			s.Error = "the vendor reports the item failed"
+		}
+	}
+	_, added, err := a.Ledger.SettleBatchItem(ctx, key, s)
+	if err != nil {
+		return classify(err)
+	}
+	countCost(ctx, ref.Pipeline, added, s.Currency)
+	return nil
+}
+
+// batchClient builds the vendor's adapter, which must take batches.
+func (a *Activities) batchClient(ctx context.Context, vendor string) (paidvendor.BatchClient, error) {
+	s, err := a.vendorFor(ctx, vendor)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := s.(paidvendor.BatchClient)
+	if !ok {
+		return nil, nonRetryable(allot.VendorNotConfigured, "vendor %q's adapter takes no batches: use the http adapter, or a Go adapter that implements paidvendor.BatchClient, or drop batch mode from the step", vendor)
+	}
+	return c, nil
+}
+
+func (a *Activities) batchLookOnly() time.Duration {
+	if a.BatchLookOnly > 0 {
+		return a.BatchLookOnly
+	}
+	return DefaultBatchLookOnly
+}
