@@ -22,6 +22,11 @@ func ScheduleID(pipeline string) string { return pipeline + "/schedule" }
 // per pipeline, however many workers start it.
 func DeadlineWatchID(pipeline string) string { return KeyPrefix(pipeline) + deadlineWatchKey }
 
+// BatchCollectorID is the workflow ID of the collector that sends one
+// vendor's batches of one kind (docs/design.md, "Batches"). The colon is
+// in no pipeline name, so no run's workflow ID is ever one.
+func BatchCollectorID(vendor, kind string) string { return "allot-batches:" + vendor + ":" + kind }
+
 // deadlineWatchKey is the rest of DeadlineWatchID after the pipeline's
 // prefix: a run under that key would share the watch's workflow ID.
 const deadlineWatchKey = "deadlines"

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,6 +225,16 @@ func testBatchResultLostParks(t *testing.T, l *Ledger) {
 	}
 	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "t", Amount: 1, Currency: "USD", Artifact: "a", SHA256: "s"}); !errors.Is(err, ErrBatchState) {
 		t.Fatalf("a lost item settled again = %v, want ErrBatchState", err)
+	}
+	// A queued intent whose send may have reached the vendor (a send of
+	// the queue's own, imported data) is settled first, never batched.
+	queuedSent := queueItems(t, l, 2)[1]
+	if _, err := l.MarkSending(ctxT(t), queuedSent, BatchQueue, sendUntil); err != nil {
+		t.Fatal(err)
+	}
+	if _, skips, err := l.OpenBatch(ctxT(t), OpenBatchInput{Key: "b3", Vendor: "llm", Kind: "score", Items: []PaidTaskRef{queuedSent}}); !errors.Is(err, ErrNothingToBatch) ||
+		len(skips) != 1 || !strings.Contains(skips[0].Why, "may have reached the vendor") {
+		t.Fatalf("batching a maybe-sent queued intent = %v, %v; want ErrNothingToBatch", skips, err)
 	}
 	// Parked, it is never batched again by itself.
 	if _, skips, err := l.OpenBatch(ctxT(t), OpenBatchInput{Key: "b2", Vendor: "llm", Kind: "score", Items: refs}); !errors.Is(err, ErrNothingToBatch) || len(skips) != 1 {
