@@ -32,7 +32,11 @@ const (
 	// operator's pause, an open breaker, its shared limits) and goes on
 	// by itself when the vendor takes requests again; its reason is one
 	// of the ReasonVendor* below.
-	StageWaitingVendor  Stage = "waiting_vendor"
+	StageWaitingVendor Stage = "waiting_vendor"
+	// StageWaitingBatch: a paid step in batch mode waits for the vendor's
+	// batch that carries its task (hours, at the batch price); no worker
+	// slot is held meanwhile.
+	StageWaitingBatch   Stage = "waiting_batch"
 	StageNeedsAttention Stage = "needs_attention"
 	StageCompleted      Stage = "completed"
 	StageRejected       Stage = "rejected"
@@ -58,6 +62,7 @@ const (
 	OutcomeRetrying        = Outcome(StageRetrying)
 	OutcomeWaitingApproval = Outcome(StageWaitingApproval)
 	OutcomeWaitingVendor   = Outcome(StageWaitingVendor)
+	OutcomeWaitingBatch    = Outcome(StageWaitingBatch)
 	OutcomeNeedsAttention  = Outcome(StageNeedsAttention)
 	OutcomeCompleted       = Outcome(StageCompleted)
 	OutcomeRejected        = Outcome(StageRejected)
@@ -88,6 +93,13 @@ const (
 	ReasonVendorTripped = "vendor_tripped" // its breaker is open, or its one probe is under way
 	ReasonVendorBusy    = "vendor_busy"    // max_in_flight requests are in flight at it
 	ReasonVendorRate    = "vendor_rate"    // its rate's submissions are spent for now
+)
+
+// Reasons of StageWaitingBatch: where the step's task is on its way
+// through a vendor batch.
+const (
+	ReasonBatchQueued  = "batch_queued"  // it waits for a batch to close (batch_max_items or batch_max_wait)
+	ReasonBatchRunning = "batch_running" // the vendor's batch that carries it runs
 )
 
 // Reason is the reason an episode at stage s stands there when no error

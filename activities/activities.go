@@ -39,6 +39,13 @@ type Activities struct {
 	// BatchLookOnly is how long after a batch create whose outcome is
 	// unknown only the vendor's list is read; default DefaultBatchLookOnly.
 	BatchLookOnly time.Duration
+	// EnqueueBatch hands a queued batch item to its vendor's collector
+	// (the worker sets it to workflows.EnqueueBatchItem); nil: this
+	// worker runs no batch steps.
+	EnqueueBatch func(ctx context.Context, e BatchEnqueue) error
+	// BatchPollEvery is how often a collector asks the vendor about a
+	// batch it waits on; 0 is the collector's default (5 minutes).
+	BatchPollEvery time.Duration
 
 	// Temporal, when set, lets VerifyEpisodeLedger describe workflows.
 	Temporal client.Client

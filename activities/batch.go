@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -20,6 +21,7 @@ import (
 	"allot/artifacts"
 	"allot/internal/ledger"
 	"allot/paidvendor"
+	"allot/pipeline"
 )
 
 // DefaultBatchLookOnly is how long, after a create whose outcome is
@@ -365,4 +367,172 @@ func (a *Activities) batchLookOnly() time.Duration {
 		return a.BatchLookOnly
 	}
 	return DefaultBatchLookOnly
+}
+
+// BatchEnqueue is a queued item handed to its vendor's collector: the
+// worker sets Activities.EnqueueBatch to SignalWithStart the collector
+// (workflows.EnqueueBatchItem), so this package names no workflow.
+type BatchEnqueue struct {
+	LedgerID         string             `json:"ledger_id,omitempty"`
+	TaskQueue        string             `json:"task_queue"`
+	Vendor           string             `json:"vendor"`
+	Kind             string             `json:"kind"`
+	MaxItems         int                `json:"max_items"`
+	MaxWait          time.Duration      `json:"max_wait"`
+	PollEvery        time.Duration      `json:"poll_every,omitempty"`
+	Ref              ledger.PaidTaskRef `json:"ref"`
+	Params           map[string]string  `json:"params,omitempty"`
+	NotifyWorkflowID string             `json:"notify_workflow_id"`
+}
+
+// BatchItemResult is a batch step's task: done (Task), or waiting for the
+// batch that carries it (Waiting, with why and the batch as last seen).
+type BatchItemResult struct {
+	Task    PaidTaskResult `json:"task"`
+	Waiting bool           `json:"waiting,omitempty"`
+	// Reason is allot.ReasonBatchQueued or allot.ReasonBatchRunning.
+	Reason string     `json:"reason,omitempty"`
+	Batch  *BatchView `json:"batch,omitempty"`
+}
+
+// SubmitBatchItem is SubmitPaidTask for a paid step in batch mode: it
+// writes the task's intent as waiting for a batch, with its budget
+// reservation (a budget that refuses parks the episode as for a direct
+// task), and hands it to the vendor's collector; asked again, it reads
+// where the task stands. Done, it returns the task; a failed task is
+// VendorTaskFailed; a task whose batch lost its result is OutcomeUnknown
+// (it may have been billed: an operator settles it). It calls no vendor.
+func (a *Activities) SubmitBatchItem(ctx context.Context, in PaidTaskInput) (BatchItemResult, error) {
+	res, err := a.submitBatchItem(ctx, in)
+	return res, a.withTaskState(ctx, in.ref(), err)
+}
+
+func (a *Activities) submitBatchItem(ctx context.Context, in PaidTaskInput) (BatchItemResult, error) {
+	p, ep, st, err := a.paidStep(ctx, in)
+	if err != nil {
+		return BatchItemResult{}, err
+	}
+	if !st.Batch || st.Kind != allot.KindPaid {
+		return BatchItemResult{}, nonRetryable(allot.InvalidInput, "step %s of %s is not a paid step in batch mode: it is sent by SubmitPaidTask", st.Name, p.Name)
+	}
+	ref := in.ref()
+	key := allot.IdempotencyKey(p.Name, ep.ID, st.Name, in.Revision)
+	task, err := a.Ledger.PaidTask(ctx, ref)
+	if err != nil && !errors.Is(err, ledger.ErrPaidTaskNotFound) {
+		return BatchItemResult{}, classify(err)
+	}
+	if err != nil || task.State == allot.PaidPlanned {
+		if task, err = a.queueBatchItem(ctx, p, ep, st, in, ref, key); err != nil {
+			return BatchItemResult{}, err
+		}
+	}
+	switch task.State {
+	case allot.PaidSucceeded, allot.PaidAbandoned:
+		done, err := a.paidResult(ctx, task, allot.KindPaid)
+		return BatchItemResult{Task: done}, err
+	case allot.PaidFailed:
+		return BatchItemResult{}, nonRetryable(allot.VendorTaskFailed, "item %s of step %s revision %d failed in its batch: %s", task.RemoteRef, st.Name, in.Revision, task.Error)
+	case allot.PaidIntent:
+	default:
+		return BatchItemResult{}, nonRetryable(allot.InvalidInput, "paid task %s/%s step %s revision %d is %s: a batch item goes from intent to its outcome in one write", p.Name, ep.ID, st.Name, in.Revision, task.State)
+	}
+	waiting := BatchItemResult{Task: PaidTaskResult{Step: st.Name, Kind: allot.KindPaid, Revision: in.Revision, State: task.State, IdempotencyKey: key}, Waiting: true}
+	switch {
+	case task.Owner == ledger.BatchQueue && !task.MaybeSent:
+		// Waiting for a batch: hand it to the collector (again: a
+		// collector that ended, or lost it, takes it once).
+		if err := a.enqueueBatch(ctx, p, ep, st, in, ref, key); err != nil {
+			return BatchItemResult{}, err
+		}
+		waiting.Reason = allot.ReasonBatchQueued
+		return waiting, nil
+	case strings.HasPrefix(task.Owner, ledger.BatchOwner("")):
+		b, err := a.Ledger.Batch(ctx, strings.TrimPrefix(task.Owner, ledger.BatchOwner("")))
+		if err != nil {
+			return BatchItemResult{}, classify(err)
+		}
+		if b.State == allot.BatchEnded {
+			return BatchItemResult{}, nonRetryable(allot.OutcomeUnknown, "batch %s (vendor batch %s) ended %s but its result files do not say what became of step %s: it may have been billed, so it is not sent again; ask the vendor, then adopt its task or abandon the step",
+				b.Key, b.VendorBatchID, b.Status, st.Name)
+		}
+		view := viewOf(b)
+		waiting.Reason, waiting.Batch = allot.ReasonBatchRunning, &view
+		return waiting, nil
+	case task.MaybeSent:
+		return BatchItemResult{}, nonRetryable(allot.OutcomeUnknown, "step %s's task may have reached the vendor outside a batch (owner %q): settle it first", st.Name, task.Owner)
+	}
+	return BatchItemResult{}, nonRetryable(allot.InvalidInput, "step %s's intent is owned by %q, not a batch: it was sent directly; resolve it as a direct task", st.Name, task.Owner)
+}
+
+// queueBatchItem writes the task's intent owned by the batch queue, with
+// the reservation its budgets admit, as PaidPrepare does a direct one.
+func (a *Activities) queueBatchItem(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, in PaidTaskInput, ref ledger.PaidTaskRef, key string) (ledger.PaidTask, error) {
+	for priced := 1; ; priced++ {
+		adm, quote, err := a.admission(ctx, p, ep, st, PaidPhaseInput{PaidTaskInput: in, Owner: ledger.BatchQueue})
+		if err != nil {
+			return ledger.PaidTask{}, err
+		}
+		if quote {
+			return ledger.PaidTask{}, nonRetryable(allot.InvalidInput, "step %s is priced by its vendor's quote, which a batch does not ask: give it max_cost, or remove batch = true", st.Name)
+		}
+		task, err := a.Ledger.WriteIntentAdmitted(ctx, ref, key, ledger.BatchQueue, adm)
+		switch {
+		case errors.Is(err, ledger.ErrReservationMissing) && priced < maxPricings:
+			continue
+		case errors.Is(err, ledger.ErrBudgetExhausted):
+			return ledger.PaidTask{}, a.budgetExhausted(ctx, p, ep, st, err)
+		case err != nil:
+			return ledger.PaidTask{}, classify(err)
+		}
+		return task, nil
+	}
+}
+
+func (a *Activities) enqueueBatch(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, in PaidTaskInput, ref ledger.PaidTaskRef, key string) error {
+	if a.EnqueueBatch == nil {
+		return nonRetryable(allot.VendorNotConfigured, "this worker sends no batches (it has no Temporal client to reach the collector): run the allot worker, which does")
+	}
+	req, err := a.sendRequest(ctx, p, ep, st, in.Revision, key)
+	if err != nil {
+		return err
+	}
+	info := activity.GetInfo(ctx)
+	return a.EnqueueBatch(ctx, BatchEnqueue{
+		LedgerID: in.LedgerID, TaskQueue: info.TaskQueue, Vendor: vendorOf(st), Kind: st.Action,
+		MaxItems: st.BatchMaxItemsOrDefault(), MaxWait: st.BatchMaxWaitDuration(), PollEvery: a.BatchPollEvery,
+		Ref: ref, Params: req.Params, NotifyWorkflowID: info.WorkflowExecution.ID,
+	})
+}
+
+// RefuseBatchItemInput is a batch item the vendor refused in every batch
+// that carried it, and its reason.
+type RefuseBatchItemInput struct {
+	PaidTaskInput
+	Reason string `json:"reason"`
+}
+
+// RefuseBatchItem settles a batch item the vendor refused as a direct task
+// the vendor refused is: its intent goes back to planned and its budgets
+// get the reservation back (nothing was sent that was taken), and the
+// error is VendorRejected with the vendor's reason, so the episode parks
+// with its exits (retry once the cause is fixed, or abandon).
+func (a *Activities) RefuseBatchItem(ctx context.Context, in RefuseBatchItemInput) error {
+	err := a.refuseBatchItem(ctx, in)
+	return a.withTaskState(ctx, in.ref(), err)
+}
+
+func (a *Activities) refuseBatchItem(ctx context.Context, in RefuseBatchItemInput) error {
+	if _, _, _, err := a.paidStep(ctx, in.PaidTaskInput); err != nil {
+		return err
+	}
+	t, err := a.Ledger.PaidTask(ctx, in.ref())
+	if err != nil {
+		return classify(err)
+	}
+	if t.State == allot.PaidIntent && t.Owner == ledger.BatchQueue && !t.MaybeSent {
+		if _, err := a.Ledger.ReleaseIntent(ctx, in.ref(), ledger.BatchQueue, false); err != nil {
+			return classify(err)
+		}
+	}
+	return nonRetryable(allot.VendorRejected, "the vendor refused every batch that carried step %s: %s", in.Step, in.Reason)
 }

@@ -58,6 +58,9 @@ type StepRun struct {
 	// it is not the default: a short one makes a killed sender's attempt
 	// be retried sooner (the submit's heartbeat timeout).
 	SendTimeout time.Duration `json:"send_timeout,omitempty"`
+	// Batch: a paid step in batch mode (SubmitBatchItem, then the
+	// vendor's batch).
+	Batch bool `json:"batch,omitempty"`
 }
 
 // VendorActivities are a vendor's activity adapter: its queue, its
@@ -151,6 +154,9 @@ func (a *Activities) stepRun(s pipeline.Step) *StepRun {
 		}
 		return r
 	case allot.KindPaid, allot.KindEffect:
+		if s.Batch {
+			return &StepRun{Batch: true}
+		}
 		v, ok := a.Pipelines.Vendor(s.Vendor)
 		if !ok || v.Adapter != pipeline.AdapterActivity {
 			if d := a.sendTimeout(vendorOf(s)); d != pipeline.DefaultSendTimeout {

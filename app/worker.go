@@ -35,6 +35,7 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.ScheduledRun)
 	r.RegisterWorkflow(workflows.Episode)
 	r.RegisterWorkflow(workflows.DeadlineWatch)
+	r.RegisterWorkflow(workflows.BatchCollector)
 	r.RegisterActivity(acts)
 }
 
@@ -194,6 +195,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		Steps:        cfg.Steps,
 		Vendors:      vendors,
 		SecretEnv:    activities.VendorKeyEnv(pipelines),
+		// Batch steps' items go to their vendor's collector workflow.
+		EnqueueBatch: func(ctx context.Context, e activities.BatchEnqueue) error { return workflows.EnqueueBatchItem(ctx, c, e) },
 	}
 	acts.Deadlines = &deadline.Watcher{Ledger: led, Pipelines: pipelines, Sources: DeadlineSources(c, pipelines)}
 	if cfg.VendorURL != "" {

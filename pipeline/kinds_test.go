@@ -85,6 +85,37 @@ func TestStepKindsAndVendorsParse(t *testing.T) {
 	}
 }
 
+// A paid step in batch mode: its limits default, and the plan pins them.
+func TestBatchStepParses(t *testing.T) {
+	set, err := Parse([]byte(`
+[[pipeline]]
+name = "evals"
+  [[pipeline.step]]
+  name  = "score"
+  kind  = "paid"
+  batch = true
+  [[pipeline.step]]
+  name            = "grade"
+  kind            = "paid"
+  batch           = true
+  batch_max_items = 500
+  batch_max_wait  = "20m"
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := set.Get("evals")
+	score, _ := p.Step("score")
+	grade, _ := p.Step("grade")
+	if !score.Batch || score.BatchMaxItemsOrDefault() != DefaultBatchMaxItems || score.BatchMaxWaitDuration() != DefaultBatchMaxWait ||
+		grade.BatchMaxItemsOrDefault() != 500 || grade.BatchMaxWaitDuration() != 20*time.Minute {
+		t.Fatalf("batch steps %+v %+v", score, grade)
+	}
+	if plan := p.Plan(); !strings.Contains(plan, `"batch":true,"batch_max_items":500,"batch_max_wait":"20m"`) {
+		t.Fatalf("the plan does not pin the batch settings: %s", plan)
+	}
+}
+
 func TestStepAndVendorMistakesAreNamed(t *testing.T) {
 	step := func(body string) string {
 		return "[[pipeline]]\nname = \"p\"\n  [[pipeline.step]]\n  name = \"s\"\n" + body
@@ -102,6 +133,12 @@ func TestStepAndVendorMistakesAreNamed(t *testing.T) {
 		"reserved vendor name":    {"[[vendor]]\nname = \"default\"\nadapter = \"go\"\n" + step("  kind = \"local\"\n  action = \"plan\""), "reserved"},
 		"activity adapter for paid needs status": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\n[vendor.activities]\nsubmit = \"S\"\n" +
 			step("  kind = \"paid\"\n  vendor = \"v\""), "activities.status"},
+		"batch settings without batch mode": {step("  kind = \"paid\"\n  batch_max_items = 10"), "add batch = true"},
+		"batch of an effect step":           {step("  kind = \"effect\"\n  batch = true"), "effect step takes no batch"},
+		"too many batch items":              {step("  kind = \"paid\"\n  batch = true\n  batch_max_items = 60000"), "batch_max_items 60000 is outside 1..50000"},
+		"bad batch wait":                    {step("  kind = \"paid\"\n  batch = true\n  batch_max_wait = \"soon\""), "batch_max_wait"},
+		"batch on an activity adapter": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\n[vendor.activities]\nsubmit = \"S\"\nstatus = \"T\"\nfetch = \"F\"\n" +
+			step("  kind = \"paid\"\n  vendor = \"v\"\n  batch = true"), "takes no batches"},
 		"bad period offset": {"[[pipeline]]\nname = \"p\"\nperiod_offset = \"yesterday\"\n  [[pipeline.step]]\n  name = \"s\"\n  kind = \"local\"\n  action = \"plan\"", "period_offset"},
 	} {
 		if _, err := Parse([]byte(c.file), "test"); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -106,6 +106,39 @@ type Step struct {
 	// what a budget reserves for it when its vendor gives no quote. It is
 	// pinned with the plan, so a later change applies to new episodes only.
 	MaxCost *allot.Money `toml:"max_cost" json:"max_cost,omitempty"`
+	// Batch sends a paid step's tasks in the vendor's batches, at its
+	// batch price, with hours of latency (docs/design.md, "Batches"):
+	// items of the step from many episodes go into one batch, closed at
+	// BatchMaxItems items or when its first item has waited BatchMaxWait.
+	// Pinned with the plan.
+	Batch         bool   `toml:"batch" json:"batch,omitempty"`
+	BatchMaxItems int    `toml:"batch_max_items" json:"batch_max_items,omitempty"`
+	BatchMaxWait  string `toml:"batch_max_wait" json:"batch_max_wait,omitempty"`
+}
+
+// Batch defaults: a batch closes at DefaultBatchMaxItems items or when its
+// first item has waited DefaultBatchMaxWait; MaxBatchItems is the most a
+// vendor takes in one batch (OpenAI's 50,000; Anthropic's 100,000).
+const (
+	DefaultBatchMaxItems = 1000
+	DefaultBatchMaxWait  = time.Hour
+	MaxBatchItems        = 50000
+)
+
+// BatchMaxWaitDuration is the step's batch_max_wait, or its default.
+func (s Step) BatchMaxWaitDuration() time.Duration {
+	if d, err := time.ParseDuration(s.BatchMaxWait); err == nil && d > 0 {
+		return d
+	}
+	return DefaultBatchMaxWait
+}
+
+// BatchMaxItemsOrDefault is the step's batch_max_items, or its default.
+func (s Step) BatchMaxItemsOrDefault() int {
+	if s.BatchMaxItems > 0 {
+		return s.BatchMaxItems
+	}
+	return DefaultBatchMaxItems
 }
 
 // Retry is an activity step's retry policy. Unset fields take Temporal's
@@ -430,14 +463,14 @@ func (s *Step) normalize() error {
 		"vendor": s.Vendor != "", "command": len(s.Command) > 0, "outputs": len(s.Outputs) > 0,
 		"retry_exit_codes": len(s.RetryExitCodes) > 0, "timeout": s.Timeout != "", "activity": s.Activity != "",
 		"task_queue": s.TaskQueue != "", "heartbeat": s.Heartbeat != "", "retry": s.Retry != nil, "env": len(s.Env) > 0,
-		"max_cost": s.MaxCost != nil,
+		"max_cost": s.MaxCost != nil, "batch": s.Batch, "batch_max_items": s.BatchMaxItems != 0, "batch_max_wait": s.BatchMaxWait != "",
 	}
 	allowed := map[StepKind][]string{
 		Local:    {"action", "params"},
 		Go:       {"func", "params"},
 		Exec:     {"command", "outputs", "retry_exit_codes", "timeout", "params", "env"},
 		Activity: {"activity", "task_queue", "timeout", "heartbeat", "retry", "params"},
-		Paid:     {"action", "params", "vendor", "max_cost"},
+		Paid:     {"action", "params", "vendor", "max_cost", "batch", "batch_max_items", "batch_max_wait"},
 		Effect:   {"action", "params", "vendor", "max_cost"},
 		Approval: {},
 	}
@@ -449,7 +482,8 @@ func (s *Step) normalize() error {
 		}
 		return fmt.Errorf("kind %q is unknown: use one of %s", s.Kind, strings.Join(kinds, ", "))
 	}
-	for _, name := range []string{"action", "func", "params", "vendor", "command", "outputs", "retry_exit_codes", "timeout", "activity", "task_queue", "heartbeat", "retry", "env", "max_cost"} {
+	for _, name := range []string{"action", "func", "params", "vendor", "command", "outputs", "retry_exit_codes", "timeout", "activity", "task_queue", "heartbeat", "retry", "env", "max_cost",
+		"batch", "batch_max_items", "batch_max_wait"} {
 		if used[name] && !contains(fields, name) {
 			return fmt.Errorf("a %s step takes no %s: remove it (a %s step takes %s)", s.Kind, name, s.Kind, orNothing(fields))
 		}
@@ -508,9 +542,28 @@ func (s *Step) normalize() error {
 				return err
 			}
 		}
+		if err := s.checkBatch(); err != nil {
+			return err
+		}
 	}
 	if s.Timeout != "" {
 		if _, err := positive("timeout", s.Timeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBatch refuses batch settings that would do nothing or too much.
+func (s *Step) checkBatch() error {
+	if !s.Batch && (s.BatchMaxItems != 0 || s.BatchMaxWait != "") {
+		return fmt.Errorf("batch_max_items and batch_max_wait apply to a step in batch mode: add batch = true, or remove them")
+	}
+	if s.BatchMaxItems < 0 || s.BatchMaxItems > MaxBatchItems {
+		return fmt.Errorf("batch_max_items %d is outside 1..%d (the most a vendor takes in one batch)", s.BatchMaxItems, MaxBatchItems)
+	}
+	if s.BatchMaxWait != "" {
+		if _, err := positive("batch_max_wait", s.BatchMaxWait); err != nil {
 			return err
 		}
 	}

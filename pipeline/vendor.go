@@ -170,6 +170,9 @@ func (s *Set) checkVendors() error {
 				return fmt.Errorf("pipeline %q: step %q names vendor %q, which is not defined: add a [[vendor]] named %q (known: %s)",
 					p.Name, st.Name, st.Vendor, st.Vendor, strings.Join(s.VendorNames(), ", "))
 			}
+			if st.Batch && v.Adapter == AdapterActivity {
+				return fmt.Errorf("pipeline %q: paid step %q is in batch mode but vendor %q has an activity adapter, which takes no batches: use an http or go adapter, or remove batch = true", p.Name, st.Name, v.Name)
+			}
 			if st.Kind == Paid && v.Adapter == AdapterActivity && (v.Activities.Status == "" || v.Activities.Fetch == "") {
 				return fmt.Errorf("pipeline %q: paid step %q uses vendor %q, whose activity adapter has no activities.status or activities.fetch: a paid result is polled and fetched", p.Name, st.Name, v.Name)
 			}

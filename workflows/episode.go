@@ -80,9 +80,12 @@ type EpisodeState struct {
 	Retrying    *Retrying              `json:"retrying,omitempty"`
 	// Waiting: a paid or effect step waits for its vendor (stage
 	// waiting_vendor).
-	Waiting     *WaitingVendor `json:"waiting,omitempty"`
-	CompletedAt time.Time      `json:"completed_at,omitzero"`
-	Error       string         `json:"error,omitempty"`
+	Waiting *WaitingVendor `json:"waiting,omitempty"`
+	// Batch: a paid step in batch mode waits for the vendor's batch
+	// (stage waiting_batch).
+	Batch       *WaitingBatch `json:"batch,omitempty"`
+	CompletedAt time.Time     `json:"completed_at,omitzero"`
+	Error       string        `json:"error,omitempty"`
 }
 
 // EpisodeResult is the episode's final state.

@@ -135,9 +135,12 @@ func (e *episode) runStep(ctx workflow.Context, i int) error {
 		return e.runActivityStep(ctx, i, ref)
 	case string(allot.KindPaid), string(allot.KindEffect):
 		var err error
-		if step.Run != nil && step.Run.Vendor != nil {
+		switch {
+		case step.Run != nil && step.Run.Batch:
+			err = e.runPaidInBatch(ctx, i)
+		case step.Run != nil && step.Run.Vendor != nil:
 			err = e.runPaidByActivities(ctx, i)
-		} else {
+		default:
 			err = e.runPaid(ctx, i)
 		}
 		if errors.Is(err, errWaitAbandoned) {

@@ -114,6 +114,10 @@ func NewClusterWithPipelines(t *testing.T, pipelinesTOML []byte) *Cluster {
 		Activities: &activities.Activities{
 			Ledger: led, Pipelines: set, ArtifactsDir: filepath.Join(dir, "artifacts"), Temporal: c,
 			Credentials: vendor.Credentials, NewVendor: vendor.NewClient, PollInterval: 20 * time.Millisecond,
+			EnqueueBatch: func(ctx context.Context, e activities.BatchEnqueue) error {
+				return workflows.EnqueueBatchItem(ctx, c, e)
+			},
+			BatchPollEvery: 200 * time.Millisecond,
 		},
 	}
 	// Its pipelines' deadlines are judged as the worker judges them, should

@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"allot"
+	"allot/internal/allottest"
+	"allot/paidvendor/paidvendortest"
+)
+
+// A paid step in batch mode on the embedded server (docs/design.md,
+// "Batches"): episodes of a week queue their tasks, the vendor's collector
+// sends them in one batch, each episode waits (waiting_batch) and then
+// completes with its result, billed once at the batch price.
+
+const batchPipelines = `
+[[budget]]
+name     = "evals"
+pipeline = "evals"
+period   = "iso-week"
+limit    = { amount = 100000, currency = "USD" }
+
+[[pipeline]]
+name   = "evals"
+period = "iso-week"
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+  [[pipeline.step]]
+  name            = "score"
+  kind            = "paid"
+  batch           = true
+  batch_max_items = 3
+  batch_max_wait  = "1h"
+  max_cost        = { amount = 250, currency = "USD" }
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+`
+
+func TestBatchStepSendsEpisodesInOneBatchBilledOnceAtHalfPrice(t *testing.T) {
+	c := allottest.NewClusterWithPipelines(t, []byte(batchPipelines))
+	// Two episodes wait for a batch that closes at three items.
+	var eps []string
+	for i := range 2 {
+		eps = append(eps, c.Allocate("evals", monday().Add(time.Duration(i)*time.Hour)))
+	}
+	for _, ep := range eps {
+		st := c.WaitStage("evals", ep, allot.StageWaitingBatch)
+		if st.Batch == nil || st.Batch.Step != "score" || st.Batch.Reason != allot.ReasonBatchQueued || st.Steps[1].TaskState != allot.PaidIntent {
+			t.Fatalf("episode %s waiting: %+v", ep, st)
+		}
+	}
+	c.WaitVisible(`AllotPipeline = "evals" AND AllotOutcome = "waiting_batch"`, 2)
+	if n := c.Vendor.Sim.BatchCount(); n != 0 {
+		t.Fatalf("the vendor made %d batches before one was full", n)
+	}
+	// The third closes the batch.
+	eps = append(eps, c.Allocate("evals", monday().Add(2*time.Hour)))
+	for _, ep := range eps {
+		final := c.WaitEpisode("evals", ep)
+		if final.Stage != allot.StageCompleted || final.Batch != nil {
+			t.Fatalf("episode %s: %+v", ep, final)
+		}
+		score := final.Steps[1]
+		if score.Status != allot.StepCompleted || score.SHA256 == "" || score.CostAmount != (paidvendortest.DefaultPrice.Amount+1)/2 {
+			t.Fatalf("episode %s's batch step: %+v, want completed at half of %d", ep, score, paidvendortest.DefaultPrice.Amount)
+		}
+	}
+	if n := c.Vendor.Sim.BatchCount(); n != 1 {
+		t.Errorf("the vendor made %d batches, want 1 (batch_max_items = 3)", n)
+	}
+	if n := c.Vendor.Sim.ChargeCount(); n != 3 {
+		t.Errorf("the vendor billed %d lines, want 3", n)
+	}
+	c.Vendor.AssertAtMostOneChargePerKey(t)
+	c.MustCheck()
+	// The collector ends once it has nothing to do.
+	run := c.Client.GetWorkflow(context.Background(), allot.BatchCollectorID("default", "score"), "")
+	ctx, cancel := context.WithTimeout(c.Ctx(), time.Minute)
+	defer cancel()
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatalf("the collector: %v", err)
+	}
+}
