@@ -196,7 +196,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		Vendors:      vendors,
 		SecretEnv:    activities.VendorKeyEnv(pipelines),
 		// Batch steps' items go to their vendor's collector workflow.
-		EnqueueBatch: func(ctx context.Context, e activities.BatchEnqueue) error { return workflows.EnqueueBatchItem(ctx, c, e) },
+		EnqueueBatch: func(ctx context.Context, e activities.BatchEnqueue) error {
+			return workflows.EnqueueBatchItem(ctx, c, e)
+		},
 	}
 	acts.Deadlines = &deadline.Watcher{Ledger: led, Pipelines: pipelines, Sources: DeadlineSources(c, pipelines)}
 	if cfg.VendorURL != "" {

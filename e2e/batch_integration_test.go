@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/report"
 	"allot/paidvendor/paidvendortest"
 )
 
@@ -77,6 +79,15 @@ func TestBatchStepSendsEpisodesInOneBatchBilledOnceAtHalfPrice(t *testing.T) {
 	}
 	c.Vendor.AssertAtMostOneChargePerKey(t)
 	c.MustCheck()
+	// episode show names the batch, what became of the task, and why.
+	show, err := report.Show(c.Ctx(), c.Ledger, c.Client, "evals", eps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(show.Batches) != 1 || show.Batches[0].Step != "score" || show.Batches[0].VendorBatchID == "" || show.Batches[0].Items != 3 ||
+		show.Batches[0].State != allot.BatchEnded || show.Batches[0].Outcome != allot.BatchItemSucceeded || !strings.HasPrefix(show.Batches[0].Next, "done") {
+		t.Errorf("episode show's batches: %+v", show.Batches)
+	}
 	// The collector ends once it has nothing to do.
 	run := c.Client.GetWorkflow(context.Background(), allot.BatchCollectorID("default", "score"), "")
 	ctx, cancel := context.WithTimeout(c.Ctx(), time.Minute)

@@ -94,6 +94,13 @@ func printShow(w io.Writer, res report.ShowResult) {
 				stage += fmt.Sprintf(" (%s of %s retrying: %d attempts since %s; last error %s: %s)",
 					r.Activity, r.Step, r.Attempts, r.Since.Format(time.RFC3339), r.ErrorType, r.Error)
 			}
+			if b := res.Workflow.State.Batch; b != nil {
+				stage += fmt.Sprintf(" (%s waits for a vendor batch since %s, %s", b.Step, b.Since.Format(time.RFC3339), b.Reason)
+				if b.VendorBatchID != "" {
+					stage += fmt.Sprintf(": batch %s, %s, %d items", b.VendorBatchID, b.Status, b.Items)
+				}
+				stage += ")"
+			}
 			if v := res.Workflow.State.Waiting; v != nil {
 				stage += fmt.Sprintf(" (%s waits for vendor %s since %s, %s: %s)", v.Step, v.Vendor, v.Since.Format(time.RFC3339), v.Reason, v.Message)
 				// The recorded wait is as of Since; what the workers act
@@ -121,6 +128,18 @@ func printShow(w io.Writer, res report.ShowResult) {
 	}
 	for _, next := range res.Next {
 		fmt.Fprintf(w, "next\t%s\n", next)
+	}
+	for _, b := range res.Batches {
+		id := b.VendorBatchID
+		if id == "" {
+			id = "(not created)"
+		}
+		outcome := ""
+		if b.Outcome != "" {
+			outcome = ", this task " + string(b.Outcome)
+		}
+		fmt.Fprintf(w, "batch\t%s revision %d: vendor batch %s (key %s) %s %s, %d of %d items settled%s\n\t%s\n",
+			b.Step, b.Revision, id, b.Key, b.State, b.Status, b.Settled, b.Items, outcome, b.Next)
 	}
 	costs := map[string]string{}
 	for _, c := range res.Costs {

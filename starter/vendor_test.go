@@ -265,3 +265,38 @@ func TestStarterWarnsAboutUnknownAllotVariables(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// `episode show` prints a step waiting for its batch, the batches that
+// carried its task, what became of it in each, and what happens next.
+func TestShowPrintsAStepWaitingForItsBatch(t *testing.T) {
+	since := time.Date(2026, 8, 3, 2, 0, 5, 0, time.UTC)
+	res := report.ShowResult{
+		Episode: report.ViewEpisode(ledger.Episode{Pipeline: "evals", ID: "2026-W32-0", Period: "2026-W32", Status: ledger.EpisodeAllocated,
+			Outcome: string(allot.OutcomeWaitingBatch), OutcomeReason: allot.ReasonBatchRunning}),
+		Workflow: &report.WorkflowStatus{
+			WorkflowID: "evals/episode/2026-W32-0", Status: "WORKFLOW_EXECUTION_STATUS_RUNNING",
+			State: &workflows.EpisodeState{Stage: allot.StageWaitingBatch, Batch: &workflows.WaitingBatch{
+				Step: "score", Reason: allot.ReasonBatchRunning, BatchKey: "k2", VendorBatchID: "vb_2", State: allot.BatchCreated, Status: "in_progress", Items: 40, Since: since,
+			}},
+		},
+		Batches: []report.ShowBatch{
+			{Step: "score", Key: "k1", VendorBatchID: "vb_1", State: allot.BatchEnded, Status: "expired", Items: 40, Settled: 40, Outcome: allot.BatchItemNotProcessed,
+				Next: "the vendor did not run it (expired): it went into the next batch under its same key"},
+			{Step: "score", Key: "k2", VendorBatchID: "vb_2", State: allot.BatchCreated, Status: "in_progress", Items: 40,
+				Next: "the collector asks the vendor about the batch on a timer; when it ends, this task's result and cost are recorded"},
+		},
+	}
+	var b bytes.Buffer
+	printShow(&b, res)
+	out := b.String()
+	for _, want := range []string{
+		"status\twaiting_batch",
+		"score waits for a vendor batch since 2026-08-03T02:00:05Z, batch_running: batch vb_2, in_progress, 40 items",
+		"batch\tscore revision 0: vendor batch vb_1 (key k1) ended expired, 40 of 40 items settled, this task not_processed\n\tthe vendor did not run it (expired)",
+		"batch\tscore revision 0: vendor batch vb_2 (key k2) created in_progress, 0 of 40 items settled\n\tthe collector asks the vendor",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("episode show lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -511,14 +511,23 @@ func (l *Ledger) Batch(ctx context.Context, key string) (PaidBatch, error) {
 	return b, nil
 }
 
-// UnendedBatches returns the batches that are open or created, oldest
-// first: the ones a collector still drives.
-func (l *Ledger) UnendedBatches(ctx context.Context) ([]PaidBatch, error) {
-	keys, err := l.queryStrings(ctx, l.r, "list unended batches",
-		`SELECT batch_key FROM paid_batches WHERE state IN ('open', 'created') ORDER BY created_at, batch_key`)
+// TaskBatches returns the batches that carried the task, oldest first
+// (a task not processed by one goes into the next).
+func (l *Ledger) TaskBatches(ctx context.Context, ref PaidTaskRef) ([]PaidBatch, error) {
+	if err := checkPaidRef(ref); err != nil {
+		return nil, err
+	}
+	keys, err := l.queryStrings(ctx, l.r, "list the batches of "+describe(ref),
+		`SELECT i.batch_key FROM paid_batch_items i JOIN paid_batches b ON b.batch_key = i.batch_key
+		WHERE i.pipeline = ? AND i.episode_id = ? AND i.step = ? AND i.revision = ? ORDER BY b.created_at, b.batch_key`,
+		ref.Pipeline, ref.EpisodeID, ref.Step, ref.Revision)
 	if err != nil {
 		return nil, err
 	}
+	return l.batchesByKey(ctx, keys)
+}
+
+func (l *Ledger) batchesByKey(ctx context.Context, keys []string) ([]PaidBatch, error) {
 	out := make([]PaidBatch, 0, len(keys))
 	for _, k := range keys {
 		b, ok, err := l.getBatch(ctx, l.r, k)
@@ -530,6 +539,17 @@ func (l *Ledger) UnendedBatches(ctx context.Context) ([]PaidBatch, error) {
 		}
 	}
 	return out, nil
+}
+
+// UnendedBatches returns the batches that are open or created, oldest
+// first: the ones a collector still drives.
+func (l *Ledger) UnendedBatches(ctx context.Context) ([]PaidBatch, error) {
+	keys, err := l.queryStrings(ctx, l.r, "list unended batches",
+		`SELECT batch_key FROM paid_batches WHERE state IN ('open', 'created') ORDER BY created_at, batch_key`)
+	if err != nil {
+		return nil, err
+	}
+	return l.batchesByKey(ctx, keys)
 }
 
 // changeBatch is changeBatchTx in a transaction of its own.

@@ -152,6 +152,9 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 	if un, err := l.UnendedBatches(ctxT(t)); err != nil || len(un) != 1 || un[0].Key != "b2" {
 		t.Fatalf("UnendedBatches = %+v, %v", un, err)
 	}
+	if bs, err := l.TaskBatches(ctxT(t), refs[2]); err != nil || len(bs) != 2 || bs[0].Key != "b1" || bs[1].Key != "b2" {
+		t.Fatalf("TaskBatches of the item sent twice = %+v, %v; want b1 then b2", bs, err)
+	}
 }
 
 func testBatchUnknownCreateLooksOnly(t *testing.T, l *Ledger) {

@@ -41,6 +41,49 @@ type ShowResult struct {
 	// VendorNow is the state now of the vendor a step waits for (the
 	// workflow's recorded wait is as of when it was recorded).
 	VendorNow *VendorNow `json:"vendor_now,omitempty"`
+	// Batches are the vendor batches that carried the episode's paid
+	// tasks (steps in batch mode), oldest first.
+	Batches []ShowBatch `json:"batches,omitempty"`
+}
+
+// ShowBatch is one vendor batch that carried a task of the episode: the
+// batch, what became of the task in it, and what happens next.
+type ShowBatch struct {
+	Step          string                 `json:"step"`
+	Revision      int                    `json:"revision"`
+	Key           string                 `json:"batch_key"`
+	VendorBatchID string                 `json:"vendor_batch_id,omitempty"`
+	State         allot.BatchState       `json:"state"`
+	Status        string                 `json:"status,omitempty"`
+	Items         int                    `json:"items"`
+	Settled       int                    `json:"settled"`
+	Outcome       allot.BatchItemOutcome `json:"outcome,omitempty"` // this task's, once the batch ended
+	Next          string                 `json:"next"`
+}
+
+// batchNext says what happens next to a task in a batch, in words.
+func batchNext(b ledger.PaidBatch, outcome allot.BatchItemOutcome) string {
+	switch {
+	case b.State == allot.BatchOpen && !b.LookOnlyUntil.IsZero():
+		return fmt.Sprintf("the create got no answer (%s): the vendor's list is read for the batch's key until %s, then the create is tried again under the same key", b.Error, b.LookOnlyUntil.Format(time.RFC3339))
+	case b.State == allot.BatchOpen:
+		return "the collector creates the batch at the vendor"
+	case b.State == allot.BatchCreated:
+		return "the collector asks the vendor about the batch on a timer; when it ends, this task's result and cost are recorded"
+	case b.State == allot.BatchNotCreated:
+		return "the vendor refused the batch (" + b.Error + "): the task went back to the queue for another batch"
+	}
+	switch outcome {
+	case allot.BatchItemSucceeded:
+		return "done: its result and billed cost are recorded under the task"
+	case allot.BatchItemFailed:
+		return "the vendor says it failed: the episode parks with the failure"
+	case allot.BatchItemNotProcessed:
+		return "the vendor did not run it (" + b.Status + "): it went into the next batch under its same key"
+	case allot.BatchItemResultLost:
+		return "its result files are gone and it may have been billed: the episode parks OutcomeUnknown; ask the vendor, then adopt or abandon"
+	}
+	return ""
 }
 
 // WorkflowStatus is the Episode workflow's status and, while it runs, its
@@ -96,6 +139,22 @@ func Show(ctx context.Context, led *ledger.Ledger, c client.Client, pipelineName
 	}
 	if out.Decisions, err = led.Decisions(ctx, pipelineName, episodeID); err != nil {
 		return ShowResult{}, err
+	}
+	for _, t := range out.PaidTasks {
+		batches, err := led.TaskBatches(ctx, t.PaidTaskRef)
+		if err != nil {
+			return ShowResult{}, err
+		}
+		for _, b := range batches {
+			var outcome allot.BatchItemOutcome
+			for _, it := range b.Items {
+				if it.PaidTaskRef == t.PaidTaskRef {
+					outcome = it.Outcome
+				}
+			}
+			out.Batches = append(out.Batches, ShowBatch{Step: t.Step, Revision: t.Revision, Key: b.Key, VendorBatchID: b.VendorBatchID,
+				State: b.State, Status: b.Status, Items: len(b.Items), Settled: b.Settled(), Outcome: outcome, Next: batchNext(b, outcome)})
+		}
 	}
 	costs, err := led.Costs(ctx, pipelineName, ep.Period)
 	if err != nil {
