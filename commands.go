@@ -34,6 +34,9 @@ var PaidCommandTable = []PaidCommandRule{
 	// a person checks the vendor, then adopts, resends or gives up.
 	{PaidIntent, IdempotencyHorizonPassed, []Action{ActionAdopt, ActionResubmit, ActionAbandon}},
 	{PaidIntent, VendorNotConfigured, []Action{ActionAdopt, ActionRetry, ActionAbandon}},
+	// A batch item whose result files are gone may have been billed: it is
+	// not sent again, and the vendor has no task to adopt by key.
+	{PaidIntent, BatchResultLost, []Action{ActionAbandon}},
 	{PaidSubmitted, VendorNotConfigured, []Action{ActionRetry, ActionAbandon}},
 	{PaidSubmitted, InvalidRemoteRef, []Action{ActionRetry, ActionAbandon}},
 	// A step that waits for its vendor (paused, its breaker open) may wait

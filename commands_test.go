@@ -57,7 +57,7 @@ func TestEveryParkedStateHasAnExit(t *testing.T) {
 			}
 		}
 	}
-	for _, attention := range []string{OutcomeUnknown, IdempotencyHorizonPassed, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted} {
+	for _, attention := range []string{OutcomeUnknown, IdempotencyHorizonPassed, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, BatchResultLost} {
 		found := false
 		for k := range seen {
 			found = found || k[1] == attention

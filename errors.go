@@ -97,6 +97,11 @@ const (
 	ResultHashMismatch       = "ResultHashMismatch"  // the downloaded result is not the bytes the vendor promised
 	InvalidRemoteRef         = "InvalidRemoteRef"    // a reference that is not the vendor's, or not this task's
 	VendorNotConfigured      = "VendorNotConfigured" // no vendor client or credentials on this worker
+	// BatchResultLost: a batch item's batch ended but its result files do
+	// not say what became of it (they are gone): it may have been billed,
+	// so it is never sent again by itself; a person checks the vendor's
+	// bill and gives the step up (docs/design.md, "Batches").
+	BatchResultLost = "BatchResultLost"
 
 	// BudgetExhausted: a paid task whose reservation does not fit in a
 	// budget that covers it (settled + reserved + asked > limit for the
@@ -161,7 +166,7 @@ var NonRetryableErrorTypes = []string{
 	EpisodeNotFound, AllocationKeyCrossesPeriod, AllocationKeyAmbiguous,
 	InvalidAllocationKey, PipelineNotFound, InvalidPipelineName, StepNotFound, InvalidInput,
 	OutcomeUnknown, IdempotencyHorizonPassed, VendorRejected, VendorTaskFailed, ResultHashMismatch, InvalidRemoteRef, VendorNotConfigured, BudgetExhausted, StepFailure,
-	PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired, NominalTimesUnknown,
+	BatchResultLost, PaidTaskStateConflict, PaidTaskNotFound, RemoteRefConflict, NotReady, LedgerMismatch, ConsentRequired, NominalTimesUnknown,
 	InputConflict, InputNotFound, InputClaimed, RequestConflict, DriftNotFound, DriftAcknowledged,
 }
 

@@ -452,8 +452,8 @@ func (a *Activities) submitBatchItem(ctx context.Context, in PaidTaskInput) (Bat
 			return BatchItemResult{}, classify(err)
 		}
 		if b.State == allot.BatchEnded {
-			return BatchItemResult{}, nonRetryable(allot.OutcomeUnknown, "batch %s (vendor batch %s) ended %s but its result files do not say what became of step %s: it may have been billed, so it is not sent again; ask the vendor, then adopt its task or abandon the step",
-				b.Key, b.VendorBatchID, b.Status, st.Name)
+			return BatchItemResult{}, nonRetryable(allot.BatchResultLost, "vendor batch %s (key %s) ended %s but its result files are gone and do not say what became of step %s (custom_id %s): it may have been billed, so it is not sent again; look for a charge under that custom_id on the vendor's bill (starter drift list --vendor %s), then abandon the step",
+				b.VendorBatchID, b.Key, b.Status, st.Name, key, vendorOf(st))
 		}
 		view := viewOf(b)
 		waiting.Reason, waiting.Batch = allot.ReasonBatchRunning, &view

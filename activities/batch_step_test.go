@@ -129,7 +129,7 @@ func TestSubmitBatchItemReturnsTheOutcomeOfItsBatch(t *testing.T) {
 		name   string
 		lost   bool
 		expect string
-	}{{"succeeded", false, ""}, {"result lost", true, allot.OutcomeUnknown}} {
+	}{{"succeeded", false, ""}, {"result lost", true, allot.BatchResultLost}} {
 		t.Run(c.name, func(t *testing.T) {
 			f, e, in := newBatchStepFixture(t, "100000")
 			v := withBatchVendor(t, f)

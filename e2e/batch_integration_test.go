@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"allot"
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/report"
 	"allot/paidvendor/paidvendortest"
 )
@@ -94,5 +97,40 @@ func TestBatchStepSendsEpisodesInOneBatchBilledOnceAtHalfPrice(t *testing.T) {
 	defer cancel()
 	if err := run.Get(ctx, nil); err != nil {
 		t.Fatalf("the collector: %v", err)
+	}
+}
+
+// A batch whose output file is gone: the item may have been billed, so
+// its episode parks BatchResultLost with one exit, abandon, and that
+// command, run as printed, moves the episode on. Nothing is sent again.
+func TestBatchItemWhoseResultIsLostParksAndItsRemedyRuns(t *testing.T) {
+	toml := strings.Replace(batchPipelines, "batch_max_items = 3", "batch_max_items = 1", 1)
+	c := allottest.NewClusterWithPipelines(t, []byte(toml))
+	if err := c.Vendor.Sim.SetFaults(paidvendortest.SimFaults{BatchOutputGone: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ep := c.Allocate("evals", monday())
+	st := c.WaitStage("evals", ep, allot.StageNeedsAttention)
+	want := allot.AbandonCommand("evals", ep, "score", "abandoned after "+allot.BatchResultLost)
+	if st.Attention == nil || st.Attention.ErrorType != allot.BatchResultLost || st.Attention.TaskState != allot.PaidIntent ||
+		len(st.Attention.Remedies) != 1 || st.Attention.Remedies[0] != want || !strings.Contains(st.Attention.Reason, "starter drift list --vendor default") {
+		t.Fatalf("parked: %+v", st.Attention)
+	}
+	pipelines := filepath.Join(t.TempDir(), "pipelines.toml")
+	if err := os.WriteFile(pipelines, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &starterEnv{t: t, bin: allottest.BuildBinary(t, "allot/starter"), env: cleanenv.Environ(
+		"TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(), "TEMPORAL_NAMESPACE="+c.Namespace,
+		"ALLOT_LEDGER="+c.LedgerURL, "ALLOT_PIPELINES="+pipelines,
+		"ALLOT_VENDOR_URL="+c.Vendor.URL, "ALLOT_VENDOR_API_KEY="+allottest.VendorKey,
+	)}
+	s.run(st.Attention.Remedies[0])
+	final := c.WaitEpisode("evals", ep)
+	if final.Stage != allot.StageCompleted || final.Steps[1].TaskState != allot.PaidAbandoned {
+		t.Fatalf("after the remedy: %+v", final)
+	}
+	if n, b := c.Vendor.Sim.ChargeCount(), c.Vendor.Sim.BatchCount(); n != 1 || b != 1 {
+		t.Fatalf("the vendor billed %d lines in %d batches, want 1 in 1: nothing sent again", n, b)
 	}
 }

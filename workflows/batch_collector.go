@@ -180,6 +180,9 @@ func (c *batchCollector) run(ctx workflow.Context) error {
 		cancelWait workflow.CancelFunc
 	)
 	for {
+		// Items signalled since the last look (the first one comes with
+		// the start, SignalWithStart) count before anything is decided.
+		c.drainItems(ctx) // before the checks below
 		if len(c.pending) >= c.in.MaxItems || timer != nil && timer.IsReady() {
 			if cancelWait != nil {
 				cancelWait()
@@ -193,7 +196,7 @@ func (c *batchCollector) run(ctx workflow.Context) error {
 			tctx, cancelWait = workflow.WithCancel(ctx)
 			timer = workflow.NewTimer(tctx, c.in.MaxWait)
 		}
-		if len(c.pending) == 0 && len(c.inFlight) == 0 && c.drainItems(ctx) == 0 {
+		if len(c.pending) == 0 && len(c.inFlight) == 0 {
 			return nil // nothing to do: the next item starts a new run
 		}
 		if c.closed >= batchCollectorBatches || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {

@@ -211,3 +211,19 @@ func TestBatchCollectorStopsSendingWhatTheVendorRefuses(t *testing.T) {
 		t.Errorf("the vendor billed %d lines for refused batches", n)
 	}
 }
+
+// Started by its first item's signal (SignalWithStart), as the worker
+// starts it: the item is sent, whether the batch closes by size or by age.
+func TestBatchCollectorStartedByASignalSendsTheItem(t *testing.T) {
+	for _, maxItems := range []int{1, 5} {
+		r := newCollectorRun(t, paidvendortest.SimFaults{})
+		items := r.queue(1, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+		r.env.RegisterDelayedCallback(func() { r.env.SignalWorkflow(BatchItemSignal, items[0]) }, 0)
+		r.env.ExecuteWorkflow(BatchCollector, BatchCollectorInput{LedgerID: r.led.Led.ID(), Vendor: "default", Kind: "score",
+			MaxItems: maxItems, MaxWait: 30 * time.Minute, PollEvery: 30 * time.Minute})
+		if !r.env.IsWorkflowCompleted() || r.env.GetWorkflowError() != nil {
+			t.Fatalf("max %d: collector: completed %v, error %v", maxItems, r.env.IsWorkflowCompleted(), r.env.GetWorkflowError())
+		}
+		r.checkEachItemOnce(items, 1)
+	}
+}

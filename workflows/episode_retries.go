@@ -151,7 +151,7 @@ func rootMessage(err error) string {
 // needsOperator lists the paid failures a retry cannot fix and a person can.
 func needsOperator(errType string) bool {
 	switch errType {
-	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed, allot.VendorRejected, allot.VendorTaskFailed,
+	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed, allot.BatchResultLost, allot.VendorRejected, allot.VendorTaskFailed,
 		allot.ResultHashMismatch, allot.InvalidRemoteRef, allot.VendorNotConfigured, allot.BudgetExhausted, allot.StepFailure:
 		return true
 	}
@@ -162,7 +162,7 @@ func needsOperator(errType string) bool {
 // leaves its step in, where the result of the failed activity does not say.
 func parkedTaskState(errType string, cur allot.PaidTaskState) allot.PaidTaskState {
 	switch errType {
-	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed:
+	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed, allot.BatchResultLost:
 		return allot.PaidIntent
 	case allot.VendorRejected, allot.BudgetExhausted:
 		return allot.PaidPlanned
@@ -196,7 +196,7 @@ func (e *episode) park(ctx workflow.Context, i int, errType string, cause error)
 		step.TaskState = parkedTaskState(errType, step.TaskState)
 	}
 	switch errType {
-	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed:
+	case allot.OutcomeUnknown, allot.IdempotencyHorizonPassed, allot.BatchResultLost:
 		step.Status = allot.StepIntent
 	case allot.StepFailure:
 		step.Status = allot.StepFailed
