@@ -82,7 +82,7 @@ type fixture struct {
 // activity test environment with the Activities registered. hook, if not
 // nil, runs after every Allocate that committed, before it returns: a
 // failure there is a crash or a lost response after the write landed.
-func newFixture(t *testing.T, hook func(context.Context, AllocateResult) error) *fixture {
+func newFixture(t testing.TB, hook func(context.Context, AllocateResult) error) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
