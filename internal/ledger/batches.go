@@ -253,10 +253,8 @@ func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until tim
 		}
 		b.MaybeSent, b.SendingUntil, b.Error = true, normTime(until), ""
 		return l.changeBatchItemsTx(ctx, tx, *b, func(t *PaidTask) {
-			t.MaybeSent, t.SendingUntil = true, normTime(until)
-			if t.FirstSentAt.IsZero() {
-				t.FirstSentAt = now()
-			}
+			markItemSent(t)
+			t.SendingUntil = normTime(until)
 		})
 	})
 }
@@ -270,7 +268,7 @@ func (l *Ledger) RecordBatchCreated(ctx context.Context, key, vendorBatchID, sta
 	if vendorBatchID == "" || status == "" {
 		return PaidBatch{}, invalid("%s: a created batch needs the vendor's ID and status, got %q and %q", batchDescribe(key), vendorBatchID, status)
 	}
-	return l.changeBatch(ctx, key, func(_ *sql.Tx, b *PaidBatch) error {
+	return l.changeBatch(ctx, key, func(tx *sql.Tx, b *PaidBatch) error {
 		switch {
 		case b.State != allot.BatchOpen && b.State != allot.BatchCreated:
 			return batchStateErr(*b, "recording the vendor's batch", allot.BatchOpen, allot.BatchCreated)
@@ -278,11 +276,27 @@ func (l *Ledger) RecordBatchCreated(ctx context.Context, key, vendorBatchID, sta
 			return fmt.Errorf("%w: %s is the vendor's batch %s, not %s: one key, one batch; look at both at the vendor",
 				ErrRemoteRefConflict, batchDescribe(key), b.VendorBatchID, vendorBatchID)
 		}
+		if b.VendorBatchID == "" {
+			other, err := l.queryStrings(ctx, tx, "look up vendor batch "+vendorBatchID,
+				`SELECT batch_key FROM paid_batches WHERE vendor = ? AND vendor_batch_id = ?`, b.Vendor, vendorBatchID)
+			if err != nil {
+				return err
+			}
+			if len(other) > 0 {
+				return fmt.Errorf("%w: vendor batch %s is already %s; %s cannot be it too: one vendor batch, one key; look at the batch's metadata at the vendor",
+					ErrRemoteRefConflict, vendorBatchID, batchDescribe(other[0]), batchDescribe(key))
+			}
+		}
+		first := b.State == allot.BatchOpen
 		b.State, b.VendorBatchID, b.Status, b.MaybeSent, b.Error = allot.BatchCreated, vendorBatchID, status, false, ""
 		if !resultsExpireAt.IsZero() {
 			b.ResultsExpireAt = normTime(resultsExpireAt)
 		}
-		return nil
+		if !first {
+			return nil
+		}
+		// The vendor holds the items now, whatever this worker began.
+		return l.changeBatchItemsTx(ctx, tx, *b, markItemSent)
 	})
 }
 
@@ -294,7 +308,7 @@ func (l *Ledger) RecordBatchUnknown(ctx context.Context, key string, lookOnlyUnt
 	if lookOnlyUntil.IsZero() || why == "" {
 		return PaidBatch{}, invalid("%s: an unknown outcome needs its look-only window and why, got %v and %q", batchDescribe(key), lookOnlyUntil, why)
 	}
-	return l.changeBatch(ctx, key, func(_ *sql.Tx, b *PaidBatch) error {
+	return l.changeBatch(ctx, key, func(tx *sql.Tx, b *PaidBatch) error {
 		if b.State != allot.BatchOpen {
 			return batchStateErr(*b, "recording an unknown create", allot.BatchOpen)
 		}
@@ -302,7 +316,8 @@ func (l *Ledger) RecordBatchUnknown(ctx context.Context, key string, lookOnlyUnt
 			b.LookOnlyUntil = normTime(lookOnlyUntil)
 		}
 		b.MaybeSent, b.Error = true, why
-		return nil
+		// The create may have landed: so may its items.
+		return l.changeBatchItemsTx(ctx, tx, *b, markItemSent)
 	})
 }
 
@@ -627,6 +642,15 @@ func (l *Ledger) changeBatchItemsTx(ctx context.Context, tx *sql.Tx, b PaidBatch
 		}
 	}
 	return nil
+}
+
+// markItemSent marks an item's intent as maybe at the vendor: its first
+// send is now, for the vendor's idempotency horizon, if it had none.
+func markItemSent(t *PaidTask) {
+	t.MaybeSent = true
+	if t.FirstSentAt.IsZero() {
+		t.FirstSentAt = now()
+	}
 }
 
 func (l *Ledger) setItemOutcomesTx(ctx context.Context, tx *sql.Tx, key string, o allot.BatchItemOutcome) error {

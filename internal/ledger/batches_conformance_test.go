@@ -305,6 +305,11 @@ func testBatchRefusals(t *testing.T, l *Ledger) {
 	if _, err := l.Batch(ctxT(t), "missing"); !errors.Is(err, ErrBatchNotFound) {
 		t.Errorf("Batch(missing) = %v, want ErrBatchNotFound", err)
 	}
+	// One vendor batch is one key's: another key cannot claim it.
+	mustOpenBatch(t, l, "b2", refs[1])
+	if _, err := l.RecordBatchCreated(ctxT(t), "b2", "batch_1", "in_progress", time.Time{}); !errors.Is(err, ErrRemoteRefConflict) {
+		t.Errorf("a second key claiming vendor batch batch_1 = %v, want ErrRemoteRefConflict", err)
+	}
 }
 
 // Two collectors open batches over the same queued items at once: each

@@ -155,6 +155,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BatchResultLostParks", testBatchResultLostParks},
 		{"BatchRefusals", testBatchRefusals},
 		{"BatchItemInOneBatch", testBatchItemInOneBatch},
+		{"BatchStateMachineModel", testBatchStateMachineModel},
 		// Period deadlines (deadlines_conformance_test.go).
 		{"DeadlineDeclare", testDeadlineDeclare},
 		{"DeadlineJudgeOnce", testDeadlineJudgeOnce},

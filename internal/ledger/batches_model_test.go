@@ -1,0 +1,278 @@
+package ledger
+
+// A randomized, model-based test of the batch state machine (batches.go),
+// registered in runConformance so that both drivers run it as
+// Test{SQLite,Postgres}Conformance/BatchStateMachineModel. Seeds and length
+// as for the paid-task model (paid_model_test.go: -ledger.seed,
+// ALLOT_LEDGER_MODEL_SEED, _STEPS, _RUNS).
+//
+// From a seed it applies random calls (OpenBatch over random items,
+// BeginBatchCreate inside and after the look-only window,
+// RecordBatchCreated with the batch's ID or another, RecordBatchUnknown,
+// RecordBatchNotCreated, SettleBatchItem with every outcome, again and
+// otherwise, EndBatch) to batches over twelve queued items, and after
+// every call checks:
+//
+//   - a refused call wrote nothing (every task, batch and cost as before);
+//   - every move of a batch is one batchMoves lists; an item's outcome,
+//     once recorded, never changes, and a batch's vendor ID never changes;
+//   - each task is carried (unsettled) by at most one unended batch, and its
+//     intent is owned by that batch; a task owned by the queue is carried by
+//     none; a lost item stays owned by its batch and maybe-sent;
+//   - the items of a batch whose create began are maybe-sent until settled;
+//   - an ended batch has every item settled;
+//   - the cost entries are exactly the succeeded items' amounts, once each.
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"allot"
+)
+
+type batchModelSnapshot struct {
+	tasks   map[PaidTaskRef]PaidTask
+	batches map[string]PaidBatch
+	costs   map[string]CostEntry
+}
+
+func testBatchStateMachineModel(t *testing.T, l *Ledger) {
+	seed, steps, runs := modelParams(t)
+	for run := range runs {
+		s := seed + int64(run)
+		if !runBatchModel(t, l, s, steps) {
+			return
+		}
+	}
+}
+
+func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
+	t.Helper()
+	ctx := ctxT(t)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6261746368))
+	var refs []PaidTaskRef
+	for i := range 12 {
+		ep := alloc(t, l, fmt.Sprintf("bm%d", seed), fmt.Sprintf("k%d", i), "2026-W32", 0).Episode
+		r := paidRef(ep, "score", 0)
+		if _, err := l.WriteIntentReserving(ctx, r, testKey(r), BatchQueue, []Reservation{usd(fmt.Sprintf("bm%d", seed), "2026-W32", 1_000_000, 300)}); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, r)
+	}
+	var (
+		keys     []string
+		trace    []string
+		outcomes = map[string]allot.BatchItemOutcome{} // key + ref -> outcome recorded
+		ids      = map[string]string{}                 // key -> vendor batch ID once recorded
+		paid     = map[string]int64{}                  // remote ref -> amount of a succeeded item
+		clock    = t0
+	)
+	fail := func(format string, args ...any) bool {
+		from := max(0, len(trace)-12)
+		t.Errorf("seed %d (rerun with -ledger.seed=%d), after %d calls: %s\nlast calls:\n  %s",
+			seed, seed, len(trace), fmt.Sprintf(format, args...), strings.Join(trace[from:], "\n  "))
+		return false
+	}
+	snap := func() batchModelSnapshot {
+		s := batchModelSnapshot{tasks: map[PaidTaskRef]PaidTask{}, batches: map[string]PaidBatch{}, costs: map[string]CostEntry{}}
+		for _, r := range refs {
+			s.tasks[r] = mustPaidTask(t, l, r)
+		}
+		for _, k := range keys {
+			b, err := l.Batch(ctx, k)
+			if err == nil {
+				s.batches[k] = b
+			}
+		}
+		cs, err := l.Costs(ctx, refs[0].Pipeline, "2026-W32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			s.costs[c.RemoteRef] = c
+		}
+		return s
+	}
+	prev := snap()
+	// Mostly a batch still in play, sometimes any, rarely none.
+	pickKey := func() string {
+		var live []string
+		for _, k := range keys {
+			if b, ok := prev.batches[k]; ok && (b.State == allot.BatchOpen || b.State == allot.BatchCreated) {
+				live = append(live, k)
+			}
+		}
+		switch {
+		case len(keys) == 0 || rng.IntN(12) == 0:
+			return "missing"
+		case len(live) > 0 && rng.IntN(5) > 0:
+			return live[rng.IntN(len(live))]
+		}
+		return keys[rng.IntN(len(keys))]
+	}
+	for step := range steps {
+		clock = clock.Add(time.Minute)
+		var (
+			call string
+			err  error
+		)
+		switch op := rng.IntN(9); op {
+		case 0, 1:
+			key := fmt.Sprintf("b%d-%d", seed, len(keys))
+			if rng.IntN(6) == 0 && len(keys) > 0 {
+				key = keys[rng.IntN(len(keys))] // a retry, or a reused key
+			}
+			var items []PaidTaskRef
+			for _, r := range refs {
+				if rng.IntN(2) == 0 {
+					items = append(items, r)
+				}
+			}
+			call = fmt.Sprintf("OpenBatch(%s, %d items)", key, len(items))
+			_, _, err = l.OpenBatch(ctx, OpenBatchInput{Key: key, Vendor: "llm", Kind: "score", Items: items})
+			if err == nil && !slices.Contains(keys, key) {
+				keys = append(keys, key)
+			}
+		case 2:
+			key := pickKey()
+			at := clock
+			if b, ok := prev.batches[key]; ok && !b.LookOnlyUntil.IsZero() && rng.IntN(2) == 0 {
+				at = b.LookOnlyUntil.Add(-time.Second) // inside the window
+			}
+			call = fmt.Sprintf("BeginBatchCreate(%s, at %s)", key, at.Format(time.TimeOnly))
+			_, err = l.BeginBatchCreate(ctx, key, at, clock.Add(time.Minute))
+		case 3:
+			key := pickKey()
+			id := "vb-" + key
+			if rng.IntN(5) == 0 {
+				id = "vb-other"
+			}
+			call = fmt.Sprintf("RecordBatchCreated(%s, %s)", key, id)
+			_, err = l.RecordBatchCreated(ctx, key, id, "in_progress", time.Time{})
+		case 4:
+			key := pickKey()
+			call = fmt.Sprintf("RecordBatchUnknown(%s)", key)
+			_, err = l.RecordBatchUnknown(ctx, key, clock.Add(time.Duration(rng.IntN(3))*time.Hour), "no answer")
+		case 5:
+			key := pickKey()
+			call = fmt.Sprintf("RecordBatchNotCreated(%s)", key)
+			_, err = l.RecordBatchNotCreated(ctx, key, "400 refused")
+		case 6, 7:
+			key := pickKey()
+			r := refs[rng.IntN(len(refs))]
+			if b, ok := prev.batches[key]; ok && len(b.Items) > 0 && rng.IntN(4) > 0 {
+				r = b.Items[rng.IntN(len(b.Items))].PaidTaskRef
+			}
+			// Mostly not processed, so that items come back for other
+			// batches; the final outcomes less often.
+			o := []allot.BatchItemOutcome{allot.BatchItemSucceeded, allot.BatchItemFailed, allot.BatchItemNotProcessed, allot.BatchItemNotProcessed,
+				allot.BatchItemNotProcessed, allot.BatchItemResultLost}[rng.IntN(6)]
+			s := BatchItemSettlement{Ref: r, Outcome: o, Error: "why"}
+			if o == allot.BatchItemSucceeded || o == allot.BatchItemFailed {
+				s.RemoteRef = fmt.Sprintf("t-%s-%s", key, r.EpisodeID)
+			}
+			if o == allot.BatchItemSucceeded {
+				s.Amount, s.Currency, s.Artifact, s.SHA256 = int64(100+rng.IntN(50)), "USD", "/a", "sha"
+			}
+			call = fmt.Sprintf("SettleBatchItem(%s, %s, %s)", key, r.EpisodeID, o)
+			_, _, err = l.SettleBatchItem(ctx, key, s)
+			if err == nil && o == allot.BatchItemSucceeded {
+				if _, seen := paid[s.RemoteRef]; !seen {
+					paid[s.RemoteRef] = s.Amount
+				}
+			}
+		default:
+			key := pickKey()
+			call = fmt.Sprintf("EndBatch(%s)", key)
+			_, err = l.EndBatch(ctx, key, "completed")
+		}
+		if err != nil {
+			call += " -> " + strings.SplitN(err.Error(), ":", 2)[0]
+		}
+		trace = append(trace, fmt.Sprintf("%d: %s", step, call))
+		now := snap()
+		if err != nil {
+			if !maps.EqualFunc(prev.tasks, now.tasks, func(a, b PaidTask) bool { return a == b }) ||
+				!maps.EqualFunc(prev.batches, now.batches, batchesEqual) || !maps.Equal(prev.costs, now.costs) {
+				return fail("a refused call wrote something")
+			}
+			continue
+		}
+		for k, b := range now.batches {
+			if was, ok := prev.batches[k]; ok && was.State != b.State && !slices.Contains(batchMoves[was.State], b.State) {
+				return fail("batch %s moved %s -> %s, which batchMoves does not list", k, was.State, b.State)
+			}
+			if id, ok := ids[k]; ok && b.VendorBatchID != id {
+				return fail("batch %s's vendor ID changed from %s to %s", k, id, b.VendorBatchID)
+			}
+			if b.VendorBatchID != "" {
+				ids[k] = b.VendorBatchID
+			}
+			for _, it := range b.Items {
+				id := k + "/" + it.EpisodeID
+				if o, ok := outcomes[id]; ok && o != it.Outcome {
+					return fail("item %s of batch %s was %s, now %s", it.EpisodeID, k, o, it.Outcome)
+				}
+				if it.Outcome != "" {
+					outcomes[id] = it.Outcome
+				}
+			}
+			if b.State == allot.BatchEnded && b.Settled() != len(b.Items) {
+				return fail("batch %s ended with %d of %d items settled", k, b.Settled(), len(b.Items))
+			}
+		}
+		carriedBy := map[PaidTaskRef]string{}
+		for k, b := range now.batches {
+			for _, it := range b.Items {
+				if it.Outcome != "" || (b.State != allot.BatchOpen && b.State != allot.BatchCreated) {
+					continue
+				}
+				if other, dup := carriedBy[it.PaidTaskRef]; dup {
+					return fail("%s is carried by batches %s and %s", it.EpisodeID, other, k)
+				}
+				carriedBy[it.PaidTaskRef] = k
+				task := now.tasks[it.PaidTaskRef]
+				if task.State != allot.PaidIntent || task.Owner != BatchOwner(k) {
+					return fail("%s is carried by batch %s but is %s owned by %q", it.EpisodeID, k, task.State, task.Owner)
+				}
+				if b.State == allot.BatchCreated || b.MaybeSent || !b.SendingUntil.IsZero() {
+					if !task.MaybeSent {
+						return fail("%s is in batch %s, whose create began, but is not maybe-sent", it.EpisodeID, k)
+					}
+				}
+			}
+		}
+		for r, task := range now.tasks {
+			switch {
+			case task.Owner == BatchQueue && carriedBy[r] != "":
+				return fail("%s is owned by the queue but carried by batch %s", r.EpisodeID, carriedBy[r])
+			case strings.HasPrefix(task.Owner, "batch:") && task.State == allot.PaidIntent && carriedBy[r] == "":
+				k := strings.TrimPrefix(task.Owner, "batch:")
+				if outcomes[k+"/"+r.EpisodeID] != allot.BatchItemResultLost || !task.MaybeSent {
+					return fail("%s is owned by batch %s, which does not carry it and did not lose it", r.EpisodeID, k)
+				}
+			}
+		}
+		if len(now.costs) != len(paid) {
+			return fail("%d cost entries, want %d (one per succeeded item)", len(now.costs), len(paid))
+		}
+		for ref, amount := range paid {
+			if c, ok := now.costs[ref]; !ok || c.Amount != amount {
+				return fail("cost of %s is %+v, want %d", ref, c, amount)
+			}
+		}
+		prev = now
+	}
+	return true
+}
+
+func batchesEqual(a, b PaidBatch) bool {
+	return a.Key == b.Key && a.State == b.State && a.VendorBatchID == b.VendorBatchID && a.MaybeSent == b.MaybeSent &&
+		a.SendingUntil.Equal(b.SendingUntil) && a.LookOnlyUntil.Equal(b.LookOnlyUntil) && a.Status == b.Status &&
+		a.Error == b.Error && a.UpdatedAt.Equal(b.UpdatedAt) && slices.Equal(a.Items, b.Items)
+}
