@@ -115,9 +115,11 @@ type BatchCollectorState struct {
 }
 
 type batchCollector struct {
-	in       BatchCollectorInput
-	pending  []BatchItemRequest
-	inFlight map[string]*InFlightBatch
+	in      BatchCollectorInput
+	pending []BatchItemRequest
+	// inFlight are the batches being driven, in the order they closed (a
+	// slice: workflow code never ranges over a map).
+	inFlight []InFlightBatch
 	views    map[string]activities.BatchView
 	closed   int
 	items    workflow.ReceiveChannel
@@ -148,27 +150,17 @@ func (c *batchCollector) setup(ctx workflow.Context) error {
 		c.in.PollEvery = DefaultBatchPollEvery
 	}
 	c.pending = slices.Clone(c.in.Pending)
-	c.inFlight = map[string]*InFlightBatch{}
 	c.views = map[string]activities.BatchView{}
 	c.items = workflow.GetSignalChannel(ctx, BatchItemSignal)
 	c.returned = workflow.NewChannel(ctx)
 	c.ended = workflow.NewChannel(ctx)
 	return workflow.SetQueryHandler(ctx, BatchCollectorStateQuery, func() (BatchCollectorState, error) {
 		s := BatchCollectorState{Vendor: c.in.Vendor, Kind: c.in.Kind, Pending: len(c.pending), Closed: c.closed}
-		for _, k := range c.sortedInFlight() {
-			s.Batches = append(s.Batches, c.views[k])
+		for _, b := range c.inFlight {
+			s.Batches = append(s.Batches, c.views[b.Key])
 		}
 		return s, nil
 	})
-}
-
-func (c *batchCollector) sortedInFlight() []string {
-	keys := make([]string, 0, len(c.inFlight))
-	for k := range c.inFlight {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func (c *batchCollector) run(ctx workflow.Context) error {
@@ -219,7 +211,7 @@ func (c *batchCollector) run(ctx workflow.Context) error {
 		sel.AddReceive(c.ended, func(ch workflow.ReceiveChannel, _ bool) {
 			var key string
 			ch.Receive(ctx, &key)
-			delete(c.inFlight, key)
+			c.inFlight = slices.DeleteFunc(c.inFlight, func(b InFlightBatch) bool { return b.Key == key })
 			delete(c.views, key)
 		})
 		if timer != nil {
@@ -270,7 +262,7 @@ func (c *batchCollector) closeBatch(ctx workflow.Context) {
 
 // drive runs one batch to its end in its own coroutine.
 func (c *batchCollector) drive(ctx workflow.Context, b InFlightBatch) {
-	c.inFlight[b.Key] = &b
+	c.inFlight = append(c.inFlight, b)
 	c.views[b.Key] = activities.BatchView{Key: b.Key, State: allot.BatchOpen, Items: len(b.Items)}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		if err := c.driveBatch(ctx, b); err != nil {
@@ -374,10 +366,7 @@ func (c *batchCollector) continueAsNew(ctx workflow.Context) error {
 	c.drainItems(ctx)
 	next := c.in
 	next.Pending = slices.Clone(c.pending)
-	next.InFlight = nil
-	for _, k := range c.sortedInFlight() {
-		next.InFlight = append(next.InFlight, *c.inFlight[k])
-	}
+	next.InFlight = slices.Clone(c.inFlight)
 	return workflow.NewContinueAsNewError(ctx, BatchCollector, next)
 }
 
