@@ -12,6 +12,7 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/internal/ledger"
+	"allot/pipeline"
 )
 
 // The BatchCollector (docs/design.md, "Batches") gathers the paid tasks of
@@ -44,8 +45,6 @@ const (
 
 // Defaults of a collector's limits.
 const (
-	DefaultBatchMaxItems  = 1000
-	DefaultBatchMaxWait   = time.Hour
 	DefaultBatchPollEvery = 5 * time.Minute
 	// batchCollectorBatches bounds the batches one run closes before it
 	// continues as new.
@@ -141,10 +140,10 @@ func BatchCollector(ctx workflow.Context, in BatchCollectorInput) error {
 
 func (c *batchCollector) setup(ctx workflow.Context) error {
 	if c.in.MaxItems <= 0 {
-		c.in.MaxItems = DefaultBatchMaxItems
+		c.in.MaxItems = pipeline.DefaultBatchMaxItems
 	}
 	if c.in.MaxWait <= 0 {
-		c.in.MaxWait = DefaultBatchMaxWait
+		c.in.MaxWait = pipeline.DefaultBatchMaxWait
 	}
 	if c.in.PollEvery <= 0 {
 		c.in.PollEvery = DefaultBatchPollEvery
