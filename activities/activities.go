@@ -43,8 +43,9 @@ type Activities struct {
 	// (the worker sets it to workflows.EnqueueBatchItem); nil: this
 	// worker runs no batch steps.
 	EnqueueBatch func(ctx context.Context, e BatchEnqueue) error
-	// BatchPollEvery is how often a collector asks the vendor about a
-	// batch it waits on; 0 is the collector's default (5 minutes).
+	// BatchPollEvery, when set, overrides every vendor's batch_poll_every
+	// (how often a collector asks the vendor about a batch it waits on):
+	// for tests.
 	BatchPollEvery time.Duration
 
 	// Temporal, when set, lets VerifyEpisodeLedger describe workflows.

@@ -488,6 +488,18 @@ func (a *Activities) queueBatchItem(ctx context.Context, p *pipeline.Pipeline, e
 	}
 }
 
+// batchPollEvery is how often the vendor's collector asks about a running
+// batch: its batch_poll_every, unless the worker overrides it.
+func (a *Activities) batchPollEvery(vendor string) time.Duration {
+	if a.BatchPollEvery > 0 {
+		return a.BatchPollEvery
+	}
+	if a.Pipelines == nil {
+		return pipeline.DefaultBatchPollEvery
+	}
+	return a.Pipelines.Batching(vendor).PollEvery()
+}
+
 func (a *Activities) enqueueBatch(ctx context.Context, p *pipeline.Pipeline, ep ledger.Episode, st pipeline.Step, in PaidTaskInput, ref ledger.PaidTaskRef, key string) error {
 	if a.EnqueueBatch == nil {
 		return nonRetryable(allot.VendorNotConfigured, "this worker sends no batches (it has no Temporal client to reach the collector): run the allot worker, which does")
@@ -499,7 +511,7 @@ func (a *Activities) enqueueBatch(ctx context.Context, p *pipeline.Pipeline, ep 
 	info := activity.GetInfo(ctx)
 	return a.EnqueueBatch(ctx, BatchEnqueue{
 		LedgerID: in.LedgerID, TaskQueue: info.TaskQueue, Vendor: vendorOf(st), Kind: st.Action,
-		MaxItems: st.BatchMaxItemsOrDefault(), MaxWait: st.BatchMaxWaitDuration(), PollEvery: a.BatchPollEvery,
+		MaxItems: st.BatchMaxItemsOrDefault(), MaxWait: st.BatchMaxWaitDuration(), PollEvery: a.batchPollEvery(vendorOf(st)),
 		Ref: ref, Params: req.Params, NotifyWorkflowID: info.WorkflowExecution.ID,
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/paidvendor/vendorapi"
+	"allot/pipeline"
 )
 
 // The batch activities driven as the batch workflow drives them, against
@@ -393,5 +394,39 @@ func TestBatchRefusedByTheVendorReturnsItsItems(t *testing.T) {
 	}
 	if q := queued(t, f, refs); len(q) != len(refs) {
 		t.Fatalf("%d of %d items are back in the queue", len(q), len(refs))
+	}
+}
+
+// The collector polls a vendor's batches at its batch_poll_every; a
+// worker's BatchPollEvery (tests) overrides every vendor's.
+func TestBatchPollEveryIsTheVendors(t *testing.T) {
+	set, err := pipeline.Parse([]byte(`
+[[vendor]]
+name             = "slow"
+url              = "http://vendor.example"
+api_key_env      = "SLOW_KEY"
+batch_poll_every = "20m"
+
+[[pipeline]]
+name = "evals"
+  [[pipeline.step]]
+  name   = "score"
+  kind   = "paid"
+  vendor = "slow"
+  batch  = true
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Pipelines: set}
+	if got := a.batchPollEvery("slow"); got != 20*time.Minute {
+		t.Errorf("vendor slow's batches are polled every %s, want its batch_poll_every 20m", got)
+	}
+	if got := a.batchPollEvery(pipeline.DefaultVendor); got != pipeline.DefaultBatchPollEvery {
+		t.Errorf("the default vendor's batches are polled every %s, want %s", got, pipeline.DefaultBatchPollEvery)
+	}
+	a.BatchPollEvery = time.Second
+	if got := a.batchPollEvery("slow"); got != time.Second {
+		t.Errorf("the worker's override polls every %s, want 1s", got)
 	}
 }

@@ -116,6 +116,46 @@ name = "evals"
 	}
 }
 
+// A vendor's batch_poll_every sets how often its collector asks about a
+// running batch; the default vendor takes it from its [[vendor]] block.
+func TestVendorBatchPollEvery(t *testing.T) {
+	set, err := Parse([]byte(`
+[[vendor]]
+name             = "default"
+batch_poll_every = "30s"
+
+[[vendor]]
+name             = "fast"
+url              = "http://vendor.example"
+api_key_env      = "FAST_KEY"
+batch_poll_every = "2s"
+
+[[vendor]]
+name        = "plain"
+url         = "http://vendor.example"
+api_key_env = "PLAIN_KEY"
+
+[[pipeline]]
+name = "evals"
+  [[pipeline.step]]
+  name   = "score"
+  kind   = "paid"
+  vendor = "fast"
+  batch  = true
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for vendor, want := range map[string]time.Duration{"": 30 * time.Second, DefaultVendor: 30 * time.Second, "fast": 2 * time.Second, "plain": DefaultBatchPollEvery} {
+		if got := set.Batching(vendor).PollEvery(); got != want {
+			t.Errorf("vendor %q polls its batches every %s, want %s", vendor, got, want)
+		}
+	}
+	if got := set.WithAutoApprove().Batching(DefaultVendor).PollEvery(); got != 30*time.Second {
+		t.Errorf("WithAutoApprove lost the default vendor's batch_poll_every: %s", got)
+	}
+}
+
 func TestStepAndVendorMistakesAreNamed(t *testing.T) {
 	step := func(body string) string {
 		return "[[pipeline]]\nname = \"p\"\n  [[pipeline.step]]\n  name = \"s\"\n" + body
@@ -139,6 +179,9 @@ func TestStepAndVendorMistakesAreNamed(t *testing.T) {
 		"bad batch wait":                    {step("  kind = \"paid\"\n  batch = true\n  batch_max_wait = \"soon\""), "batch_max_wait"},
 		"batch on an activity adapter": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\n[vendor.activities]\nsubmit = \"S\"\nstatus = \"T\"\nfetch = \"F\"\n" +
 			step("  kind = \"paid\"\n  vendor = \"v\"\n  batch = true"), "takes no batches"},
+		"batch poll too often": {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_poll_every = \"100ms\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_poll_every = "100ms": give 1s to 1h0m0s`},
+		"batch poll on an activity adapter": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\nbatch_poll_every = \"1m\"\n[vendor.activities]\nsubmit = \"S\"\n" +
+			step("  kind = \"local\"\n  action = \"plan\""), "an activity adapter takes no batches: remove batch_poll_every"},
 		"bad period offset": {"[[pipeline]]\nname = \"p\"\nperiod_offset = \"yesterday\"\n  [[pipeline.step]]\n  name = \"s\"\n  kind = \"local\"\n  action = \"plan\"", "period_offset"},
 	} {
 		if _, err := Parse([]byte(c.file), "test"); err == nil || !strings.Contains(err.Error(), c.want) {

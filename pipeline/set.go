@@ -34,6 +34,8 @@ type Set struct {
 	defaultLimits VendorLimits
 	// defaultBill is how the default vendor's bill is reconciled.
 	defaultBill VendorBill
+	// defaultBatch is how the default vendor's batches are driven.
+	defaultBatch VendorBatch
 }
 
 type file struct {
@@ -130,7 +132,7 @@ func parse(data []byte, source string) (*Set, error) {
 		if v.Name == DefaultVendor {
 			// Settings of the worker's default vendor, not a vendor of
 			// its own (Limits).
-			s.defaultLimits, s.defaultBill, seenDefault = v.VendorLimits, v.VendorBill, true
+			s.defaultLimits, s.defaultBill, s.defaultBatch, seenDefault = v.VendorLimits, v.VendorBill, v.VendorBatch, true
 			continue
 		}
 		s.vendors[v.Name] = v
@@ -201,7 +203,7 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // WithAutoApprove is a copy of the set in which every pipeline passes its
 // approval steps by itself: for demos, never for real work.
 func (s *Set) WithAutoApprove() *Set {
-	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets, source: s.source, defaultLimits: s.defaultLimits, defaultBill: s.defaultBill}
+	out := &Set{byName: map[string]*Pipeline{}, names: s.Names(), vendors: s.vendors, budgets: s.budgets, source: s.source, defaultLimits: s.defaultLimits, defaultBill: s.defaultBill, defaultBatch: s.defaultBatch}
 	for name, p := range s.byName {
 		cp := *p
 		cp.AutoApprove = true

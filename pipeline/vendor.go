@@ -48,6 +48,8 @@ type Vendor struct {
 	VendorLimits
 	// VendorBill is how its bill is reconciled (vendor_bill.go).
 	VendorBill
+	// VendorBatch is how its batches are driven (vendor_batch.go).
+	VendorBatch
 }
 
 // secretKeys are settings a [[vendor]] might be given its key with, which
@@ -113,6 +115,9 @@ func (v *Vendor) normalize() error {
 	if err := v.VendorBill.check(); err != nil {
 		return fmt.Errorf("vendor %q: %w", v.Name, err)
 	}
+	if err := v.VendorBatch.check(); err != nil {
+		return fmt.Errorf("vendor %q: %w", v.Name, err)
+	}
 	if v.Name == DefaultVendor {
 		return v.normalizeDefault()
 	}
@@ -144,6 +149,9 @@ func (v *Vendor) normalize() error {
 		}
 		if v.URL != "" || v.APIKeyEnv != "" || v.APIKeyFile != "" {
 			return fmt.Errorf("vendor %q: an activity adapter's worker holds its own credentials: remove url and api keys", v.Name)
+		}
+		if v.VendorBatch != (VendorBatch{}) {
+			return fmt.Errorf("vendor %q: an activity adapter takes no batches: remove batch_poll_every", v.Name)
 		}
 	default:
 		return fmt.Errorf("vendor %q: adapter %q is unknown: use %q, %q or %q", v.Name, v.Adapter, AdapterHTTP, AdapterGo, AdapterActivity)

@@ -43,9 +43,8 @@ const (
 	BatchCollectorStateQuery = StateQuery
 )
 
-// Defaults of a collector's limits.
+// Bounds of a collector's run.
 const (
-	DefaultBatchPollEvery = 5 * time.Minute
 	// batchCollectorBatches bounds the batches one run closes before it
 	// continues as new.
 	batchCollectorBatches = 200
@@ -146,7 +145,7 @@ func (c *batchCollector) setup(ctx workflow.Context) error {
 		c.in.MaxWait = pipeline.DefaultBatchMaxWait
 	}
 	if c.in.PollEvery <= 0 {
-		c.in.PollEvery = DefaultBatchPollEvery
+		c.in.PollEvery = pipeline.DefaultBatchPollEvery
 	}
 	c.pending = slices.Clone(c.in.Pending)
 	c.views = map[string]activities.BatchView{}
