@@ -36,8 +36,9 @@ type Activities struct {
 	Credentials  paidvendor.CredentialsSource
 	NewVendor    paidvendor.ClientFactory
 	PollInterval time.Duration // between vendor status polls; default 2s
-	// BatchLookOnly is how long after a batch create whose outcome is
-	// unknown only the vendor's list is read; default DefaultBatchLookOnly.
+	// BatchLookOnly, when set, overrides every vendor's batch_list_lag
+	// (how long after a batch create whose outcome is unknown only the
+	// vendor's list is read): for tests.
 	BatchLookOnly time.Duration
 	// EnqueueBatch hands a queued batch item to its vendor's collector
 	// (the worker sets it to workflows.EnqueueBatchItem); nil: this

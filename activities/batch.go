@@ -24,11 +24,6 @@ import (
 	"allot/pipeline"
 )
 
-// DefaultBatchLookOnly is how long, after a create whose outcome is
-// unknown, the vendor's list is only read before a create may be tried
-// again under the same key: a vendor may list a new batch late.
-const DefaultBatchLookOnly = 5 * time.Minute
-
 // BatchItemInput is one paid task a batch carries and what is sent for it.
 type BatchItemInput struct {
 	Ref    ledger.PaidTaskRef `json:"ref"`
@@ -101,7 +96,9 @@ type CreateBatchInput struct {
 //     list is read: found, the batch is adopted; not found, the result says
 //     until when to wait;
 //   - else the vendor's gate is asked (a paused vendor or an open breaker
-//     creates nothing: VendorWaiting), the create is recorded as under way
+//     creates nothing: VendorWaiting), the list is read (a batch already
+//     made under the key is adopted; a list that fails has sent nothing, and
+//     the activity is retried), the create is recorded as under way
 //     (the batch and its items maybe-sent), and SubmitBatch looks for the
 //     key before it creates. A definite refusal puts the items back in the
 //     queue; any other failure may have made the batch, so only the list is
@@ -134,6 +131,17 @@ func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (Batc
 		return BatchView{}, err
 	}
 	defer pass.leave(ctx)
+	// Look before anything is marked: a vendor that cannot list now has
+	// been sent nothing, so the batch stays as it was and the activity is
+	// retried; marked first, a vendor down for a moment would cost the
+	// batch its items' maybe-sent marks and a whole look-only window.
+	switch vb, err := client.FindBatch(ctx, b.Key); {
+	case err == nil:
+		return a.recordCreated(ctx, b.Key, vb)
+	case !errors.Is(err, paidvendor.ErrNotFound):
+		pass.observe(err)
+		return BatchView{}, err
+	}
 	at := clock()
 	until := at.Add(a.sendTimeout(in.Vendor))
 	if _, err := a.Ledger.BeginBatchCreate(ctx, b.Key, at, until); err != nil {
@@ -157,7 +165,7 @@ func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (Batc
 		}
 		return viewOf(nb), nil
 	}
-	nb, rerr := a.Ledger.RecordBatchUnknown(ctx, b.Key, clock().Add(a.batchLookOnly()), err.Error())
+	nb, rerr := a.Ledger.RecordBatchUnknown(ctx, b.Key, clock().Add(a.batchLookOnly(in.Vendor)), err.Error())
 	if rerr != nil {
 		return BatchView{}, classify(rerr)
 	}
@@ -362,11 +370,17 @@ func (a *Activities) batchClient(ctx context.Context, vendor string) (paidvendor
 	return c, nil
 }
 
-func (a *Activities) batchLookOnly() time.Duration {
+// batchLookOnly is how long, after a create whose outcome is unknown, the
+// vendor's list is only read before a create may be tried again under the
+// same key: the vendor's batch_list_lag, unless the worker overrides it.
+func (a *Activities) batchLookOnly(vendor string) time.Duration {
 	if a.BatchLookOnly > 0 {
 		return a.BatchLookOnly
 	}
-	return DefaultBatchLookOnly
+	if a.Pipelines == nil {
+		return pipeline.DefaultBatchListLag
+	}
+	return a.Pipelines.Batching(vendor).ListLag()
 }
 
 // BatchEnqueue is a queued item handed to its vendor's collector: the

@@ -315,9 +315,11 @@ func TestBatchCreateWithNoAnswerOnlyLooksUntilItsWindowEnds(t *testing.T) {
 	}
 }
 
-// A vendor that does not answer at all: the create may have landed, so
-// the batch only looks until its window ends.
-func TestBatchCreateToAVendorThatIsDownLooksFirst(t *testing.T) {
+// A vendor that does not answer at all: its list is read before anything
+// is marked, and that failed, so nothing was sent. The batch stays open,
+// neither it nor its items maybe-sent, with no look-only window, and the
+// retried activity creates it once the vendor is back.
+func TestBatchCreateToAVendorThatIsDownSendsNothingAndRetries(t *testing.T) {
 	f := newFixture(t, nil)
 	v := withBatchVendor(t, f)
 	refs := queueBatchItems(t, f, 2)
@@ -325,13 +327,27 @@ func TestBatchCreateToAVendorThatIsDownLooksFirst(t *testing.T) {
 	if _, err := execute[OpenBatchResult](t, f, f.acts.OpenBatch, OpenBatchInput{Key: key, Vendor: "default", Kind: "score", Items: refs}); err != nil {
 		t.Fatal(err)
 	}
+	create := CreateBatchInput{Key: key, Vendor: "default", Items: batchItems(refs)}
 	v.down.Store(true)
-	view, err := execute[BatchView](t, f, f.acts.CreateBatch, CreateBatchInput{Key: key, Vendor: "default", Items: batchItems(refs)})
-	if err != nil || view.State != allot.BatchOpen || view.LookOnlyUntil.IsZero() {
-		t.Fatalf("CreateBatch to a vendor that is down = %+v, %v; want open, looking only", view, err)
+	var appErr *temporal.ApplicationError
+	if view, err := execute[BatchView](t, f, f.acts.CreateBatch, create); err == nil || errors.As(err, &appErr) && appErr.NonRetryable() {
+		t.Fatalf("CreateBatch to a vendor that is down = %+v, %v; want a retryable error", view, err)
 	}
-	if b, err := f.led.Batch(f.ctx, key); err != nil || !b.MaybeSent {
-		t.Fatalf("the batch after a create with no answer: %+v, %v; want maybe-sent", b, err)
+	if b, err := f.led.Batch(f.ctx, key); err != nil || b.State != allot.BatchOpen || b.MaybeSent || !b.LookOnlyUntil.IsZero() {
+		t.Fatalf("the batch after its vendor's list failed: %+v, %v; want open, not maybe-sent, no look-only window", b, err)
+	}
+	for _, r := range refs {
+		if pt, _ := f.led.PaidTask(f.ctx, r); pt.MaybeSent {
+			t.Fatalf("an item of a batch nothing was sent for is maybe-sent: %+v", pt)
+		}
+	}
+	v.down.Store(false)
+	view, err := execute[BatchView](t, f, f.acts.CreateBatch, create)
+	if err != nil || view.State != allot.BatchCreated {
+		t.Fatalf("CreateBatch once the vendor is back = %+v, %v; want created", view, err)
+	}
+	if n, made := v.creates.Load(), v.sim.BatchCount(); n != 1 || made != 1 {
+		t.Fatalf("%d creates reached the vendor and it made %d batches, want 1 and 1", n, made)
 	}
 }
 

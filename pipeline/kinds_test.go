@@ -129,6 +129,7 @@ name             = "fast"
 url              = "http://vendor.example"
 api_key_env      = "FAST_KEY"
 batch_poll_every = "2s"
+batch_list_lag   = "10s"
 
 [[vendor]]
 name        = "plain"
@@ -150,6 +151,9 @@ name = "evals"
 		if got := set.Batching(vendor).PollEvery(); got != want {
 			t.Errorf("vendor %q polls its batches every %s, want %s", vendor, got, want)
 		}
+	}
+	if got, plain := set.Batching("fast").ListLag(), set.Batching("plain").ListLag(); got != 10*time.Second || plain != DefaultBatchListLag {
+		t.Errorf("batch_list_lag: fast %s (want 10s), plain %s (want %s)", got, plain, DefaultBatchListLag)
 	}
 	if got := set.WithAutoApprove().Batching(DefaultVendor).PollEvery(); got != 30*time.Second {
 		t.Errorf("WithAutoApprove lost the default vendor's batch_poll_every: %s", got)
@@ -179,9 +183,10 @@ func TestStepAndVendorMistakesAreNamed(t *testing.T) {
 		"bad batch wait":                    {step("  kind = \"paid\"\n  batch = true\n  batch_max_wait = \"soon\""), "batch_max_wait"},
 		"batch on an activity adapter": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\n[vendor.activities]\nsubmit = \"S\"\nstatus = \"T\"\nfetch = \"F\"\n" +
 			step("  kind = \"paid\"\n  vendor = \"v\"\n  batch = true"), "takes no batches"},
-		"batch poll too often": {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_poll_every = \"100ms\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_poll_every = "100ms": give 1s to 1h0m0s`},
+		"batch poll too often":    {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_poll_every = \"100ms\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_poll_every = "100ms": give 1s to 1h0m0s`},
+		"batch list lag too long": {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_list_lag = \"2h\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_list_lag = "2h": give 1s to 1h0m0s`},
 		"batch poll on an activity adapter": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\nbatch_poll_every = \"1m\"\n[vendor.activities]\nsubmit = \"S\"\n" +
-			step("  kind = \"local\"\n  action = \"plan\""), "an activity adapter takes no batches: remove batch_poll_every"},
+			step("  kind = \"local\"\n  action = \"plan\""), "an activity adapter takes no batches: remove batch_poll_every and batch_list_lag"},
 		"bad period offset": {"[[pipeline]]\nname = \"p\"\nperiod_offset = \"yesterday\"\n  [[pipeline.step]]\n  name = \"s\"\n  kind = \"local\"\n  action = \"plan\"", "period_offset"},
 	} {
 		if _, err := Parse([]byte(c.file), "test"); err == nil || !strings.Contains(err.Error(), c.want) {

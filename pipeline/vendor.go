@@ -151,7 +151,7 @@ func (v *Vendor) normalize() error {
 			return fmt.Errorf("vendor %q: an activity adapter's worker holds its own credentials: remove url and api keys", v.Name)
 		}
 		if v.VendorBatch != (VendorBatch{}) {
-			return fmt.Errorf("vendor %q: an activity adapter takes no batches: remove batch_poll_every", v.Name)
+			return fmt.Errorf("vendor %q: an activity adapter takes no batches: remove batch_poll_every and batch_list_lag", v.Name)
 		}
 	default:
 		return fmt.Errorf("vendor %q: adapter %q is unknown: use %q, %q or %q", v.Name, v.Adapter, AdapterHTTP, AdapterGo, AdapterActivity)

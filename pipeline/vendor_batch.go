@@ -6,13 +6,19 @@ import (
 )
 
 // VendorBatch is how allot drives a vendor's batches (docs/design.md,
-// "Batches"): how often a running batch's status is asked. A batch takes
-// hours; asking every few minutes costs one request each time and no
-// worker slot in between (the collector sleeps on a Temporal timer).
+// "Batches"): how often a running batch's status is asked, and how late a
+// new batch may show in the vendor's list. A batch takes hours; asking
+// every few minutes costs one request each time and no worker slot in
+// between (the collector sleeps on a Temporal timer).
 type VendorBatch struct {
 	// BatchPollEvery: default DefaultBatchPollEvery, MinBatchPollEvery to
 	// MaxBatchPollEvery.
 	BatchPollEvery string `toml:"batch_poll_every" json:"batch_poll_every,omitempty"`
+	// BatchListLag: after a create that got no answer, only the vendor's
+	// list is read for this long before a create is tried again (a
+	// vendor may list a new batch late); default DefaultBatchListLag,
+	// MinBatchListLag to MaxBatchListLag.
+	BatchListLag string `toml:"batch_list_lag" json:"batch_list_lag,omitempty"`
 }
 
 // Bounds of batch_poll_every. Below a second is a tight loop against the
@@ -22,7 +28,19 @@ const (
 	DefaultBatchPollEvery = 5 * time.Minute
 	MinBatchPollEvery     = time.Second
 	MaxBatchPollEvery     = time.Hour
+
+	DefaultBatchListLag = 5 * time.Minute
+	MinBatchListLag     = time.Second
+	MaxBatchListLag     = time.Hour
 )
+
+// ListLag is how long after an unanswered create only the list is read.
+func (b VendorBatch) ListLag() time.Duration {
+	if d, err := time.ParseDuration(b.BatchListLag); err == nil && d > 0 {
+		return d
+	}
+	return DefaultBatchListLag
+}
 
 // PollEvery is how often a running batch of this vendor is asked about.
 func (b VendorBatch) PollEvery() time.Duration {
@@ -33,15 +51,24 @@ func (b VendorBatch) PollEvery() time.Duration {
 }
 
 func (b VendorBatch) check() error {
-	if b.BatchPollEvery == "" {
-		return nil
-	}
-	d, err := positive("batch_poll_every", b.BatchPollEvery)
-	if err != nil {
-		return err
-	}
-	if d < MinBatchPollEvery || d > MaxBatchPollEvery {
-		return fmt.Errorf("batch_poll_every = %q: give %s to %s (how often a running batch's status is asked)", b.BatchPollEvery, MinBatchPollEvery, MaxBatchPollEvery)
+	for _, f := range []struct {
+		name, v  string
+		min, max time.Duration
+		what     string
+	}{
+		{"batch_poll_every", b.BatchPollEvery, MinBatchPollEvery, MaxBatchPollEvery, "how often a running batch's status is asked"},
+		{"batch_list_lag", b.BatchListLag, MinBatchListLag, MaxBatchListLag, "how late the vendor may list a new batch; check its documentation"},
+	} {
+		if f.v == "" {
+			continue
+		}
+		d, err := positive(f.name, f.v)
+		if err != nil {
+			return err
+		}
+		if d < f.min || d > f.max {
+			return fmt.Errorf("%s = %q: give %s to %s (%s)", f.name, f.v, f.min, f.max, f.what)
+		}
 	}
 	return nil
 }

@@ -127,14 +127,22 @@ type Summary struct {
 	// period and, when the deadline was declared before its warning time,
 	// the warning (checkDeadlines).
 	LateRecords int
-	Violations  []string
+	// Batches: chaos-batch's vendor batches, those the vendor ended half
+	// way (expired, cancelled), those a create of went unanswered, the
+	// items they carried (paid tasks), the items carried by more than one
+	// batch (sent again after a batch left them undone), and the batch
+	// vendor's charges.
+	Batches, BatchesEndedEarly, BatchCreatesUnanswered int
+	BatchItems, BatchItemsResent, BatchCharges         int
+	Violations                                         []string
 }
 
 // Line is the one-line summary the command prints.
 func (s Summary) Line() string {
-	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d activity_charges=%d bill=%s costs=%s bill_faults=%d drift_items=%d late_records=%d budget_periods=%d budgets_exhausted=%d budget_refusals=%d activity_budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_requests=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
+	return fmt.Sprintf("chaos seed=%d scale=%s plan=%s ledger=%s workers=%d duration=%s requests=%d backfills=%d runs=%d keys=%d episodes=%d skipped=%d paid_tasks=%d charges=%d activity_charges=%d bill=%s costs=%s bill_faults=%d drift_items=%d late_records=%d batches=%d batches_ended_early=%d batch_creates_unanswered=%d batch_items=%d batch_items_resent=%d batch_charges=%d budget_periods=%d budgets_exhausted=%d budget_refusals=%d activity_budget_refusals=%d budget_use_min=%d.%d%% budgets_over_limit=%d worker_kills=%d restarts=worker:%d,vendor:%d,temporal:%d worker_exits=%d approvals=%d parked_resolved_by_human=%d human_commands=%d vendor_max_in_flight=%d/%d vendor_pauses=%d paused_requests=%d paused_waits=%d vendor_trips=%d workers_outages=%d catch_up_times=%d missed_catch_up=%d episode_p50=%s episode_p95=%s episode_p95_no_human=%s violations=%d",
 		s.Seed, s.Scale, s.Plan, s.Ledger, s.Workers, s.Duration.Round(time.Second), s.Requests, s.Backfills, s.Runs, s.Keys, s.Episodes, s.Skipped,
 		s.PaidTasks, s.Charges, s.ActivityCharges, usd(s.Bill), usd(s.Costs), s.BillFaults, s.DriftItems, s.LateRecords,
+		s.Batches, s.BatchesEndedEarly, s.BatchCreatesUnanswered, s.BatchItems, s.BatchItemsResent, s.BatchCharges,
 		s.BudgetPeriods, s.BudgetsExhausted, s.BudgetRefusals, s.ActivityRefusals, s.BudgetUseMin/10, s.BudgetUseMin%10, s.BudgetsOverLimit,
 		s.WorkerKills, s.WorkerRestarts, s.VendorRestarts, s.TemporalRestarts, s.UnexpectedExits,
 		s.Approvals, s.Parked, s.HumanCommands, s.VendorMaxInFlight, DefaultMaxInFlight, s.VendorPauses, s.PausedRequests, s.PausedWaits, s.VendorTrips,
@@ -165,6 +173,7 @@ type run struct {
 	env         []string // for the worker and the starter
 	vendor      *vendorProc
 	strict      *vendorProc
+	batch       *vendorProc
 	// activity is the vendorsim behind the activity-adapter vendor.
 	activity *vendorProc
 
@@ -414,6 +423,15 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 	if err != nil {
 		return err
 	}
+	// The batch vendor's simulator: batches that lose their create's
+	// response, expire or are cancelled half way (items finished before
+	// are billed), besides lost and failed single requests.
+	r.batch, err = r.st.addVendor("vendor-batch", seed+3, fmt.Sprintf("chaos-batch-key-%d", r.cfg.Seed), vendorFaults{
+		Lose: 0.1, Fail: 0.1, Latency: 30 * time.Millisecond, TaskDuration: r.sc.TaskDuration,
+		Batch: batchFaults{Duration: BatchDuration, LoseCreate: batchLoseCreate, Expire: batchExpire, Cancel: batchCancel}})
+	if err != nil {
+		return err
+	}
 	for _, v := range r.st.vendors {
 		if err := v.start(ctx, true); err != nil {
 			return err
@@ -422,11 +440,11 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 	if err := r.st.startAdapter(ctx, "activityvendor", ActivityVendorQueue, r.activity); err != nil {
 		return fmt.Errorf("start the activity-adapter vendor's worker: %w", err)
 	}
-	r.logf("vendors at %s, %s (no lookup) and %s (through activities on %s)", r.vendor.url, r.strict.url, r.activity.url, ActivityVendorQueue)
+	r.logf("vendors at %s, %s (no lookup), %s (through activities on %s) and %s (batches)", r.vendor.url, r.strict.url, r.activity.url, ActivityVendorQueue, r.batch.url)
 
 	r.pipesPath = filepath.Join(r.dir, "pipelines.toml")
 	r.deadlineDue = time.Now().Add(DeadlineAfter).Truncate(time.Second)
-	if err := writeFile(r.pipesPath, pipelinesTOML(r.sc, r.strict.url, r.deadlineDue)); err != nil {
+	if err := writeFile(r.pipesPath, pipelinesTOML(r.sc, r.strict.url, r.batch.url, r.deadlineDue)); err != nil {
 		return err
 	}
 	if r.pipelines, err = pipeline.Load(r.pipesPath); err != nil {
@@ -443,6 +461,7 @@ func (r *run) setUp(ctx context.Context, workers int) error {
 		"ALLOT_VENDOR_URL="+r.vendor.url,
 		"ALLOT_VENDOR_API_KEY="+r.vendor.key,
 		StrictVendorKeyEnv+"="+r.strict.key,
+		BatchVendorKeyEnv+"="+r.batch.key,
 	)
 	r.st.addWorkers(workers, r.env)
 	// The first worker migrates the ledger; then the others join.

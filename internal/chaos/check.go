@@ -39,7 +39,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	for _, v := range []struct {
 		name string
 		vp   *vendorProc
-	}{{pipeline.DefaultVendor, r.vendor}, {"strict", r.strict}, {ActivityVendor, r.activity}} {
+	}{{pipeline.DefaultVendor, r.vendor}, {"strict", r.strict}, {ActivityVendor, r.activity}, {BatchVendor, r.batch}} {
 		c, err := paidvendor.NewHTTPClient(v.vp.url, v.vp.key, nil)
 		if err != nil {
 			return err
@@ -290,6 +290,13 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 	}
 	if err := r.checkDeadlines(ctx, sum, bad); err != nil {
 		return err
+	}
+	for _, b := range bills {
+		if b.name == BatchVendor {
+			if err := r.checkBatches(ctx, sum, b.charges, bad); err != nil {
+				return err
+			}
+		}
 	}
 
 	// The reconciler, once more, against the planted faults; then the

@@ -67,7 +67,7 @@ func TestDeadlineOffsetIsTheDueTime(t *testing.T) {
 
 func pipelineSet(t *testing.T, deadlineDue time.Time) *pipeline.Set {
 	t.Helper()
-	set, err := pipeline.Parse([]byte(pipelinesTOML(Scales["small"], "http://127.0.0.1:1", deadlineDue)), "chaos")
+	set, err := pipeline.Parse([]byte(pipelinesTOML(Scales["small"], "http://127.0.0.1:1", "http://127.0.0.1:2", deadlineDue)), "chaos")
 	if err != nil {
 		t.Fatal(err)
 	}

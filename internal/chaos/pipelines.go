@@ -19,7 +19,12 @@ import (
 //     each to a vendorsim), at most 2 per day;
 //   - chaos-strict: one paid step on a second vendor that cannot be asked by
 //     idempotency key (vendorsim --no-lookup) and loses responses: an
-//     unknown outcome parks the episode until a person runs its remedy.
+//     unknown outcome parks the episode until a person runs its remedy;
+//   - chaos-batch: one paid step in batch mode on a third vendor
+//     (BatchVendor), whose batches lose their create's response, expire
+//     or are cancelled half way: items from many episodes go in one
+//     vendor batch, each billed once at half price, the unfinished ones
+//     sent again in the next batch under the same key.
 //
 // Budgets (invariant 20) cover two pipelines and one vendor, each sized
 // below what the load asks of it, so that every kind of period runs out:
@@ -46,6 +51,33 @@ const (
 	// warning), which the watchers must record exactly once whatever the
 	// worker kills (checkDeadlines).
 	PipelineDeadline = "chaos-deadline"
+	// PipelineBatch's paid step runs in batch mode on BatchVendor.
+	PipelineBatch = "chaos-batch"
+)
+
+// BatchVendor is the [[vendor]] of chaos-batch's batches; the workers and
+// the starter read its key from BatchVendorKeyEnv.
+const (
+	BatchVendor       = "batch"
+	BatchVendorKeyEnv = "CHAOS_BATCH_VENDOR_KEY"
+)
+
+// The batch vendor's course: a batch takes BatchDuration to do all its
+// items; chaos-batch closes a batch at BatchMaxItems items or after
+// BatchMaxWait, its collector asks every BatchPollEvery, and after a
+// create with no answer (the vendor killed mid-request) it only reads the
+// list for BatchListLag (the simulator lists a batch at once). A batch's
+// create loses its response, the batch expires half way or the vendor
+// cancels it half way, each with its probability.
+const (
+	BatchDuration   = 3 * time.Second
+	BatchMaxItems   = 4
+	BatchMaxWait    = 2 * time.Second
+	BatchPollEvery  = time.Second
+	BatchListLag    = 5 * time.Second
+	batchLoseCreate = 0.3
+	batchExpire     = 0.25
+	batchCancel     = 0.25
 )
 
 // DeadlineAfter and DeadlineWarnBefore place chaos-deadline's deadline.
@@ -153,7 +185,7 @@ const (
 )
 
 // pipelinesTOML is the pipelines file of a chaos run.
-func pipelinesTOML(sc Scale, strictURL string, deadlineDue time.Time) string {
+func pipelinesTOML(sc Scale, strictURL, batchURL string, deadlineDue time.Time) string {
 	s := schedules(sc)
 	return fmt.Sprintf(`# Written by the chaos run (internal/chaos); see chaos/README.md.
 
@@ -168,6 +200,14 @@ name        = "strict"
 adapter     = "http"
 url         = %q
 api_key_env = %q
+
+[[vendor]]
+name             = %q
+adapter          = "http"
+url              = %q
+api_key_env      = %q
+batch_poll_every = %q
+batch_list_lag   = %q
 
 [[vendor]]
 name       = %q
@@ -306,14 +346,32 @@ warn_before = %q
   [[pipeline.step]]
   name = "plan"
   kind = "local"
-`, DefaultMaxInFlight, defaultTripAfter, strictURL, StrictVendorKeyEnv, ActivityVendor, ActivityVendorQueue,
+
+[[pipeline]]
+name      = %q
+period    = "iso-week"
+time_zone = "UTC"
+  [[pipeline.step]]
+  name            = "score"
+  kind            = "paid"
+  vendor          = %q
+  batch           = true
+  batch_max_items = %d
+  batch_max_wait  = %q
+  [[pipeline.step]]
+  name = "publish"
+  kind = "local"
+`, DefaultMaxInFlight, defaultTripAfter, strictURL, StrictVendorKeyEnv,
+		BatchVendor, batchURL, BatchVendorKeyEnv, BatchPollEvery.String(), BatchListLag.String(),
+		ActivityVendor, ActivityVendorQueue,
 		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),
 		PipelineReview, s[PipelineReview].cron(),
 		PipelineDaily, s[PipelineDaily].cron(), ActivityVendor,
 		PipelineStrict,
 		PipelineCatchUp, CatchUpInterval.String(), CatchUpGrace.String(),
-		PipelineDeadline, deadlineOffset(deadlineDue), DeadlineWarnBefore.String())
+		PipelineDeadline, deadlineOffset(deadlineDue), DeadlineWarnBefore.String(),
+		PipelineBatch, BatchVendor, BatchMaxItems, BatchMaxWait.String())
 }
 
 // measurePipelinesTOML is the one pipeline the kill measurement runs: only

@@ -26,8 +26,9 @@ type Scale struct {
 	// schedules fire.
 	VideoDays, DailyDays []time.Weekday
 	// ManualPerWeek: manual runs (own keys) per scheduled pipeline and
-	// week; StrictPerWeek: runs of chaos-strict per week.
-	ManualPerWeek, StrictPerWeek int
+	// week; StrictPerWeek: runs of chaos-strict per week; BatchPerWeek:
+	// runs of chaos-batch per week.
+	ManualPerWeek, StrictPerWeek, BatchPerWeek int
 	// DupScheduled: per scheduled pipeline and week, scheduled times that
 	// are also started by hand, concurrently, besides the backfills.
 	DupScheduled int
@@ -49,7 +50,7 @@ var Scales = map[string]Scale{
 		Load: 90 * time.Second, Drain: 5 * time.Minute,
 		Kills:     8,
 		VideoDays: []time.Weekday{time.Monday}, DailyDays: []time.Weekday{time.Tuesday, time.Friday},
-		ManualPerWeek: 2, StrictPerWeek: 1, DupScheduled: 2, MaxDup: 3,
+		ManualPerWeek: 2, StrictPerWeek: 1, BatchPerWeek: 3, DupScheduled: 2, MaxDup: 3,
 		TaskDuration: time.Second,
 	},
 	// full is for long runs: 16 ISO weeks (2026-W45..2027-W08), about 310
@@ -60,7 +61,7 @@ var Scales = map[string]Scale{
 		Load: 30 * time.Minute, Drain: 15 * time.Minute,
 		Kills:     90,
 		VideoDays: []time.Weekday{time.Monday, time.Thursday}, DailyDays: nil,
-		ManualPerWeek: 3, StrictPerWeek: 2, DupScheduled: 2, MaxDup: 4,
+		ManualPerWeek: 3, StrictPerWeek: 2, BatchPerWeek: 6, DupScheduled: 2, MaxDup: 4,
 		TaskDuration: 2 * time.Second,
 	},
 }
@@ -224,6 +225,16 @@ func newPlan(seed uint64, sc Scale, workers int) plan {
 		for m := range sc.StrictPerWeek {
 			nominal := w.Add(between(r, 0, 7*24*time.Hour)).Truncate(time.Minute)
 			evs = append(evs, event{At: between(r, 0, loadEnd), Kind: evManual, Pipeline: PipelineStrict, Nominal: nominal,
+				Key: fmt.Sprintf("manual-%d-w%d-%d", seed, i, m), Via: vias(r, 1+r.IntN(sc.MaxDup))})
+		}
+	}
+	// chaos-batch's runs: drawn after the others, so that their times stay
+	// what they were for a seed; duplicated like the rest, so a batch item
+	// is asked for by several runs of one key.
+	for i, w := range ws {
+		for m := range sc.BatchPerWeek {
+			nominal := w.Add(between(r, 0, 7*24*time.Hour)).Truncate(time.Minute)
+			evs = append(evs, event{At: between(r, 0, loadEnd), Kind: evManual, Pipeline: PipelineBatch, Nominal: nominal,
 				Key: fmt.Sprintf("manual-%d-w%d-%d", seed, i, m), Via: vias(r, 1+r.IntN(sc.MaxDup))})
 		}
 	}

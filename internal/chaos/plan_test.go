@@ -51,7 +51,7 @@ func TestScheduledTimesAreTheCronsAcrossTheNewYear(t *testing.T) {
 	if len(daily) != 2*len(weeks(sc)) {
 		t.Fatalf("%d daily times in %d weeks", len(daily), len(weeks(sc)))
 	}
-	set, err := pipeline.Parse([]byte(pipelinesTOML(sc, "http://127.0.0.1:1", time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))), "chaos")
+	set, err := pipeline.Parse([]byte(pipelinesTOML(sc, "http://127.0.0.1:1", "http://127.0.0.1:2", time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))), "chaos")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +61,18 @@ func TestScheduledTimesAreTheCronsAcrossTheNewYear(t *testing.T) {
 	}
 	if period := p.PeriodOf(want); period != "2027-01-01" {
 		t.Fatalf("period of %s = %q", want, period)
+	}
+	// chaos-batch's step is in batch mode on the batch vendor, whose
+	// collector asks every BatchPollEvery.
+	bp, err := set.Get(PipelineBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := bp.Step("score"); !ok || !st.Batch || st.Vendor != BatchVendor || st.BatchMaxItemsOrDefault() != BatchMaxItems || st.BatchMaxWaitDuration() != BatchMaxWait {
+		t.Fatalf("chaos-batch's step %+v", st)
+	}
+	if got := set.Batching(BatchVendor).PollEvery(); got != BatchPollEvery {
+		t.Fatalf("the batch vendor polls every %s, want %s", got, BatchPollEvery)
 	}
 	review := s[PipelineReview].times(sc.From, sc.To)
 	if len(review) != 2*len(weeks(sc)) || review[0] != time.Date(2026, 12, 15, 14, 30, 0, 0, time.UTC) {

@@ -129,6 +129,16 @@ type vendorFaults struct {
 	// Bill: the faults planted in its bill (vendorsim --bill-*), over
 	// every generation: they are the bill's, not the connection's.
 	Bill billFaults
+	// Batch: how long its batches take, and the faults drawn for each
+	// (vendorsim --batch-*).
+	Batch batchFaults
+}
+
+// batchFaults are how long a batch takes to do all its items and the
+// probabilities of each batch fault per create.
+type batchFaults struct {
+	Duration                   time.Duration
+	LoseCreate, Expire, Cancel float64
 }
 
 // billFaults are the probabilities of each bill fault per accepted task,
@@ -151,6 +161,13 @@ func (v *vendorProc) args(faults bool) []string {
 		f := func(p float64) string { return strconv.FormatFloat(p, 'f', -1, 64) }
 		a = append(a, "--bill-drop-charge", f(b.Drop), "--bill-wrong-amount", f(b.Wrong), "--bill-double-charge", f(b.Double),
 			"--bill-refund", f(b.Refund), "--bill-phantom-every", strconv.Itoa(b.PhantomEvery))
+	}
+	if b := v.faults.Batch; b.Duration > 0 {
+		a = append(a, "--batch-duration", b.Duration.String())
+		if faults {
+			f := func(p float64) string { return strconv.FormatFloat(p, 'f', -1, 64) }
+			a = append(a, "--batch-lose-create-response", f(b.LoseCreate), "--batch-expire-halfway", f(b.Expire), "--batch-cancel-halfway", f(b.Cancel))
+		}
 	}
 	if faults {
 		a = append(a,

@@ -55,7 +55,7 @@ func (r *run) pauseVendor(ctx context.Context, name string, d time.Duration) {
 
 // vendorProcs are the run's vendors by their [[vendor]] names.
 func (r *run) vendorProcs() map[string]*vendorProc {
-	return map[string]*vendorProc{pipeline.DefaultVendor: r.vendor, "strict": r.strict, ActivityVendor: r.activity}
+	return map[string]*vendorProc{pipeline.DefaultVendor: r.vendor, "strict": r.strict, ActivityVendor: r.activity, BatchVendor: r.batch}
 }
 
 // countPausedWaits keeps the most episodes seen waiting for the paused

@@ -46,7 +46,16 @@ import (
 const BatchQueue = "batch-queue"
 
 // BatchOwner is the owner of the intents a batch carries.
-func BatchOwner(key string) string { return "batch:" + key }
+func BatchOwner(key string) string { return batchOwnerPrefix + key }
+
+const batchOwnerPrefix = "batch:"
+
+// BatchOfOwner is the key of the batch that owns an intent, when a batch
+// does (owner BatchOwner(key)).
+func BatchOfOwner(owner string) (key string, ok bool) {
+	key, ok = strings.CutPrefix(owner, batchOwnerPrefix)
+	return key, ok && key != ""
+}
 
 // batchMoves lists, for each batch state, the states it may move to.
 var batchMoves = map[allot.BatchState][]allot.BatchState{

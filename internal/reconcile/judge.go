@@ -30,6 +30,10 @@ type Facts struct {
 	// Earlier is the ID of an earlier charge line of the same bill for
 	// the same task; "" when none.
 	Earlier string
+	// InBatch: Task is an item of a vendor batch that has not ended. A
+	// batch bills each item as it finishes, and the ledger records the
+	// item's reference and cost when the batch ends, hours later.
+	InBatch bool
 }
 
 // Verdict is what Judge makes of a line: explained (Class ""), a drift
@@ -75,7 +79,13 @@ func Judge(f Facts, bill pipeline.VendorBill, now time.Time) Verdict {
 	case f.ByKeyOnly:
 		// The ledger holds the task by its key but not under this
 		// reference. While its send may still be answered, the reference
-		// is on its way: wait, up to the vendor's grace.
+		// is on its way: wait, up to the vendor's grace; an item of a
+		// batch still running waits for its batch, however long that
+		// takes (its results are fetched before the vendor drops them,
+		// and a batch that lost them ends, parking the item).
+		if f.InBatch && f.Task.State == allot.PaidIntent {
+			return Verdict{Pending: true}
+		}
 		if (f.Task.State == allot.PaidIntent || f.Task.State == allot.PaidPlanned) && now.Sub(since(l)) < bill.Grace() {
 			return Verdict{Pending: true}
 		}

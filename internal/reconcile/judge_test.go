@@ -49,6 +49,10 @@ func TestJudge(t *testing.T) {
 			f.ByKeyOnly, f.HasCost, f.Task.State, f.Task.RemoteRef = true, false, allot.PaidIntent, ""
 			f.Line.ChargedAt = now.Add(-2 * time.Hour)
 		}), class: allot.DriftUnrecorded, money: 250, detail: "starter episode lookup --pipeline weekly-video --episode 2026-W32-0 --step render"},
+		"item of a running batch": {f: with(known, func(f *Facts) {
+			f.ByKeyOnly, f.HasCost, f.Task.State, f.Task.RemoteRef, f.InBatch = true, false, allot.PaidIntent, "", true
+			f.Line.ChargedAt = now.Add(-20 * time.Hour)
+		}), pending: true},
 		"key of a task with another reference": {f: with(known, func(f *Facts) { f.ByKeyOnly, f.Line.TaskRef = true, "vt_9" }), class: allot.DriftUnrecorded, money: 250, detail: `under another reference ("vt_1")`},
 	} {
 		v := Judge(c.f, bill, now)

@@ -221,6 +221,13 @@ func (r *Reconciler) facts(ctx context.Context, v Vendor, l ledger.BillLine) (Fa
 		return f, err
 	}
 	f.Period = ep.Period
+	if key, ok := ledger.BatchOfOwner(f.Task.Owner); ok && f.ByKeyOnly && f.Task.State == allot.PaidIntent {
+		b, err := r.Ledger.Batch(ctx, key)
+		if err != nil {
+			return f, err
+		}
+		f.InBatch = b.State != allot.BatchEnded && b.State != allot.BatchNotCreated
+	}
 	if !l.Refund {
 		if f.Earlier, err = r.Ledger.EarlierBillCharge(ctx, l); err != nil {
 			return f, err

@@ -281,3 +281,53 @@ func TestAVendorWithoutABillIsNotReconciled(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+// A batch bills each item as it finishes and allot records the item when
+// the batch ends, hours later: the charge of an item of a running batch
+// waits for its batch, past the grace, and is no drift. Once the batch
+// ended without recording the item (its results were lost), the charge
+// is money the ledger does not hold: drift, naming the task.
+func TestReconcileWaitsForABatchItemUntilItsBatchEnds(t *testing.T) {
+	ctx := context.Background()
+	led := ledgertest.New(t).Led
+	b := newBilled(t, led, 0)
+	res, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "weekly", Key: allot.AllocationKey("weekly", t0), Period: "2026-W32", NominalTime: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: res.Episode.ID, Step: "video"}
+	key := uuid.NewString()
+	if _, err := led.WriteIntent(ctx, ref, key, ledger.BatchQueue); err != nil {
+		t.Fatal(err)
+	}
+	const batchKey = "b-reconcile"
+	if _, _, err := led.OpenBatch(ctx, ledger.OpenBatchInput{Key: batchKey, Vendor: pipeline.DefaultVendor, Kind: "video", Items: []ledger.PaidTaskRef{ref}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := led.BeginBatchCreate(ctx, batchKey, now, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := led.RecordBatchCreated(ctx, batchKey, "batch_1", "in_progress", now.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// The vendor bills the item under its key, as its batch does.
+	if _, err := b.client.Submit(ctx, paidvendor.SubmitRequest{IdempotencyKey: key, Kind: "video"}); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(25 * time.Hour) // far past the grace (1h)
+	got := b.reconciler(later, 10).Run(ctx)
+	if got[0].Pending != 1 || len(got[0].Drift) != 0 {
+		t.Fatalf("an item of a running batch, billed 25h ago: %+v, want it pending", got[0])
+	}
+	if _, _, err := led.SettleBatchItem(ctx, batchKey, ledger.BatchItemSettlement{Ref: ref, Outcome: allot.BatchItemResultLost, Error: "output file gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := led.EndBatch(ctx, batchKey, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	got = b.reconciler(later, 10).Run(ctx)
+	if len(got[0].Drift) != 1 || got[0].Drift[0].Class != allot.DriftUnrecorded || got[0].Drift[0].EpisodeID != ref.EpisodeID {
+		t.Fatalf("an item its ended batch lost: %+v, want one unrecorded drift item", got[0])
+	}
+}
