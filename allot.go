@@ -93,6 +93,10 @@ const (
 	ReasonVendorTripped = "vendor_tripped" // its breaker is open, or its one probe is under way
 	ReasonVendorBusy    = "vendor_busy"    // max_in_flight requests are in flight at it
 	ReasonVendorRate    = "vendor_rate"    // its rate's submissions are spent for now
+	// ReasonVendorBatchQueue: its unfinished batches hold its
+	// batch_max_queued_items items; a batch's create waits (its items'
+	// episodes show waiting_batch, batch_queued).
+	ReasonVendorBatchQueue = "vendor_batch_queue"
 )
 
 // Reasons of StageWaitingBatch: where the step's task is on its way

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"allot"
 	"allot/artifacts"
@@ -144,9 +145,12 @@ func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (Batc
 	}
 	at := clock()
 	until := at.Add(a.sendTimeout(in.Vendor))
-	if _, err := a.Ledger.BeginBatchCreate(ctx, b.Key, at, until); err != nil {
-		if errors.Is(err, ledger.ErrBatchLookOnly) {
+	if _, err := a.Ledger.BeginBatchCreate(ctx, b.Key, at, until, a.batchQueueCap(in.Vendor)); err != nil {
+		switch {
+		case errors.Is(err, ledger.ErrBatchLookOnly):
 			return viewOf(b), nil
+		case errors.Is(err, ledger.ErrBatchQueueFull):
+			return BatchView{}, batchQueueFull(in.Vendor, a.batchPollEvery(in.Vendor), err)
 		}
 		return BatchView{}, classify(err)
 	}
@@ -368,6 +372,24 @@ func (a *Activities) batchClient(ctx context.Context, vendor string) (paidvendor
 		return nil, nonRetryable(allot.VendorNotConfigured, "vendor %q's adapter takes no batches: use the http adapter, or a Go adapter that implements paidvendor.BatchClient, or drop batch mode from the step", vendor)
 	}
 	return c, nil
+}
+
+// batchQueueCap is the vendor's batch_max_queued_items (0: no cap).
+func (a *Activities) batchQueueCap(vendor string) int {
+	if a.Pipelines == nil {
+		return 0
+	}
+	return a.Pipelines.Batching(vendor).BatchMaxQueuedItems
+}
+
+// batchQueueFull is the retryable VendorWaiting of a create the vendor's
+// batch queue has no room for: nothing was sent or marked, and the create
+// is tried again when a running batch may have ended (its poll interval).
+func batchQueueFull(vendor string, every time.Duration, err error) error {
+	retry := min(every, time.Minute)
+	w := VendorWait{Vendor: vendor, Reason: allot.ReasonVendorBatchQueue, Message: err.Error(), RetryAt: clock().Add(retry)}
+	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%v; nothing was sent, asking again in %s", err, retry),
+		allot.VendorWaiting, temporal.ApplicationErrorOptions{NextRetryDelay: retry, Details: []any{w}, Category: waitCategory})
 }
 
 // batchLookOnly is how long, after a create whose outcome is unknown, the

@@ -446,3 +446,51 @@ name = "evals"
 		t.Errorf("the worker's override polls every %s, want 1s", got)
 	}
 }
+
+// A vendor's batch_max_queued_items: a create whose items would take the
+// vendor's unfinished batches over it waits (VendorWaiting, reason
+// vendor_batch_queue), nothing sent or marked; once a running batch has
+// ended, the create goes.
+func TestBatchCreateWaitsForRoomInTheVendorsQueue(t *testing.T) {
+	f := newFixture(t, nil)
+	v := withBatchVendor(t, f)
+	set, err := pipeline.Parse([]byte(testPipelines+"\n[[vendor]]\nname = \"default\"\nbatch_max_queued_items = 3\n"), "activities_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Pipelines = set
+	refs := queueBatchItems(t, f, 4)
+	first, second := allot.IdempotencyKey("batch-test", "queue", "batch", 0), allot.IdempotencyKey("batch-test", "queue", "batch", 1)
+	for _, b := range []struct {
+		key  string
+		refs []ledger.PaidTaskRef
+	}{{first, refs[:2]}, {second, refs[2:]}} {
+		if _, err := execute[OpenBatchResult](t, f, f.acts.OpenBatch, OpenBatchInput{Key: b.key, Vendor: "default", Kind: "score", Items: b.refs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if view, err := execute[BatchView](t, f, f.acts.CreateBatch, CreateBatchInput{Key: first, Vendor: "default", Items: batchItems(refs[:2])}); err != nil || view.State != allot.BatchCreated {
+		t.Fatalf("the first batch's create = %+v, %v", view, err)
+	}
+	create := CreateBatchInput{Key: second, Vendor: "default", Items: batchItems(refs[2:])}
+	_, err = execute[BatchView](t, f, f.acts.CreateBatch, create)
+	var appErr *temporal.ApplicationError
+	var wait VendorWait
+	if !errors.As(err, &appErr) || appErr.Type() != allot.VendorWaiting || appErr.NonRetryable() || appErr.Details(&wait) != nil || wait.Reason != allot.ReasonVendorBatchQueue {
+		t.Fatalf("a create over the vendor's queue = %v (%+v), want a retryable %s with reason %s", err, wait, allot.VendorWaiting, allot.ReasonVendorBatchQueue)
+	}
+	if n := v.creates.Load(); n != 1 {
+		t.Fatalf("%d creates reached the vendor, want 1: the second waits for room", n)
+	}
+	if b, err := f.led.Batch(f.ctx, second); err != nil || b.MaybeSent || b.State != allot.BatchOpen {
+		t.Fatalf("the waiting batch: %+v, %v; want open, nothing sent", b, err)
+	}
+	// The first batch ends: its room is free.
+	v.clock.Add(5 * time.Hour)
+	if res, err := execute[PollBatchResult](t, f, f.acts.PollBatch, PollBatchInput{Key: first, Vendor: "default"}); err != nil || res.Batch.State != allot.BatchEnded {
+		t.Fatalf("PollBatch of the first batch = %+v, %v; want it ended", res.Batch, err)
+	}
+	if view, err := execute[BatchView](t, f, f.acts.CreateBatch, create); err != nil || view.State != allot.BatchCreated {
+		t.Fatalf("the second batch's create once the first ended = %+v, %v", view, err)
+	}
+}

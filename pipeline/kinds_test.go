@@ -183,10 +183,12 @@ func TestStepAndVendorMistakesAreNamed(t *testing.T) {
 		"bad batch wait":                    {step("  kind = \"paid\"\n  batch = true\n  batch_max_wait = \"soon\""), "batch_max_wait"},
 		"batch on an activity adapter": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\n[vendor.activities]\nsubmit = \"S\"\nstatus = \"T\"\nfetch = \"F\"\n" +
 			step("  kind = \"paid\"\n  vendor = \"v\"\n  batch = true"), "takes no batches"},
-		"batch poll too often":    {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_poll_every = \"100ms\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_poll_every = "100ms": give 1s to 1h0m0s`},
-		"batch list lag too long": {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_list_lag = \"2h\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_list_lag = "2h": give 1s to 1h0m0s`},
+		"batch poll too often":                   {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_poll_every = \"100ms\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_poll_every = "100ms": give 1s to 1h0m0s`},
+		"batch list lag too long":                {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_list_lag = \"2h\"\n" + step("  kind = \"local\"\n  action = \"plan\""), `batch_list_lag = "2h": give 1s to 1h0m0s`},
+		"negative batch queue":                   {"[[vendor]]\nname = \"v\"\nurl = \"http://x\"\napi_key_env = \"K\"\nbatch_max_queued_items = -1\n" + step("  kind = \"local\"\n  action = \"plan\""), "batch_max_queued_items = -1: give the most items"},
+		"batches larger than the vendor's queue": {"[[vendor]]\nname = \"default\"\nbatch_max_queued_items = 500\n" + step("  kind = \"paid\"\n  batch = true"), "closes batches at 1000 items, but vendor \"default\" holds at most 500"},
 		"batch poll on an activity adapter": {"[[vendor]]\nname = \"v\"\nadapter = \"activity\"\ntask_queue = \"q\"\nbatch_poll_every = \"1m\"\n[vendor.activities]\nsubmit = \"S\"\n" +
-			step("  kind = \"local\"\n  action = \"plan\""), "an activity adapter takes no batches: remove batch_poll_every and batch_list_lag"},
+			step("  kind = \"local\"\n  action = \"plan\""), "an activity adapter takes no batches: remove batch_poll_every, batch_list_lag and batch_max_queued_items"},
 		"bad period offset": {"[[pipeline]]\nname = \"p\"\nperiod_offset = \"yesterday\"\n  [[pipeline.step]]\n  name = \"s\"\n  kind = \"local\"\n  action = \"plan\"", "period_offset"},
 	} {
 		if _, err := Parse([]byte(c.file), "test"); err == nil || !strings.Contains(err.Error(), c.want) {

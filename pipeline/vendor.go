@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -151,7 +152,7 @@ func (v *Vendor) normalize() error {
 			return fmt.Errorf("vendor %q: an activity adapter's worker holds its own credentials: remove url and api keys", v.Name)
 		}
 		if v.VendorBatch != (VendorBatch{}) {
-			return fmt.Errorf("vendor %q: an activity adapter takes no batches: remove batch_poll_every and batch_list_lag", v.Name)
+			return fmt.Errorf("vendor %q: an activity adapter takes no batches: remove batch_poll_every, batch_list_lag and batch_max_queued_items", v.Name)
 		}
 	default:
 		return fmt.Errorf("vendor %q: adapter %q is unknown: use %q, %q or %q", v.Name, v.Adapter, AdapterHTTP, AdapterGo, AdapterActivity)
@@ -170,6 +171,13 @@ func (s *Set) checkVendors() error {
 	for _, name := range s.names {
 		p := s.byName[name]
 		for _, st := range p.Steps {
+			if st.Batch {
+				vendor := cmp.Or(st.Vendor, DefaultVendor)
+				if q := s.Batching(vendor).BatchMaxQueuedItems; q > 0 && st.BatchMaxItemsOrDefault() > q {
+					return fmt.Errorf("pipeline %q: paid step %q closes batches at %d items, but vendor %q holds at most %d in its batches at once (batch_max_queued_items): such a batch would never be created; set batch_max_items to at most %d",
+						p.Name, st.Name, st.BatchMaxItemsOrDefault(), vendor, q, q)
+				}
+			}
 			if !st.Kind.Remote() || st.Vendor == "" || st.Vendor == DefaultVendor {
 				continue
 			}

@@ -19,6 +19,12 @@ type VendorBatch struct {
 	// vendor may list a new batch late); default DefaultBatchListLag,
 	// MinBatchListLag to MaxBatchListLag.
 	BatchListLag string `toml:"batch_list_lag" json:"batch_list_lag,omitempty"`
+	// BatchMaxQueuedItems caps the items of the vendor's batches that are
+	// at the vendor and not ended, across all steps and workers, as the
+	// vendor caps them (Anthropic's requests in its processing queue,
+	// OpenAI's enqueued limit): a batch whose items would go over is
+	// created once enough others have ended; 0: no cap.
+	BatchMaxQueuedItems int `toml:"batch_max_queued_items" json:"batch_max_queued_items,omitempty"`
 }
 
 // Bounds of batch_poll_every. Below a second is a tight loop against the
@@ -28,6 +34,10 @@ const (
 	DefaultBatchPollEvery = 5 * time.Minute
 	MinBatchPollEvery     = time.Second
 	MaxBatchPollEvery     = time.Hour
+
+	// MaxBatchQueuedItems bounds batch_max_queued_items to what a vendor
+	// could mean.
+	MaxBatchQueuedItems = 100_000_000
 
 	DefaultBatchListLag = 5 * time.Minute
 	MinBatchListLag     = time.Second
@@ -51,6 +61,9 @@ func (b VendorBatch) PollEvery() time.Duration {
 }
 
 func (b VendorBatch) check() error {
+	if b.BatchMaxQueuedItems < 0 || b.BatchMaxQueuedItems > MaxBatchQueuedItems {
+		return fmt.Errorf("batch_max_queued_items = %d: give the most items the vendor holds in unfinished batches at once, 1 to %d (0 or none: no cap); check its documentation", b.BatchMaxQueuedItems, MaxBatchQueuedItems)
+	}
 	for _, f := range []struct {
 		name, v  string
 		min, max time.Duration

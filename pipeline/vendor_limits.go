@@ -191,7 +191,7 @@ func (l VendorLimits) fields() []string {
 func (v *Vendor) normalizeDefault() error {
 	if (v.Adapter != "" && v.Adapter != AdapterHTTP) || v.URL != "" || v.APIKeyEnv != "" || v.APIKeyFile != "" ||
 		v.TaskQueue != "" || v.Activities != (VendorActivities{}) || v.Timeout != "" {
-		return fmt.Errorf("vendor %q is reserved for the worker's %s (and %s): it carries settings only (max_in_flight, rate, burst, trip_after, cool_down, idempotency_horizon, send_timeout, bill_grace, bill_tolerance, batch_poll_every, batch_list_lag); remove adapter, url, api keys, task_queue, activities and timeout, or choose another name",
+		return fmt.Errorf("vendor %q is reserved for the worker's %s (and %s): it carries settings only (max_in_flight, rate, burst, trip_after, cool_down, idempotency_horizon, send_timeout, bill_grace, bill_tolerance, batch_poll_every, batch_list_lag, batch_max_queued_items); remove adapter, url, api keys, task_queue, activities and timeout, or choose another name",
 			v.Name, "ALLOT_VENDOR_URL", "ALLOT_VENDOR_API_KEY")
 	}
 	v.Adapter = AdapterHTTP

@@ -50,6 +50,19 @@ func BatchOwner(key string) string { return batchOwnerPrefix + key }
 
 const batchOwnerPrefix = "batch:"
 
+// queuedBatchItems counts the items of vendor's batches, but except's,
+// that the vendor may hold and has not ended: those of created batches
+// and of open ones whose create may have landed.
+func (l *Ledger) queuedBatchItems(ctx context.Context, tx *sql.Tx, vendor, except string) (int, error) {
+	var n int
+	if err := tx.QueryRowContext(ctx, l.d.q(`SELECT COUNT(*) FROM paid_batch_items i JOIN paid_batches b ON b.batch_key = i.batch_key
+		WHERE b.vendor = ? AND b.batch_key <> ? AND (b.state = ? OR (b.state = ? AND b.maybe_sent = ?))`),
+		vendor, except, string(allot.BatchCreated), string(allot.BatchOpen), true).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger %s: count vendor %s's queued batch items: %w", l.where, vendor, err)
+	}
+	return n, nil
+}
+
 // BatchOfOwner is the key of the batch that owns an intent, when a batch
 // does (owner BatchOwner(key)).
 func BatchOfOwner(owner string) (key string, ok bool) {
@@ -75,6 +88,10 @@ var (
 	// vendor may still list it late: until the window has passed, the
 	// vendor's list is read and nothing is created.
 	ErrBatchLookOnly = errors.New("batch create outcome unknown: look only")
+	// ErrBatchQueueFull: the vendor's unfinished batches hold so many
+	// items that this batch's would go over its batch_max_queued_items;
+	// nothing was marked, and the create waits for some to end.
+	ErrBatchQueueFull = errors.New("the vendor's batch queue is full")
 	// ErrNothingToBatch: none of the items asked for can be carried by
 	// a batch (each skip says why); nothing was written.
 	ErrNothingToBatch = errors.New("no item can be carried by the batch")
@@ -141,6 +158,10 @@ type BatchSkip struct {
 func batchDescribe(key string) string { return fmt.Sprintf("batch %s", key) }
 
 func batchLockKey(key string) int64 { return advisoryKey("batch", key) }
+
+// batchQueueLockKey serializes the creates of one vendor's batches, so
+// that two never both take the last room of its queue.
+func batchQueueLockKey(vendor string) int64 { return advisoryKey("batch-queue", vendor) }
 
 // OpenBatch writes a batch under in.Key and hands it the items that wait
 // for one, in one transaction: each item must be an intent owned by
@@ -247,10 +268,19 @@ func (l *Ledger) OpenBatch(ctx context.Context, in OpenBatchInput) (PaidBatch, [
 // batch, that the create is under way until until: the batch and each of
 // its items are maybe-sent from here (each item's first send is now, for
 // the vendor's idempotency horizon). The batch must be open, and past its
-// look-only window at at, the caller's clock (ErrBatchLookOnly).
-func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until time.Time) (PaidBatch, error) {
+// look-only window at at, the caller's clock (ErrBatchLookOnly). With
+// maxQueued above 0 (the vendor's batch_max_queued_items), the items of
+// the vendor's other batches that may be at the vendor and not ended (a
+// created batch, an open one whose create may have landed) and this
+// batch's together must not exceed it (ErrBatchQueueFull): the vendor
+// counts every item it holds against its queue, as OpenAI's enqueued
+// limit and Anthropic's processing queue do, and refuses what is over.
+func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until time.Time, maxQueued int) (PaidBatch, error) {
 	if until.IsZero() {
 		return PaidBatch{}, invalid("%s: a create needs its deadline", batchDescribe(key))
+	}
+	if maxQueued < 0 {
+		return PaidBatch{}, invalid("%s: a batch queue of %d items: give the vendor's batch_max_queued_items, or 0 for no cap", batchDescribe(key), maxQueued)
 	}
 	return l.changeBatch(ctx, key, func(tx *sql.Tx, b *PaidBatch) error {
 		if b.State != allot.BatchOpen {
@@ -259,6 +289,19 @@ func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until tim
 		if at.Before(b.LookOnlyUntil) {
 			return fmt.Errorf("%w: %s: an earlier create's outcome is unknown and the vendor may still list it until %s: look it up (FindBatch), create nothing",
 				ErrBatchLookOnly, batchDescribe(key), b.LookOnlyUntil.Format(time.RFC3339))
+		}
+		if maxQueued > 0 && !b.MaybeSent {
+			if err := l.lockTx(ctx, tx, batchQueueLockKey(b.Vendor), "vendor "+b.Vendor+"'s batch queue"); err != nil {
+				return err
+			}
+			queued, err := l.queuedBatchItems(ctx, tx, b.Vendor, b.Key)
+			if err != nil {
+				return err
+			}
+			if queued+len(b.Items) > maxQueued {
+				return fmt.Errorf("%w: vendor %s's unfinished batches hold %d items and %s has %d, over its batch_max_queued_items of %d: nothing was marked; create it once enough of them have ended",
+					ErrBatchQueueFull, b.Vendor, queued, batchDescribe(key), len(b.Items), maxQueued)
+			}
 		}
 		b.MaybeSent, b.SendingUntil, b.Error = true, normTime(until), ""
 		return l.changeBatchItemsTx(ctx, tx, *b, func(t *PaidTask) {

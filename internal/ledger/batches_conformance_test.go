@@ -43,7 +43,7 @@ func mustOpenBatch(t *testing.T, l *Ledger, key string, refs ...PaidTaskRef) Pai
 func mustCreatedBatch(t *testing.T, l *Ledger, key, id string, refs ...PaidTaskRef) PaidBatch {
 	t.Helper()
 	mustOpenBatch(t, l, key, refs...)
-	if _, err := l.BeginBatchCreate(ctxT(t), key, t0, sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), key, t0, sendUntil, 0); err != nil {
 		t.Fatal(err)
 	}
 	b, err := l.RecordBatchCreated(ctxT(t), key, id, "in_progress", t0.Add(30*24*time.Hour))
@@ -91,7 +91,7 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 		t.Fatalf("OpenBatch again = %+v", again)
 	}
 
-	if b, err = l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil || !b.MaybeSent || !b.SendingUntil.Equal(sendUntil) {
+	if b, err = l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil, 0); err != nil || !b.MaybeSent || !b.SendingUntil.Equal(sendUntil) {
 		t.Fatalf("BeginBatchCreate = %+v, %v", b, err)
 	}
 	for _, r := range refs {
@@ -160,7 +160,7 @@ func testBatchLifecycle(t *testing.T, l *Ledger) {
 func testBatchUnknownCreateLooksOnly(t *testing.T, l *Ledger) {
 	refs := queueItems(t, l, 2)
 	mustOpenBatch(t, l, "b1", refs...)
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil, 0); err != nil {
 		t.Fatal(err)
 	}
 	window := t0.Add(time.Hour)
@@ -169,7 +169,7 @@ func testBatchUnknownCreateLooksOnly(t *testing.T, l *Ledger) {
 		t.Fatalf("RecordBatchUnknown = %+v, %v", b, err)
 	}
 	before := b
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); !errors.Is(err, ErrBatchLookOnly) {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil, 0); !errors.Is(err, ErrBatchLookOnly) {
 		t.Fatalf("BeginBatchCreate in the look-only window = %v, want ErrBatchLookOnly", err)
 	}
 	if after, err := l.Batch(ctxT(t), "b1"); err != nil || !after.UpdatedAt.Equal(before.UpdatedAt) || after.Error != before.Error {
@@ -181,7 +181,7 @@ func testBatchUnknownCreateLooksOnly(t *testing.T, l *Ledger) {
 	}
 	// Once the window has passed, a create may be tried again (the client
 	// looks for the key first).
-	if b, err = l.BeginBatchCreate(ctxT(t), "b1", window, window.Add(time.Minute)); err != nil || !b.MaybeSent {
+	if b, err = l.BeginBatchCreate(ctxT(t), "b1", window, window.Add(time.Minute), 0); err != nil || !b.MaybeSent {
 		t.Fatalf("BeginBatchCreate after the window = %+v, %v", b, err)
 	}
 	// The vendor lists it after all: adopted.
@@ -201,7 +201,7 @@ func testBatchUnknownCreateLooksOnly(t *testing.T, l *Ledger) {
 func testBatchNotCreatedReturnsItems(t *testing.T, l *Ledger) {
 	refs := queueItems(t, l, 2)
 	mustOpenBatch(t, l, "b1", refs...)
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil, 0); err != nil {
 		t.Fatal(err)
 	}
 	b, err := l.RecordBatchNotCreated(ctxT(t), "b1", "400 invalid_request: duplicate custom_id")
@@ -213,7 +213,7 @@ func testBatchNotCreatedReturnsItems(t *testing.T, l *Ledger) {
 			t.Fatalf("an item of a refused batch did not go back to the queue: %+v", got)
 		}
 	}
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); !errors.Is(err, ErrBatchState) {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil, 0); !errors.Is(err, ErrBatchState) {
 		t.Fatalf("creating a refused batch again = %v, want ErrBatchState", err)
 	}
 	mustCreatedBatch(t, l, "b2", "batch_2", refs...)
@@ -280,7 +280,7 @@ func testBatchRefusals(t *testing.T, l *Ledger) {
 	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemNotProcessed}); !errors.Is(err, ErrBatchState) {
 		t.Errorf("settling an item of an open batch = %v, want ErrBatchState", err)
 	}
-	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil); err != nil {
+	if _, err := l.BeginBatchCreate(ctxT(t), "b1", t0, sendUntil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.RecordBatchCreated(ctxT(t), "b1", "batch_1", "in_progress", time.Time{}); err != nil {
@@ -342,5 +342,55 @@ func testBatchItemInOneBatch(t *testing.T, l *Ledger) {
 	}
 	if len(seen) != len(refs) {
 		t.Fatalf("%d of %d items were batched", len(seen), len(refs))
+	}
+}
+
+// A vendor's batch_max_queued_items caps the items of its batches that may
+// be at the vendor and not ended: a create that would go over is refused
+// with nothing marked; another vendor's batches do not count; an ended
+// batch frees its room.
+func testBatchQueueCap(t *testing.T, l *Ledger) {
+	refs := queueItems(t, l, 8)
+	mustCreatedBatch(t, l, "b1", "vb_1", refs[0:3]...)
+	mustOpenBatch(t, l, "b2", refs[3:6]...)
+	if _, err := l.BeginBatchCreate(ctxT(t), "b2", t0, sendUntil, 5); !errors.Is(err, ErrBatchQueueFull) || !strings.Contains(err.Error(), "batch_max_queued_items of 5") {
+		t.Fatalf("a create over the vendor's queue = %v, want ErrBatchQueueFull naming the cap", err)
+	}
+	if b, err := l.Batch(ctxT(t), "b2"); err != nil || b.State != allot.BatchOpen || b.MaybeSent {
+		t.Fatalf("a batch refused for a full queue: %+v, %v; want open and not maybe-sent", b, err)
+	}
+	for _, r := range refs[3:6] {
+		if pt, err := l.PaidTask(ctxT(t), r); err != nil || pt.MaybeSent {
+			t.Fatalf("an item of a batch refused for a full queue: %+v, %v; want it not maybe-sent", pt, err)
+		}
+	}
+	if _, err := l.BeginBatchCreate(ctxT(t), "b2", t0, sendUntil, 6); err != nil {
+		t.Fatalf("a create that fills the queue exactly = %v", err)
+	}
+	// Another vendor's queue is its own.
+	if _, _, err := l.OpenBatch(ctxT(t), OpenBatchInput{Key: "b3", Vendor: "other", Kind: "score", Items: refs[6:7]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.BeginBatchCreate(ctxT(t), "b3", t0, sendUntil, 1); err != nil {
+		t.Fatalf("another vendor's create = %v; the llm vendor's batches do not count", err)
+	}
+	// b1 and b2 (maybe-sent, not created yet) hold 6 of 6.
+	mustOpenBatch(t, l, "b4", refs[7])
+	if _, err := l.BeginBatchCreate(ctxT(t), "b4", t0, sendUntil, 6); !errors.Is(err, ErrBatchQueueFull) {
+		t.Fatalf("a create while a maybe-sent batch holds the room = %v, want ErrBatchQueueFull", err)
+	}
+	for i, r := range refs[0:3] {
+		if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: r, Outcome: allot.BatchItemFailed, RemoteRef: fmt.Sprintf("task_%d", i), Error: "bad input"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.EndBatch(ctxT(t), "b1", "completed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.BeginBatchCreate(ctxT(t), "b4", t0, sendUntil, 6); err != nil {
+		t.Fatalf("a create once a batch ended = %v", err)
+	}
+	if _, err := l.BeginBatchCreate(ctxT(t), "b4", t0, sendUntil, -1); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("a negative cap = %v, want ErrInvalidInput", err)
 	}
 }

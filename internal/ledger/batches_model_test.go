@@ -24,6 +24,7 @@ package ledger
 //   - the cost entries are exactly the succeeded items' amounts, once each.
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -56,6 +57,7 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 	ctx := ctxT(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6261746368))
 	var refs []PaidTaskRef
+	vendor := fmt.Sprintf("llm%d", seed) // a queue of its own: the runs share the ledger
 	for i := range 12 {
 		ep := alloc(t, l, fmt.Sprintf("bm%d", seed), fmt.Sprintf("k%d", i), "2026-W32", 0).Episode
 		r := paidRef(ep, "score", 0)
@@ -134,7 +136,7 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 				}
 			}
 			call = fmt.Sprintf("OpenBatch(%s, %d items)", key, len(items))
-			_, _, err = l.OpenBatch(ctx, OpenBatchInput{Key: key, Vendor: "llm", Kind: "score", Items: items})
+			_, _, err = l.OpenBatch(ctx, OpenBatchInput{Key: key, Vendor: vendor, Kind: "score", Items: items})
 			if err == nil && !slices.Contains(keys, key) {
 				keys = append(keys, key)
 			}
@@ -144,8 +146,28 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 			if b, ok := prev.batches[key]; ok && !b.LookOnlyUntil.IsZero() && rng.IntN(2) == 0 {
 				at = b.LookOnlyUntil.Add(-time.Second) // inside the window
 			}
-			call = fmt.Sprintf("BeginBatchCreate(%s, at %s)", key, at.Format(time.TimeOnly))
-			_, err = l.BeginBatchCreate(ctx, key, at, clock.Add(time.Minute))
+			// Mostly under a queue cap the batches' sizes reach.
+			queueCap := []int{0, 4, 6, 8}[rng.IntN(4)]
+			call = fmt.Sprintf("BeginBatchCreate(%s, at %s, cap %d)", key, at.Format(time.TimeOnly), queueCap)
+			_, err = l.BeginBatchCreate(ctx, key, at, clock.Add(time.Minute), queueCap)
+			// The vendor's queue: the items of its other batches that may
+			// be at the vendor, not ended. A create that had not begun
+			// goes only if its items fit, and is refused only if not.
+			if b, ok := prev.batches[key]; ok && queueCap > 0 && b.State == allot.BatchOpen && !b.MaybeSent && !at.Before(b.LookOnlyUntil) {
+				queued := 0
+				for k, o := range prev.batches {
+					if k != key && (o.State == allot.BatchCreated || o.State == allot.BatchOpen && o.MaybeSent) {
+						queued += len(o.Items)
+					}
+				}
+				fits := queued+len(b.Items) <= queueCap
+				switch {
+				case err == nil && !fits:
+					return fail("batch %s's create began with %d items while the vendor's queue held %d of %d", key, len(b.Items), queued, queueCap)
+				case errors.Is(err, ErrBatchQueueFull) && fits:
+					return fail("batch %s's create was refused for a full queue, yet %d items fit beside %d in %d", key, len(b.Items), queued, queueCap)
+				}
+			}
 		case 3:
 			key := pickKey()
 			id := "vb-" + key

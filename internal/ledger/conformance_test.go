@@ -154,6 +154,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BatchNotCreatedReturnsItems", testBatchNotCreatedReturnsItems},
 		{"BatchResultLostParks", testBatchResultLostParks},
 		{"BatchRefusals", testBatchRefusals},
+		{"BatchQueueCap", testBatchQueueCap},
 		{"BatchItemInOneBatch", testBatchItemInOneBatch},
 		{"BatchStateMachineModel", testBatchStateMachineModel},
 		// Period deadlines (deadlines_conformance_test.go).

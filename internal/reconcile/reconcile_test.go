@@ -305,7 +305,7 @@ func TestReconcileWaitsForABatchItemUntilItsBatchEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := led.BeginBatchCreate(ctx, batchKey, now, now.Add(time.Minute)); err != nil {
+	if _, err := led.BeginBatchCreate(ctx, batchKey, now, now.Add(time.Minute), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := led.RecordBatchCreated(ctx, batchKey, "batch_1", "in_progress", now.Add(24*time.Hour)); err != nil {
