@@ -66,7 +66,9 @@ const (
 // items; chaos-batch closes a batch at BatchMaxItems items or after
 // BatchMaxWait, its collector asks every BatchPollEvery, and after a
 // create with no answer (the vendor killed mid-request) it only reads the
-// list for BatchListLag (the simulator lists a batch at once). A batch's
+// list for BatchListLag (the simulator lists a batch at once); its
+// unfinished batches hold at most BatchMaxQueued items, so a batch closed
+// while another runs may wait for room. A batch's
 // create loses its response, the batch expires half way or the vendor
 // cancels it half way, each with its probability.
 const (
@@ -75,6 +77,7 @@ const (
 	BatchMaxWait    = 2 * time.Second
 	BatchPollEvery  = time.Second
 	BatchListLag    = 5 * time.Second
+	BatchMaxQueued  = 6
 	batchLoseCreate = 0.3
 	batchExpire     = 0.25
 	batchCancel     = 0.25
@@ -208,6 +211,7 @@ url              = %q
 api_key_env      = %q
 batch_poll_every = %q
 batch_list_lag   = %q
+batch_max_queued_items = %d
 
 [[vendor]]
 name       = %q
@@ -362,7 +366,7 @@ time_zone = "UTC"
   name = "publish"
   kind = "local"
 `, DefaultMaxInFlight, defaultTripAfter, strictURL, StrictVendorKeyEnv,
-		BatchVendor, batchURL, BatchVendorKeyEnv, BatchPollEvery.String(), BatchListLag.String(),
+		BatchVendor, batchURL, BatchVendorKeyEnv, BatchPollEvery.String(), BatchListLag.String(), BatchMaxQueued,
 		ActivityVendor, ActivityVendorQueue,
 		BudgetVideo, PipelineVideo, BudgetDaily, PipelineDaily, BudgetVendor,
 		PipelineVideo, s[PipelineVideo].cron(),

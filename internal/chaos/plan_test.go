@@ -71,8 +71,8 @@ func TestScheduledTimesAreTheCronsAcrossTheNewYear(t *testing.T) {
 	if st, ok := bp.Step("score"); !ok || !st.Batch || st.Vendor != BatchVendor || st.BatchMaxItemsOrDefault() != BatchMaxItems || st.BatchMaxWaitDuration() != BatchMaxWait {
 		t.Fatalf("chaos-batch's step %+v", st)
 	}
-	if got := set.Batching(BatchVendor).PollEvery(); got != BatchPollEvery {
-		t.Fatalf("the batch vendor polls every %s, want %s", got, BatchPollEvery)
+	if got := set.Batching(BatchVendor); got.PollEvery() != BatchPollEvery || got.ListLag() != BatchListLag || got.BatchMaxQueuedItems != BatchMaxQueued {
+		t.Fatalf("the batch vendor's settings %+v", got)
 	}
 	review := s[PipelineReview].times(sc.From, sc.To)
 	if len(review) != 2*len(weeks(sc)) || review[0] != time.Date(2026, 12, 15, 14, 30, 0, 0, time.UTC) {
