@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -33,6 +34,9 @@ type Vendor struct {
 	builds  atomic.Int32
 	corrupt atomic.Bool
 	down    atomic.Bool
+
+	mu       sync.Mutex
+	requests []string // "METHOD /path?query" of each request but the stats'
 }
 
 type countingCredentials struct{ v *Vendor }
@@ -55,6 +59,11 @@ func NewVendor(t *testing.T, cfg paidvendortest.SimConfig) *Vendor {
 	}
 	v := &Vendor{Sim: sim}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != vendorapi.StatsPath {
+			v.mu.Lock()
+			v.requests = append(v.requests, r.Method+" "+r.URL.RequestURI())
+			v.mu.Unlock()
+		}
 		if v.down.Load() && r.URL.Path != vendorapi.StatsPath {
 			http.Error(w, `{"error":{"code":"down","message":"the vendor is down (test)"}}`, http.StatusServiceUnavailable)
 			return
@@ -86,6 +95,14 @@ func (v *Vendor) Down(on bool) { v.down.Store(on) }
 // CorruptResults makes the vendor serve result bytes that do not match
 // their sha256 (on) or the true ones (off).
 func (v *Vendor) CorruptResults(on bool) { v.corrupt.Store(on) }
+
+// Requests lists the requests the vendor got, but its stats', in order:
+// "METHOD /path?query" each.
+func (v *Vendor) Requests() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]string(nil), v.requests...)
+}
 
 // CredentialReads is how often the vendor key was read.
 func (v *Vendor) CredentialReads() int32 { return v.reads.Load() }
