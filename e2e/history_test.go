@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,19 +26,20 @@ import (
 	"allot/internal/protocoltest"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
+	"allot/pipeline"
 	"allot/step"
 	"allot/workflows"
 )
 
 // TestSaveHistories writes the histories of one run of each workflow to
-// ALLOT_SAVE_HISTORIES (a directory) for the replay tests in workflows/.
+// ALLOT_TEST_SAVE_HISTORIES (a directory) for the replay tests in workflows/.
 // Run it when a workflow changes shape on purpose, before the change:
 //
-//	ALLOT_SAVE_HISTORIES=$PWD/workflows/testdata/vN go test ./e2e -run TestSaveHistories
+//	ALLOT_TEST_SAVE_HISTORIES=$PWD/workflows/testdata/vN go test ./e2e -run TestSaveHistories
 func TestSaveHistories(t *testing.T) {
-	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
 	if dir == "" {
-		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+		t.Skip("set ALLOT_TEST_SAVE_HISTORIES to a directory to save workflow histories")
 	}
 	c := allottest.NewCluster(t)
 	res, err := c.Runs.Run(c.Ctx(), operator.RunInput{Pipeline: "weekly-video", NominalTime: time.Date(2026, 8, 3, 2, 0, 0, 0, time.UTC), Wait: true})
@@ -121,9 +123,9 @@ name = "custom"
 // adapter; and a ScheduledRun that finds its episode's workflow already
 // running (the ledger check of the existing Episode).
 func TestSaveHistoriesCustomSteps(t *testing.T) {
-	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
 	if dir == "" {
-		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+		t.Skip("set ALLOT_TEST_SAVE_HISTORIES to a directory to save workflow histories")
 	}
 	t.Setenv("ALLOT_HISTORY_NOTES_KEY", allottest.VendorKey)
 	c := allottest.NewClusterWithPipelines(t, []byte(customStepsTOML))
@@ -232,9 +234,9 @@ name = "adapter-faults"
 // pause). The replay test keeps the one protocol loop (payonce.Drive)
 // faithful to the workflow driver it replaced.
 func TestSaveHistoriesAdapterFaults(t *testing.T) {
-	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
 	if dir == "" {
-		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+		t.Skip("set ALLOT_TEST_SAVE_HISTORIES to a directory to save workflow histories")
 	}
 	c := allottest.NewClusterWithPipelines(t, []byte(adapterFaultsTOML))
 	covers := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: allottest.VendorKey, Seed: 5})
@@ -305,9 +307,9 @@ name = "vendor-wait"
 // PaidVendorGate behind the vendor-gate marker) and go on after resume: the
 // shape of issue 17's waits, for later changes to replay.
 func TestSaveHistoriesVendorWait(t *testing.T) {
-	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
 	if dir == "" {
-		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+		t.Skip("set ALLOT_TEST_SAVE_HISTORIES to a directory to save workflow histories")
 	}
 	c := allottest.NewClusterWithPipelines(t, []byte(vendorWaitTOML))
 	covers := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: allottest.VendorKey, Seed: 6})
@@ -353,9 +355,9 @@ func TestSaveHistoriesVendorWait(t *testing.T) {
 // pipeline's catch-up policy (skip) records as skipped, missed_catch_up,
 // behind the catch-up marker.
 func TestSaveHistoriesCatchUp(t *testing.T) {
-	dir := os.Getenv("ALLOT_SAVE_HISTORIES")
+	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
 	if dir == "" {
-		t.Skip("set ALLOT_SAVE_HISTORIES to a directory to save workflow histories")
+		t.Skip("set ALLOT_TEST_SAVE_HISTORIES to a directory to save workflow histories")
 	}
 	const grace = time.Second
 	c := allottest.NewClusterWithPipelines(t, catchUpPipelines("2s", grace.String()))
@@ -377,4 +379,40 @@ func TestSaveHistoriesCatchUp(t *testing.T) {
 		t.Fatalf("run %s: %+v, want skipped as missed_catch_up", ids[0], res)
 	}
 	saveHistory(t, c, dir, "scheduled_run_missed.json", ids[0], "")
+}
+
+// TestSaveHistoriesBatch saves, with TestSaveHistories, the histories of a
+// paid step in batch mode: an episode that waits for its batch and the
+// vendor's collector, whose first batch expires half way (its undone items
+// go in a second batch), for later changes to replay.
+func TestSaveHistoriesBatch(t *testing.T) {
+	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
+	if dir == "" {
+		t.Skip("set ALLOT_TEST_SAVE_HISTORIES to a directory to save workflow histories")
+	}
+	// Undone items wait for a second batch a second, not an hour.
+	c := allottest.NewClusterWithPipelines(t, []byte(strings.Replace(batchPipelines, `batch_max_wait  = "1h"`, `batch_max_wait  = "1s"`, 1)))
+	if err := c.Vendor.Sim.SetFaults(paidvendortest.SimFaults{BatchExpireHalfway: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	for i := range 3 {
+		eps = append(eps, c.Allocate("evals", monday().Add(time.Duration(i)*time.Hour)))
+	}
+	for c.Vendor.Sim.BatchCount() == 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.Vendor.Sim.SetFaults(paidvendortest.SimFaults{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range eps {
+		if st := c.WaitEpisode("evals", ep); st.Stage != allot.StageCompleted {
+			t.Fatalf("batch episode %s ended %s", ep, st.Stage)
+		}
+	}
+	if n := c.Vendor.Sim.BatchCount(); n < 2 {
+		t.Fatalf("the vendor made %d batches, want the expired one and another", n)
+	}
+	saveHistory(t, c, dir, "batch_episode.json", allot.EpisodeWorkflowID("evals", eps[0]), "")
+	saveHistory(t, c, dir, "batch_collector.json", allot.BatchCollectorID(pipeline.DefaultVendor, "score"), "")
 }

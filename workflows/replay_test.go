@@ -32,6 +32,7 @@ func TestReplaySavedHistories(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(ScheduledRun)
 			r.RegisterWorkflow(Episode)
+			r.RegisterWorkflow(BatchCollector)
 			// The saved JSON holds the events only; the workflows check
 			// their own workflow ID, so replay under the one they had.
 			if err := r.ReplayWorkflowHistoryWithOptions(nil, history, worker.ReplayWorkflowHistoryOptions{
@@ -75,6 +76,12 @@ func originalWorkflowID(t *testing.T, h *historypb.History) string {
 			t.Fatal(err)
 		}
 		return allot.AllocationKey(in.Pipeline, in.NominalTime)
+	case BatchCollectorWorkflow:
+		var in BatchCollectorInput
+		if err := dc.FromPayload(start.GetInput().GetPayloads()[0], &in); err != nil {
+			t.Fatal(err)
+		}
+		return allot.BatchCollectorID(in.Vendor, in.Kind)
 	}
 	t.Fatalf("saved history of unknown workflow type %q", start.GetWorkflowType().GetName())
 	return ""
