@@ -416,3 +416,40 @@ func TestSaveHistoriesBatch(t *testing.T) {
 	saveHistory(t, c, dir, "batch_episode.json", allot.EpisodeWorkflowID("evals", eps[0]), "")
 	saveHistory(t, c, dir, "batch_collector.json", allot.BatchCollectorID(pipeline.DefaultVendor, "score"), "")
 }
+
+// TestSaveHistoriesBatchStopped saves, with TestSaveHistories, the history
+// of a collector whose batch meets an item abandoned in the ledger from
+// outside while the batch runs: saved by the collector from before it drove
+// a stopped batch again (testdata/v10), it replays the path that let such a
+// batch go, behind the batch-stopped-retry marker.
+func TestSaveHistoriesBatchStopped(t *testing.T) {
+	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
+	if dir == "" {
+		t.Skip("set ALLOT_TEST_SAVE_HISTORIES to a directory to save workflow histories")
+	}
+	c := allottest.NewClusterWithPipelines(t, []byte(batchPipelines))
+	ctx := c.Ctx()
+	var eps []string
+	for i := range 3 {
+		eps = append(eps, c.Allocate("evals", monday().Add(time.Duration(i)*time.Hour)))
+	}
+	for {
+		bs, err := c.Ledger.UnendedBatches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) == 1 && bs[0].State == allot.BatchCreated {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, err := c.Ledger.Decide(ctx, ledger.DecisionRequest{OperatorDecision: ledger.OperatorDecision{RequestID: "outside-1", Pipeline: "evals", EpisodeID: eps[0],
+		Step: "score", Action: allot.ActionAbandon, Reason: "abandoned in the ledger from outside", By: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	id := allot.BatchCollectorID(pipeline.DefaultVendor, "score")
+	if err := c.Client.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	saveHistory(t, c, dir, "batch_collector_stopped.json", id, "")
+}

@@ -48,6 +48,17 @@ const (
 	// batchCollectorBatches bounds the batches one run closes before it
 	// continues as new.
 	batchCollectorBatches = 200
+	// batchStoppedRetry is how long a batch whose driving stopped on a
+	// refusal (an error its activities do not retry: a vendor taken out
+	// of the pipeline file, an item changed in the ledger from outside)
+	// waits before it is driven again from the ledger's state. Meanwhile
+	// the collector's state query shows it, with why; once the cause is
+	// mended the batch goes on by itself. Its items' episodes wait in
+	// waiting_batch, their reservations held.
+	batchStoppedRetry = time.Hour
+	// batchStoppedRetryChange marks collectors that drive a stopped batch
+	// again; runs from before it let the batch go (workflow.GetVersion).
+	batchStoppedRetryChange = "batch-stopped-retry"
 )
 
 // BatchItemRequest is one paid task queued for a batch: its intent is
@@ -110,6 +121,17 @@ type BatchCollectorState struct {
 	Batches []activities.BatchView `json:"batches"`
 	// Closed counts the batches this run closed.
 	Closed int `json:"closed"`
+	// Stopped are the batches in flight whose driving stopped on a
+	// refusal, each driven again at its RetryAt.
+	Stopped []StoppedBatch `json:"stopped,omitempty"`
+}
+
+// StoppedBatch is a batch whose driving stopped on a refusal: why, and
+// when it is driven again from the ledger's state.
+type StoppedBatch struct {
+	Key     string    `json:"key"`
+	Error   string    `json:"error"`
+	RetryAt time.Time `json:"retry_at"`
 }
 
 type batchCollector struct {
@@ -119,6 +141,7 @@ type batchCollector struct {
 	// slice: workflow code never ranges over a map).
 	inFlight []InFlightBatch
 	views    map[string]activities.BatchView
+	stopped  map[string]StoppedBatch
 	closed   int
 	items    workflow.ReceiveChannel
 	// returned carries items a batch did not process back to the loop;
@@ -149,6 +172,7 @@ func (c *batchCollector) setup(ctx workflow.Context) error {
 	}
 	c.pending = slices.Clone(c.in.Pending)
 	c.views = map[string]activities.BatchView{}
+	c.stopped = map[string]StoppedBatch{}
 	c.items = workflow.GetSignalChannel(ctx, BatchItemSignal)
 	c.returned = workflow.NewChannel(ctx)
 	c.ended = workflow.NewChannel(ctx)
@@ -156,6 +180,9 @@ func (c *batchCollector) setup(ctx workflow.Context) error {
 		s := BatchCollectorState{Vendor: c.in.Vendor, Kind: c.in.Kind, Pending: len(c.pending), Closed: c.closed}
 		for _, b := range c.inFlight {
 			s.Batches = append(s.Batches, c.views[b.Key])
+			if st, ok := c.stopped[b.Key]; ok {
+				s.Stopped = append(s.Stopped, st)
+			}
 		}
 		return s, nil
 	})
@@ -211,6 +238,7 @@ func (c *batchCollector) run(ctx workflow.Context) error {
 			ch.Receive(ctx, &key)
 			c.inFlight = slices.DeleteFunc(c.inFlight, func(b InFlightBatch) bool { return b.Key == key })
 			delete(c.views, key)
+			delete(c.stopped, key)
 		})
 		if timer != nil {
 			sel.AddFuture(timer, func(workflow.Future) {})
@@ -263,8 +291,23 @@ func (c *batchCollector) drive(ctx workflow.Context, b InFlightBatch) {
 	c.inFlight = append(c.inFlight, b)
 	c.views[b.Key] = activities.BatchView{Key: b.Key, State: allot.BatchOpen, Items: len(b.Items)}
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if err := c.driveBatch(ctx, b); err != nil {
-			workflow.GetLogger(ctx).Error("batch stopped: its items stay in the ledger as they are; an operator settles them", "batch_key", b.Key, "error", err)
+		for {
+			err := c.driveBatch(ctx, b)
+			if err == nil {
+				break
+			}
+			if workflow.GetVersion(ctx, batchStoppedRetryChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				workflow.GetLogger(ctx).Error("batch stopped: its items stay in the ledger as they are; an operator settles them", "batch_key", b.Key, "error", err)
+				break
+			}
+			retryAt := workflow.Now(ctx).Add(batchStoppedRetry)
+			c.stopped[b.Key] = StoppedBatch{Key: b.Key, Error: err.Error(), RetryAt: retryAt}
+			workflow.GetLogger(ctx).Error("batch stopped on a refusal: mend its cause; it is driven again from the ledger's state at retry_at",
+				"batch_key", b.Key, "error", err, "retry_at", retryAt)
+			if err := workflow.Sleep(ctx, batchStoppedRetry); err != nil {
+				break
+			}
+			delete(c.stopped, b.Key)
 		}
 		c.ended.Send(ctx, b.Key)
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"allot"
@@ -226,4 +227,41 @@ func TestBatchCollectorStartedByASignalSendsTheItem(t *testing.T) {
 		}
 		r.checkEachItemOnce(items, 1)
 	}
+}
+
+// A batch whose driving stops on a refusal (here its first poll, as when
+// the ledger refuses an item changed from outside) is not let go: the
+// collector's state shows it stopped, with why and when it goes on, and
+// an hour later it is driven again from the ledger's state, so that its
+// items end as they would have, each billed once and its workflow told.
+func TestBatchCollectorDrivesAStoppedBatchAgain(t *testing.T) {
+	r := newCollectorRun(t, paidvendortest.SimFaults{})
+	items := r.queue(2, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	var polls atomic.Int32
+	r.env.OnActivity(r.acts.PollBatch, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.PollBatchInput) (activities.PollBatchResult, error) {
+			if polls.Add(1) == 1 {
+				return activities.PollBatchResult{}, temporal.NewNonRetryableApplicationError("ledger: an item is not this batch's", allot.PaidTaskStateConflict, nil)
+			}
+			return r.acts.PollBatch(ctx, in)
+		})
+	var stopped BatchCollectorState
+	r.env.RegisterDelayedCallback(func() {
+		v, err := r.env.QueryWorkflow(BatchCollectorStateQuery)
+		if err == nil {
+			err = v.Get(&stopped)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}, time.Hour) // the batch closed at 1m, its first poll failed at 31m
+	r.env.ExecuteWorkflow(BatchCollector, BatchCollectorInput{LedgerID: r.led.Led.ID(), Vendor: "default", Kind: "score",
+		MaxItems: 10, MaxWait: time.Minute, PollEvery: 30 * time.Minute, Pending: items})
+	if !r.env.IsWorkflowCompleted() || r.env.GetWorkflowError() != nil {
+		t.Fatalf("collector: completed %v, error %v", r.env.IsWorkflowCompleted(), r.env.GetWorkflowError())
+	}
+	if len(stopped.Stopped) != 1 || !strings.Contains(stopped.Stopped[0].Error, "not this batch's") || stopped.Stopped[0].RetryAt.IsZero() || len(stopped.Batches) != 1 {
+		t.Errorf("state while stopped = %+v, want the batch stopped with why and when it goes on", stopped)
+	}
+	r.checkEachItemOnce(items, 1)
 }

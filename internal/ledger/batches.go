@@ -473,8 +473,22 @@ func (l *Ledger) SettleBatchItem(ctx context.Context, key string, s BatchItemSet
 			return fmt.Errorf("%w: %s's item %s was settled %s; refusing %s: an item's outcome is recorded once",
 				ErrBatchState, batchDescribe(key), describe(s.Ref), b.Items[i].Outcome, s.Outcome)
 		}
-		if out, added, err = l.settleItemTaskTx(ctx, tx, key, s); err != nil {
+		t, ok, err := l.getPaidTask(ctx, tx, s.Ref)
+		switch {
+		case err != nil:
 			return err
+		case ok && t.State == allot.PaidAbandoned:
+			// An operator abandoned the task while its batch ran (from
+			// outside its episode, which refuses commands while it waits
+			// on a batch): the task is the operator's now and stays as
+			// it is. The item's outcome goes on the batch all the same,
+			// so that the batch can end; a charge for the task is money
+			// the ledger does not hold, which the reconciler reports.
+			out = t
+		default:
+			if out, added, err = l.settleItemTaskTx(ctx, tx, key, s); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE paid_batch_items SET outcome = ?
 			WHERE batch_key = ? AND pipeline = ? AND episode_id = ? AND step = ? AND revision = ?`),

@@ -394,3 +394,33 @@ func testBatchQueueCap(t *testing.T, l *Ledger) {
 		t.Fatalf("a negative cap = %v, want ErrInvalidInput", err)
 	}
 }
+
+// An item whose task an operator abandoned while its batch ran (a write
+// from outside the episode): the batch still records the item's outcome
+// and can end; the task stays abandoned, with no cost booked for it (a
+// charge is the reconciler's to report). The other items settle as ever.
+func testBatchItemAbandonedOutside(t *testing.T, l *Ledger) {
+	refs := queueItems(t, l, 2)
+	mustCreatedBatch(t, l, "b1", "vb_1", refs...)
+	if _, _, err := l.Decide(ctxT(t), DecisionRequest{OperatorDecision: OperatorDecision{RequestID: "outside", Pipeline: refs[0].Pipeline, EpisodeID: refs[0].EpisodeID,
+		Step: refs[0].Step, Action: allot.ActionAbandon, Reason: "abandoned from outside", By: "ops"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, added, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[0], Outcome: allot.BatchItemSucceeded, RemoteRef: "task_a", Amount: 50, Currency: "USD", Artifact: "/a", SHA256: "sha"})
+	if err != nil || got.State != allot.PaidAbandoned || added != 0 {
+		t.Fatalf("settling an item abandoned from outside = %+v, added %d, %v; want it left abandoned, nothing added", got, added, err)
+	}
+	if _, err := l.Cost(ctxT(t), "task_a"); !errors.Is(err, ErrCostNotFound) {
+		t.Fatalf("the cost of an item abandoned from outside: %v, want none booked", err)
+	}
+	if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: refs[1], Outcome: allot.BatchItemSucceeded, RemoteRef: "task_b", Amount: 50, Currency: "USD", Artifact: "/b", SHA256: "sha"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.EndBatch(ctxT(t), "b1", "completed")
+	if err != nil || b.State != allot.BatchEnded || b.Items[0].Outcome == "" {
+		t.Fatalf("EndBatch after an item abandoned from outside = %+v, %v; want ended with every item's outcome", b, err)
+	}
+	if pt, err := l.PaidTask(ctxT(t), refs[1]); err != nil || pt.State != allot.PaidSucceeded {
+		t.Fatalf("the other item: %+v, %v; want succeeded", pt, err)
+	}
+}

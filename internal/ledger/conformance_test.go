@@ -155,6 +155,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BatchResultLostParks", testBatchResultLostParks},
 		{"BatchRefusals", testBatchRefusals},
 		{"BatchQueueCap", testBatchQueueCap},
+		{"BatchItemAbandonedOutside", testBatchItemAbandonedOutside},
 		{"BatchItemInOneBatch", testBatchItemInOneBatch},
 		{"BatchStateMachineModel", testBatchStateMachineModel},
 		// Period deadlines (deadlines_conformance_test.go).
