@@ -56,9 +56,6 @@ const (
 	// mended the batch goes on by itself. Its items' episodes wait in
 	// waiting_batch, their reservations held.
 	batchStoppedRetry = time.Hour
-	// batchStoppedRetryChange marks collectors that drive a stopped batch
-	// again; runs from before it let the batch go (workflow.GetVersion).
-	batchStoppedRetryChange = "batch-stopped-retry"
 )
 
 // BatchItemRequest is one paid task queued for a batch: its intent is
@@ -296,7 +293,7 @@ func (c *batchCollector) drive(ctx workflow.Context, b InFlightBatch) {
 			if err == nil {
 				break
 			}
-			if workflow.GetVersion(ctx, batchStoppedRetryChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			if workflow.GetVersion(ctx, batchStoppedRetryChange, workflow.DefaultVersion, batchStoppedRetryVersion) == workflow.DefaultVersion {
 				workflow.GetLogger(ctx).Error("batch stopped: its items stay in the ledger as they are; an operator settles them", "batch_key", b.Key, "error", err)
 				break
 			}

@@ -87,6 +87,15 @@ const (
 	// it: testdata/v1 to v5; after: testdata/v6/scheduled_run_missed.json.
 	catchUpChange  = "catch-up"
 	catchUpVersion = 1
+
+	// batchStoppedRetryChange (BatchCollector): a batch whose driving
+	// stopped on a refusal stays in flight, shown in the state query, and
+	// is driven again from the ledger's state after batchStoppedRetry;
+	// before it, the collector let the batch go. Histories before it:
+	// testdata/v10/batch_collector_stopped.json; the others of v10 never
+	// reach it.
+	batchStoppedRetryChange  = "batch-stopped-retry"
+	batchStoppedRetryVersion = 1
 )
 
 // Changes without a marker, and why none is needed:
