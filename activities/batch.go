@@ -68,6 +68,7 @@ type OpenBatchResult struct {
 // OpenBatch writes the batch's key and hands it the queued tasks, before
 // anything is sent (ledger.OpenBatch).
 func (a *Activities) OpenBatch(ctx context.Context, in OpenBatchInput) (OpenBatchResult, error) {
+	defer heartbeating(ctx)()
 	if err := a.checkLedger(in.LedgerID); err != nil {
 		return OpenBatchResult{}, err
 	}
@@ -105,6 +106,7 @@ type CreateBatchInput struct {
 //     queue; any other failure may have made the batch, so only the list is
 //     read for the look-only window.
 func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (BatchView, error) {
+	defer heartbeating(ctx)()
 	if err := a.checkLedger(in.LedgerID); err != nil {
 		return BatchView{}, err
 	}
@@ -256,6 +258,7 @@ type PollBatchResult struct {
 // maybe-sent. Then the batch ends. A retry after a crash settles only the
 // items not settled yet.
 func (a *Activities) PollBatch(ctx context.Context, in PollBatchInput) (PollBatchResult, error) {
+	defer heartbeating(ctx)()
 	if err := a.checkLedger(in.LedgerID); err != nil {
 		return PollBatchResult{}, err
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
@@ -48,9 +50,13 @@ type batchVendor struct {
 	down    atomic.Bool
 	lagging atomic.Bool
 	creates atomic.Int32 // create requests that reached the vendor
+	slow    atomic.Int64 // a delay before every answer, in nanoseconds
 }
 
 func (v *batchVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d := time.Duration(v.slow.Load()); d > 0 {
+		time.Sleep(d)
+	}
 	if v.down.Load() {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
@@ -492,5 +498,35 @@ func TestBatchCreateWaitsForRoomInTheVendorsQueue(t *testing.T) {
 	}
 	if view, err := execute[BatchView](t, f, f.acts.CreateBatch, create); err != nil || view.State != allot.BatchCreated {
 		t.Fatalf("the second batch's create once the first ended = %+v, %v", view, err)
+	}
+}
+
+// The batch activities heartbeat while they wait (here on a slow vendor),
+// so that the collector's heartbeat timeout retries a killed worker's
+// attempt within seconds, not after the 10-minute start-to-close timeout
+// with the batch's items waiting (a chaos run on one worker met that).
+func TestBatchActivitiesHeartbeatWhileTheyWait(t *testing.T) {
+	f := newFixture(t, nil)
+	v := withBatchVendor(t, f)
+	var beats atomic.Int32
+	f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	refs := queueBatchItems(t, f, 2)
+	key := allot.IdempotencyKey("batch-test", "slow", "batch", 0)
+	if _, err := execute[OpenBatchResult](t, f, f.acts.OpenBatch, OpenBatchInput{Key: key, Vendor: "default", Kind: "score", Items: refs}); err != nil {
+		t.Fatal(err)
+	}
+	v.slow.Store(int64(3 * heartbeatEvery))
+	if view, err := execute[BatchView](t, f, f.acts.CreateBatch, CreateBatchInput{Key: key, Vendor: "default", Items: batchItems(refs)}); err != nil || view.State != allot.BatchCreated {
+		t.Fatalf("CreateBatch on a slow vendor = %+v, %v", view, err)
+	}
+	if beats.Load() == 0 {
+		t.Fatal("CreateBatch waited on a slow vendor without a heartbeat")
+	}
+	beats.Store(0)
+	if _, err := execute[PollBatchResult](t, f, f.acts.PollBatch, PollBatchInput{Key: key, Vendor: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if beats.Load() == 0 {
+		t.Fatal("PollBatch waited on a slow vendor without a heartbeat")
 	}
 }

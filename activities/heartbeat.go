@@ -42,6 +42,33 @@ func withHeartbeat[T any](ctx context.Context, call func(context.Context) (T, er
 	return call(ctx)
 }
 
+// heartbeating heartbeats until the returned stop is called: for an
+// activity whose every part may wait (the batch activities: the ledger,
+// the vendor's list, a create, results to read and settle), so that a
+// killed worker's attempt is retried within the heartbeat timeout, not
+// after the start-to-close timeout. Outside an activity it does nothing.
+func heartbeating(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, "running")
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 // progressReader reports the number of bytes read so far to beat, at most
 // once per every, while a result downloads.
 type progressReader struct {

@@ -415,6 +415,10 @@ func (c *batchCollector) continueAsNew(ctx workflow.Context) error {
 func batchActivityOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
+		// The activities heartbeat while they run: a killed worker's
+		// attempt is retried within seconds, not after 10 minutes with
+		// the batch's items waiting.
+		HeartbeatTimeout: vendorHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,

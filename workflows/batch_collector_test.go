@@ -265,3 +265,16 @@ func TestBatchCollectorDrivesAStoppedBatchAgain(t *testing.T) {
 	}
 	r.checkEachItemOnce(items, 1)
 }
+
+// The batch activities run under a heartbeat timeout of seconds (they
+// heartbeat while they run: TestBatchActivitiesHeartbeatWhileTheyWait), so
+// that a killed worker's attempt is retried within it, not after the
+// 10-minute start-to-close timeout with the batch's items waiting: a chaos
+// run on one worker met that. (The test environment does not time an
+// attempt's heartbeats, so the options are what is checked here.)
+func TestBatchCollectorNoticesAKilledWorkerInSeconds(t *testing.T) {
+	o := batchActivityOptions()
+	if o.HeartbeatTimeout <= 0 || o.HeartbeatTimeout > 30*time.Second || o.HeartbeatTimeout >= o.StartToCloseTimeout {
+		t.Fatalf("batch activities: heartbeat timeout %s, start-to-close %s; want a heartbeat timeout of at most 30s", o.HeartbeatTimeout, o.StartToCloseTimeout)
+	}
+}
