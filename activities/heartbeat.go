@@ -20,31 +20,14 @@ const heartbeatEvery = 500 * time.Millisecond
 // is noticed by the heartbeat timeout. Outside an activity (unit tests of
 // helpers) it just calls.
 func withHeartbeat[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
-	if !activity.IsActivity(ctx) {
-		return call(ctx)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(heartbeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
+	defer heartbeating(ctx)()
 	return call(ctx)
 }
 
-// heartbeating heartbeats until the returned stop is called: for an
-// activity whose every part may wait (the batch activities: the ledger,
-// the vendor's list, a create, results to read and settle), so that a
+// heartbeating heartbeats until the returned stop is called: around one
+// call (withHeartbeat) or a whole activity whose every part may wait (the
+// batch activities: the ledger, the vendor's list, a create, results to
+// read and settle), so that a
 // killed worker's attempt is retried within the heartbeat timeout, not
 // after the start-to-close timeout. Outside an activity it does nothing.
 func heartbeating(ctx context.Context) (stop func()) {

@@ -3,13 +3,13 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"allot"
 	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/paidvendor"
 )
 
@@ -19,11 +19,7 @@ import (
 func batchLedger(t *testing.T, n int) (*run, []paidvendor.Charge) {
 	t.Helper()
 	ctx := context.Background()
-	led, err := ledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = led.Close() })
+	led := ledgertest.New(t).Led
 	nominal := time.Date(2026, 12, 14, 9, 0, 0, 0, time.UTC)
 	var refs []ledger.PaidTaskRef
 	var charges []paidvendor.Charge
