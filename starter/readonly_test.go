@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,24 +125,62 @@ func checkOutput(t *testing.T, cmd readOnlyCommand, code int, stdout, stderr str
 	}
 }
 
+// fileState is a file's bytes, size and modification time.
+func fileState(t *testing.T, path string) string {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d bytes, modified %s, sha256 %x", st.Size(), st.ModTime().Format(time.RFC3339Nano), sha256.Sum256(data))
+}
+
+// onlySQLiteCompanions fails unless what dir holds beyond before is the
+// ledger's -wal, empty, and -shm: what SQLite's read-only mode creates
+// beside a WAL database for any reader, which is no write to the ledger.
+func onlySQLiteCompanions(t *testing.T, args []string, dir, ledger string, before map[string]string) {
+	t.Helper()
+	for name, state := range dirState(t, dir) {
+		if _, ok := before[name]; ok {
+			continue
+		}
+		switch name {
+		case ledger + "-shm":
+		case ledger + "-wal":
+			if !strings.HasPrefix(state, "0 bytes") {
+				t.Fatalf("%v wrote the ledger's log: %s is %s", args, name, state)
+			}
+		default:
+			t.Fatalf("%v created %s (%s)", args, name, state)
+		}
+	}
+}
+
 // Invariant 19: check, episodes, costs, stats, input list and import
-// --dry-run read the ledger and create and change no file: with every
-// connection closed (as a stopped worker leaves the ledger), the ledger's
-// directory lists the same names, sizes and times after each command as
-// before it. While a worker has the ledger open, they read what it
-// committed to its -wal only, and create no file either.
-func TestReadOnlyCommandsCreateNoFile(t *testing.T) {
+// --dry-run read the ledger and never write it: with every connection
+// closed (as a stopped worker leaves the ledger), the file keeps its bytes
+// and time after each command, and nothing appears beside it but the
+// empty -wal and the -shm that SQLite's read-only mode needs. While a
+// worker has the ledger open, they read what it committed to its -wal
+// only.
+func TestReadOnlyCommandsNeverWriteTheLedger(t *testing.T) {
 	l := newReadOnlyLedger(t)
 	before := dirState(t, l.dir)
 	if len(before) != 1 {
 		t.Fatalf("the closed ledger's directory holds %v, want the ledger alone", before)
 	}
+	file := fileState(t, l.path)
 	for _, cmd := range l.commands(l.url, "d-1") {
 		code, stdout, stderr := run(t, cmd.args...)
 		checkOutput(t, cmd, code, stdout, stderr)
-		if after := dirState(t, l.dir); !maps.Equal(before, after) {
-			t.Fatalf("%v changed the ledger's directory from\n%v\nto\n%v", cmd.args, before, after)
+		if now := fileState(t, l.path); now != file {
+			t.Fatalf("%v changed the ledger from %s to %s", cmd.args, file, now)
 		}
+		onlySQLiteCompanions(t, cmd.args, l.dir, "allot.db", before)
 	}
 
 	// A worker has the ledger open; an input added since is only in its
@@ -382,7 +422,7 @@ func TestDamagedLedgerIsReportedAsDamaged(t *testing.T) {
 	if err := os.WriteFile(l.path, good[:len(good)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := dirState(t, l.dir)
+	before, file := dirState(t, l.dir), fileState(t, l.path)
 	for _, args := range [][]string{
 		{"check"},
 		{"episodes", "--pipeline", "weekly-video"},
@@ -393,8 +433,89 @@ func TestDamagedLedgerIsReportedAsDamaged(t *testing.T) {
 		if code != exitError || !strings.Contains(stderr, l.path) || !strings.Contains(stderr, "damaged") || !strings.Contains(stderr, "backup") || strings.Contains(stderr, "create") {
 			t.Errorf("%v on a truncated ledger: exit %d, %s; want it reported damaged, naming the file and a backup", args, code, stderr)
 		}
+		if now := fileState(t, l.path); now != file {
+			t.Fatalf("%v changed the damaged ledger from %s to %s", args, file, now)
+		}
+		onlySQLiteCompanions(t, args, l.dir, "allot.db", before)
 	}
-	if after := dirState(t, l.dir); !maps.Equal(before, after) {
-		t.Fatalf("the commands changed the damaged ledger's directory from\n%v\nto\n%v", before, after)
+}
+
+// Damage no open runs into (a page of an index) is found by check, and
+// by the worker at start, which print the way out as commands: copy what SQLite can still read with the
+// sqlite3 shell's .dump, and audit the copy. Run as printed, the copy
+// passes the audit with every episode.
+func TestCheckFindsADamagedIndexAndItsRemedyRecovers(t *testing.T) {
+	if _, err := exec.LookPath("sqlite3"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no sqlite3 shell to run the remedy with: .ci/run installs Debian's sqlite3 (%v)", err)
+		}
+		t.Skipf("no sqlite3 shell to run the remedy with: install Debian's sqlite3 (%v)", err)
+	}
+	l := newReadOnlyLedger(t)
+	damageAnIndex(t, l.path)
+	code, stdout, stderr := run(t, "check", "--ledger", l.url, "--pipelines", l.pipelines)
+	if code != exitError || !strings.Contains(stderr, "integrity check found") {
+		t.Fatalf("check of a ledger with a damaged index: exit %d, %s %s; want the integrity check's finding", code, stdout, stderr)
+	}
+	// The worker refuses to start on it, before it dials Temporal.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	werr := app.RunWorker(ctx, app.WorkerConfig{
+		Config:      app.Config{Ledger: l.url, Pipelines: l.pipelines, DataDir: t.TempDir(), VendorURL: "http://127.0.0.1:1"},
+		Temporal:    client.Options{HostPort: "127.0.0.1:1"},
+		Credentials: paidvendor.NewStaticCredentials("test-key"),
+	})
+	if !errors.Is(werr, ledger.ErrCorrupt) || !strings.Contains(werr.Error(), "integrity check found") {
+		t.Fatalf("the worker on a ledger with a damaged index = %v, want it refused as damaged", werr)
+	}
+	// "... with `RECOVER`, audit the copy with `CHECK`, and ..."
+	parts := strings.Split(stderr, "`")
+	if len(parts) < 5 || !strings.HasPrefix(parts[1], "sqlite3 ") || !strings.HasPrefix(parts[3], "starter check ") {
+		t.Fatalf("check printed %q; want the .dump command and the check of the copy, each in backquotes", stderr)
+	}
+	recoverCmd := exec.Command("sh", "-c", parts[1])
+	recoverCmd.Env = cleanenv.Environ()
+	if out, err := recoverCmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", parts[1], err, out)
+	}
+	words, err := workflows.SplitCommand(parts[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(words[1:], "--json", "--pipelines", l.pipelines)
+	if code, stdout, stderr := run(t, args...); code != exitOK || !strings.Contains(stdout, `"ok": true`) {
+		t.Fatalf("%v: exit %d, %s %s; want the copy to pass", args, code, stdout, stderr)
+	}
+	copyURL := words[len(words)-1]
+	if code, stdout, stderr := run(t, "episodes", "--pipeline", "weekly-video", "--json", "--ledger", copyURL, "--pipelines", l.pipelines); code != exitOK || !strings.Contains(stdout, `"2026-W31-0"`) {
+		t.Fatalf("episodes of the copy: exit %d, %s %s", code, stdout, stderr)
+	}
+}
+
+// damageAnIndex garbles the root page of an index of the episodes of the
+// closed ledger at path.
+func damageAnIndex(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root, pageSize int
+	err = db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'episodes' ORDER BY rootpage DESC LIMIT 1`).Scan(&root)
+	if err == nil {
+		err = db.QueryRow(`PRAGMA page_size`).Scan(&pageSize)
+	}
+	if err = errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := (root - 1) * pageSize; i < root*pageSize; i++ {
+		data[i] = byte(i*7 + 3)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

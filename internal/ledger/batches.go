@@ -8,7 +8,9 @@ package ledger
 // OpenBatch writes the batch's key and moves the items' intents to the
 // batch (owner BatchOwner(key)) in one transaction, before the vendor is
 // asked for anything. The create itself is an intent: BeginBatchCreate
-// marks the batch and its items maybe-sent, as MarkSending does a task;
+// marks the batch and its items maybe-sent, as MarkSending does a task,
+// and returns the tasks the create carries (an item abandoned since the
+// batch opened is left out, recorded not_processed, never sent);
 // the key travels in the batch's metadata, so a create whose answer was
 // lost is found in the vendor's list (RecordBatchCreated), or is unknown
 // (RecordBatchUnknown: only the list is read until its look-only window
@@ -23,7 +25,8 @@ package ledger
 //
 //	open    -> open         BeginBatchCreate, RecordBatchUnknown
 //	open    -> created      RecordBatchCreated: the vendor made it (or it was found under its key)
-//	open    -> not_created  RecordBatchNotCreated: the vendor refused the create
+//	open    -> not_created  RecordBatchNotCreated: the vendor refused the create;
+//	                        BeginBatchCreate: no item was left to send
 //	created -> created      RecordBatchCreated again: a later status
 //	created -> ended        EndBatch: every item's outcome is recorded
 //
@@ -51,12 +54,13 @@ func BatchOwner(key string) string { return batchOwnerPrefix + key }
 const batchOwnerPrefix = "batch:"
 
 // queuedBatchItems counts the items of vendor's batches, but except's,
-// that the vendor may hold and has not ended: those of created batches
-// and of open ones whose create may have landed.
+// that the vendor may hold and has not ended: the unsettled items of
+// created batches and of open ones whose create may have landed (an item
+// left out of its create is settled, and was never sent).
 func (l *Ledger) queuedBatchItems(ctx context.Context, tx *sql.Tx, vendor, except string) (int, error) {
 	var n int
 	if err := tx.QueryRowContext(ctx, l.d.q(`SELECT COUNT(*) FROM paid_batch_items i JOIN paid_batches b ON b.batch_key = i.batch_key
-		WHERE b.vendor = ? AND b.batch_key <> ? AND (b.state = ? OR (b.state = ? AND b.maybe_sent = ?))`),
+		WHERE b.vendor = ? AND b.batch_key <> ? AND i.outcome = '' AND (b.state = ? OR (b.state = ? AND b.maybe_sent = ?))`),
 		vendor, except, string(allot.BatchCreated), string(allot.BatchOpen), true).Scan(&n); err != nil {
 		return 0, fmt.Errorf("ledger %s: count vendor %s's queued batch items: %w", l.where, vendor, err)
 	}
@@ -264,25 +268,48 @@ func (l *Ledger) OpenBatch(ctx context.Context, in OpenBatchInput) (PaidBatch, [
 	return out, skips, nil
 }
 
-// BeginBatchCreate records, right before the vendor is asked to create the
-// batch, that the create is under way until until: the batch and each of
-// its items are maybe-sent from here (each item's first send is now, for
-// the vendor's idempotency horizon). The batch must be open, and past its
-// look-only window at at, the caller's clock (ErrBatchLookOnly). With
-// maxQueued above 0 (the vendor's batch_max_queued_items), the items of
-// the vendor's other batches that may be at the vendor and not ended (a
-// created batch, an open one whose create may have landed) and this
-// batch's together must not exceed it (ErrBatchQueueFull): the vendor
+// BeginBatchCreate is BeginBatchCreateItems for a caller that needs only
+// the batch.
+func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until time.Time, maxQueued int) (PaidBatch, error) {
+	b, _, err := l.BeginBatchCreateItems(ctx, key, at, until, maxQueued)
+	return b, err
+}
+
+// BeginBatchCreateItems records, right before the vendor is asked to
+// create the batch, that the create is under way until until, and returns
+// the tasks the create carries, read in the transaction that marks them:
+// the request is built from these alone, so that nothing changed between
+// a read and the mark is sent.
+//
+// The first create decides the batch's items. An item whose task is no
+// longer the batch's intent (an operator abandoned it from outside after
+// the batch opened) is left out: its outcome is recorded not_processed
+// (nothing was sent) and its task stays as it is. The others, and the
+// batch, are maybe-sent from here (each item's first send is now, for the
+// vendor's idempotency horizon). If no item is left, nothing is to be
+// sent: the batch ends not_created, with why, and no task is returned.
+// A later create of the batch (its earlier answer lost) carries the same
+// items under the same key, whatever became of their tasks since: the
+// vendor may already hold them under that key.
+//
+// The batch must be open, and past its look-only window at at, the
+// caller's clock (ErrBatchLookOnly). With maxQueued above 0 (the vendor's
+// batch_max_queued_items), the unsettled items of the vendor's other
+// batches that may be at the vendor (a created batch, an open one whose
+// create may have landed) and the items this first create sends together
+// must not exceed it (ErrBatchQueueFull, nothing marked): the vendor
 // counts every item it holds against its queue, as OpenAI's enqueued
 // limit and Anthropic's processing queue do, and refuses what is over.
-func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until time.Time, maxQueued int) (PaidBatch, error) {
+func (l *Ledger) BeginBatchCreateItems(ctx context.Context, key string, at, until time.Time, maxQueued int) (PaidBatch, []PaidTask, error) {
 	if until.IsZero() {
-		return PaidBatch{}, invalid("%s: a create needs its deadline", batchDescribe(key))
+		return PaidBatch{}, nil, invalid("%s: a create needs its deadline", batchDescribe(key))
 	}
 	if maxQueued < 0 {
-		return PaidBatch{}, invalid("%s: a batch queue of %d items: give the vendor's batch_max_queued_items, or 0 for no cap", batchDescribe(key), maxQueued)
+		return PaidBatch{}, nil, invalid("%s: a batch queue of %d items: give the vendor's batch_max_queued_items, or 0 for no cap", batchDescribe(key), maxQueued)
 	}
-	return l.changeBatch(ctx, key, func(tx *sql.Tx, b *PaidBatch) error {
+	var send []PaidTask
+	b, err := l.changeBatch(ctx, key, func(tx *sql.Tx, b *PaidBatch) error {
+		send = nil
 		if b.State != allot.BatchOpen {
 			return batchStateErr(*b, "creating it at the vendor", allot.BatchOpen)
 		}
@@ -290,25 +317,63 @@ func (l *Ledger) BeginBatchCreate(ctx context.Context, key string, at, until tim
 			return fmt.Errorf("%w: %s: an earlier create's outcome is unknown and the vendor may still list it until %s: look it up (FindBatch), create nothing",
 				ErrBatchLookOnly, batchDescribe(key), b.LookOnlyUntil.Format(time.RFC3339))
 		}
-		if maxQueued > 0 && !b.MaybeSent {
+		first := !b.MaybeSent
+		capped := maxQueued > 0 && first
+		if capped {
+			// Taken before the items' episodes, as ever: one lock order.
 			if err := l.lockTx(ctx, tx, batchQueueLockKey(b.Vendor), "vendor "+b.Vendor+"'s batch queue"); err != nil {
 				return err
 			}
+		}
+		var left []string
+		for _, it := range b.Items {
+			if it.Outcome != "" {
+				continue
+			}
+			// Read under the episode's lock, as an abandon writes it: an
+			// abandon lands before this mark (left out) or after it.
+			t, err := l.changePaidTaskTx(ctx, tx, it.PaidTaskRef, func(_ *sql.Tx, t *PaidTask) error {
+				if t.State == allot.PaidIntent && t.Owner == BatchOwner(b.Key) {
+					markItemSent(t)
+					t.SendingUntil = normTime(until)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			sendable := t.State == allot.PaidIntent && t.Owner == BatchOwner(b.Key)
+			if !first || sendable {
+				send = append(send, t)
+				continue
+			}
+			if err := l.setItemOutcomeTx(ctx, tx, b.Key, it.PaidTaskRef, allot.BatchItemNotProcessed); err != nil {
+				return err
+			}
+			left = append(left, fmt.Sprintf("%s is %s", describe(it.PaidTaskRef), t.State))
+		}
+		if len(send) == 0 {
+			b.State, b.MaybeSent, b.Error = allot.BatchNotCreated, false,
+				"nothing to send: every item's task was given up before the create ("+strings.Join(left, "; ")+"); no batch was created at the vendor"
+			return nil
+		}
+		if capped {
 			queued, err := l.queuedBatchItems(ctx, tx, b.Vendor, b.Key)
 			if err != nil {
 				return err
 			}
-			if queued+len(b.Items) > maxQueued {
-				return fmt.Errorf("%w: vendor %s's unfinished batches hold %d items and %s has %d, over its batch_max_queued_items of %d: nothing was marked; create it once enough of them have ended",
-					ErrBatchQueueFull, b.Vendor, queued, batchDescribe(key), len(b.Items), maxQueued)
+			if queued+len(send) > maxQueued {
+				return fmt.Errorf("%w: vendor %s's unfinished batches hold %d items and %s would send %d, over its batch_max_queued_items of %d: nothing was marked; create it once enough of them have ended",
+					ErrBatchQueueFull, b.Vendor, queued, batchDescribe(key), len(send), maxQueued)
 			}
 		}
 		b.MaybeSent, b.SendingUntil, b.Error = true, normTime(until), ""
-		return l.changeBatchItemsTx(ctx, tx, *b, func(t *PaidTask) {
-			markItemSent(t)
-			t.SendingUntil = normTime(until)
-		})
+		return nil
 	})
+	if err != nil {
+		return PaidBatch{}, nil, err
+	}
+	return b, send, nil
 }
 
 // RecordBatchCreated writes the vendor's ID of the batch, from the
@@ -355,7 +420,8 @@ func (l *Ledger) RecordBatchCreated(ctx context.Context, key, vendorBatchID, sta
 // RecordBatchUnknown records that a create's answer was lost and the
 // vendor does not list a batch under its key (yet): the batch stays open
 // and maybe-sent, and until lookOnlyUntil only the vendor's list is read
-// (BeginBatchCreate refuses). why is kept for the operator.
+// (BeginBatchCreate refuses). why is kept for the operator. The create
+// must have begun (BeginBatchCreate), which decided the items it carries.
 func (l *Ledger) RecordBatchUnknown(ctx context.Context, key string, lookOnlyUntil time.Time, why string) (PaidBatch, error) {
 	if lookOnlyUntil.IsZero() || why == "" {
 		return PaidBatch{}, invalid("%s: an unknown outcome needs its look-only window and why, got %v and %q", batchDescribe(key), lookOnlyUntil, why)
@@ -363,6 +429,9 @@ func (l *Ledger) RecordBatchUnknown(ctx context.Context, key string, lookOnlyUnt
 	return l.changeBatch(ctx, key, func(tx *sql.Tx, b *PaidBatch) error {
 		if b.State != allot.BatchOpen {
 			return batchStateErr(*b, "recording an unknown create", allot.BatchOpen)
+		}
+		if !b.MaybeSent {
+			return fmt.Errorf("%w: %s: no create of it began (BeginBatchCreate), so none can have an unknown outcome", ErrBatchState, batchDescribe(key))
 		}
 		if lookOnlyUntil.After(b.LookOnlyUntil) {
 			b.LookOnlyUntil = normTime(lookOnlyUntil)
@@ -490,12 +559,7 @@ func (l *Ledger) SettleBatchItem(ctx context.Context, key string, s BatchItemSet
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE paid_batch_items SET outcome = ?
-			WHERE batch_key = ? AND pipeline = ? AND episode_id = ? AND step = ? AND revision = ?`),
-			string(s.Outcome), key, s.Ref.Pipeline, s.Ref.EpisodeID, s.Ref.Step, s.Ref.Revision); err != nil {
-			return fmt.Errorf("ledger %s: settle %s's item %s: %w", l.where, batchDescribe(key), describe(s.Ref), err)
-		}
-		return nil
+		return l.setItemOutcomeTx(ctx, tx, key, s.Ref, s.Outcome)
 	})
 	if err != nil {
 		return PaidTask{}, 0, err
@@ -717,6 +781,16 @@ func markItemSent(t *PaidTask) {
 	if t.FirstSentAt.IsZero() {
 		t.FirstSentAt = now()
 	}
+}
+
+// setItemOutcomeTx records one item's outcome on its batch.
+func (l *Ledger) setItemOutcomeTx(ctx context.Context, tx *sql.Tx, key string, ref PaidTaskRef, o allot.BatchItemOutcome) error {
+	if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE paid_batch_items SET outcome = ?
+		WHERE batch_key = ? AND pipeline = ? AND episode_id = ? AND step = ? AND revision = ?`),
+		string(o), key, ref.Pipeline, ref.EpisodeID, ref.Step, ref.Revision); err != nil {
+		return fmt.Errorf("ledger %s: settle %s's item %s: %w", l.where, batchDescribe(key), describe(ref), err)
+	}
+	return nil
 }
 
 func (l *Ledger) setItemOutcomesTx(ctx context.Context, tx *sql.Tx, key string, o allot.BatchItemOutcome) error {

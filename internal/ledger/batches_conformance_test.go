@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -422,5 +423,120 @@ func testBatchItemAbandonedOutside(t *testing.T, l *Ledger) {
 	}
 	if pt, err := l.PaidTask(ctxT(t), refs[1]); err != nil || pt.State != allot.PaidSucceeded {
 		t.Fatalf("the other item: %+v, %v; want succeeded", pt, err)
+	}
+}
+
+// abandonOutside abandons r's task as an operator would from outside its
+// episode (starter episode resolve against the ledger): its reservation
+// is released.
+func abandonOutside(t *testing.T, l *Ledger, r PaidTaskRef) {
+	t.Helper()
+	if _, _, err := l.Decide(ctxT(t), DecisionRequest{OperatorDecision: OperatorDecision{RequestID: "abandon-" + r.EpisodeID, Pipeline: r.Pipeline,
+		EpisodeID: r.EpisodeID, Step: r.Step, Action: allot.ActionAbandon, Reason: "given up from outside", By: "ops"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sentRefs(ts []PaidTask) []PaidTaskRef {
+	var out []PaidTaskRef
+	for _, pt := range ts {
+		out = append(out, pt.PaidTaskRef)
+	}
+	return out
+}
+
+// An item whose task is abandoned after its batch opened and before the
+// create is never sent: the create's transaction leaves it out of the
+// tasks it returns for the request, marks it nothing, and records it
+// not_processed on the batch; a retried create (its answer lost) carries
+// the same items under the same key; the vendor's queue counts only what
+// is sent; a batch left with nothing is not created.
+func testBatchItemAbandonedBeforeCreate(t *testing.T, l *Ledger) {
+	refs := queueItems(t, l, 8)
+	one, capped, alone, unbegun := refs[0:3], refs[3:6], refs[6], refs[7]
+	mustOpenBatch(t, l, "b1", one...)
+	abandonOutside(t, l, one[0])
+	if es := taskEntriesT(t, l, one[0]); len(es) != 1 || es[0].State != EntryReleased {
+		t.Fatalf("the abandoned item's reservation: %+v, want released", es)
+	}
+	b, send, err := l.BeginBatchCreateItems(ctxT(t), "b1", t0, sendUntil, 0)
+	if err != nil || b.State != allot.BatchOpen || !b.MaybeSent {
+		t.Fatalf("BeginBatchCreateItems = %+v, %v; want open and maybe-sent", b, err)
+	}
+	if got := sentRefs(send); !slices.Equal(got, one[1:]) {
+		t.Fatalf("the create carries %v, want only the items not abandoned %v", got, one[1:])
+	}
+	for _, pt := range send {
+		if pt.IdempotencyKey != testKey(pt.PaidTaskRef) || !pt.OutcomeUnknown() || !pt.SendingUntil.Equal(sendUntil) {
+			t.Fatalf("an item the create carries: %+v; want its key, maybe-sent until the create's deadline", pt)
+		}
+	}
+	if got := mustPaidTask(t, l, one[0]); got.State != allot.PaidAbandoned || got.MaybeSent || !got.FirstSentAt.IsZero() {
+		t.Fatalf("the abandoned item after the create began: %+v; want abandoned, never marked sent", got)
+	}
+	if b.Items[0].PaidTaskRef != one[0] || b.Items[0].Outcome != allot.BatchItemNotProcessed || b.Items[1].Outcome != "" || b.Items[2].Outcome != "" {
+		t.Fatalf("the batch's items: %+v; want the abandoned one recorded not_processed, the others unsettled", b.Items)
+	}
+
+	// The answer is lost; an item is abandoned now, after the create
+	// began: it may be at the vendor under the key already, so the retry
+	// once the look-only window has passed carries the same items.
+	window := t0.Add(time.Hour)
+	if _, err := l.RecordBatchUnknown(ctxT(t), "b1", window, "no answer"); err != nil {
+		t.Fatal(err)
+	}
+	abandonOutside(t, l, one[1])
+	if _, again, err := l.BeginBatchCreateItems(ctxT(t), "b1", window, window.Add(time.Minute), 0); err != nil || !slices.Equal(sentRefs(again), one[1:]) {
+		t.Fatalf("the retried create carries %v, %v; want the first create's %v", sentRefs(again), err, one[1:])
+	}
+	if _, err := l.RecordBatchCreated(ctxT(t), "b1", "vb_1", "in_progress", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range one[1:] {
+		if _, _, err := l.SettleBatchItem(ctxT(t), "b1", BatchItemSettlement{Ref: r, Outcome: allot.BatchItemSucceeded, RemoteRef: fmt.Sprintf("task_%d", i),
+			Amount: 50, Currency: "USD", Artifact: "/a", SHA256: "sha"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := l.EndBatch(ctxT(t), "b1", "completed"); err != nil || b.State != allot.BatchEnded {
+		t.Fatalf("EndBatch = %+v, %v", b, err)
+	}
+	if got := mustPaidTask(t, l, one[0]); got.State != allot.PaidAbandoned || got.MaybeSent {
+		t.Fatalf("the item left out, once its batch ended: %+v", got)
+	}
+
+	// The vendor's queue counts what is sent: three items, one abandoned,
+	// fit a cap of 2; the one left out takes no room from the next batch.
+	mustOpenBatch(t, l, "b2", capped...)
+	abandonOutside(t, l, capped[0])
+	if _, send, err := l.BeginBatchCreateItems(ctxT(t), "b2", t0, sendUntil, 2); err != nil || len(send) != 2 {
+		t.Fatalf("a create sending 2 items under a cap of 2 = %d items, %v", len(send), err)
+	}
+	mustOpenBatch(t, l, "b3", alone)
+	if _, err := l.BeginBatchCreate(ctxT(t), "b3", t0, sendUntil, 3); err != nil {
+		t.Fatalf("a create of 1 item beside 2 sent under a cap of 3 = %v: the item left out is counted", err)
+	}
+	if _, err := l.RecordBatchNotCreated(ctxT(t), "b3", "400 refused"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A batch whose every item was abandoned is not created, with why.
+	mustOpenBatch(t, l, "b4", alone)
+	abandonOutside(t, l, alone)
+	b, send, err = l.BeginBatchCreateItems(ctxT(t), "b4", t0, sendUntil, 0)
+	if err != nil || len(send) != 0 || b.State != allot.BatchNotCreated || b.MaybeSent || !strings.Contains(b.Error, "nothing to send") ||
+		b.Settled() != 1 || b.Items[0].Outcome != allot.BatchItemNotProcessed {
+		t.Fatalf("the create of a batch with every item abandoned = %+v, %d items, %v; want not_created, nothing sent, the item not_processed", b, len(send), err)
+	}
+	if got := mustPaidTask(t, l, alone); got.State != allot.PaidAbandoned || got.MaybeSent {
+		t.Fatalf("the lone abandoned item: %+v", got)
+	}
+	if _, err := l.BeginBatchCreate(ctxT(t), "b4", t0, sendUntil, 0); !errors.Is(err, ErrBatchState) {
+		t.Fatalf("creating a batch left with nothing again = %v, want ErrBatchState", err)
+	}
+	// An unknown outcome needs a create that began.
+	mustOpenBatch(t, l, "b5", unbegun)
+	if _, err := l.RecordBatchUnknown(ctxT(t), "b5", window, "no answer"); !errors.Is(err, ErrBatchState) {
+		t.Fatalf("an unknown outcome of a create that never began = %v, want ErrBatchState", err)
 	}
 }

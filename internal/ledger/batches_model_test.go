@@ -7,10 +7,12 @@ package ledger
 // ALLOT_LEDGER_MODEL_SEED, _STEPS, _RUNS).
 //
 // From a seed it applies random calls (OpenBatch over random items,
-// BeginBatchCreate inside and after the look-only window,
+// BeginBatchCreateItems inside and after the look-only window,
 // RecordBatchCreated with the batch's ID or another, RecordBatchUnknown,
 // RecordBatchNotCreated, SettleBatchItem with every outcome, again and
-// otherwise, EndBatch) to batches over twelve queued items, and after
+// otherwise, EndBatch, and an operator's abandon from outside, mostly of
+// an item whose batch is open and not yet created) to batches over twelve
+// queued items (an abandoned one is replaced by a new one), and after
 // every call checks:
 //
 //   - a refused call wrote nothing (every task, batch and cost as before);
@@ -20,6 +22,10 @@ package ledger
 //     intent is owned by that batch; a task owned by the queue is carried by
 //     none; a lost item stays owned by its batch and maybe-sent;
 //   - the items of a batch whose create began are maybe-sent until settled;
+//   - an abandoned item is never in a create: the first create of a batch
+//     carries exactly its unsettled items that are still its intents, and
+//     records the others not_processed (a batch left with none is
+//     not_created); a later create carries the first one's items again;
 //   - an ended batch has every item settled;
 //   - the cost entries are exactly the succeeded items' amounts, once each.
 
@@ -58,13 +64,16 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6261746368))
 	var refs []PaidTaskRef
 	vendor := fmt.Sprintf("llm%d", seed) // a queue of its own: the runs share the ledger
-	for i := range 12 {
-		ep := alloc(t, l, fmt.Sprintf("bm%d", seed), fmt.Sprintf("k%d", i), "2026-W32", 0).Episode
+	queueOne := func() {
+		ep := alloc(t, l, fmt.Sprintf("bm%d", seed), fmt.Sprintf("k%d", len(refs)), "2026-W32", 0).Episode
 		r := paidRef(ep, "score", 0)
 		if _, err := l.WriteIntentReserving(ctx, r, testKey(r), BatchQueue, []Reservation{usd(fmt.Sprintf("bm%d", seed), "2026-W32", 1_000_000, 300)}); err != nil {
 			t.Fatal(err)
 		}
 		refs = append(refs, r)
+	}
+	for range 12 {
+		queueOne()
 	}
 	var (
 		keys     []string
@@ -72,7 +81,11 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 		outcomes = map[string]allot.BatchItemOutcome{} // key + ref -> outcome recorded
 		ids      = map[string]string{}                 // key -> vendor batch ID once recorded
 		paid     = map[string]int64{}                  // remote ref -> amount of a succeeded item
-		clock    = t0
+		sent     = map[string][]PaidTaskRef{}          // key -> the items its first create carried
+		// key -> the items abandoned while the batch was open and no
+		// create of it had begun: never in a create of it
+		abandonedBefore = map[string]map[PaidTaskRef]bool{}
+		clock           = t0
 	)
 	fail := func(format string, args ...any) bool {
 		from := max(0, len(trace)-12)
@@ -123,7 +136,7 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 			call string
 			err  error
 		)
-		switch op := rng.IntN(9); op {
+		switch op := rng.IntN(10); op {
 		case 0, 1:
 			key := fmt.Sprintf("b%d-%d", seed, len(keys))
 			if rng.IntN(6) == 0 && len(keys) > 0 {
@@ -142,30 +155,86 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 			}
 		case 2:
 			key := pickKey()
+			// Often the create of a batch with an item abandoned since it
+			// opened, or a create again after a lost answer.
+			for _, k := range keys {
+				if b, ok := prev.batches[k]; ok && b.State == allot.BatchOpen && (b.MaybeSent || len(abandonedBefore[k]) > 0) && rng.IntN(3) == 0 {
+					key = k
+				}
+			}
 			at := clock
-			if b, ok := prev.batches[key]; ok && !b.LookOnlyUntil.IsZero() && rng.IntN(2) == 0 {
-				at = b.LookOnlyUntil.Add(-time.Second) // inside the window
+			if b, ok := prev.batches[key]; ok && !b.LookOnlyUntil.IsZero() {
+				if rng.IntN(2) == 0 {
+					at = b.LookOnlyUntil.Add(-time.Second) // inside the window
+				} else if at.Before(b.LookOnlyUntil) {
+					at = b.LookOnlyUntil // once it has passed
+				}
 			}
 			// Mostly under a queue cap the batches' sizes reach.
 			queueCap := []int{0, 4, 6, 8}[rng.IntN(4)]
-			call = fmt.Sprintf("BeginBatchCreate(%s, at %s, cap %d)", key, at.Format(time.TimeOnly), queueCap)
-			_, err = l.BeginBatchCreate(ctx, key, at, clock.Add(time.Minute), queueCap)
-			// The vendor's queue: the items of its other batches that may
-			// be at the vendor, not ended. A create that had not begun
-			// goes only if its items fit, and is refused only if not.
-			if b, ok := prev.batches[key]; ok && queueCap > 0 && b.State == allot.BatchOpen && !b.MaybeSent && !at.Before(b.LookOnlyUntil) {
+			call = fmt.Sprintf("BeginBatchCreateItems(%s, at %s, cap %d)", key, at.Format(time.TimeOnly), queueCap)
+			var (
+				nb   PaidBatch
+				send []PaidTask
+			)
+			nb, send, err = l.BeginBatchCreateItems(ctx, key, at, clock.Add(time.Minute), queueCap)
+			b, ok := prev.batches[key]
+			if !ok || b.State != allot.BatchOpen || at.Before(b.LookOnlyUntil) {
+				break
+			}
+			// What the create is to carry: on the first, the unsettled
+			// items still the batch's intents; on a later one, the first's.
+			var want []PaidTaskRef
+			for _, it := range b.Items {
+				task := prev.tasks[it.PaidTaskRef]
+				if it.Outcome == "" && task.State == allot.PaidIntent && task.Owner == BatchOwner(key) {
+					want = append(want, it.PaidTaskRef)
+				}
+			}
+			if b.MaybeSent {
+				want = sent[key]
+			}
+			// The vendor's queue: the unsettled items of its other batches
+			// that may be at the vendor. A create that had not begun goes
+			// only if what it sends fits, and is refused only if not; one
+			// with nothing to send needs no room.
+			if queueCap > 0 && !b.MaybeSent {
 				queued := 0
 				for k, o := range prev.batches {
 					if k != key && (o.State == allot.BatchCreated || o.State == allot.BatchOpen && o.MaybeSent) {
-						queued += len(o.Items)
+						queued += len(o.Items) - o.Settled()
 					}
 				}
-				fits := queued+len(b.Items) <= queueCap
+				fits := len(want) == 0 || queued+len(want) <= queueCap
 				switch {
 				case err == nil && !fits:
-					return fail("batch %s's create began with %d items while the vendor's queue held %d of %d", key, len(b.Items), queued, queueCap)
+					return fail("batch %s's create began with %d items to send while the vendor's queue held %d of %d", key, len(want), queued, queueCap)
 				case errors.Is(err, ErrBatchQueueFull) && fits:
-					return fail("batch %s's create was refused for a full queue, yet %d items fit beside %d in %d", key, len(b.Items), queued, queueCap)
+					return fail("batch %s's create was refused for a full queue, yet %d items fit beside %d in %d", key, len(want), queued, queueCap)
+				}
+			}
+			if err != nil {
+				break
+			}
+			var got []PaidTaskRef
+			for _, pt := range send {
+				got = append(got, pt.PaidTaskRef)
+				if abandonedBefore[key][pt.PaidTaskRef] {
+					return fail("batch %s's create carries %s, abandoned before any create of it began", key, pt.EpisodeID)
+				}
+			}
+			if !slices.Equal(got, want) {
+				return fail("batch %s's create carries %v, want %v", key, got, want)
+			}
+			if !b.MaybeSent {
+				sent[key] = got
+				for _, it := range nb.Items {
+					if !slices.Contains(got, it.PaidTaskRef) && it.Outcome != allot.BatchItemNotProcessed {
+						return fail("batch %s's create left %s out without recording it not_processed", key, it.EpisodeID)
+					}
+				}
+				if (len(got) == 0) != (nb.State == allot.BatchNotCreated) {
+					return fail("batch %s's create carries %d items and left the batch %s", key, len(got), nb.State)
 				}
 			}
 		case 3:
@@ -178,6 +247,12 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 			_, err = l.RecordBatchCreated(ctx, key, id, "in_progress", time.Time{})
 		case 4:
 			key := pickKey()
+			// Mostly a create under way, so that creates are retried.
+			for _, k := range keys {
+				if b, ok := prev.batches[k]; ok && b.State == allot.BatchOpen && b.MaybeSent && rng.IntN(2) == 0 {
+					key = k
+				}
+			}
 			call = fmt.Sprintf("RecordBatchUnknown(%s)", key)
 			_, err = l.RecordBatchUnknown(ctx, key, clock.Add(time.Duration(rng.IntN(3))*time.Hour), "no answer")
 		case 5:
@@ -203,10 +278,42 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 			}
 			call = fmt.Sprintf("SettleBatchItem(%s, %s, %s)", key, r.EpisodeID, o)
 			_, _, err = l.SettleBatchItem(ctx, key, s)
-			if err == nil && o == allot.BatchItemSucceeded {
+			// An abandoned task stays so, and books no cost.
+			if err == nil && o == allot.BatchItemSucceeded && prev.tasks[r].State != allot.PaidAbandoned {
 				if _, seen := paid[s.RemoteRef]; !seen {
 					paid[s.RemoteRef] = s.Amount
 				}
+			}
+		case 8:
+			// An operator abandons a task from outside its episode; mostly
+			// an item of an open batch (before its create or after).
+			r := refs[rng.IntN(len(refs))]
+			var before string
+			for _, k := range keys { // in order: a seed replays the same calls
+				if b, ok := prev.batches[k]; ok && b.State == allot.BatchOpen {
+					for _, it := range b.Items {
+						if it.Outcome == "" && prev.tasks[it.PaidTaskRef].State == allot.PaidIntent && (before == "" || rng.IntN(2) == 0) {
+							r, before = it.PaidTaskRef, k
+						}
+					}
+				}
+			}
+			if before != "" && rng.IntN(4) == 0 {
+				r, before = refs[rng.IntN(len(refs))], ""
+			}
+			call = fmt.Sprintf("Abandon(%s)", r.EpisodeID)
+			_, _, err = l.Decide(ctx, DecisionRequest{OperatorDecision: OperatorDecision{RequestID: fmt.Sprintf("abandon-%d-%d", seed, step), Pipeline: r.Pipeline,
+				EpisodeID: r.EpisodeID, Step: r.Step, Action: allot.ActionAbandon, Reason: "given up", By: "ops"}})
+			if err == nil {
+				for k, b := range prev.batches {
+					if b.State == allot.BatchOpen && !b.MaybeSent && slices.ContainsFunc(b.Items, func(it PaidBatchItem) bool { return it.PaidTaskRef == r && it.Outcome == "" }) {
+						if abandonedBefore[k] == nil {
+							abandonedBefore[k] = map[PaidTaskRef]bool{}
+						}
+						abandonedBefore[k][r] = true
+					}
+				}
+				queueOne() // keep twelve tasks in play
 			}
 		default:
 			key := pickKey()
@@ -259,6 +366,9 @@ func runBatchModel(t *testing.T, l *Ledger, seed int64, steps int) bool {
 				}
 				carriedBy[it.PaidTaskRef] = k
 				task := now.tasks[it.PaidTaskRef]
+				if task.State == allot.PaidAbandoned {
+					continue // the operator's now: its batch records its outcome all the same
+				}
 				if task.State != allot.PaidIntent || task.Owner != BatchOwner(k) {
 					return fail("%s is carried by batch %s but is %s owned by %q", it.EpisodeID, k, task.State, task.Owner)
 				}

@@ -55,6 +55,10 @@ type BillPage struct {
 	From            string // the watermark the page was read from ("" = the bill's start)
 	Next            string // the watermark after it
 	Lines           []BillLine
+	// VendorAccount is the vendor's own ID of the account the page was
+	// read from, where its bill says ("" where it does not): stored with
+	// the watermark the first time, and a page of another account refused.
+	VendorAccount string
 }
 
 // BillWatermark is how far the reconciler has read an account's bill.
@@ -64,6 +68,9 @@ type BillWatermark struct {
 	Cursor    string    `json:"cursor"` // the vendor's cursor; "" = the bill's start
 	Lines     int64     `json:"lines"`  // distinct lines stored
 	UpdatedAt time.Time `json:"updated_at"`
+	// VendorAccount is the vendor's ID of the account this bill is of, as
+	// its bill reported it ("" until one did).
+	VendorAccount string `json:"vendor_account,omitempty"`
 }
 
 // DriftItem is one line of a bill, or one recorded cost, that the ledger
@@ -127,6 +134,11 @@ type UnbilledCost struct {
 // was written. The caller reads again from the stored watermark.
 var ErrBillWatermarkMoved = errors.New("the bill's watermark moved")
 
+// ErrBillOfAnotherAccount: a page read with the vendor's key is of
+// another account than the bill the ledger keeps under the vendor's name
+// (the key was replaced by one of another account); nothing was written.
+var ErrBillOfAnotherAccount = errors.New("the page is of another vendor account")
+
 // DefaultDriftPage is a page of DriftItems, UnjudgedBillLines and
 // UnbilledCosts when the caller gives no limit; MaxBillPage bounds any.
 const (
@@ -154,7 +166,7 @@ func (l *Ledger) BillWatermark(ctx context.Context, account string) (BillWaterma
 }
 
 func (l *Ledger) readWatermark(ctx context.Context, db querier, account string) (BillWatermark, bool, error) {
-	rows, err := db.QueryContext(ctx, l.d.q(`SELECT account, vendor, cursor, lines_read, updated_at FROM bill_watermarks WHERE account = ?`), account)
+	rows, err := db.QueryContext(ctx, l.d.q(`SELECT account, vendor, cursor, lines_read, updated_at, vendor_account FROM bill_watermarks WHERE account = ?`), account)
 	if err != nil {
 		return BillWatermark{}, false, fmt.Errorf("ledger %s: read the bill watermark of account %q: %w", l.where, account, err)
 	}
@@ -162,7 +174,7 @@ func (l *Ledger) readWatermark(ctx context.Context, db querier, account string) 
 	var w BillWatermark
 	found := rows.Next()
 	if found {
-		if err := rows.Scan(&w.Account, &w.Vendor, &w.Cursor, &w.Lines, dbTime{&w.UpdatedAt}); err != nil {
+		if err := rows.Scan(&w.Account, &w.Vendor, &w.Cursor, &w.Lines, dbTime{&w.UpdatedAt}, &w.VendorAccount); err != nil {
 			return BillWatermark{}, false, fmt.Errorf("ledger %s: read the bill watermark of account %q: %w", l.where, account, err)
 		}
 	}
@@ -279,8 +291,8 @@ func (l *Ledger) moveWatermarkTx(ctx context.Context, tx *sql.Tx, p BillPage) (B
 	}
 	if n == 0 && p.From == "" {
 		// The account's first page: the row is created, once.
-		res, err = tx.ExecContext(ctx, l.d.q(`INSERT INTO bill_watermarks (account, vendor, cursor, lines_read, updated_at)
-			VALUES (?, ?, ?, 0, ?) ON CONFLICT (account) DO NOTHING`), p.Account, p.Vendor, p.Next, at)
+		res, err = tx.ExecContext(ctx, l.d.q(`INSERT INTO bill_watermarks (account, vendor, cursor, lines_read, updated_at, vendor_account)
+			VALUES (?, ?, ?, 0, ?, ?) ON CONFLICT (account) DO NOTHING`), p.Account, p.Vendor, p.Next, at, p.VendorAccount)
 		if err != nil {
 			return BillWatermark{}, fmt.Errorf("ledger %s: create the bill watermark of account %q: %w", l.where, p.Account, err)
 		}
@@ -301,6 +313,15 @@ func (l *Ledger) moveWatermarkTx(ctx context.Context, tx *sql.Tx, p BillPage) (B
 			ErrBillWatermarkMoved, p.Account, w.Cursor, p.From)
 	case w.Vendor != p.Vendor:
 		return BillWatermark{}, invalid("account %q is vendor %q's bill, not %q's: give each vendor account its own name; nothing was written", p.Account, w.Vendor, p.Vendor)
+	case p.VendorAccount != "" && w.VendorAccount != "" && p.VendorAccount != w.VendorAccount:
+		return BillWatermark{}, fmt.Errorf("%w: the bill of %s is of the vendor's account %q, and this page of account %q: nothing was written", ErrBillOfAnotherAccount, p.Account, w.VendorAccount, p.VendorAccount)
+	case p.VendorAccount != "" && w.VendorAccount == "":
+		// The vendor names its account for the first time: from now on
+		// a key of another account is refused.
+		if _, err := tx.ExecContext(ctx, l.d.q(`UPDATE bill_watermarks SET vendor_account = ? WHERE account = ?`), p.VendorAccount, p.Account); err != nil {
+			return BillWatermark{}, fmt.Errorf("ledger %s: record the vendor account of %q: %w", l.where, p.Account, err)
+		}
+		w.VendorAccount = p.VendorAccount
 	}
 	return w, nil
 }

@@ -156,6 +156,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BatchRefusals", testBatchRefusals},
 		{"BatchQueueCap", testBatchQueueCap},
 		{"BatchItemAbandonedOutside", testBatchItemAbandonedOutside},
+		{"BatchItemAbandonedBeforeCreate", testBatchItemAbandonedBeforeCreate},
 		{"BatchItemInOneBatch", testBatchItemInOneBatch},
 		{"BatchStateMachineModel", testBatchStateMachineModel},
 		// Period deadlines (deadlines_conformance_test.go).
@@ -174,6 +175,8 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"RecentRunOutcomes", testRecentRunOutcomes},
 		{"SpendPerDay", testSpendPerDay},
 		{"SpendPerDayUsesIndex", testSpendPerDayUsesIndex},
+		// The operator page's ended sessions (sessions_conformance_test.go).
+		{"EndedSessions", testEndedSessions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1002,7 +1005,8 @@ func openTogether(t *testing.T, url string, n int) ([]string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := Open(ctxT(t), url)
+			// Connections of its own: one process each.
+			l, err := openAlone(ctxT(t), url, openCreate)
 			if err != nil {
 				errs[i] = err
 				return

@@ -299,6 +299,26 @@ func (s dbTime) Scan(src any) error {
 // sqliteHeader starts every SQLite database file.
 const sqliteHeader = "SQLite format 3\x00"
 
+// How allot opens a SQLite ledger, each against SQLite's documentation
+// (docs/design.md, "How allot opens a SQLite ledger"):
+//
+//   - Nothing of allot's opens the file outside SQLite while this process
+//     may hold it: closing any descriptor of a file drops every POSIX lock
+//     the process holds on it, and a process without its shared lock is
+//     taken for gone by the next connection that closes, which checkpoints
+//     and deletes the -wal under it (sqlite.org/howtocorrupt.html, 2.2).
+//     The checks before the first connection only stat the file; whether it
+//     is a database at all SQLite itself answers, on a read-only connection
+//     (probeSQLite).
+//   - A process opens a file once; later opens share those connections
+//     (shared.go).
+//   - The writer: WAL, synchronous=FULL, BEGIN IMMEDIATE, busy_timeout.
+//   - Read-only opens: mode=ro, which takes reader locks and reads the log
+//     of a live writer (sqlite.org/wal.html, "Read-Only Databases": SQLite
+//     creates the -wal and -shm of a WAL database beside it when they are
+//     missing). Only on read-only media, where nothing can write the file,
+//     and only when no -wal is there to read, immutable=1 (sqlite.org/uri.html).
+
 func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error) {
 	if path == "" {
 		return nil, fmt.Errorf("ledger URL \"sqlite:\" names no file: use sqlite:PATH, e.g. sqlite:data/ledger.db")
@@ -308,7 +328,8 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error
 		return nil, fmt.Errorf("ledger path %q: %w", path, err)
 	}
 	where := "sqlite:" + path
-	if err := checkSQLiteFile(abs, where, mode); err != nil {
+	exists, err := checkSQLiteFile(abs, where, mode)
+	if err != nil {
 		return nil, err
 	}
 	if mode == openReadOnly {
@@ -317,6 +338,13 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error
 	if mode == openCreate {
 		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 			return nil, fmt.Errorf("ledger %s: create its directory: %w", where, err)
+		}
+	}
+	if exists {
+		// Before the writer, whose first connection switches the file to
+		// WAL: a file that is not a database is never written.
+		if err := probeSQLite(ctx, abs, where); err != nil {
+			return nil, err
 		}
 	}
 	connector, err := sqlite.NewConnector(sqliteDSN(abs, true))
@@ -341,6 +369,22 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*Ledger, error
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
 	return &Ledger{d: sqliteDialect, w: w, r: r, where: where}, nil
+}
+
+// probeSQLite asks SQLite, on a read-only connection that never writes the
+// file, whether the file at abs is a database it can read.
+func probeSQLite(ctx context.Context, abs, where string) error {
+	db, err := sql.Open("sqlite", sqliteReadOnlyDSN(abs, false))
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w", where, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&version); err != nil {
+		return sqliteOpenError(where, err)
+	}
+	return nil
 }
 
 // sqliteBusyTimeout is how long a SQLite connection waits for a lock
@@ -379,207 +423,81 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
-// openSQLiteReadOnly opens one pool of read-only connections, each opened
-// by readOnlyConnector, for both of the ledger's pools (it never writes).
+// openSQLiteReadOnly opens one pool of read-only connections for both of
+// the ledger's pools (it never writes). They are mode=ro connections: the
+// same locks and the same view of the log as any reader of a live WAL
+// database, and no write to the ledger (invariant 19). On read-only media
+// SQLite cannot create the -wal and -shm such a connection needs: with
+// both there (a snapshot of a live ledger) it reads them, the -shm
+// read-only; with no -wal (a snapshot of a ledger closed cleanly, the file
+// alone) the file is all there is, and immutable=1, which SQLite documents
+// for read-only media, reads it without them.
 func openSQLiteReadOnly(ctx context.Context, abs, where string) (*Ledger, error) {
-	c := &readOnlyConnector{abs: abs}
-	var err error
-	if c.locked, err = sqlite.NewConnector(sqliteReadOnlyDSN(abs, false)); err != nil {
+	immutable := false
+	if onReadOnlyMedia(filepath.Dir(abs)) {
+		switch wal, shm := exists(abs+"-wal"), exists(abs+"-shm"); {
+		case !wal:
+			immutable = true
+		case !shm:
+			return nil, fmt.Errorf("ledger %s is on read-only media with its write-ahead log %s-wal but without its index %s-shm, which SQLite would have to create to read the log: copy the -shm file along with the ledger and its -wal",
+				where, abs, abs)
+		}
+	}
+	db, err := sql.Open("sqlite", sqliteReadOnlyDSN(abs, immutable))
+	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", where, err)
 	}
-	if c.unlocked, err = sqlite.NewConnector(sqliteReadOnlyDSN(abs, true)); err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", where, err)
-	}
-	db := openWriterPool(c, sqliteDialect)
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
-	l := &Ledger{d: sqliteDialect, w: db, r: db, where: where, readOnly: true, sqliteRO: c}
 	if err := db.PingContext(ctx); err != nil {
-		if cerr := l.Close(); errors.Is(cerr, ErrChangedWhileReading) {
-			return nil, cerr
-		}
-		return nil, sqliteOpenError(where, err)
+		_ = db.Close()
+		return nil, sqliteReadOnlyOpenError(where, abs, err)
 	}
-	return l, nil
+	return &Ledger{d: sqliteDialect, w: db, r: db, where: where, readOnly: true}, nil
 }
 
-// readOnlyConnector opens the connections of a read-only SQLite ledger.
-// Reading a WAL database takes its -wal and -shm files, and a plain
-// read-only connection (mode=ro) creates them when they are missing, or
-// fails with "unable to open database file" where it cannot (a read-only
-// filesystem: a backup snapshot). Each connection is therefore opened the
-// one way that reads every committed transaction and creates no file
-// (invariant 19 of docs/design.md):
-//
-//   - a -wal and a -shm beside the file (a worker has the ledger open, or
-//     stopped without closing it, or a snapshot of either): locked, with
-//     mode=ro and readonly_shm=1. SQLite reads the log through the existing
-//     index, mapped read-only (without a writer to vouch for it, or on a
-//     read-only filesystem, it rebuilds the index in memory from the log),
-//     and takes the shared locks every reader takes, so a live worker never
-//     checkpoints under it. A -wal with content but no -shm cannot be read
-//     without creating one: refused.
-//   - no -wal (or an empty one without a -shm): the last connection to
-//     close checkpointed every transaction into the file and removed the
-//     log. unlocked, with immutable=1, reads the file alone, without any
-//     other file or lock. That is sound only while nobody writes the file,
-//     so an unlocked connection is dropped before its next use once a -wal
-//     appeared or the file changed, and one that finds the file changed
-//     when a use ends marks the ledger changed: Close reports
-//     ErrChangedWhileReading and View reads again.
-type readOnlyConnector struct {
-	abs              string
-	locked, unlocked driver.Connector
-	changed          atomic.Bool
+// sqliteReadOnlyOpenError says why a read-only open failed. A WAL database
+// whose -wal and -shm are missing is readable only by a process that may
+// create them.
+func sqliteReadOnlyOpenError(where, abs string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN && !exists(abs+"-shm") {
+		return fmt.Errorf("ledger %s cannot be read by this user: SQLite must create its %s-wal and %s-shm beside it to read it, and %s is not writable here: run the command as the worker's user, or once the worker has opened the ledger (it leaves both files there while it runs): %w",
+			where, abs, abs, filepath.Dir(abs), err)
+	}
+	return sqliteOpenError(where, err)
 }
 
-// sqliteConn is what the driver's connections implement and database/sql
-// uses; unlockedConn forwards all of it.
-type sqliteConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.Pinger
-	driver.SessionResetter
-	driver.Validator
+// exists: a file is at path (an error other than its absence counts as
+// there: SQLite will report it).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
 }
 
-func (c *readOnlyConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	// The file's state is taken before the log is looked for: a writer
-	// that starts after that look changes one or the other.
-	// Errors name the files; the callers name the ledger.
-	file, err := os.Stat(c.abs)
-	if err != nil {
-		return nil, err
-	}
-	wal, err := statIfExists(c.abs + "-wal")
-	if err != nil {
-		return nil, err
-	}
-	if wal != nil {
-		shm, err := statIfExists(c.abs + "-shm")
-		switch {
-		case err != nil:
-			return nil, err
-		case shm != nil:
-			return c.locked.Connect(ctx)
-		case wal.Size() > 0:
-			return nil, fmt.Errorf("its write-ahead log %s-wal has no index %s-shm beside it, and reading it read-only would create one: copy the -shm file along with the ledger and its -wal, or let the worker open the ledger once (it folds the log into the file)",
-				c.abs, c.abs)
-		}
-	}
-	conn, err := c.unlocked.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sc, ok := conn.(sqliteConn)
-	if !ok {
-		_ = conn.Close()
-		return nil, fmt.Errorf("the SQLite driver's connection (%T) lacks an interface database/sql uses", conn)
-	}
-	return &unlockedConn{sqliteConn: sc, c: c, file: file, wal: wal}, nil
-}
-
-func (c *readOnlyConnector) Driver() driver.Driver { return c.locked.Driver() }
-
-// unlockedConn is an immutable=1 connection: file and wal are the ledger's
-// file and its (empty) -wal as they were when it was opened.
-type unlockedConn struct {
-	sqliteConn
-	c         *readOnlyConnector
-	file, wal os.FileInfo
-}
-
-// Unwrap lets the driver's helpers see the connection itself.
-func (u *unlockedConn) Unwrap() driver.Conn { return u.sqliteConn }
-
-// fileChanged: the file is not the one this connection opened, as it was.
-func (u *unlockedConn) fileChanged() bool {
-	st, err := os.Stat(u.c.abs)
-	return err != nil || !sameState(u.file, st)
-}
-
-// stale: the connection no longer sees every committed transaction: the
-// file changed, or a writer has opened the ledger since (its -wal).
-func (u *unlockedConn) stale() bool {
-	if u.fileChanged() {
-		return true
-	}
-	wal, err := statIfExists(u.c.abs + "-wal")
-	return err != nil || !sameState(u.wal, wal)
-}
-
-// ResetSession runs before a connection is used again: a stale one is
-// dropped and database/sql opens another, which finds the writer's log.
-func (u *unlockedConn) ResetSession(ctx context.Context) error {
-	if u.stale() {
-		return driver.ErrBadConn
-	}
-	return u.sqliteConn.ResetSession(ctx)
-}
-
-// IsValid runs when a use ends. The file was unchanged when the use began
-// (Connect, or ResetSession), so a change now happened during it.
-func (u *unlockedConn) IsValid() bool {
-	if u.fileChanged() {
-		u.c.changed.Store(true)
-		return false
-	}
-	return !u.stale() && u.sqliteConn.IsValid()
-}
-
-// statIfExists is os.Stat with a missing file as nil.
-func statIfExists(path string) (os.FileInfo, error) {
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	return st, err
-}
-
-// sameState: both missing, or the same file with the same size and
-// modification time.
-func sameState(a, b os.FileInfo) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
-}
-
-// checkSQLiteFile refuses, before SQLite touches it, a file that is not a
-// SQLite database: opening one would otherwise only fail on first use, and
-// setting up WAL on it must never be tried. Only openCreate accepts no file
-// or an empty one (SQLite treats an empty file as a new database).
-func checkSQLiteFile(abs, where string, mode openMode) error {
+// checkSQLiteFile refuses, before SQLite touches it, what cannot be a
+// ledger for mode: a directory, no file or an empty one where the ledger
+// must exist. It only stats the file (see openSQLite); exists says a
+// non-empty file is there for SQLite to check.
+func checkSQLiteFile(abs, where string, mode openMode) (exists bool, err error) {
 	st, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if mode != openCreate {
-			return notCreatedError{fmt.Errorf("ledger %s does not exist (no file %s): check the path", where, abs)}
+			return false, notCreatedError{fmt.Errorf("ledger %s does not exist (no file %s): check the path", where, abs)}
 		}
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("ledger %s: %w", where, err)
+		return false, fmt.Errorf("ledger %s: %w", where, err)
 	case st.IsDir():
-		return fmt.Errorf("ledger %s is a directory, not a SQLite database: name a file, e.g. %s", where, filepath.Join(where, "ledger.db"))
+		return false, fmt.Errorf("ledger %s is a directory, not a SQLite database: name a file, e.g. %s", where, filepath.Join(where, "ledger.db"))
 	case st.Size() == 0:
 		if mode != openCreate {
-			return notCreatedError{fmt.Errorf("ledger %s is an empty file, not a ledger yet: check the path", where)}
+			return false, notCreatedError{fmt.Errorf("ledger %s is an empty file, not a ledger yet: check the path", where)}
 		}
-		return nil
+		return false, nil
 	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return fmt.Errorf("ledger %s: %w", where, err)
-	}
-	defer f.Close()
-	head := make([]byte, len(sqliteHeader))
-	if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
-		return corruptError{fmt.Errorf("ledger %s is not a SQLite database (its first bytes are not the SQLite header): check the path; if it is the ledger, it is damaged: restore it from a backup (the file was left untouched)", where)}
-	}
-	return nil
+	return true, nil
 }
 
 // sqliteDSN builds a file: URI for a read-write ledger's pools, so that the
@@ -606,14 +524,14 @@ func sqliteDSN(abs string, writer bool) string {
 	return sqliteURI(abs) + "?" + strings.Join(params, "&")
 }
 
-// sqliteReadOnlyDSN builds the URI of a read-only ledger's connections,
-// locked or unlocked (see readOnlyConnector).
-func sqliteReadOnlyDSN(abs string, unlocked bool) string {
-	how := "readonly_shm=1"
-	if unlocked {
-		how = "immutable=1"
+// sqliteReadOnlyDSN builds the URI of a read-only connection: mode=ro, or
+// with immutable, a file on read-only media read alone (openSQLiteReadOnly).
+func sqliteReadOnlyDSN(abs string, immutable bool) string {
+	params := []string{"mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()), "_pragma=query_only(1)"}
+	if immutable {
+		params = append(params, "immutable=1")
 	}
-	return sqliteURI(abs) + "?mode=ro&" + how + fmt.Sprintf("&_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()) + "&_pragma=query_only(1)"
+	return sqliteURI(abs) + "?" + strings.Join(params, "&")
 }
 
 func sqliteURI(abs string) string {
@@ -621,6 +539,10 @@ func sqliteURI(abs string) string {
 }
 
 func sqliteOpenError(where string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
+		return corruptError{fmt.Errorf("ledger %s is not a SQLite database (SQLite finds no database header in it): check the path; if it is the ledger, it is damaged: restore it from a backup (the file was left untouched)", where)}
+	}
 	if isCorrupt(err) {
 		return damaged(where, err)
 	}

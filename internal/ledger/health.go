@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -259,4 +260,42 @@ func (l *Ledger) EpisodesPerKey(ctx context.Context, pipeline string, keys []str
 		}
 	}
 	return out, nil
+}
+
+// CheckIntegrity runs SQLite's quick integrity check (PRAGMA quick_check:
+// every page and b-tree well formed, without matching indexes to their
+// tables) on a SQLite ledger; on PostgreSQL, whose server keeps its own
+// pages, it is nil. A damaged file is ErrCorrupt naming what SQLite found
+// and the way out: a backup, or what SQLite can still read copied to a new
+// file and checked. The worker runs it at start and `starter check` before
+// its audit, so damage is found before anything is decided on it.
+func (l *Ledger) CheckIntegrity(ctx context.Context) error {
+	if l.d != sqliteDialect {
+		return nil
+	}
+	rows, err := l.r.QueryContext(ctx, `PRAGMA quick_check(5)`)
+	if err != nil {
+		return l.corruptOr(fmt.Errorf("ledger %s: integrity check: %w", l.where, err))
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return l.corruptOr(fmt.Errorf("ledger %s: integrity check: %w", l.where, err))
+		}
+		if s != "ok" {
+			found = append(found, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return l.corruptOr(fmt.Errorf("ledger %s: integrity check: %w", l.where, err))
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	path := strings.TrimPrefix(l.where, "sqlite:")
+	copyTo := strings.TrimSuffix(path, filepath.Ext(path)) + "-recovered" + filepath.Ext(path)
+	return corruptError{fmt.Errorf("ledger %s is damaged: SQLite's integrity check found %s: stop every worker and restore the ledger from a backup; without one, copy out what SQLite can still read with `%s`, audit the copy with `%s`, and put it in the ledger's place",
+		l.where, strings.Join(found, "; "), allot.RecoverSQLiteCommand(path, copyTo), allot.CheckCommand("sqlite:"+copyTo))}
 }

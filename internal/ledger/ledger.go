@@ -61,10 +61,6 @@ var (
 	// its header, SQLITE_CORRUPT, SQLITE_NOTADB); the message names the
 	// file and says to restore it from a backup.
 	ErrCorrupt = errors.New("ledger file is corrupt")
-	// ErrChangedWhileReading: a SQLite ledger read without locks (no -wal
-	// beside it, see OpenReadOnly) changed while a read was under way, so
-	// what it read may be torn; View reads again.
-	ErrChangedWhileReading = errors.New("ledger file changed while it was read")
 )
 
 // EpisodeStatus is where an episode is in its life.
@@ -137,9 +133,10 @@ type Ledger struct {
 	readOnly  bool
 	// created: this open applied the first migration, so the ledger is new.
 	created bool
-	// sqliteRO opens a read-only SQLite ledger's connections (dialect.go); nil
-	// otherwise.
-	sqliteRO *readOnlyConnector
+	// conns are the connections this handle shares with the process's
+	// other opens of the same SQLite file (shared.go); nil otherwise.
+	conns  *sharedConns
+	closed bool
 	// id is the ledger's identity (identity.go).
 	id string
 	// alloc groups concurrent allocations into shared transactions
@@ -182,43 +179,57 @@ func OpenExisting(ctx context.Context, url string) (*Ledger, error) {
 }
 
 // OpenReadOnly opens an existing ledger without creating, migrating or
-// writing anything, not even a file beside a SQLite ledger (invariant 19;
-// see readOnlyConnector), for operators' read-only commands. Short reads
-// should go through View, which reads again when a SQLite file changed
-// under a read that took no locks.
+// writing anything (invariant 19; see openSQLiteReadOnly), for operators'
+// read-only commands.
 func OpenReadOnly(ctx context.Context, url string) (*Ledger, error) {
 	return open(ctx, url, openReadOnly)
 }
 
-// View opens the ledger read-only, runs read and closes the ledger. A read
-// of a SQLite file that took no locks (no worker had the ledger open) while
-// a worker started and wrote the file, or stopped, may have seen it torn:
-// View reads again, at most three times in all, and then returns
-// ErrChangedWhileReading. An error that is SQLite's report of a damaged file
-// is ErrCorrupt.
+// View opens the ledger read-only, runs read and closes the ledger. An
+// error that is SQLite's report of a damaged file is ErrCorrupt.
 func View(ctx context.Context, url string, read func(*Ledger) error) error {
-	for attempt := 1; ; attempt++ {
-		l, err := OpenReadOnly(ctx, url)
-		if err == nil {
-			err = read(l)
-			if cerr := l.Close(); err == nil || errors.Is(cerr, ErrChangedWhileReading) {
-				err = cerr
-			}
-			if err != nil && !errors.Is(err, ErrChangedWhileReading) {
-				err = l.corruptOr(err)
-			}
-		}
-		if !errors.Is(err, ErrChangedWhileReading) || attempt == 3 {
-			return err
-		}
+	l, err := OpenReadOnly(ctx, url)
+	if err != nil {
+		return err
 	}
+	err = read(l)
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		err = l.corruptOr(err)
+	}
+	return err
 }
 
 // Created reports whether this open created the ledger: it applied the
 // first migration to a database without allot's schema.
 func (l *Ledger) Created() bool { return l.created }
 
+// open opens the ledger at url, sharing the connections this process
+// already holds on a SQLite file (shared.go).
 func open(ctx context.Context, url string, mode openMode) (*Ledger, error) {
+	path, isSQLite := sqlitePath(url)
+	if !isSQLite {
+		return openAlone(ctx, url, mode)
+	}
+	key, ok := fileKey(path)
+	if !ok {
+		return openAlone(ctx, url, mode)
+	}
+	if l := shareOpen(key, url, mode); l != nil {
+		return l, nil
+	}
+	l, err := openAlone(ctx, url, mode)
+	if err != nil {
+		return nil, err
+	}
+	return register(key, l), nil
+}
+
+// openAlone opens connections of its own to the ledger at url. Only tests
+// that stand for several processes call it directly.
+func openAlone(ctx context.Context, url string, mode openMode) (*Ledger, error) {
 	l, err := connect(ctx, url, mode)
 	if err != nil {
 		return nil, err
@@ -237,11 +248,7 @@ func open(ctx context.Context, url string, mode openMode) (*Ledger, error) {
 		err = l.ensureIdentity(ctx)
 	}
 	if err != nil {
-		// A file that changed under an unlocked read explains whatever
-		// that read found, damage included.
-		if cerr := l.Close(); errors.Is(cerr, ErrChangedWhileReading) {
-			return nil, cerr
-		}
+		_ = l.Close()
 		return nil, l.corruptOr(err)
 	}
 	return l, nil
@@ -272,23 +279,18 @@ func connect(ctx context.Context, url string, mode openMode) (*Ledger, error) {
 	return l, nil
 }
 
-// Close releases the ledger's connections. For a read-only SQLite ledger it
-// is ErrChangedWhileReading when the file changed under a read that took no
-// locks (see View).
+// Close releases the handle: the ledger's connections, or, when other
+// opens of this process share them, its share of them. A second Close does
+// nothing.
 func (l *Ledger) Close() error {
-	var errs []error
-	if l.r != nil && l.r != l.w {
-		errs = append(errs, l.r.Close())
+	if l.closed {
+		return nil
 	}
-	if l.w != nil {
-		// Closed last: on SQLite the last connection to close checkpoints
-		// the WAL, and only the writer is allowed to.
-		errs = append(errs, l.w.Close())
+	l.closed = true
+	if l.conns != nil {
+		return l.conns.release()
 	}
-	if l.sqliteRO != nil && l.sqliteRO.changed.Load() {
-		errs = append(errs, fmt.Errorf("%w: ledger %s was written (a worker started or stopped) while it was read without locks: read it again", ErrChangedWhileReading, l.where))
-	}
-	return errors.Join(errs...)
+	return l.closePools()
 }
 
 // writeTx runs fn in one write transaction and commits it if fn returns nil.

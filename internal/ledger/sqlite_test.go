@@ -3,10 +3,10 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,10 +137,45 @@ func dirDiff(before, after map[string]string) string {
 	return strings.Join(diff, "; ")
 }
 
+// fileState is a file's bytes, size and modification time.
+func fileState(t *testing.T, path string) string {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d bytes, modified %s, sha256 %x", st.Size(), st.ModTime().Format(time.RFC3339Nano), sha256.Sum256(data))
+}
+
+// onlySQLiteCompanions fails unless what dir holds beyond the names before
+// is the ledger's -wal and -shm, which SQLite creates for any reader of a
+// WAL database, the -wal empty: a reader never writes the log.
+func onlySQLiteCompanions(t *testing.T, dir, ledger string, before map[string]string) {
+	t.Helper()
+	for name, state := range dirState(t, dir) {
+		if _, ok := before[name]; ok {
+			continue
+		}
+		switch name {
+		case ledger + "-shm":
+		case ledger + "-wal":
+			if !strings.HasPrefix(state, "0 bytes") {
+				t.Errorf("a read-only open wrote the log: %s is %s", name, state)
+			}
+		default:
+			t.Errorf("a read-only open created %s (%s)", name, state)
+		}
+	}
+}
+
 // Invariant 19: a read-only open of a ledger that no process has open
-// reads it, refuses writes, and creates and changes no file: the ledger's
-// directory lists the same names, sizes and times after it as before
-// (SQLite's mode=ro alone would create the -wal and -shm).
+// reads it, refuses writes, and never writes the ledger: the file keeps
+// its bytes and time, and nothing but the -wal (empty) and -shm that
+// SQLite's read-only mode creates beside a WAL database appears.
 func TestSQLiteReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ledger.db")
@@ -156,6 +191,7 @@ func TestSQLiteReadOnly(t *testing.T) {
 	if len(before) != 1 {
 		t.Fatalf("a closed ledger's directory holds %v, want the ledger alone", before)
 	}
+	file := fileState(t, path)
 
 	ro, err := OpenReadOnly(ctxT(t), "sqlite:"+path)
 	if err != nil {
@@ -176,22 +212,20 @@ func TestSQLiteReadOnly(t *testing.T) {
 	if _, err := ro.w.ExecContext(ctxT(t), `DELETE FROM episodes`); err == nil {
 		t.Fatal("a read-only connection deleted rows")
 	}
-	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
-		t.Fatalf("with the read-only ledger open: %s", diff)
-	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
-		t.Fatalf("OpenReadOnly changed the ledger's directory: %s", diff)
+	if now := fileState(t, path); now != file {
+		t.Fatalf("OpenReadOnly changed the ledger from %s to %s", file, now)
 	}
+	onlySQLiteCompanions(t, dir, "ledger.db", before)
 }
 
 // Invariant 19: a read-only ledger sees every committed transaction,
 // including those only in a live worker's -wal: one opened while no worker
 // had the ledger open sees what a worker commits after it started, and one
-// opened while a worker runs reads the worker's log. Neither creates a
-// file.
+// opened while a worker runs reads the worker's log. They stand for other
+// processes: each has connections of its own.
 func TestSQLiteReadOnlySeesALiveWritersLog(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ledger.db")
@@ -203,7 +237,7 @@ func TestSQLiteReadOnlySeesALiveWritersLog(t *testing.T) {
 	ep0 := alloc(t, w0, "weekly", "k0", "2026-W32", 0).Episode
 	w0.Close()
 
-	early, err := OpenReadOnly(ctxT(t), url)
+	early, err := openAlone(ctxT(t), url, openReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +246,7 @@ func TestSQLiteReadOnlySeesALiveWritersLog(t *testing.T) {
 		t.Fatalf("read-only Episode = %+v, %v; want %+v", got, err, ep0)
 	}
 
-	w, err := Open(ctxT(t), url) // a worker starts
+	w, err := openAlone(ctxT(t), url, openCreate) // a worker starts
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,12 +255,11 @@ func TestSQLiteReadOnlySeesALiveWritersLog(t *testing.T) {
 	if st, err := os.Stat(path + "-wal"); err != nil || st.Size() == 0 {
 		t.Fatalf("the worker's commit is not in its -wal (%v, %v): the test proves nothing", st, err)
 	}
-	names := slices.Sorted(maps.Keys(dirState(t, dir)))
 	if got, err := early.Episode(ctxT(t), "weekly", ep1.ID); err != nil || got != ep1 {
 		t.Fatalf("a read-only ledger opened before the worker started: Episode = %+v, %v; want %+v", got, err, ep1)
 	}
 
-	during, err := OpenReadOnly(ctxT(t), url)
+	during, err := openAlone(ctxT(t), url, openReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,22 +275,18 @@ func TestSQLiteReadOnlySeesALiveWritersLog(t *testing.T) {
 	if err := during.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if after := slices.Sorted(maps.Keys(dirState(t, dir))); !slices.Equal(after, names) {
-		t.Fatalf("the directory held %v with the worker running, %v after the read-only opens", names, after)
-	}
 }
 
 // A -wal with commits but without its -shm (a copy that left the -shm
-// behind) cannot be read without creating one: OpenReadOnly refuses it,
-// naming the missing file, and creates nothing.
-func TestSQLiteReadOnlyRefusesALogWithoutItsIndex(t *testing.T) {
+// behind) is read: SQLite rebuilds the index from the log.
+func TestSQLiteReadOnlyReadsALogWithoutItsIndex(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "ledger.db")
 	w, err := Open(ctxT(t), "sqlite:"+src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	alloc(t, w, "weekly", "k", "2026-W32", 0) // in the -wal only
+	ep := alloc(t, w, "weekly", "k", "2026-W32", 0).Episode // in the -wal only
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ledger.db")
 	for _, suffix := range []string{"", "-wal"} {
@@ -269,75 +298,15 @@ func TestSQLiteReadOnlyRefusesALogWithoutItsIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := dirState(t, dir)
-	if l, err := OpenReadOnly(ctxT(t), "sqlite:"+path); err == nil || !strings.Contains(err.Error(), path+"-shm") {
-		if l != nil {
-			l.Close()
+	err = View(ctxT(t), "sqlite:"+path, func(l *Ledger) error {
+		got, err := l.Episode(ctxT(t), "weekly", ep.ID)
+		if err == nil && got != ep {
+			err = fmt.Errorf("read %+v", got)
 		}
-		t.Fatalf("OpenReadOnly of a -wal without its -shm = %v, want a refusal naming %s-shm", err, path)
-	}
-	if diff := dirDiff(before, dirState(t, dir)); diff != "" {
-		t.Fatalf("the refused open changed the directory: %s", diff)
-	}
-}
-
-// A read that takes no locks (no worker had the ledger open) while a worker
-// starts, commits and stops, checkpointing into the file, may have read the
-// file torn: View reads again, and gives up with ErrChangedWhileReading
-// when the file changes under every attempt.
-func TestSQLiteViewReadsAgainWhenTheFileChangesUnderARead(t *testing.T) {
-	url := newSQLiteURL(t)
-	w, err := Open(ctxT(t), url)
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	alloc(t, w, "weekly", "k0", "2026-W32", 0)
-	w.Close()
-	worker := func(key string) {
-		w, err := Open(ctxT(t), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		alloc(t, w, "weekly", key, "2026-W32", 0)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func(l *Ledger, during func()) (int, error) {
-		conn, err := l.r.Conn(ctxT(t)) // a read under way
-		if err != nil {
-			return 0, err
-		}
-		var n int
-		err = conn.QueryRowContext(ctxT(t), `SELECT count(*) FROM episodes`).Scan(&n)
-		if during != nil {
-			during()
-		}
-		return n, errors.Join(err, conn.Close())
-	}
-
-	var seen []int
-	err = View(ctxT(t), url, func(l *Ledger) error {
-		var during func()
-		if len(seen) == 0 {
-			during = func() { worker("k1") }
-		}
-		n, err := read(l, during)
-		seen = append(seen, n)
-		return err
-	})
-	if err != nil || !slices.Equal(seen, []int{1, 2}) {
-		t.Fatalf("View = %v, reads saw %v episodes; want a second read that saw the worker's episode, [1 2]", err, seen)
-	}
-
-	calls := 0
-	err = View(ctxT(t), url, func(l *Ledger) error {
-		calls++
-		_, err := read(l, func() { worker(fmt.Sprintf("k%d", calls+1)) })
-		return err
-	})
-	if !errors.Is(err, ErrChangedWhileReading) || calls != 3 {
-		t.Fatalf("View under a file that changes under every read = %v after %d reads, want ErrChangedWhileReading after 3", err, calls)
+		t.Fatalf("reading a copy's -wal without its -shm: %v; want %+v", err, ep)
 	}
 }
 
@@ -393,7 +362,7 @@ func TestSQLiteCorruptLedgerIsReportedAsCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, content, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			before := dirState(t, dir)
+			before, file := dirState(t, dir), fileState(t, path)
 			for open, fn := range map[string]func(context.Context, string) (*Ledger, error){"Open": Open, "OpenExisting": OpenExisting, "OpenReadOnly": OpenReadOnly} {
 				l, err := fn(ctxT(t), "sqlite:"+path)
 				if err == nil {
@@ -403,9 +372,10 @@ func TestSQLiteCorruptLedgerIsReportedAsCorrupt(t *testing.T) {
 					t.Errorf("%s = %v, want ErrCorrupt naming %s and a backup", open, err, path)
 				}
 			}
-			if diff := dirDiff(before, dirState(t, dir)); diff != "" {
-				t.Errorf("opening the damaged ledger changed its directory: %s", diff)
+			if now := fileState(t, path); now != file {
+				t.Errorf("opening the damaged ledger changed it from %s to %s", file, now)
 			}
+			onlySQLiteCompanions(t, dir, "allot.db", before)
 		})
 	}
 	// Damage that only a later read runs into.
@@ -510,7 +480,7 @@ func TestSQLiteTwoProcessesShareOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	var ls [2]*Ledger
 	for i := range ls {
-		l, err := Open(ctxT(t), "sqlite:"+path)
+		l, err := openAlone(ctxT(t), "sqlite:"+path, openCreate)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -565,4 +535,60 @@ func TestSQLiteConcurrentFirstOpensAllStart(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The integrity check finds damage that no open runs into (an index's
+// page): ErrCorrupt naming the file, what SQLite found, and the commands
+// that copy out what can still be read and audit the copy. A sound ledger
+// passes it.
+func TestSQLiteIntegrityCheckFindsDamageNoOpenSees(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "allot.db")
+	l, err := Open(ctxT(t), "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		alloc(t, l, "weekly", fmt.Sprintf("key-%03d-%s", i, strings.Repeat("x", 40)), "2026-W32", 0)
+	}
+	if err := l.CheckIntegrity(ctxT(t)); err != nil {
+		t.Fatalf("a sound ledger: %v", err)
+	}
+	page := damageAnIndex(t, l, path)
+	l, err = Open(ctxT(t), "sqlite:"+path)
+	if err != nil {
+		t.Fatalf("the damage is in an index only (page %d), yet the open ran into it: %v", page, err)
+	}
+	defer l.Close()
+	err = l.CheckIntegrity(ctxT(t))
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), ".dump") || !strings.Contains(err.Error(), "starter check --ledger") {
+		t.Fatalf("CheckIntegrity of a ledger with a damaged index = %v, want ErrCorrupt naming %s, the .dump copy and the check of it", err, path)
+	}
+}
+
+// damageAnIndex closes l and garbles the root page of an index of its
+// episodes, returning the page's number.
+func damageAnIndex(t *testing.T, l *Ledger, path string) int {
+	t.Helper()
+	var root, pageSize int
+	if err := l.r.QueryRowContext(ctxT(t), `SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'episodes' ORDER BY rootpage DESC LIMIT 1`).Scan(&root); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.r.QueryRowContext(ctxT(t), `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := (root-1)*pageSize + 8; i < root*pageSize; i++ {
+		data[i] = byte(i*7 + 3)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
