@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"allot"
 	"allot/app"
 	"allot/internal/console"
 	"allot/internal/operator"
@@ -27,10 +28,21 @@ func consoleCommand(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&tokenFile, "token-file", os.Getenv(app.EnvConsoleTokenFile), "file of operator tokens (NAME:TOKEN lines, mode 0600; env "+app.EnvConsoleTokenFile+"): its operators sign in and act on the page; never a token itself")
 	fs.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM file; with --tls-key)")
 	fs.StringVar(&tlsKey, "tls-key", "", "the certificate's private key (PEM file; with --tls-cert)")
+	var allowHosts []string
+	fs.Func("allow-host", "a host name the page answers besides its --addr and loopback names, e.g. the name of a proxy in front of it (repeatable); any other Host gets 421", func(name string) error {
+		if err := console.CheckAllowHost(name); err != nil {
+			return err
+		}
+		allowHosts = append(allowHosts, name)
+		return nil
+	})
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	// Refused before anything is opened or dialled.
+	if err := app.CheckListenPort("--addr", addr); err != nil {
+		return usageError{fmt.Errorf("%w, e.g. `%s`", err, shellJoin(append([]string{"starter", "console"}, app.WithFlag(args, "--addr", console.DefaultAddr)...)))}
+	}
 	if err := console.CheckAddr(addr, tokenFile != ""); err != nil {
 		return usageError{err}
 	}
@@ -86,6 +98,20 @@ func consoleCommand(ctx context.Context, c *cli, args []string) error {
 		Logger:      logger,
 		Credentials: creds,
 		Actions:     actions,
+		AllowHosts:  allowHosts,
+		AllowHostCommand: func(name string) string {
+			cmd := allot.ConsoleCommand(addr, tokenFile)
+			if tlsCert != "" {
+				cmd += " --tls-cert " + allot.ShellQuote(tlsCert) + " --tls-key " + allot.ShellQuote(tlsKey)
+			}
+			if webUI != "" {
+				cmd += " --web-ui " + allot.ShellQuote(webUI)
+			}
+			for _, h := range allowHosts {
+				cmd += " --allow-host " + allot.ShellQuote(h)
+			}
+			return cmd + " --allow-host " + allot.ShellQuote(name)
+		},
 		Read: console.ReadInput{Ledger: led, Pipelines: set, Temporal: cl, Namespace: c.resolvedNamespace,
 			WebUI: strings.TrimSuffix(webUI, "/")},
 		Ready: func(at string) {

@@ -89,3 +89,13 @@ func TestConsoleRefusesHalfOrBadTLSFlags(t *testing.T) {
 		}
 	}
 }
+
+// --allow-host takes a host name, refused with an example otherwise,
+// before the ledger is opened.
+func TestConsoleRefusesAnAllowHostThatIsNotAName(t *testing.T) {
+	missing := "sqlite:" + filepath.Join(t.TempDir(), "none.db")
+	code, _, stderr := run(t, "console", "--ledger", missing, "--allow-host", "http://allot.example.com:8090")
+	if code != exitUsage || !strings.Contains(stderr, "--allow-host allot.example.com") || strings.Contains(stderr, "none.db") {
+		t.Errorf("console --allow-host with a URL = exit %d\n%s\nwant a usage error with an example before the ledger is opened", code, stderr)
+	}
+}

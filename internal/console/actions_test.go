@@ -36,6 +36,8 @@ type actingPage struct {
 	in     console.ReadInput
 	acts   *console.Actions
 	logs   *bytes.Buffer
+	// tokens is the token file's path ("" read-only).
+	tokens string
 }
 
 // newActingPage serves the budget fixture's page with an operator "alice"
@@ -43,17 +45,28 @@ type actingPage struct {
 // follow redirects.
 func newActingPage(t *testing.T, acting bool) *actingPage {
 	t.Helper()
+	if !acting {
+		return newActingPageWith(t, "")
+	}
+	return newActingPageWith(t, "# operators\nalice:"+testToken+"\n")
+}
+
+// newActingPageWith is newActingPage with a token file of these lines
+// ("" read-only).
+func newActingPageWith(t *testing.T, tokens string) *actingPage {
+	t.Helper()
 	l, _ := ledgertest.BudgetLedger(t)
 	set := ledgertest.BudgetPipelines(t)
 	in := console.ReadInput{Ledger: l.Led, Pipelines: set, Now: ledgertest.BudgetMonday.Add(3 * time.Hour)}
 	p := &actingPage{in: in, logs: &bytes.Buffer{}}
 	logger := slog.New(slog.NewTextHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var h *console.Server
-	if acting {
+	if tokens != "" {
 		path := filepath.Join(t.TempDir(), "tokens")
-		if err := os.WriteFile(path, []byte("# operators\nalice:"+testToken+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(tokens), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		p.tokens = path
 		creds, err := console.LoadCredentials(path)
 		if err != nil {
 			t.Fatal(err)

@@ -17,10 +17,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"allot"
@@ -42,9 +44,30 @@ const (
 	noticeCookie  = "allot_notice"
 )
 
-// Credentials are the operators a token file names.
+// reloadEvery is how often, at most, a use of the credentials reads the
+// token file again: an edit takes effect within about this.
+const reloadEvery = time.Second
+
+// Credentials are the operators a token file names, as the file is now:
+// each use reads it again when it last did reloadEvery ago or more, so an
+// added line signs in, and a removed line or a replaced token ends its
+// sessions (their key is gone) within seconds (docs/design.md, "The
+// operator page"). An edit that does not load fails closed: nobody signs
+// in or acts until the file loads again.
 type Credentials struct {
+	path string
+
+	mu      sync.Mutex
+	checked time.Time // when the file was last read
+	digest  [sha256.Size]byte
+	set     *tokenSet
+}
+
+// tokenSet is the operators of one reading of the file, or why it did not
+// load (err), which lets no one in.
+type tokenSet struct {
 	ops []operatorToken
+	err error
 }
 
 type operatorToken struct {
@@ -65,23 +88,84 @@ func NewToken() string {
 // LoadCredentials reads a token file: one operator a line, "NAME:TOKEN"
 // (or a bare TOKEN, who acts as DefaultOperator); blank lines and lines
 // starting with # are skipped. The file must not be readable by others.
-// No error ever quotes a token.
+// No error ever quotes a token. The credentials keep the path and follow
+// the file's later edits.
 func LoadCredentials(path string) (*Credentials, error) {
-	info, err := os.Stat(path)
+	data, digest, err := readTokenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := parseTokens(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return &Credentials{path: path, checked: time.Now(), digest: digest, set: &tokenSet{ops: ops}}, nil
+}
+
+// current is the token file's operators as of now, reading the file
+// again if it was last read reloadEvery ago or more; changed says this
+// call found it changed. The file's bytes are compared, not its size and
+// time: a rewrite within one tick of the file system's clock keeps both.
+func (c *Credentials) current(now time.Time) (set *tokenSet, changed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.checked) < reloadEvery && now.After(c.checked) {
+		return c.set, false
+	}
+	c.checked = now
+	data, digest, err := readTokenFile(c.path)
+	if err == nil && digest == c.digest && c.set.err == nil {
+		return c.set, false
+	}
+	if err == nil {
+		var ops []operatorToken
+		ops, err = parseTokens(c.path, data)
+		if err == nil {
+			c.digest, c.set = digest, &tokenSet{ops: ops}
+			return c.set, true
+		}
+	}
+	if c.set.err != nil && c.set.err.Error() == err.Error() {
+		return c.set, false
+	}
+	// Fail closed: never keep the old operators over a file that does not
+	// load (a removed operator's line may be what is half-written).
+	c.digest, c.set = [sha256.Size]byte{}, &tokenSet{err: err}
+	return c.set, true
+}
+
+// readTokenFile reads the file and its mode through one descriptor,
+// refusing a file others may read; the digest covers both.
+func readTokenFile(path string) ([]byte, [sha256.Size]byte, error) {
+	var digest [sha256.Size]byte
+	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("operator token file %s: no such file or directory: create it with `%s`", path, allot.OperatorTokenCommand("NAME", path))
+			return nil, digest, fmt.Errorf("operator token file %s: no such file or directory: create it with `%s`", path, allot.OperatorTokenCommand("NAME", path))
 		}
-		return nil, fmt.Errorf("operator token file %s: %w", path, err)
+		return nil, digest, fmt.Errorf("operator token file %s: %w", path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, digest, fmt.Errorf("operator token file %s: %w", path, err)
 	}
 	if info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("operator token file %s can be read by others (mode %s): its tokens let anyone act on the page; run `chmod 600 %s`", path, info.Mode().Perm(), path)
+		return nil, digest, fmt.Errorf("operator token file %s can be read by others (mode %s): its tokens let anyone act on the page; run `chmod 600 %s`", path, info.Mode().Perm(), path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(f)
 	if err != nil {
-		return nil, fmt.Errorf("operator token file %s: %w", path, err)
+		return nil, digest, fmt.Errorf("operator token file %s: %w", path, err)
 	}
-	c := &Credentials{}
+	h := sha256.New()
+	fmt.Fprintf(h, "%o\x00", info.Mode())
+	h.Write(data)
+	copy(digest[:], h.Sum(nil))
+	return data, digest, nil
+}
+
+func parseTokens(path string, data []byte) ([]operatorToken, error) {
+	var ops []operatorToken
 	names := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
@@ -97,46 +181,50 @@ func LoadCredentials(path string) (*Credentials, error) {
 		switch {
 		case allot.CheckText("an operator's name", name) != nil || name == "":
 			return nil, fmt.Errorf("operator token file %s, line %d: the name before the colon is empty or too long: write NAME:TOKEN", path, n)
+		case !named && len(token) < MinTokenLen:
+			return nil, fmt.Errorf("operator token file %s, line %d: the line has no colon, so it is read as a bare token, and it is shorter than %d characters: write it as NAME:TOKEN, or delete it and add the operator with `%s`", path, n, MinTokenLen, allot.OperatorTokenCommand("NAME", path))
 		case names[name]:
 			return nil, fmt.Errorf("operator token file %s, line %d: operator %q is named twice: give each operator one line", path, n, name)
 		case len(token) < MinTokenLen:
 			return nil, fmt.Errorf("operator token file %s, line %d: the token of %q is shorter than %d characters: delete the line and make a new one with `%s`", path, n, name, MinTokenLen, allot.OperatorTokenCommand(name, path))
 		}
-		for _, o := range c.ops {
+		for _, o := range ops {
 			if subtle.ConstantTimeCompare(o.token, []byte(token)) == 1 {
 				return nil, fmt.Errorf("operator token file %s, line %d: %q has the token of %q: give each operator their own", path, n, name, o.name)
 			}
 		}
 		names[name] = true
 		key := sha256.Sum256([]byte("allot operator page session\x00" + token))
-		c.ops = append(c.ops, operatorToken{name: name, token: []byte(token), key: key[:]})
+		ops = append(ops, operatorToken{name: name, token: []byte(token), key: key[:]})
 	}
-	if len(c.ops) == 0 {
+	if len(ops) == 0 {
 		return nil, fmt.Errorf("operator token file %s holds no token: add one with `%s`", path, allot.OperatorTokenCommand("NAME", path))
 	}
-	return c, nil
+	return ops, nil
 }
 
-// signIn returns who a token belongs to. Every operator's token is
-// compared, in constant time, whatever matches.
-func (c *Credentials) signIn(token string) (string, bool) {
-	if c == nil {
-		return "", false
-	}
+// signIn returns who the pasted text signs in: an operator's token, or
+// an operator's whole line, NAME:TOKEN, as the file holds it (what
+// someone handed the line pastes). Every operator's token is compared, in
+// constant time, whatever matches; a line's token signs in only its own
+// name.
+func (s *tokenSet) signIn(pasted string) (string, bool) {
+	pasted = strings.TrimSpace(pasted)
+	lineName, lineToken, _ := strings.Cut(pasted, ":")
+	lineName, lineToken = strings.TrimSpace(lineName), strings.TrimSpace(lineToken)
 	name, ok := "", false
-	for _, o := range c.ops {
-		if subtle.ConstantTimeCompare(o.token, []byte(token)) == 1 {
+	for _, o := range s.ops {
+		whole := subtle.ConstantTimeCompare(o.token, []byte(pasted))
+		line := subtle.ConstantTimeCompare(o.token, []byte(lineToken)) & subtle.ConstantTimeCompare([]byte(o.name), []byte(lineName))
+		if whole|line == 1 {
 			name, ok = o.name, true
 		}
 	}
 	return name, ok
 }
 
-func (c *Credentials) keyOf(name string) []byte {
-	if c == nil {
-		return nil
-	}
-	for _, o := range c.ops {
+func (s *tokenSet) keyOf(name string) []byte {
+	for _, o := range s.ops {
 		if o.name == name {
 			return o.key
 		}
@@ -153,43 +241,59 @@ func mac(key []byte, parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// session is the cookie value of name's sign-in until expires.
-func (c *Credentials) session(name string, expires time.Time) string {
-	exp := strconv.FormatInt(expires.Unix(), 10)
-	n := base64.RawURLEncoding.EncodeToString([]byte(name))
-	return n + "." + exp + "." + mac(c.keyOf(name), "session", name, exp)
+// signedSession is what a session cookie says: who, until when, and the
+// session's random ID, which a sign-out records in the ledger as ended.
+type signedSession struct {
+	operator string
+	id       string
+	expires  time.Time
 }
 
-// operatorOf is who a session cookie value signs in, if it is valid and
-// current.
-func (c *Credentials) operatorOf(value string, now time.Time) (string, bool) {
+// newSessionID draws a session's ID: 16 random bytes.
+func newSessionID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// session is the cookie value of name's sign-in id until expires.
+func (s *tokenSet) session(name, id string, expires time.Time) string {
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	n := base64.RawURLEncoding.EncodeToString([]byte(name))
+	return n + "." + exp + "." + id + "." + mac(s.keyOf(name), "session", name, exp, id)
+}
+
+// sessionOf is the sign-in a session cookie value holds, if its
+// signature is valid under its operator's current key and it has not
+// expired. Whether it was signed out is the ledger's to say.
+func (s *tokenSet) sessionOf(value string, now time.Time) (signedSession, bool) {
 	parts := strings.Split(value, ".")
-	if len(parts) != 3 {
-		return "", false
+	if len(parts) != 4 {
+		return signedSession{}, false
 	}
 	nb, err := base64.RawURLEncoding.DecodeString(parts[0])
 	if err != nil {
-		return "", false
+		return signedSession{}, false
 	}
-	name := string(nb)
-	key := c.keyOf(name)
-	if key == nil {
-		return "", false
+	name, id := string(nb), parts[2]
+	key := s.keyOf(name)
+	if key == nil || id == "" {
+		return signedSession{}, false
 	}
-	if !hmac.Equal([]byte(parts[2]), []byte(mac(key, "session", name, parts[1]))) {
-		return "", false
+	if !hmac.Equal([]byte(parts[3]), []byte(mac(key, "session", name, parts[1], id))) {
+		return signedSession{}, false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || !now.Before(time.Unix(exp, 0)) {
-		return "", false
+		return signedSession{}, false
 	}
-	return name, true
+	return signedSession{operator: name, id: id, expires: time.Unix(exp, 0)}, true
 }
 
 // csrf is the form token of a session: a page of another site cannot
 // read it, so it cannot forge a form that carries it.
-func (c *Credentials) csrf(name, session string) string {
-	return mac(c.keyOf(name), "csrf", session)
+func (s *tokenSet) csrf(name, session string) string {
+	return mac(s.keyOf(name), "csrf", session)
 }
 
 // AddOperator appends an operator with a fresh token to a token file,
@@ -204,7 +308,7 @@ func AddOperator(path, name string) error {
 		if err != nil {
 			return err
 		}
-		if c.keyOf(name) != nil {
+		if c.set.keyOf(name) != nil {
 			return fmt.Errorf("operator %q is in %s already: to give them a new token, delete their line and run `%s`", name, path, allot.OperatorTokenCommand(name, path))
 		}
 	}

@@ -21,9 +21,13 @@ import (
 	"allot/workflows"
 )
 
+// demoBudget is the budget the demo's pipeline file (pipeline/pipelines.toml)
+// sets over its paid steps.
+const demoBudget = "video-weekly"
+
 // TestBrowserApprovesOnTheDevserversPage drives the page the devserver
 // serves (devstack.Run, as `go run ./devserver` runs it, with approvals
-// left to a person and the demo's pipeline file plus a budget): the
+// left to a person and the demo's pipeline file with its budget): the
 // budget's figures equal `starter budget list --json`'s; an episode waits
 // for approval on the page with its CLI command; the operator signs in with the token of the devserver's
 // token file, gives a reason and approves; the page shows the change, and
@@ -39,19 +43,12 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The demo's paid steps, priced so that a budget covers them.
-	toml := strings.ReplaceAll(string(demo), "\n  kind   = \"paid\"\n", "\n  kind   = \"paid\"\n  max_cost = { amount = 500, currency = \"USD\" }\n")
-	if strings.Count(toml, "max_cost = { amount = 500") != 2 {
-		t.Fatal("the demo pipeline file no longer has its two paid steps as this test expects")
+	// The demo's own file: its paid steps carry a max_cost and its budget
+	// (demoBudget) covers them.
+	toml := string(demo)
+	if !strings.Contains(toml, "name      = \""+demoBudget+"\"") || strings.Count(toml, "max_cost = ") < 2 {
+		t.Fatalf("the demo pipeline file no longer has budget %s and two priced paid steps as this test expects", demoBudget)
 	}
-	toml += `
-[[budget]]
-name     = "demo-weekly"
-pipeline = "weekly-video"
-period   = "iso-week"
-limit    = { amount = 100000, currency = "USD" }
-alerts   = [0.5, 0.8]
-`
 	pipelinesFile := filepath.Join(dir, "pipelines.toml")
 	if err := os.WriteFile(pipelinesFile, []byte(toml), 0o644); err != nil {
 		t.Fatal(err)
@@ -106,12 +103,12 @@ alerts   = [0.5, 0.8]
 	deadline := allottest.Deadline(t, 60*time.Second)
 	for {
 		list := budgetList(t, dev.Info.Ledger, toml)
-		text, ok := budgetSections(tab.eval(t, "document.documentElement.outerHTML"))["demo-weekly"]
+		text, ok := budgetSections(tab.eval(t, "document.documentElement.outerHTML"))[demoBudget]
 		if !ok {
-			t.Fatalf("the page shows no budget demo-weekly:\n%s", text)
+			t.Fatalf("the page shows no budget %s:\n%s", demoBudget, text)
 		}
 		period := strings.Fields(text)[1]
-		p := listedPeriod(t, list, "demo-weekly", period)
+		p := listedPeriod(t, list, demoBudget, period)
 		m := func(minor int64) string { return allot.Money{Amount: minor, Currency: p.Currency}.String() }
 		var differ []string
 		for label, figure := range map[string]string{"limit": m(p.Limit), "settled (ledger)": m(p.Settled), "reserved (ledger)": m(p.Reserved), "free": m(p.Free)} {
@@ -120,7 +117,7 @@ alerts   = [0.5, 0.8]
 			}
 		}
 		if len(differ) == 0 && p.Settled > 0 {
-			t.Logf("budget demo-weekly %s on the page as in budget list --json: limit %s, settled %s, reserved %s, free %s", period, m(p.Limit), m(p.Settled), m(p.Reserved), m(p.Free))
+			t.Logf("budget %s %s on the page as in budget list --json: limit %s, settled %s, reserved %s, free %s", demoBudget, period, m(p.Limit), m(p.Settled), m(p.Reserved), m(p.Free))
 			break
 		}
 		if time.Now().After(deadline) {

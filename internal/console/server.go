@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"allot"
+	"allot/internal/ledger"
 )
 
 // DefaultAddr is where the page listens unless told otherwise: loopback
@@ -58,6 +59,14 @@ type ServerConfig struct {
 	// HTTPS with that certificate (PEM): the session cookie is then
 	// Secure and browsers are told to keep to HTTPS.
 	TLSCertFile, TLSKeyFile string
+	// AllowHosts are host names the page answers besides its own address
+	// and loopback names (hostPolicy).
+	AllowHosts []string
+	// AllowHostCommand is the complete command that serves this page with
+	// one more name allowed, which the log gives for a refused Host; nil
+	// when it has no such flag (the devserver's page answers loopback
+	// names only).
+	AllowHostCommand func(name string) string
 	// Ready, when set, is called with the address listened on, once the
 	// page answers.
 	Ready  func(addr string)
@@ -73,6 +82,7 @@ type Server struct {
 	creds   *Credentials
 	actions *Actions
 	origin  *http.CrossOriginProtection
+	hosts   hostPolicy
 }
 
 // NewServer returns the page's handler, read-only.
@@ -89,7 +99,8 @@ func NewActingServer(in ReadInput, creds *Credentials, actions *Actions, logger 
 	if creds == nil || actions == nil {
 		creds, actions = nil, nil
 	}
-	return &Server{read: in, log: logger, creds: creds, actions: actions, origin: http.NewCrossOriginProtection()}
+	return &Server{read: in, log: logger, creds: creds, actions: actions, origin: http.NewCrossOriginProtection(),
+		hosts: hostPolicy{names: map[string]bool{}}}
 }
 
 // CheckAddr refuses an address the page must not listen on: anything but
@@ -145,10 +156,15 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 	s := NewActingServer(cfg.Read, cfg.Credentials, cfg.Actions, cfg.Logger)
+	if s.hosts, err = newHostPolicy(cfg.Addr, cfg.AllowHosts); err != nil {
+		return err
+	}
+	s.hosts.command = cfg.AllowHostCommand
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("operator page: listen on %s: %w (another process may hold the port: give another with --addr 127.0.0.1:PORT)", cfg.Addr, err)
 	}
+	s.hosts.listen = ln.Addr().String()
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
 	} else if host, _, _ := net.SplitHostPort(cfg.Addr); cfg.Credentials != nil && !loopback(host) {
@@ -179,10 +195,16 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 
 // ServeHTTP routes: / the page, /board its board alone (what the live
 // script swaps in), /events the change stream, /healthz, /static/; and
-// the POSTs /login, /logout and /act.
+// the POSTs /login, /logout and /act. A GET of a form's address goes
+// back to the page. A request for a Host the page does not answer
+// (hostPolicy) gets 421 and nothing else.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
+	if !s.hosts.allows(r.Host) {
+		s.misdirected(w, r)
+		return
+	}
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
 	h.Set("Referrer-Policy", "no-referrer")
 	if r.TLS != nil {
@@ -210,6 +232,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.URL.Path, "/static/"):
 		static, _ := fs.Sub(assets, "assets")
 		http.StripPrefix("/static/", http.FileServerFS(static)).ServeHTTP(w, r)
+	case r.URL.Path == "/login", r.URL.Path == "/logout", r.URL.Path == "/act":
+		// A bookmark, a reload after a refusal, a typed address: the page
+		// holds the form.
+		s.redirect(w, r, msgUseTheForm)
 	default:
 		http.NotFound(w, r)
 	}
@@ -223,6 +249,9 @@ const (
 	msgSignIn     = "sign in with an operator token first: the page acts only for a signed-in operator (or run the CLI command it shows)"
 	msgStaleForm  = "refused: the form's CSRF token does not match your session (the form is stale or from another site); reload the page and try again"
 	msgNotAllowed = "the operator page has no such form"
+	msgUseTheForm = "that address takes the page's forms only: sign in, act and sign out with the forms on this page"
+	msgSigningOff = "signing in is off: the operator token file does not load, so nobody signs in or acts until it does; the page server's log says why and how to fix it"
+	msgNotEnded   = "sign-out could not be recorded in the ledger, so a copy of this session would still act: sign out again (the page server's log says why)"
 )
 
 // post handles the forms: every one passes the cross-origin check first;
@@ -240,20 +269,53 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/login":
-		name, ok := s.creds.signIn(r.PostForm.Get("token"))
+		set := s.tokens()
+		if set != nil && set.err != nil {
+			s.refuse(w, r, http.StatusServiceUnavailable, msgSigningOff)
+			return
+		}
+		var name string
+		ok := false
+		if set != nil {
+			name, ok = set.signIn(r.PostForm.Get("token"))
+		}
 		if !ok {
 			s.log.Warn("operator page: a sign-in was refused", "remote", r.RemoteAddr)
 			s.refuse(w, r, http.StatusForbidden, msgBadToken)
 			return
 		}
-		http.SetCookie(w, s.cookie(r, sessionCookie, s.creds.session(name, time.Now().Add(sessionTTL)), sessionTTL))
+		http.SetCookie(w, s.cookie(r, sessionCookie, set.session(name, newSessionID(), time.Now().Add(sessionTTL)), sessionTTL))
 		s.log.Info("operator page: signed in", "operator", name, "remote", r.RemoteAddr)
 		s.redirect(w, r, "signed in as "+name)
 	case "/logout":
+		// Ended in the ledger, where every page server looks: a copy of
+		// the cookie is refused from now on, not only this browser's.
+		se := s.sessionOf(r)
+		switch {
+		case se.Off:
+			s.refuse(w, r, http.StatusServiceUnavailable, msgSigningOff)
+			return
+		case se.unread != nil:
+			s.refuse(w, r, http.StatusServiceUnavailable, msgNotEnded)
+			return
+		}
+		if se.Operator != "" {
+			err := s.actions.Ledger.EndSession(r.Context(), ledger.EndedSession{ID: se.id, Operator: se.Operator, Expires: se.expires}, time.Time{})
+			if err != nil {
+				s.log.Error("operator page: a sign-out could not be recorded", "operator", se.Operator, "err", err)
+				s.refuse(w, r, http.StatusServiceUnavailable, msgNotEnded)
+				return
+			}
+			s.log.Info("operator page: signed out", "operator", se.Operator, "remote", r.RemoteAddr)
+		}
 		http.SetCookie(w, s.cookie(r, sessionCookie, "", -1))
 		s.redirect(w, r, "signed out")
 	case "/act":
 		se := s.sessionOf(r)
+		if se.Off {
+			s.refuse(w, r, http.StatusServiceUnavailable, msgSigningOff)
+			return
+		}
 		if se.Operator == "" {
 			s.refuse(w, r, http.StatusForbidden, msgSignIn)
 			return
@@ -282,21 +344,67 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 // session is the signed-in operator of a request, if any, and what the
 // page's forms carry.
 type session struct {
-	Acting    bool // the page takes operator tokens
+	Acting bool // the page takes operator tokens
+	// Off: the token file does not load, so nobody signs in.
+	Off       bool
 	Operator  string
 	CSRF      string
 	RequestID string
+	id        string
+	expires   time.Time
+	// unread: the ledger did not say whether a validly signed session was
+	// signed out, so it acts on nothing.
+	unread error
 }
 
+// tokens is the token file's operators now (nil on a read-only page),
+// logging when the file changed.
+func (s *Server) tokens() *tokenSet {
+	if s.creds == nil {
+		return nil
+	}
+	set, changed := s.creds.current(time.Now())
+	switch {
+	case changed && set.err != nil:
+		s.log.Error("operator page: the operator token file does not load: nobody signs in or acts until it does", "err", set.err)
+	case changed:
+		s.log.Info("operator page: the operator token file changed: its operators sign in now, and no one else", "operators", len(set.ops))
+	}
+	return set
+}
+
+// sessionOf is the request's session: a cookie signed under its
+// operator's current key, not expired and not signed out (the ledger's
+// ended sessions). A ledger that cannot say signs no one in.
 func (s *Server) sessionOf(r *http.Request) session {
 	se := session{Acting: s.creds != nil}
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || s.creds == nil {
+	set := s.tokens()
+	if set == nil {
 		return se
 	}
-	if name, ok := s.creds.operatorOf(c.Value, time.Now()); ok {
-		se.Operator, se.CSRF, se.RequestID = name, s.creds.csrf(name, c.Value), uuid.NewString()
+	if set.err != nil {
+		se.Off = true
+		return se
 	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return se
+	}
+	signed, ok := set.sessionOf(c.Value, time.Now())
+	if !ok {
+		return se
+	}
+	ended, err := s.actions.Ledger.SessionEnded(r.Context(), signed.id)
+	if err != nil {
+		s.log.Error("operator page: read whether a session was signed out; it acts on nothing until the ledger answers", "operator", signed.operator, "err", err)
+		se.unread = err
+		return se
+	}
+	if ended {
+		return se
+	}
+	se.Operator, se.CSRF, se.RequestID = signed.operator, set.csrf(signed.operator, c.Value), uuid.NewString()
+	se.id, se.expires = signed.id, signed.expires
 	return se
 }
 
