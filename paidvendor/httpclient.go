@@ -388,7 +388,7 @@ func (c *HTTPClient) readBill(ctx context.Context, op string, in ReadBillInput) 
 	case in.Limit > 0 && len(wp.Charges) > in.Limit:
 		return bad("a page of %d lines, over the limit of %d asked for", len(wp.Charges), in.Limit)
 	}
-	page := BillPage{Lines: make([]Charge, 0, len(wp.Charges)), Next: wp.NextCursor, HasMore: wp.HasMore}
+	page := BillPage{Lines: make([]Charge, 0, len(wp.Charges)), Next: wp.NextCursor, HasMore: wp.HasMore, Account: wp.Account}
 	for _, wc := range wp.Charges {
 		ch, err := chargeFromWire(c.key.redactCharge(wc))
 		if err != nil {

@@ -105,6 +105,9 @@ type BillPage struct {
 	Lines   []Charge
 	Next    string // the watermark after Lines (== After when Lines is empty)
 	HasMore bool
+	// Account is the vendor's own ID of the account the key bills to,
+	// where its bill says; "" where it does not.
+	Account string
 }
 
 // Client is what the paid activities need from a vendor, and no more: a

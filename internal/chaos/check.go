@@ -48,7 +48,7 @@ func (r *run) check(ctx context.Context, sum *Summary) error {
 		if v.vp == r.vendor {
 			lister = fairLister{c: c, planted: planted, costOf: costOf}
 		}
-		vendors = append(vendors, report.VendorCharges{Name: v.name, Charges: lister, Account: reconcile.Account(v.vp.url, v.vp.key)})
+		vendors = append(vendors, report.VendorCharges{Name: v.name, Charges: lister, Bill: reconcile.SameBill(v.vp.url, v.vp.key)})
 	}
 	var bills []vendorBill
 	for _, v := range vendors {

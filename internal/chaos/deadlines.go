@@ -22,7 +22,7 @@ import (
 // expectedLate is what chaos-deadline's records must be: its period's
 // kinds, in the order written, given when its deadline was declared.
 func expectedLate(due, declared time.Time) []allot.DeadlineKind {
-	if declared.Before(due.Add(-DeadlineWarnBefore)) {
+	if declared.Before(due.Add(-deadlineWarnBefore(due))) {
 		return []allot.DeadlineKind{allot.DeadlineWarning, allot.DeadlineLate}
 	}
 	return []allot.DeadlineKind{allot.DeadlineLate}

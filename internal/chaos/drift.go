@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -207,7 +206,7 @@ func (r *run) checkDrift(ctx context.Context, sum *Summary, p plantedBill, bad f
 			err = rerr
 		}
 	}()
-	account := reconcile.Account(r.vendor.url, r.vendor.key)
+	account := reconcile.Account(pipeline.DefaultVendor)
 	rec := reconcile.Reconciler{Ledger: led, Pipelines: r.pipelines,
 		Now: func() time.Time { return time.Now().Add(reconcileAheadBy) },
 		Vendors: []reconcile.Vendor{{Name: pipeline.DefaultVendor, Names: []string{pipeline.DefaultVendor}, Account: account,
@@ -253,12 +252,11 @@ func (r *run) checkDrift(ctx context.Context, sum *Summary, p plantedBill, bad f
 	return nil
 }
 
-// writableLedger closes the run's read-only ledger and opens it to write.
-// A SQLite file's shared memory is mapped once per process, read-only
-// when a read-only connection mapped it first: a writer beside it in this
-// process would fail ("attempt to write a readonly database").
+// writableLedger closes the run's read-only ledger and opens it to write,
+// so that this process holds the file through one set of connections
+// (docs/design.md, "How allot opens a SQLite ledger").
 func (r *run) writableLedger(ctx context.Context) (*ledger.Ledger, error) {
-	if err := r.led.Close(); err != nil && !errors.Is(err, ledger.ErrChangedWhileReading) {
+	if err := r.led.Close(); err != nil {
 		return nil, fmt.Errorf("close the read-only ledger: %w", err)
 	}
 	led, err := ledger.OpenExisting(ctx, r.ledgerURL)

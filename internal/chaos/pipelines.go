@@ -92,9 +92,20 @@ const (
 // deadlineOffset is the deadline of a day period in UTC that falls at due:
 // its offset from the day's midnight, in whole seconds (at least one).
 func deadlineOffset(due time.Time) string {
+	return dueOffset(due).String()
+}
+
+func dueOffset(due time.Time) time.Duration {
 	due = due.UTC()
 	midnight := time.Date(due.Year(), due.Month(), due.Day(), 0, 0, 0, 0, time.UTC)
-	return max(due.Sub(midnight).Truncate(time.Second), time.Second).String()
+	return max(due.Sub(midnight).Truncate(time.Second), time.Second)
+}
+
+// deadlineWarnBefore is chaos-deadline's warn_before for a deadline due at
+// due: DeadlineWarnBefore, or less just after midnight, where a warning
+// cannot come before the period begins (the pipeline file refuses one).
+func deadlineWarnBefore(due time.Time) time.Duration {
+	return min(DeadlineWarnBefore, dueOffset(due))
 }
 
 // CatchUpInterval and CatchUpGrace are chaos-catchup's schedule interval
@@ -374,7 +385,7 @@ time_zone = "UTC"
 		PipelineDaily, s[PipelineDaily].cron(), ActivityVendor,
 		PipelineStrict,
 		PipelineCatchUp, CatchUpInterval.String(), CatchUpGrace.String(),
-		PipelineDeadline, deadlineOffset(deadlineDue), DeadlineWarnBefore.String(),
+		PipelineDeadline, deadlineOffset(deadlineDue), deadlineWarnBefore(deadlineDue).String(),
 		PipelineBatch, BatchVendor, BatchMaxItems, BatchMaxWait.String())
 }
 

@@ -16,12 +16,12 @@ import (
 // Vendor is one vendor account whose bill is reconciled.
 type Vendor struct {
 	// Name is the vendor as steps name it (pipeline.DefaultVendor for
-	// the worker's default vendor); Names are every vendor billed on the
-	// same account (URL and key), Name first: a cost booked to any of
-	// them belongs on this bill.
+	// the worker's default vendor); Names are every vendor that reads the
+	// same bill (URL and key), Name first: a cost booked to any of them
+	// belongs on this bill.
 	Name  string
 	Names []string
-	// Account identifies the bill (a hash of URL and key, never the key).
+	// Account is what the ledger keeps the bill under: Account(Name).
 	Account string
 	// Bill reads the bill; nil when it cannot be read, and NotReconciled
 	// says why: such a vendor is reported "not reconciled", never fine.
@@ -139,15 +139,17 @@ func (r *Reconciler) read(ctx context.Context, v Vendor) (int, error) {
 		}
 		page, err := v.Bill.ReadBill(ctx, paidvendor.ReadBillInput{After: wm.Cursor, Limit: r.pageSize()})
 		if err != nil {
-			return added, err
+			return added, anotherAccount(ctx, v, wm, err)
 		}
 		lines := make([]ledger.BillLine, 0, len(page.Lines))
 		for _, c := range page.Lines {
 			lines = append(lines, ledger.BillLine{Account: v.Account, Vendor: v.Name, LineID: c.ID, TaskRef: c.TaskID,
 				IdempotencyKey: c.IdempotencyKey, Refund: c.Refund, Amount: c.Amount, Currency: c.Currency, ChargedAt: c.At})
 		}
-		n, err := r.Ledger.RecordBillPage(ctx, ledger.BillPage{Account: v.Account, Vendor: v.Name, From: wm.Cursor, Next: page.Next, Lines: lines})
+		n, err := r.Ledger.RecordBillPage(ctx, ledger.BillPage{Account: v.Account, Vendor: v.Name, From: wm.Cursor, Next: page.Next, Lines: lines, VendorAccount: page.Account})
 		switch {
+		case errors.Is(err, ledger.ErrBillOfAnotherAccount):
+			return added, fmt.Errorf("%w: %s", err, anotherAccountFix)
 		case errors.Is(err, ledger.ErrBillWatermarkMoved):
 			if races++; races > maxRaces {
 				return added, err
@@ -161,6 +163,26 @@ func (r *Reconciler) read(ctx context.Context, v Vendor) (int, error) {
 			return added, nil
 		}
 	}
+}
+
+// anotherAccountFix is the way out of a key that reads another account's
+// bill than the one the ledger keeps under the vendor's name.
+const anotherAccountFix = "its API key now reads the bill of another account: put back a key of the account the ledger's bill is of, or give the vendor of the other account a [[vendor]] name of its own in the pipeline file"
+
+// anotherAccount explains a failed read from the watermark: a cursor the
+// vendor does not know is what a key of another account meets first, so
+// where the bill's account is known, the bill's first line says whether
+// the key still reads it.
+func anotherAccount(ctx context.Context, v Vendor, wm ledger.BillWatermark, readErr error) error {
+	if wm.VendorAccount == "" || wm.Cursor == "" {
+		return readErr
+	}
+	first, err := v.Bill.ReadBill(ctx, paidvendor.ReadBillInput{Limit: 1})
+	if err != nil || first.Account == "" || first.Account == wm.VendorAccount {
+		return readErr
+	}
+	return fmt.Errorf("%w: the bill of %s is of the vendor's account %q, and its key now reads account %q: %s",
+		ledger.ErrBillOfAnotherAccount, v.Account, wm.VendorAccount, first.Account, anotherAccountFix)
 }
 
 // judgeLines judges every line of the account not judged yet, a page at

@@ -91,7 +91,7 @@ func (b *billed) send(record bool) ledger.PaidTask {
 
 func (b *billed) reconciler(now time.Time, pageSize int) *reconcile.Reconciler {
 	return &reconcile.Reconciler{Ledger: b.led, Pipelines: b.set, PageSize: pageSize, Now: func() time.Time { return now },
-		Vendors: []reconcile.Vendor{{Name: pipeline.DefaultVendor, Names: []string{pipeline.DefaultVendor}, Account: "acct", Bill: b.client}}}
+		Vendors: []reconcile.Vendor{{Name: pipeline.DefaultVendor, Names: []string{pipeline.DefaultVendor}, Account: reconcile.Account(pipeline.DefaultVendor), Bill: b.client}}}
 }
 
 // drift is every drift item of the ledger, as "class line".
@@ -149,7 +149,7 @@ func TestReconcileFindsExactlyThePlantedFaults(t *testing.T) {
 		later := time.Now().Add(2 * time.Hour)
 		vendorKinds := func() []string {
 			res, err := report.Audit(context.Background(), led, report.CheckInput{Pipelines: b.set, Now: later,
-				Vendors: []report.VendorCharges{{Name: pipeline.DefaultVendor, Charges: b.client, Account: "acct"}}})
+				Vendors: []report.VendorCharges{{Name: pipeline.DefaultVendor, Charges: b.client, Bill: "acct"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -330,4 +330,94 @@ func TestReconcileWaitsForABatchItemUntilItsBatchEnds(t *testing.T) {
 	if len(got[0].Drift) != 1 || got[0].Drift[0].Class != allot.DriftUnrecorded || got[0].Drift[0].EpisodeID != ref.EpisodeID {
 		t.Fatalf("an item its ended batch lost: %+v, want one unrecorded drift item", got[0])
 	}
+}
+
+// studioFile is a pipeline file whose paid step uses the vendor "studio"
+// at url with its key in STUDIO_KEY.
+func studioFile(t *testing.T, url string) *pipeline.Set {
+	t.Helper()
+	set, err := pipeline.Parse([]byte(fmt.Sprintf(`
+[[vendor]]
+name        = "studio"
+url         = %q
+api_key_env = "STUDIO_KEY"
+
+[[pipeline]]
+name = "weekly"
+  [[pipeline.step]]
+  name   = "video"
+  kind   = "paid"
+  vendor = "studio"
+`, url)), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// A vendor's bill is the vendor's, not its key's (issue 38 §3): rotating
+// the API key, or spelling the URL another way, reads on from where the
+// bill was read, so no drift item is recorded twice and an acknowledged
+// one stays acknowledged. A key that reads another account's bill (the
+// vendor says whose) is refused, naming the way out, and writes nothing.
+func TestAKeyRotationRecordsNoDriftTwice(t *testing.T) {
+	ledgers(t, func(t *testing.T, led *ledger.Ledger) {
+		ctx := context.Background()
+		sim := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: "sk-old", Account: "org-studio"})
+		srv := httptest.NewServer(sim)
+		t.Cleanup(srv.Close)
+		pass := func(url, key string) reconcile.Result {
+			t.Helper()
+			t.Setenv("STUDIO_KEY", key)
+			set := studioFile(t, url)
+			r := &reconcile.Reconciler{Ledger: led, Pipelines: set, Vendors: reconcile.Vendors(ctx, reconcile.VendorsInput{Pipelines: set})}
+			res := r.Run(ctx)
+			if len(res) != 1 {
+				t.Fatalf("%d results, want studio's", len(res))
+			}
+			return res[0]
+		}
+		sim.PlantPhantomCharge(500, "USD")
+		sim.PlantPhantomCharge(700, "USD")
+		first := pass(srv.URL, "sk-old")
+		if !first.Reconciled || len(first.Drift) != 2 {
+			t.Fatalf("the first pass: %+v, want two drift items", first)
+		}
+		items, err := led.DriftItems(ctx, ledger.DriftFilter{})
+		if err != nil || len(items) != 2 {
+			t.Fatalf("drift items %v, %v", items, err)
+		}
+		if _, err := led.AckDrift(ctx, items[0].ID, "ops", "a test charge, refunded by mail"); err != nil {
+			t.Fatal(err)
+		}
+
+		sim.RotateKey("sk-new")
+		for _, url := range []string{srv.URL, srv.URL + "/"} {
+			again := pass(url, "sk-new")
+			if !again.Reconciled || again.NewLines != 0 || len(again.Drift) != 0 {
+				t.Fatalf("after the key's rotation (URL %s): %+v; want the bill read on from its watermark, nothing new", url, again)
+			}
+		}
+		now, err := led.DriftItems(ctx, ledger.DriftFilter{})
+		if err != nil || len(now) != 2 || now[0].AckedAt.IsZero() {
+			t.Fatalf("after the rotation the drift items are %+v (%v); want the same two, the first still acknowledged", now, err)
+		}
+		sim.PlantPhantomCharge(900, "USD")
+		if next := pass(srv.URL, "sk-new"); next.NewLines != 1 || len(next.Drift) != 1 {
+			t.Fatalf("a new line after the rotation: %+v; want it read and judged alone", next)
+		}
+
+		// A key of another account, at a vendor that names its accounts.
+		other := paidvendortest.NewSimulator(paidvendortest.SimConfig{APIKey: "sk-other", Account: "org-elsewhere"})
+		other.PlantPhantomCharge(100, "USD")
+		osrv := httptest.NewServer(other)
+		t.Cleanup(osrv.Close)
+		refused := pass(osrv.URL, "sk-other")
+		if refused.Reconciled || !strings.Contains(refused.Reason, "another account") || !strings.Contains(refused.Reason, "[[vendor]] name") {
+			t.Fatalf("a key of another account: %+v; want it not reconciled, naming the way out", refused)
+		}
+		if items, err := led.DriftItems(ctx, ledger.DriftFilter{}); err != nil || len(items) != 3 {
+			t.Fatalf("after the refused pass: %d drift items (%v), want the 3 there were", len(items), err)
+		}
+	})
 }

@@ -13,11 +13,19 @@ import (
 	"allot/pipeline"
 )
 
-// Account identifies a vendor account by its URL (or a Go adapter's name)
-// and API key without holding the key: two vendors with the same URL and
-// key bill to one account, whose bill is reconciled once.
-func Account(url, key string) string {
-	sum := sha256.Sum256([]byte("allot vendor account\x00" + strings.TrimRight(url, "/") + "\x00" + key))
+// Account is the name the ledger keeps a vendor's bill under: the
+// vendor's name in the pipeline file, which outlives its API key and the
+// spelling of its URL (docs/design.md, "Reconciling the vendor's bill").
+// The vendor's own account ID, where its bill reports one, is kept with
+// the bill, so a key of another account is refused, not mixed in.
+func Account(vendor string) string { return "vendor:" + vendor }
+
+// SameBill identifies the bill a vendor's URL (or a Go adapter's name) and
+// API key read, without holding the key: vendors with the same URL and key
+// read one bill, reconciled once under the first one's name. It is never
+// stored, so a new key changes nothing kept.
+func SameBill(url, key string) string {
+	sum := sha256.Sum256([]byte("allot vendor bill\x00" + strings.TrimRight(url, "/") + "\x00" + key))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -41,29 +49,30 @@ type VendorsInput struct {
 func Vendors(ctx context.Context, in VendorsInput) []Vendor {
 	paid := PaidVendors(in.Pipelines)
 	var out []Vendor
-	byAccount := map[string]int{}
-	add := func(v Vendor) {
-		if i, ok := byAccount[v.Account]; ok && v.Account != "" {
+	byBill := map[string]int{}
+	add := func(v Vendor, bill string) {
+		if i, ok := byBill[bill]; ok && bill != "" {
 			out[i].Names = append(out[i].Names, v.Name)
 			return
 		}
 		v.Names = []string{v.Name}
 		v.Settings = in.Pipelines.Bill(v.Name)
-		if v.Account == "" {
-			v.Account = Account("unreadable:"+v.Name, "")
+		v.Account = Account(v.Name)
+		if bill != "" {
+			byBill[bill] = len(out)
 		}
-		byAccount[v.Account] = len(out)
 		out = append(out, v)
 	}
 	if paid[pipeline.DefaultVendor] {
 		v := Vendor{Name: pipeline.DefaultVendor}
+		var bill string
 		switch {
 		case in.DefaultURL == "":
 			v.NotReconciled = "no URL: the worker has no ALLOT_VENDOR_URL"
 		default:
-			v.Bill, v.Account, v.NotReconciled = httpBill(ctx, in.DefaultURL, in.DefaultKey)
+			v.Bill, bill, v.NotReconciled = httpBill(ctx, in.DefaultURL, in.DefaultKey)
 		}
-		add(v)
+		add(v, bill)
 	}
 	for _, name := range in.Pipelines.VendorNames() {
 		if !paid[name] {
@@ -71,15 +80,16 @@ func Vendors(ctx context.Context, in VendorsInput) []Vendor {
 		}
 		pv, _ := in.Pipelines.Vendor(name)
 		v := Vendor{Name: name}
+		var bill string
 		switch pv.Adapter {
 		case pipeline.AdapterHTTP:
-			v.Bill, v.Account, v.NotReconciled = httpBill(ctx, pv.URL, activities.VendorKeyOf(pv))
+			v.Bill, bill, v.NotReconciled = httpBill(ctx, pv.URL, activities.VendorKeyOf(pv))
 		case pipeline.AdapterGo:
-			v.Bill, v.Account, v.NotReconciled = goBill(ctx, name, pv, in.Adapters[name])
+			v.Bill, bill, v.NotReconciled = goBill(ctx, name, pv, in.Adapters[name])
 		default:
 			v.NotReconciled = fmt.Sprintf("adapter %s has no bill reader: its vendor's worker does not list charges", pv.Adapter)
 		}
-		add(v)
+		add(v, bill)
 	}
 	return out
 }
@@ -96,7 +106,7 @@ func httpBill(ctx context.Context, url string, key paidvendor.CredentialsSource)
 	if err != nil {
 		return nil, "", err.Error()
 	}
-	return c, Account(url, k), ""
+	return c, SameBill(url, k), ""
 }
 
 func goBill(ctx context.Context, name string, pv pipeline.Vendor, f paidvendor.Factory) (paidvendor.BillReader, string, string) {
@@ -119,7 +129,7 @@ func goBill(ctx context.Context, name string, pv pipeline.Vendor, f paidvendor.F
 	if !ok {
 		return nil, "", "its Go adapter does not implement paidvendor.BillReader"
 	}
-	return b, Account("go:"+name, key), ""
+	return b, SameBill("go:"+name, key), ""
 }
 
 // PaidVendors are the vendors some paid step uses ("" counts as the

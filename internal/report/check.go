@@ -60,16 +60,13 @@ type VendorCharges struct {
 	Charges     ChargeLister
 	Unavailable string
 	NoBill      string
-	// Account identifies the vendor account the charges are listed from
-	// (vendorAccount: a hash of its URL and API key, never the key).
-	// Vendors with one Account have one bill, which is reconciled once
-	// against the costs of all of them; "" is an account of its own.
-	Account string
+	// Bill identifies the bill the charges are listed from
+	// (reconcile.SameBill: a hash of its URL and API key, never the key,
+	// never stored). Vendors with one Bill have one bill, which is
+	// reconciled once against the costs of all of them, under the first
+	// one's name (reconcile.Account); "" is a bill of its own.
+	Bill string
 }
-
-// vendorAccount is the account the worker's reconciler keeps a bill
-// under (reconcile.Account): a hash of its URL and API key.
-func vendorAccount(url, key string) string { return reconcile.Account(url, key) }
 
 // KindChargeOtherVendor: check --vendor found a charge for a task whose
 // cost the ledger books under a vendor of another account.
@@ -145,6 +142,11 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		opts.WithRefs = opts.WithRefs || len(opts.Budgets) > 0
 		opts.Horizon = func(vendor string) time.Duration { return in.Pipelines.Limits(vendor).Horizon() }
 	}
+	// The audit reads what the file holds: first, that SQLite can read
+	// all of it.
+	if err := led.CheckIntegrity(ctx); err != nil {
+		return CheckResult{}, err
+	}
 	a, err := led.Audit(ctx, opts)
 	if err != nil {
 		return CheckResult{}, err
@@ -198,8 +200,8 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 	// together, by the first of them (docs/import-and-check.md, "Check").
 	accounts := map[string][]string{}
 	for _, v := range in.Vendors {
-		if v.Account != "" && v.NoBill == "" && v.Unavailable == "" && v.Charges != nil {
-			accounts[v.Account] = append(accounts[v.Account], v.Name)
+		if v.Bill != "" && v.NoBill == "" && v.Unavailable == "" && v.Charges != nil {
+			accounts[v.Bill] = append(accounts[v.Bill], v.Name)
 		}
 	}
 	byAccount := map[string]VendorCheck{}
@@ -209,8 +211,8 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 	for _, v := range in.Vendors {
 		check := VendorCheck{Name: v.Name, Status: VendorNoBill, Reason: v.NoBill}
 		names := []string{v.Name}
-		if len(accounts[v.Account]) > 1 {
-			names = accounts[v.Account]
+		if len(accounts[v.Bill]) > 1 {
+			names = accounts[v.Bill]
 			check.SharedAccount = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == v.Name })
 		}
 		switch {
@@ -218,7 +220,7 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 		case v.Unavailable != "" || v.Charges == nil:
 			check.Status, check.Reason = VendorNotReconciled, v.Unavailable
 		case names[0] != v.Name:
-			first := byAccount[v.Account]
+			first := byAccount[v.Bill]
 			check.Status, check.Charges, check.Costs = first.Status, first.Charges, costsOf(in, a, v.Name)
 			check.Reason = fmt.Sprintf("one account (URL and key) with vendor %s: its bill was reconciled there, against the costs of both", names[0])
 			if first.Status == VendorNotReconciled {
@@ -230,14 +232,14 @@ func Audit(ctx context.Context, led *ledger.Ledger, in CheckInput) (CheckResult,
 				// One vendor that cannot be asked leaves the others and
 				// the ledger's own checks standing.
 				check.Status, check.Reason = VendorNotReconciled, err.Error()
-				byAccount[v.Account] = check
+				byAccount[v.Bill] = check
 				break
 			}
 			vs = append(vs, found...)
 			c.SharedAccount = check.SharedAccount
 			check = c
 			check.Status = VendorReconciled
-			byAccount[v.Account] = check
+			byAccount[v.Bill] = check
 			reconciled++
 		}
 		if check.Status == VendorNotReconciled {
@@ -376,7 +378,8 @@ func reconcileVendor(ctx context.Context, in CheckInput, a ledger.Audit, v Vendo
 	check.Costs = costsOf(in, a, v.Name)
 	inScope := func(p string) bool { return in.Pipeline == "" || p == in.Pipeline }
 	seen := func(line string, class allot.DriftClass) bool {
-		return recorded[driftKey(v.Account, line, class)]
+		// The ledger keeps the bill under the first name (reconcile.Vendors).
+		return recorded[driftKey(reconcile.Account(names[0]), line, class)]
 	}
 
 	// What the bill charged each task, net of refunds, for the budgets'
@@ -414,7 +417,7 @@ func reconcileVendor(ctx context.Context, in CheckInput, a ledger.Audit, v Vendo
 			c.currencies = append(c.currencies, ch.Currency)
 		}
 
-		f := reconcile.Facts{Vendor: v.Name, Line: ledger.BillLine{Account: v.Account, Vendor: v.Name, LineID: id, TaskRef: ch.TaskID,
+		f := reconcile.Facts{Vendor: v.Name, Line: ledger.BillLine{Account: reconcile.Account(names[0]), Vendor: v.Name, LineID: id, TaskRef: ch.TaskID,
 			IdempotencyKey: ch.IdempotencyKey, Refund: ch.Refund, Amount: ch.Amount, Currency: ch.Currency, ChargedAt: ch.At}}
 		f.Task, f.Known = byRef[ch.TaskID]
 		if !f.Known && ch.IdempotencyKey != "" {
@@ -584,7 +587,7 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 		} else if c, err := paidvendor.NewHTTPClient(defaultURL, key, nil); err != nil {
 			def.Unavailable = err.Error()
 		} else {
-			def.Charges, def.Account = c, vendorAccount(defaultURL, key)
+			def.Charges, def.Bill = c, reconcile.SameBill(defaultURL, key)
 		}
 	}
 	vendors := []VendorCharges{def}
@@ -602,7 +605,7 @@ func HTTPVendors(set *pipeline.Set, defaultURL string, defaultKey func() (string
 			} else if c, err := paidvendor.NewHTTPClient(v.URL, key, nil); err != nil {
 				out.Unavailable = err.Error()
 			} else {
-				out.Charges, out.Account = c, vendorAccount(v.URL, key)
+				out.Charges, out.Bill = c, reconcile.SameBill(v.URL, key)
 			}
 		}
 		vendors = append(vendors, out)

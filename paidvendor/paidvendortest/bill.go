@@ -309,7 +309,7 @@ func (s *Simulator) pageAfter(after string, limit int) (vendorapi.ChargesPage, b
 	}
 	i := sort.Search(len(s.lines), func(i int) bool { return s.lines[i].seq > from })
 	end := min(i+limit, len(s.lines))
-	page := vendorapi.ChargesPage{Charges: wireLines(s.lines[i:end]), NextCursor: after, HasMore: end < len(s.lines)}
+	page := vendorapi.ChargesPage{Charges: wireLines(s.lines[i:end]), NextCursor: after, HasMore: end < len(s.lines), Account: s.account}
 	if end > i {
 		page.NextCursor = strconv.FormatInt(s.lines[end-1].seq, 10)
 	}

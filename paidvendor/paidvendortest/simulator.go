@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"allot/paidvendor"
@@ -77,6 +78,9 @@ type SimConfig struct {
 	BillDoubleCharge float64 // P: a second charge line for the same task and idempotency key
 	BillRefund       float64 // P: a refund line of the task's whole cost
 	BillPhantomEvery int     // one charge line for a task that never existed per this many accepted tasks; 0 = never
+	// Account is the ID of the account its bill says the key bills to,
+	// as real vendors name their organisations; "" names none.
+	Account string
 
 	// The batch API (batch.go): how long a batch takes to do all its
 	// items (0: done at once), how long its result files stay readable
@@ -165,6 +169,8 @@ type Simulator struct {
 	// apiKey holds the key inside a closure: printing the struct by
 	// reflection shows a function address, never the key.
 	apiKey       func() string
+	rotateKey    func(string)
+	account      string
 	taskDuration time.Duration
 	prices       map[string]paidvendor.Cost
 	defaultPrice paidvendor.Cost
@@ -256,9 +262,12 @@ func OpenSimulator(cfg SimConfig) (*Simulator, error) {
 	if cfg.BatchDuration < 0 || cfg.BatchRetention < 0 {
 		return nil, fmt.Errorf("paidvendortest: simulator: BatchDuration and BatchRetention must not be negative, got %v and %v", cfg.BatchDuration, cfg.BatchRetention)
 	}
-	apiKey := cfg.APIKey
+	var apiKey atomic.Pointer[string]
+	apiKey.Store(&cfg.APIKey)
 	s := &Simulator{
-		apiKey:       func() string { return apiKey },
+		apiKey:       func() string { return *apiKey.Load() },
+		rotateKey:    func(k string) { apiKey.Store(&k) },
+		account:      cfg.Account,
 		taskDuration: cfg.TaskDuration,
 		prices:       make(map[string]paidvendor.Cost, len(cfg.PricePerKind)),
 		defaultPrice: cfg.DefaultPrice,
@@ -440,6 +449,11 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mux.ServeHTTP(rec, r)
 }
+
+// RotateKey replaces the key the simulator accepts, as a vendor's key
+// rotation does: the old key is refused from now on; the account, its
+// tasks and its bill stay as they were.
+func (s *Simulator) RotateKey(key string) { s.rotateKey(key) }
 
 func (s *Simulator) authorized(r *http.Request) bool {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

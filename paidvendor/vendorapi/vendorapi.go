@@ -127,6 +127,9 @@ type ChargesPage struct {
 	NextCursor string `json:"next_cursor"`
 	// HasMore says that lines after NextCursor exist already.
 	HasMore bool `json:"has_more"`
+	// Account is the vendor's ID of the account the key bills to; a
+	// vendor that names none leaves it out.
+	Account string `json:"account,omitempty"`
 }
 
 // Kinds of bill faults the simulator plants (BillFault.Kind).
