@@ -207,7 +207,7 @@ const (
 	BatchOpen       BatchState = "open"        // its key and items are written; no batch is known at the vendor yet
 	BatchCreated    BatchState = "created"     // the vendor made it: its ID is written
 	BatchEnded      BatchState = "ended"       // it ended at the vendor and every item's outcome is recorded
-	BatchNotCreated BatchState = "not_created" // the vendor refused the create: its items went back to the queue
+	BatchNotCreated BatchState = "not_created" // the vendor refused the create (its items went back to the queue), or no item was left to send
 )
 
 // BatchItemOutcome is what became of one item of an ended batch.

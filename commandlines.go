@@ -146,6 +146,18 @@ func WorkerCommand(ledgerURL string) string {
 	return "go run ./worker --ledger " + ShellQuote(ledgerURL)
 }
 
+// RecoverSQLiteCommand copies what SQLite can still read of a damaged
+// SQLite file (its tables: the indexes are built anew) into a new one,
+// with the sqlite3 shell's .dump.
+func RecoverSQLiteCommand(damaged, to string) string {
+	return "sqlite3 " + ShellQuote(damaged) + " .dump | sqlite3 " + ShellQuote(to)
+}
+
+// CheckCommand audits the ledger at url, read-only.
+func CheckCommand(ledgerURL string) string {
+	return "starter check --ledger " + ShellQuote(ledgerURL)
+}
+
 // EpisodesCommand lists a pipeline's episodes.
 func EpisodesCommand(pipeline string) string {
 	return "starter episodes --pipeline " + pipeline

@@ -24,6 +24,24 @@ var iso4217ByDigits = map[int]string{
 	4: "CLF UYW",
 }
 
+// iso4217WithoutMinorUnit are the ISO 4217 codes that have no minor unit
+// (list one's "N.A."), with what each stands for: money may not be kept
+// in them, and a refusal says why.
+var iso4217WithoutMinorUnit = map[string]string{
+	"XAU": "gold (one troy ounce)", "XAG": "silver (one troy ounce)", "XPT": "platinum (one troy ounce)", "XPD": "palladium (one troy ounce)",
+	"XDR": "the IMF's special drawing right", "XSU": "the sucre of ALBA", "XUA": "the African Development Bank's unit of account",
+	"XBA": "a European bond market unit", "XBB": "a European bond market unit", "XBC": "a European bond market unit", "XBD": "a European bond market unit",
+	"XTS": "the code reserved for testing", "XXX": "the code for no currency",
+}
+
+// ISO4217WithoutMinorUnit says what an ISO 4217 code with no minor unit
+// stands for ("gold (one troy ounce)" for XAU); ok is false for any other
+// code.
+func ISO4217WithoutMinorUnit(code string) (string, bool) {
+	what, ok := iso4217WithoutMinorUnit[code]
+	return what, ok
+}
+
 // currencyDigits is iso4217ByDigits by code.
 var currencyDigits = func() map[string]int {
 	out := map[string]int{}

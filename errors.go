@@ -189,3 +189,54 @@ const SendInFlight = "SendInFlight"
 // its details are an activities.VendorWait. The Episode shows the wait as
 // the stage waiting_vendor instead of counting it as a failed attempt.
 const VendorWaiting = "VendorWaiting"
+
+// WorkerStopped is retryable, and benign: the worker stopped while an
+// activity ran (Ctrl-C, SIGTERM, a deploy), which ended the attempt; the
+// next attempt, on any worker, goes on from the ledger. It is not a
+// failure, and is logged as none.
+const WorkerStopped = "WorkerStopped"
+
+// Closest is the name of names at the least edit distance from s, however
+// far: the first of them on a tie.
+func Closest(s string, names []string) string {
+	best, bestD := "", -1
+	for _, n := range names {
+		if d := editDistance(s, n); bestD < 0 || d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// Nearest is the name of names a mistyped s was most likely meant to be,
+// for an error's "did you mean": the closest, if few enough letters differ
+// to be a typo (a third of them, at least one); ok is false otherwise.
+func Nearest(s string, names []string) (string, bool) {
+	n := Closest(s, names)
+	if n == "" || editDistance(s, n) > max(1, len(s)/3) {
+		return "", false
+	}
+	return n, true
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes: the names
+// are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

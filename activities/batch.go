@@ -60,6 +60,9 @@ func viewOf(b ledger.PaidBatch) BatchView {
 }
 
 // OpenBatchResult is the batch as opened, and the tasks it did not take.
+// Batch.State is empty when no batch was opened because every task is
+// settled already (an operator abandoned it from outside, say): nothing
+// is left to send for them, so there is nothing to retry either.
 type OpenBatchResult struct {
 	Batch BatchView          `json:"batch"`
 	Skips []ledger.BatchSkip `json:"skips,omitempty"`
@@ -74,12 +77,42 @@ func (a *Activities) OpenBatch(ctx context.Context, in OpenBatchInput) (OpenBatc
 	}
 	b, skips, err := a.Ledger.OpenBatch(ctx, ledger.OpenBatchInput{Key: in.Key, Vendor: in.Vendor, Kind: in.Kind, Items: in.Items})
 	if errors.Is(err, ledger.ErrNothingToBatch) {
+		settled, serr := a.allSettled(ctx, skips)
+		if serr != nil {
+			return OpenBatchResult{}, serr
+		}
+		if settled {
+			// Items a batch gave back (not processed, or left out of
+			// its create) whose tasks were given up since: let them go.
+			activity.GetLogger(ctx).Info("no batch opened: every item's task is settled already", "batch_key", in.Key, "items", len(skips))
+			return OpenBatchResult{Batch: BatchView{Key: in.Key}, Skips: skips}, nil
+		}
 		return OpenBatchResult{Skips: skips}, nonRetryable(allot.InvalidInput, "%v", err)
 	}
 	if err != nil {
 		return OpenBatchResult{}, classify(err)
 	}
 	return OpenBatchResult{Batch: viewOf(b), Skips: skips}, nil
+}
+
+// allSettled reports whether every skipped task is settled (succeeded,
+// failed or abandoned: states no batch moves on).
+func (a *Activities) allSettled(ctx context.Context, skips []ledger.BatchSkip) (bool, error) {
+	for _, s := range skips {
+		t, err := a.Ledger.PaidTask(ctx, s.Ref)
+		if errors.Is(err, ledger.ErrPaidTaskNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, classify(err)
+		}
+		switch t.State {
+		case allot.PaidSucceeded, allot.PaidFailed, allot.PaidAbandoned:
+		default:
+			return false, nil
+		}
+	}
+	return len(skips) > 0, nil
 }
 
 // CreateBatchInput asks for the opened batch to be created at the vendor.
@@ -102,9 +135,11 @@ type CreateBatchInput struct {
 //     made under the key is adopted; a list that fails has sent nothing, and
 //     the activity is retried), the create is recorded as under way
 //     (the batch and its items maybe-sent), and SubmitBatch looks for the
-//     key before it creates. A definite refusal puts the items back in the
-//     queue; any other failure may have made the batch, so only the list is
-//     read for the look-only window.
+//     key before it creates, sending the items the ledger marked in that
+//     transaction: an item abandoned since the batch opened is left out,
+//     and a batch left with none is not created. A definite refusal puts
+//     the items back in the queue; any other failure may have made the
+//     batch, so only the list is read for the look-only window.
 func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (BatchView, error) {
 	defer heartbeating(ctx)()
 	if err := a.checkLedger(in.LedgerID); err != nil {
@@ -125,7 +160,7 @@ func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (Batc
 	if clock().Before(b.LookOnlyUntil) {
 		return a.lookForBatch(ctx, client, in.Vendor, holder, b)
 	}
-	req, err := a.batchRequest(ctx, b, in)
+	params, err := batchParams(b, in)
 	if err != nil {
 		return BatchView{}, err
 	}
@@ -147,7 +182,10 @@ func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (Batc
 	}
 	at := clock()
 	until := at.Add(a.sendTimeout(in.Vendor))
-	if _, err := a.Ledger.BeginBatchCreate(ctx, b.Key, at, until, a.batchQueueCap(in.Vendor)); err != nil {
+	// The request is what the ledger marked, read in the same transaction:
+	// an item abandoned since the batch was read above is not in it.
+	nb, send, err := a.Ledger.BeginBatchCreateItems(ctx, b.Key, at, until, a.batchQueueCap(in.Vendor))
+	if err != nil {
 		switch {
 		case errors.Is(err, ledger.ErrBatchLookOnly):
 			return viewOf(b), nil
@@ -156,6 +194,11 @@ func (a *Activities) CreateBatch(ctx context.Context, in CreateBatchInput) (Batc
 		}
 		return BatchView{}, classify(err)
 	}
+	if nb.State != allot.BatchOpen {
+		activity.GetLogger(ctx).Info("batch not created: no item was left to send", "batch_key", b.Key, "why", nb.Error)
+		return viewOf(nb), nil
+	}
+	req := batchRequest(nb, send, params, in.Window)
 	sctx, cancel := context.WithDeadline(ctx, until)
 	vb, adopted, err := client.SubmitBatch(sctx, req)
 	cancel()
@@ -207,27 +250,31 @@ func (a *Activities) recordCreated(ctx context.Context, key string, vb paidvendo
 	return viewOf(nb), nil
 }
 
-// batchRequest builds the vendor request: each item under its task's own
-// idempotency key, as the ledger has it.
-func (a *Activities) batchRequest(ctx context.Context, b ledger.PaidBatch, in CreateBatchInput) (paidvendor.BatchRequest, error) {
+// batchParams maps each item the batch may send to what the create names
+// for it; an item without is refused before anything is marked.
+func batchParams(b ledger.PaidBatch, in CreateBatchInput) (map[ledger.PaidTaskRef]map[string]string, error) {
 	params := make(map[ledger.PaidTaskRef]map[string]string, len(in.Items))
 	for _, it := range in.Items {
 		params[it.Ref] = it.Params
 	}
-	req := paidvendor.BatchRequest{Key: b.Key, Window: in.Window}
 	for _, it := range b.Items {
-		p, ok := params[it.PaidTaskRef]
-		if !ok {
-			return paidvendor.BatchRequest{}, nonRetryable(allot.InvalidInput, "batch %s carries %s/%s step %s revision %d but the create names no parameters for it: pass every item of the opened batch",
+		if _, ok := params[it.PaidTaskRef]; !ok && it.Outcome == "" {
+			return nil, nonRetryable(allot.InvalidInput, "batch %s carries %s/%s step %s revision %d but the create names no parameters for it: pass every item of the opened batch",
 				b.Key, it.Pipeline, it.EpisodeID, it.Step, it.Revision)
 		}
-		t, err := a.Ledger.PaidTask(ctx, it.PaidTaskRef)
-		if err != nil {
-			return paidvendor.BatchRequest{}, classify(err)
-		}
-		req.Items = append(req.Items, paidvendor.BatchItem{Key: t.IdempotencyKey, Kind: b.Kind, Params: p})
 	}
-	return req, nil
+	return params, nil
+}
+
+// batchRequest builds the vendor request from the tasks the ledger marked
+// for the create (BeginBatchCreateItems), each under its own idempotency
+// key.
+func batchRequest(b ledger.PaidBatch, send []ledger.PaidTask, params map[ledger.PaidTaskRef]map[string]string, window time.Duration) paidvendor.BatchRequest {
+	req := paidvendor.BatchRequest{Key: b.Key, Window: window}
+	for _, t := range send {
+		req.Items = append(req.Items, paidvendor.BatchItem{Key: t.IdempotencyKey, Kind: b.Kind, Params: params[t.PaidTaskRef]})
+	}
+	return req
 }
 
 // PollBatchInput asks where a created batch stands.

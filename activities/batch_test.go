@@ -1,11 +1,14 @@
 package activities
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,6 +54,16 @@ type batchVendor struct {
 	lagging atomic.Bool
 	creates atomic.Int32 // create requests that reached the vendor
 	slow    atomic.Int64 // a delay before every answer, in nanoseconds
+
+	mu      sync.Mutex
+	created map[string]int // custom_id -> the create requests that carried it
+}
+
+// carried counts the create requests that carried the item under key.
+func (v *batchVendor) carried(key string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.created[key]
 }
 
 func (v *batchVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,6 +82,23 @@ func (v *batchVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method == http.MethodPost:
 			v.creates.Add(1)
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var req vendorapi.CreateBatchRequest
+			if json.Unmarshal(body, &req) == nil {
+				v.mu.Lock()
+				if v.created == nil {
+					v.created = map[string]int{}
+				}
+				for _, it := range req.Items {
+					v.created[it.CustomID]++
+				}
+				v.mu.Unlock()
+			}
 		case r.Method == http.MethodGet && v.lagging.Load():
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(vendorapi.BatchesPage{Batches: []vendorapi.Batch{}})
@@ -528,5 +558,100 @@ func TestBatchActivitiesHeartbeatWhileTheyWait(t *testing.T) {
 	}
 	if beats.Load() == 0 {
 		t.Fatal("PollBatch waited on a slow vendor without a heartbeat")
+	}
+}
+
+// abandonOutside abandons r's task as an operator would from outside its
+// episode (which refuses commands while it waits on a batch): its intent
+// is given up and its reservation released.
+func abandonOutside(t *testing.T, f *fixture, r ledger.PaidTaskRef) {
+	t.Helper()
+	if _, _, err := f.led.Decide(f.ctx, ledger.DecisionRequest{OperatorDecision: ledger.OperatorDecision{RequestID: "abandon-" + r.EpisodeID, Pipeline: r.Pipeline,
+		EpisodeID: r.EpisodeID, Step: r.Step, Action: allot.ActionAbandon, Reason: "given up from outside", By: "ops"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An item whose task is abandoned after its batch opened and before the
+// create (the collector passes every item of the opened batch) is never
+// sent: the vendor's create carries the others only, nothing is billed
+// for it and no cost is booked; a batch whose only item was abandoned is
+// not created at the vendor at all, and the collector, handed the item
+// back, opens nothing for it.
+func TestBatchCreateNeverSendsAnItemAbandonedAfterItsBatchOpened(t *testing.T) {
+	f := newFixture(t, nil)
+	v := withBatchVendor(t, f)
+	refs := queueBatchItems(t, f, 4)
+	keyOf := func(r ledger.PaidTaskRef) string {
+		return allot.IdempotencyKey(r.Pipeline, r.EpisodeID, r.Step, r.Revision)
+	}
+	three, alone := refs[:3], refs[3]
+	key := allot.IdempotencyKey("batch-test", "abandoned", "batch", 0)
+	if _, err := execute[OpenBatchResult](t, f, f.acts.OpenBatch, OpenBatchInput{Key: key, Vendor: "default", Kind: "score", Items: three}); err != nil {
+		t.Fatal(err)
+	}
+	abandonOutside(t, f, three[0])
+	create := CreateBatchInput{Key: key, Vendor: "default", Items: batchItems(three)}
+	view, err := execute[BatchView](t, f, f.acts.CreateBatch, create)
+	if err != nil || view.State != allot.BatchCreated {
+		t.Fatalf("CreateBatch = %+v, %v; want created", view, err)
+	}
+	if n := v.carried(keyOf(three[0])); n != 0 {
+		t.Fatalf("the vendor received the abandoned item in %d creates", n)
+	}
+	for _, r := range three[1:] {
+		if n := v.carried(keyOf(r)); n != 1 {
+			t.Fatalf("the vendor received %s in %d creates, want 1", r.EpisodeID, n)
+		}
+	}
+	for poll := 0; ; poll++ {
+		res, err := execute[PollBatchResult](t, f, f.acts.PollBatch, PollBatchInput{Key: key, Vendor: "default"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Batch.State == allot.BatchEnded {
+			break
+		}
+		if poll > 10 {
+			t.Fatalf("batch still %+v after %d polls", res.Batch, poll)
+		}
+		v.clock.Add(time.Hour)
+	}
+	bill := map[string]int{}
+	for _, c := range v.sim.Charges() {
+		bill[c.IdempotencyKey]++
+	}
+	if bill[keyOf(three[0])] != 0 || bill[keyOf(three[1])] != 1 || bill[keyOf(three[2])] != 1 {
+		t.Fatalf("the bill's lines per item = %v; want none for the abandoned item, one for each other", bill)
+	}
+	pt, err := f.led.PaidTask(f.ctx, three[0])
+	if err != nil || pt.State != allot.PaidAbandoned || pt.RemoteRef != "" {
+		t.Fatalf("the abandoned item: %+v, %v; want abandoned, no reference", pt, err)
+	}
+	if es, err := f.led.TaskBudgetEntries(f.ctx, three[0]); err != nil || len(es) != 1 || es[0].State != ledger.EntryReleased {
+		t.Fatalf("the abandoned item's budget entry: %+v, %v; want released, no cost", es, err)
+	}
+	checkBatchLedger(t, f, v, three[1:], 0)
+
+	// Its only item abandoned, a batch is not created at the vendor.
+	creates := v.creates.Load()
+	lone := allot.IdempotencyKey("batch-test", "abandoned", "batch", 1)
+	if _, err := execute[OpenBatchResult](t, f, f.acts.OpenBatch, OpenBatchInput{Key: lone, Vendor: "default", Kind: "score", Items: []ledger.PaidTaskRef{alone}}); err != nil {
+		t.Fatal(err)
+	}
+	abandonOutside(t, f, alone)
+	view, err = execute[BatchView](t, f, f.acts.CreateBatch, CreateBatchInput{Key: lone, Vendor: "default", Items: batchItems([]ledger.PaidTaskRef{alone})})
+	if err != nil || view.State != allot.BatchNotCreated || !strings.Contains(view.Error, "nothing to send") {
+		t.Fatalf("CreateBatch of a batch whose only item was abandoned = %+v, %v; want not_created, nothing to send", view, err)
+	}
+	if n := v.creates.Load(); n != creates || v.carried(keyOf(alone)) != 0 {
+		t.Fatalf("a batch with nothing to send reached the vendor: %d creates, want %d", n, creates)
+	}
+	// The collector gets the item back with the batch, and opens nothing
+	// for a task that is settled.
+	res, err := execute[OpenBatchResult](t, f, f.acts.OpenBatch, OpenBatchInput{Key: allot.IdempotencyKey("batch-test", "abandoned", "batch", 2), Vendor: "default", Kind: "score",
+		Items: []ledger.PaidTaskRef{alone, three[0]}})
+	if err != nil || res.Batch.State != "" || len(res.Skips) != 2 {
+		t.Fatalf("OpenBatch of abandoned items = %+v, %v; want no batch, both skipped, no error", res, err)
 	}
 }

@@ -17,9 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/api/serviceerror"
@@ -122,6 +124,48 @@ func (c Config) Validate() error {
 		errs = append(errs, c.vendorLimitsErr)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckListenPort refuses a HOST:PORT a server flag was given whose port
+// no listener can take (not a number, or outside 0 to 65535), before
+// anything starts: the listen would fail as if another process held the
+// port. The caller adds the command line that fixes it (WithFlag).
+func CheckListenPort(flagName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q is not HOST:PORT", flagName, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%s %q: port %s is out of range: give a port from 1 to 65535 (0: any free one)", flagName, addr, port)
+	}
+	return nil
+}
+
+// WithFlag is the command line args with flag name ("--addr") given value
+// instead of the one it has, however it was written (--addr X, -addr X,
+// --addr=X); added at the end if it has none: the fixed command line a
+// refusal prints.
+func WithFlag(args []string, name, value string) []string {
+	bare := strings.TrimLeft(name, "-")
+	out := make([]string, 0, len(args)+2)
+	found := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		flagName, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || flagName != bare || a == "--" {
+			out = append(out, a)
+			continue
+		}
+		found = true
+		out = append(out, "--"+bare, value)
+		if !hasValue {
+			i++ // the old value
+		}
+	}
+	if !found {
+		out = append(out, "--"+bare, value)
+	}
+	return out
 }
 
 // LoadPipelines reads the configured pipeline file, with the default

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"allot"
 	"allot/internal/execstep"
 	"allot/paidvendor"
 	"allot/pipeline"
@@ -40,7 +41,7 @@ func UnknownEnv(environ []string) [][2]string {
 		if !strings.HasPrefix(name, "ALLOT_") || strings.HasPrefix(name, testEnvPrefix) || slices.Contains(KnownEnv, name) {
 			continue
 		}
-		out = append(out, [2]string{name, closest(name, KnownEnv)})
+		out = append(out, [2]string{name, allot.Closest(name, KnownEnv)})
 	}
 	return out
 }
@@ -51,37 +52,4 @@ func WarnUnknownEnv(logger *slog.Logger, environ []string) {
 	for _, u := range UnknownEnv(environ) {
 		logger.Warn("unknown ALLOT_ variable, ignored: did you mean "+u[1]+"? (rename or unset it)", "variable", u[0], "closest", u[1])
 	}
-}
-
-// closest is the name of names at the least edit distance from s.
-func closest(s string, names []string) string {
-	best, bestD := "", -1
-	for _, n := range names {
-		if d := editDistance(s, n); bestD < 0 || d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes: the names
-// are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

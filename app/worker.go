@@ -125,6 +125,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		// ALLOT_LEDGER shows.
 		logger.Info("created a new ledger", "ledger", RedactURL(cfg.Ledger))
 	}
+	// A damaged SQLite file would only show when a read runs into the
+	// damage, perhaps half-way through a decision: refuse to start.
+	if err := led.CheckIntegrity(ctx); err != nil {
+		return err
+	}
 	// A ledger the worker cannot write would only show when the first
 	// allocation retries forever: refuse to start instead.
 	if err := led.CheckWritable(ctx); err != nil {
@@ -423,7 +428,7 @@ func VendorGauges(ctx context.Context, led *ledger.Ledger, set *pipeline.Set) ([
 
 // Serve runs a worker for the task queue until ctx ends.
 func Serve(ctx context.Context, c client.Client, taskQueue string, acts *activities.Activities) error {
-	w := worker.New(c, taskQueue, worker.Options{})
+	w := worker.New(c, taskQueue, WorkerOptions())
 	Register(w, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %q: %w", taskQueue, err)

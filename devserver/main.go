@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,10 +48,22 @@ func main() {
 		fmt.Fprintf(os.Stderr, "devserver: unexpected arguments %q: every value goes with a flag\n", flag.Args())
 		os.Exit(2)
 	}
+	for _, f := range []struct{ name, addr, example string }{{"--console-addr", cfg.ConsoleAddr, console.DefaultAddr}, {"--metrics-addr", cfg.MetricsAddr, "127.0.0.1:9090"}} {
+		if f.addr == "" {
+			continue
+		}
+		if err := app.CheckListenPort(f.name, f.addr); err != nil {
+			fmt.Fprintf(os.Stderr, "devserver: %v, e.g. `go run ./devserver %s`\n", err, strings.Join(app.WithFlag(os.Args[1:], f.name, f.example), " "))
+			os.Exit(2)
+		}
+	}
 	app.WarnUnknownEnv(logger, os.Environ())
 	cfg.Logger = logger
 	cfg.Ready = func(info devstack.Info) { printWhereToLook(cfg, info) }
 
+	// The embedded server takes seconds to come up (more on a busy
+	// machine): say so, so that a silent terminal is not taken for a hang.
+	fmt.Printf("starting allot with its state in %s ...\n", cfg.DataDir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := devstack.Run(ctx, cfg); err != nil {

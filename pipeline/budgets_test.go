@@ -202,7 +202,7 @@ limit = { amount = 1000, currency = "USD" }`
 		{"alert too fine", budget(ok + "\nalerts = [0.123456]"), "hundredth"},
 		{"twice", budget(ok) + "\n[[budget]]\n" + ok, "defined twice"},
 		{"other currency", budget(strings.Replace(ok, `"USD"`, `"EUR"`, 1)), "never converted"},
-		{"unknown key", budget(ok + "\nlimit_amount = 5"), "unknown keys"},
+		{"unknown key", budget(ok + "\nlimit_amount = 5"), "unknown key budget.limit_amount"},
 		{"no price", strings.Replace(budget(ok), `max_cost = { amount = 250, currency = "USD" }`, ``, 1), "declares no price"},
 		{"max_cost on exec", pipelines + `
   [[pipeline.step]]
@@ -214,7 +214,9 @@ limit = { amount = 1000, currency = "USD" }`
 		{"max_cost currency", strings.Replace(pipelines, `"USD"`, `"dollars"`, 1), `currency "dollars"`},
 		{"max_cost not ISO 4217", strings.Replace(pipelines, `"USD"`, `"XYZ"`, 1), `currency "XYZ" is not an ISO 4217 code`},
 		{"limit not ISO 4217", budget(strings.Replace(ok, `"USD"`, `"XYZ"`, 1)), `currency "XYZ" is not an ISO 4217 code`},
-		{"no minor unit", budget(strings.Replace(ok, `"USD"`, `"XAU"`, 1)), `currency "XAU" is not an ISO 4217 code`},
+		// XAU is an ISO 4217 code, gold's: the refusal says why it is not
+		// taken (issue 38 §4).
+		{"no minor unit", budget(strings.Replace(ok, `"USD"`, `"XAU"`, 1)), `currency "XAU" is ISO 4217's code for gold (one troy ounce), which has no minor unit: allot keeps money as a whole number of a currency's minor units`},
 		// A covered max_cost above the budget's limit could never be
 		// admitted: its episodes would park for ever.
 		{"max_cost above limit", budget(strings.Replace(ok, "amount = 1000", "amount = 249", 1)),
@@ -254,12 +256,20 @@ func TestCheckCurrencyAcceptsISO4217Only(t *testing.T) {
 	}
 	for code, fix := range map[string]string{
 		"XYZ": `e.g. "USD"`, "ABC": `e.g. "USD"`, "US": `e.g. "USD"`, "": `e.g. "USD"`, "USDD": `e.g. "USD"`,
-		"XXX": `e.g. "USD"`, "XTS": `e.g. "USD"`, "HRK": `e.g. "USD"`,
+		"HRK": `e.g. "USD"`,
 		"usd": `uppercase, "USD"`, "Eur": `uppercase, "EUR"`,
 	} {
 		err := CheckCurrency(code)
 		if err == nil || !strings.Contains(err.Error(), "is not an ISO 4217 code") || !strings.Contains(err.Error(), fix) {
 			t.Errorf("CheckCurrency(%q) = %v, want a refusal naming %q", code, err, fix)
+		}
+	}
+	// ISO 4217 codes without a minor unit are refused as such, never
+	// called "not an ISO 4217 code".
+	for code, what := range map[string]string{"XAU": "gold", "XAG": "silver", "XDR": "special drawing right", "XTS": "testing", "XXX": "no currency"} {
+		err := CheckCurrency(code)
+		if err == nil || strings.Contains(err.Error(), "is not an ISO 4217 code") || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), "has no minor unit") || !strings.Contains(err.Error(), `e.g. "USD"`) {
+			t.Errorf("CheckCurrency(%q) = %v, want a refusal saying it is %s's code, without a minor unit", code, err, what)
 		}
 	}
 }

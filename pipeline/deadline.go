@@ -37,11 +37,39 @@ func parseDeadline(v string) (days int, clock time.Duration, err error) {
 		if clock%time.Second != 0 {
 			return 0, 0, fmt.Errorf("%q has a fraction of a second", rest)
 		}
+		if clock >= 24*time.Hour {
+			// "4d25h" could mean Saturday 01:00 or a typo for "4d5h":
+			// the time of day is written as one.
+			d := days + int(clock/(24*time.Hour))
+			return 0, 0, fmt.Errorf("%q is not a time of day (0h to 23h59m59s): write the whole days before the \"d\", e.g. %q", rest, deadlineText(d, clock%(24*time.Hour)))
+		}
 	}
 	if days == 0 && clock == 0 {
 		return 0, 0, fmt.Errorf("the offset is zero")
 	}
 	return days, clock, nil
+}
+
+// deadlineText writes days and a time of day as a deadline is written:
+// "5d1h", "9h30m", "2d".
+func deadlineText(days int, clock time.Duration) string {
+	s := ""
+	if days > 0 {
+		s = strconv.Itoa(days) + "d"
+	}
+	h, m, sec := int(clock/time.Hour), int(clock%time.Hour/time.Minute), int(clock%time.Minute/time.Second)
+	for _, part := range []struct {
+		n    int
+		unit string
+	}{{h, "h"}, {m, "m"}, {sec, "s"}} {
+		if part.n > 0 {
+			s += strconv.Itoa(part.n) + part.unit
+		}
+	}
+	if s == "" {
+		return "0h"
+	}
+	return s
 }
 
 func (p *Pipeline) normalizeDeadline() error {
@@ -58,6 +86,8 @@ func (p *Pipeline) normalizeDeadline() error {
 	if p.DeadlineEpisodes < 0 {
 		return fmt.Errorf("pipeline %q: deadline_episodes is %d: use the number of completed episodes a period needs (default 1)", p.Name, p.DeadlineEpisodes)
 	}
+	// An explicit deadline_episodes = 0 is refused by the file's parse
+	// (explicitZeros): here 0 is "not written".
 	if p.DeadlineEpisodes == 0 {
 		p.DeadlineEpisodes = 1
 	}
@@ -69,9 +99,39 @@ func (p *Pipeline) normalizeDeadline() error {
 		if warn, err = time.ParseDuration(p.WarnBefore); err != nil || warn <= 0 {
 			return fmt.Errorf("pipeline %q: warn_before %q is not a positive duration: write it like \"2h\" or \"24h\"", p.Name, p.WarnBefore)
 		}
+		if offset := deadlineOffset(days, clock); warn > offset {
+			return fmt.Errorf("pipeline %q: warn_before %q is longer than the deadline %q, %s after the period's start: the warning would come before the period begins; give warn_before = %q or less",
+				p.Name, p.WarnBefore, p.Deadline, offset, deadlineText(0, offset))
+		}
 	}
 	p.deadlineDays, p.deadlineClock, p.warnBefore = days, clock, warn
 	return nil
+}
+
+// deadlineOffset is how long after a period's start its deadline is, days
+// counted as 24 hours (a day a clock change shortens or lengthens is off
+// by its hour).
+func deadlineOffset(days int, clock time.Duration) time.Duration {
+	return time.Duration(days)*24*time.Hour + clock
+}
+
+// checkBatchWait refuses a batch step whose batch may wait for items
+// longer than the pipeline's deadline: the period would be due while its
+// batch was still forming.
+func (p *Pipeline) checkBatchWait(s Step) error {
+	if !p.HasDeadline() || !s.Batch {
+		return nil
+	}
+	offset, wait := deadlineOffset(p.deadlineDays, p.deadlineClock), s.BatchMaxWaitDuration()
+	if wait <= offset {
+		return nil
+	}
+	written := fmt.Sprintf("batch_max_wait %q", s.BatchMaxWait)
+	if s.BatchMaxWait == "" {
+		written = fmt.Sprintf("batch_max_wait (by default %s)", DefaultBatchMaxWait)
+	}
+	return fmt.Errorf("%s is longer than the pipeline's deadline %q, %s after the period's start: the period would be due while a batch still waits for items; give batch_max_wait = %q or less, or a later deadline",
+		written, p.Deadline, offset, deadlineText(0, offset))
 }
 
 // HasDeadline reports whether the pipeline declares a deadline.

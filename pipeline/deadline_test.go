@@ -49,9 +49,9 @@ func TestDeadlineIsWallClockInTheZone(t *testing.T) {
 		{"fall-back Sunday", "iso-week", "Europe/Berlin", "6d12h", "2026-W43", "2026-10-25 12:00"},
 		// New York: forward Sunday 2026-03-08, which ends ISO week 10.
 		{"US spring-forward", "iso-week", "America/New_York", "6d23h", "2026-W10", "2026-03-08 23:00"},
-		// The change is on Sunday; a deadline in the next week counted in
-		// hours past the week's end lands on the wall clock too.
-		{"hours past the week", "iso-week", "America/New_York", "7d33h", "2026-W10", "2026-03-10 09:00"},
+		// The change is on Sunday; a deadline in the next week lands on
+		// the wall clock too.
+		{"days past the week", "iso-week", "America/New_York", "8d9h", "2026-W10", "2026-03-10 09:00"},
 		// 2026 has 53 ISO weeks: W53 starts Monday 2026-12-28.
 		{"last ISO week of 2026", "iso-week", "Europe/Berlin", "4d9h", "2026-W53", "2027-01-01 09:00"},
 		// 2027-W01 starts Monday 2027-01-04.

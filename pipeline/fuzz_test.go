@@ -279,7 +279,9 @@ func checkRefusal(t *testing.T, data []byte, err error) {
 	switch {
 	case typeMismatch(data):
 		// Which mismatch it names can vary: see typeMismatch.
-		if !strings.Contains(msg, "toml:") || !strings.Contains(msg, "last key ") {
+		// The setting, its line and what it takes (or the decoder's
+		// words, with its key, for a value no setting explains).
+		if !strings.Contains(msg, "line ") || !strings.Contains(msg, " takes ") && !strings.Contains(msg, "money is") && !strings.Contains(msg, "last key ") {
 			t.Fatalf("a TOML type error without its key: %q", msg)
 		}
 		return
@@ -296,7 +298,7 @@ func checkRefusal(t *testing.T, data []byte, err error) {
 		}
 		return
 	case len(md.Undecoded()) > 0:
-		if !strings.Contains(msg, "unknown keys "+md.Undecoded()[0].String()) {
+		if !strings.Contains(msg, "unknown key "+md.Undecoded()[0].String()) {
 			t.Fatalf("unknown keys %v, but the refusal is %q", md.Undecoded(), msg)
 		}
 		return

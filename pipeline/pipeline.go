@@ -110,9 +110,10 @@ type Step struct {
 	// batch price, with hours of latency (docs/design.md, "Batches"):
 	// items of the step from many episodes go into one batch, closed at
 	// BatchMaxItems items or when its first item has waited BatchMaxWait.
-	// Pinned with the plan.
+	// Pinned with the plan. A batch_max_items of 0 is never written out
+	// (omitzero): written, it is refused (explicitZeros).
 	Batch         bool   `toml:"batch" json:"batch,omitempty"`
-	BatchMaxItems int    `toml:"batch_max_items" json:"batch_max_items,omitempty"`
+	BatchMaxItems int    `toml:"batch_max_items,omitzero" json:"batch_max_items,omitempty"`
 	BatchMaxWait  string `toml:"batch_max_wait" json:"batch_max_wait,omitempty"`
 }
 
@@ -208,8 +209,9 @@ type Pipeline struct {
 	// short of DeadlineEpisodes completed episodes (default 1) then is
 	// recorded as late, with its cause; WarnBefore (a duration) records a
 	// warning that long before. See docs/design.md, "Period deadlines".
+	// A deadline_episodes of 0 is never written out: written, it is refused.
 	Deadline         string `toml:"deadline" json:"deadline,omitempty"`
-	DeadlineEpisodes int    `toml:"deadline_episodes" json:"deadline_episodes,omitempty"`
+	DeadlineEpisodes int    `toml:"deadline_episodes,omitzero" json:"deadline_episodes,omitempty"`
 	WarnBefore       string `toml:"warn_before" json:"warn_before,omitempty"`
 
 	// dir is the directory of the pipeline file, which relative command
@@ -339,6 +341,9 @@ func (p *Pipeline) normalize() error {
 			return fmt.Errorf("pipeline %q: step %q: %w", p.Name, s.Name, err)
 		}
 		if err := p.checkPlaceholders(*s); err != nil {
+			return fmt.Errorf("pipeline %q: step %q: %w", p.Name, s.Name, err)
+		}
+		if err := p.checkBatchWait(*s); err != nil {
 			return fmt.Errorf("pipeline %q: step %q: %w", p.Name, s.Name, err)
 		}
 	}

@@ -123,7 +123,7 @@ func TestParseRejectsBadInput(t *testing.T) {
 		"bad zone":     {`[[pipeline]]` + "\nname = \"x\"\ntime_zone = \"Mars/Olympus\"" + step, "not an IANA zone"},
 		"negative cap": {`[[pipeline]]` + "\nname = \"x\"\nmax_episodes_per_period = -1" + step, "max_episodes_per_period"},
 		"no steps":     {`[[pipeline]]` + "\nname = \"x\"", "no steps"},
-		"unknown key":  {`[[pipeline]]` + "\nname = \"x\"\nperiodd = \"day\"" + step, "unknown keys"},
+		"unknown key":  {`[[pipeline]]` + "\nname = \"x\"\nperiodd = \"day\"" + step, "did you mean period?"},
 		"duplicate":    {`[[pipeline]]` + "\nname = \"x\"" + step + `[[pipeline]]` + "\nname = \"x\"" + step, "defined twice"},
 		"bad action":   {`[[pipeline]]` + "\nname = \"x\"\n  [[pipeline.step]]\n  name = \"render\"\n  kind = \"local\"", "unknown local action"},
 		"bad kind":     {`[[pipeline]]` + "\nname = \"x\"\n  [[pipeline.step]]\n  name = \"plan\"\n  kind = \"remote\"", "kind \"remote\""},

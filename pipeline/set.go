@@ -91,6 +91,9 @@ func parse(data []byte, source string) (*Set, error) {
 		if explained := moneyTypeError(data, source, err); explained != err {
 			return nil, explained
 		}
+		if explained := explainTypeError(data, source, err); explained != err {
+			return nil, explained
+		}
 		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
@@ -99,9 +102,12 @@ func parse(data []byte, source string) (*Set, error) {
 		}
 		keys := make([]string, len(undecoded))
 		for i, k := range undecoded {
-			keys[i] = k.String()
+			keys[i] = explainUnknownKey(data, k)
 		}
-		return nil, fmt.Errorf("pipeline file %s: unknown keys %s: check the spelling against pipeline/pipelines.toml", source, strings.Join(keys, ", "))
+		return nil, fmt.Errorf("pipeline file %s: unknown key %s (pipeline/pipelines.toml documents every setting)", source, strings.Join(keys, "; unknown key "))
+	}
+	if err := explicitZeros(data); err != nil {
+		return nil, fmt.Errorf("pipeline file %s: %w", source, err)
 	}
 	// Settings are spelt exactly: the decoder also takes "Name" for name,
 	// and of two spellings of one setting keeps the one it meets last,

@@ -80,7 +80,7 @@ func TestVendorLimitMistakesAreNamed(t *testing.T) {
 		"default with url":          {"[[vendor]]\nname = \"default\"\nurl = \"http://x\"\n" + limitsStep, "carries settings only"},
 		"default with adapter go":   {"[[vendor]]\nname = \"default\"\nadapter = \"go\"\n" + limitsStep, "reserved"},
 		"default twice":             {"[[vendor]]\nname = \"default\"\n[[vendor]]\nname = \"default\"\n" + limitsStep, `vendor "default" is defined twice`},
-		"limit misspelt":            {vendor("max_inflight = 3"), "unknown keys vendor.max_inflight"},
+		"limit misspelt":            {vendor("max_inflight = 3"), "unknown key vendor.max_inflight (line 5): [[vendor]] has no setting max_inflight: did you mean max_in_flight?"},
 	} {
 		if _, err := Parse([]byte(c.file), "test"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one naming %q", name, err, c.want)

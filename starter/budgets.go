@@ -22,13 +22,15 @@ import (
 // limits. set-limit sets a period's limit, higher or lower; raise is its
 // older name, kept because remedies and scripts use it.
 func budgetCommand(ctx context.Context, c *cli, args []string) error {
-	subs := map[string]func(context.Context, *cli, []string) error{
-		"list":      budgetList,
-		"show":      budgetShow,
-		"set-limit": budgetSetLimit,
-		"raise":     budgetSetLimit,
-	}
-	return dispatch(ctx, c, "budget", subs, args)
+	return dispatch(ctx, c, "budget", budgetSubcommands, args)
+}
+
+// budgetSubcommands are `starter budget`'s subcommands.
+var budgetSubcommands = map[string]subcommand{
+	"list":      budgetList,
+	"show":      budgetShow,
+	"set-limit": budgetSetLimit,
+	"raise":     budgetSetLimit,
 }
 
 func printBudgetPeriods(w io.Writer, name string, ps []report.BudgetPeriodView) {

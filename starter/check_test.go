@@ -53,7 +53,7 @@ func billingVendor(t *testing.T, key string, charges []vendorapi.Charge) (*httpt
 // TestCheckIsReadOnlyAndReportsWithExit3 runs check, with --vendor, on a
 // ledger with problems: it reports each with its kind, subject, detail and
 // fix, exits 3, and every row of every table and every artifact file are as
-// they were (TestReadOnlyCommandsCreateNoFile checks the SQLite files).
+// they were (TestReadOnlyCommandsNeverWriteTheLedger checks the SQLite files).
 func TestCheckIsReadOnlyAndReportsWithExit3(t *testing.T) {
 	for _, l := range testLedgers(t) {
 		t.Run(l.driver, func(t *testing.T) {

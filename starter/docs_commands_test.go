@@ -5,12 +5,20 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"allot/internal/docstest"
 	"allot/workflows"
 )
+
+// docVariables are the shell variables the docs' commands take from the
+// command before them (README's tour: T=$(date ...), EP=$(starter run ...
+// --print-episode), WEEK=$(date ...)), each with a value of what it holds.
+var docVariables = map[string]string{"$T": "2026-12-01T09:00:00Z", "$EP": "2026-W49-0", "$WEEK": "2026-W49"}
+
+var shellVariable = regexp.MustCompile(`\$[A-Z_]+`)
 
 // TestDocsStarterCommandsParse: every starter command the README and the
 // docs show is one the starter takes: its subcommand and flags exist and
@@ -37,6 +45,13 @@ func TestDocsStarterCommandsParse(t *testing.T) {
 	cancel()
 	for _, cmd := range cmds {
 		where, line := cmd.Where, cmd.Line
+		for _, v := range shellVariable.FindAllString(line, -1) {
+			value, ok := docVariables[v]
+			if !ok {
+				t.Errorf("%s: `starter %s` uses %s, a shell variable this test has no sample of: add one to docVariables", where, line, v)
+			}
+			line = strings.ReplaceAll(line, v, value)
+		}
 		args, err := workflows.SplitCommand(line)
 		if err != nil {
 			t.Errorf("%s: %q does not split as a shell would: %v", where, line, err)

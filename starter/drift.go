@@ -20,12 +20,14 @@ import (
 // bills say that the ledger cannot explain (docs/design.md, "Reconciling
 // the vendor's bill").
 func driftCommand(ctx context.Context, c *cli, args []string) error {
-	subs := map[string]func(context.Context, *cli, []string) error{
-		"list":      driftList,
-		"ack":       driftAck,
-		"reconcile": driftReconcile,
-	}
-	return dispatch(ctx, c, "drift", subs, args)
+	return dispatch(ctx, c, "drift", driftSubcommands, args)
+}
+
+// driftSubcommands are `starter drift`'s subcommands.
+var driftSubcommands = map[string]subcommand{
+	"list":      driftList,
+	"ack":       driftAck,
+	"reconcile": driftReconcile,
 }
 
 func driftList(ctx context.Context, c *cli, args []string) error {

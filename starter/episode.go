@@ -21,17 +21,19 @@ import (
 
 // episodeCommand dispatches `starter episode <subcommand>`.
 func episodeCommand(ctx context.Context, c *cli, args []string) error {
-	subs := map[string]func(context.Context, *cli, []string) error{
-		"show":       episodeShow,
-		"lookup":     episodeLookup,
-		"approve":    episodeUpdate(workflows.ApproveUpdate),
-		"reject":     episodeUpdate(workflows.RejectUpdate),
-		"rework":     episodeUpdate(workflows.ReworkUpdate),
-		"reassemble": episodeUpdate(workflows.ReassembleUpdate),
-		"resolve":    episodeUpdate(workflows.ResolveUpdate),
-		"resume":     episodeResume,
-	}
-	return dispatch(ctx, c, "episode", subs, args)
+	return dispatch(ctx, c, "episode", episodeSubcommands, args)
+}
+
+// episodeSubcommands are `starter episode`'s subcommands.
+var episodeSubcommands = map[string]subcommand{
+	"show":       episodeShow,
+	"lookup":     episodeLookup,
+	"approve":    episodeUpdate(workflows.ApproveUpdate),
+	"reject":     episodeUpdate(workflows.RejectUpdate),
+	"rework":     episodeUpdate(workflows.ReworkUpdate),
+	"reassemble": episodeUpdate(workflows.ReassembleUpdate),
+	"resolve":    episodeUpdate(workflows.ResolveUpdate),
+	"resume":     episodeResume,
 }
 
 func episodeShow(ctx context.Context, c *cli, args []string) error {
@@ -192,7 +194,7 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		)
 		fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
 		fs.StringVar(&in.EpisodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required; commands never allocate)")
-		fs.StringVar(&in.Request.Reason, "reason", "", "why (recorded in the ledger)")
+		fs.StringVar(&in.Request.Reason, "reason", "", "why, recorded in the ledger (required to reject)")
 		fs.StringVar(&in.Request.By, "by", "", "who decides, recorded with the decision (default $USER, else the operating system's user name)")
 		if update == workflows.ReworkUpdate || update == workflows.ResolveUpdate {
 			fs.StringVar(&in.Request.Step, "step", "", "paid step (required)")
@@ -211,6 +213,10 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		}
 		if update == workflows.ReworkUpdate && in.Request.Step == "" {
 			return usageError{errors.New("--step is required")}
+		}
+		// Refused before anything is opened or dialled.
+		if err := operator.CheckRejectReason(in); err != nil {
+			return usageError{errors.New(allot.ErrorMessage(err))}
 		}
 		if update == workflows.ResolveUpdate {
 			// The operator page resolves through the same choice.

@@ -122,7 +122,7 @@ func FuzzStarterFlags(f *testing.F) {
 // command, the undefined flag it was given, or the argument it could not
 // place.
 func namesTheMistake(msg string, flags, args []string) bool {
-	if rest, ok := strings.CutPrefix(msg, "unexpected arguments "); ok {
+	if rest, ok := strings.CutPrefix(msg, "unexpected argument "); ok {
 		return slices.ContainsFunc(args, func(a string) bool { return strings.Contains(rest, strconv.Quote(a)) })
 	}
 	if rest, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok {

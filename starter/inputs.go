@@ -17,12 +17,14 @@ import (
 // inputCommand dispatches `starter input <subcommand>`: the inputs a
 // pipeline with [pipeline.inputs] consumes, one per new episode.
 func inputCommand(ctx context.Context, c *cli, args []string) error {
-	subs := map[string]func(context.Context, *cli, []string) error{
-		"add":      inputAdd,
-		"list":     inputList,
-		"withdraw": inputWithdraw,
-	}
-	return dispatch(ctx, c, "input", subs, args)
+	return dispatch(ctx, c, "input", inputSubcommands, args)
+}
+
+// inputSubcommands are `starter input`'s subcommands.
+var inputSubcommands = map[string]subcommand{
+	"add":      inputAdd,
+	"list":     inputList,
+	"withdraw": inputWithdraw,
 }
 
 func inputAdd(ctx context.Context, c *cli, args []string) error {

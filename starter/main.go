@@ -121,10 +121,16 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "starter: unknown command %q\n\n", args[0])
-		printUsage(stderr)
+		msg := fmt.Sprintf("unknown command %q", args[0])
+		if meant := meantCommand(args); meant != "" {
+			msg += ": did you mean `" + meant + "`? (`starter -h` lists every command)"
+			fmt.Fprintf(stderr, "starter: %s\n", msg)
+		} else {
+			fmt.Fprintf(stderr, "starter: %s\n\n", msg)
+			printUsage(stderr)
+		}
 		if wantsJSON(args[1:]) {
-			printJSONError(stdout, fmt.Sprintf("unknown command %q", args[0]), errTypeUsage)
+			printJSONError(stdout, msg, errTypeUsage)
 		}
 		return exitUsage
 	}
@@ -258,7 +264,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 		return usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %q: every value goes with a flag", fs.Args())}
+		return usageError{strayValue(fs, args)}
 	}
 	for _, name := range freeTextFlags {
 		if f := fs.Lookup(name); f != nil {
@@ -274,6 +280,50 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 		return usageError{settingFlags(fs, err)}
 	}
 	return nil
+}
+
+// valueFlag is the flag a command's one bare value most likely goes with
+// (`starter drift ack 12 ...` is --id 12), "" for a command with none.
+func valueFlag(command string) string {
+	switch {
+	case command == "starter drift ack":
+		return "id"
+	case command == "starter import":
+		return "from"
+	case strings.HasPrefix(command, "starter episode "):
+		return "episode"
+	case slices.Contains([]string{"starter run", "starter episodes", "starter costs", "starter stats", "starter runs"}, command):
+		return "pipeline"
+	}
+	return ""
+}
+
+// strayValue says what to make of a value no flag took: the flag package
+// stops at it, so the flags after it were not read. The command line with
+// the value given to its flag, when the command has one for it.
+func strayValue(fs *flag.FlagSet, args []string) error {
+	at := len(args) - fs.NArg()
+	value, rest := args[at], args[at+1:]
+	var unread []string
+	for _, a := range rest {
+		if strings.HasPrefix(a, "-") {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			unread = append(unread, "--"+name)
+		}
+	}
+	after := ""
+	if len(unread) > 0 {
+		after = fmt.Sprintf(", so the flags after it (%s) were not read: flags go before any other value", strings.Join(unread, " "))
+	}
+	before, _ := scanFlags(fs, args[:at])
+	later, _ := scanFlags(fs, rest)
+	name := valueFlag(fs.Name())
+	if name != "" && fs.Lookup(name) != nil && (at == 0 || args[at-1] != "--") && !slices.Contains(before, name) && !slices.Contains(later, name) {
+		line := append(strings.Fields(fs.Name()), args[:at]...)
+		line = append(append(line, "--"+name, value), rest...)
+		return fmt.Errorf("unexpected argument %q%s, and every value goes with a flag: did you mean `%s`?", value, after, shellJoin(line))
+	}
+	return fmt.Errorf("unexpected argument %q%s, and every value goes with a flag (`%s -h` lists them)", value, after, fs.Name())
 }
 
 // settingFlags adds to a settings error the flags that set what it names:
@@ -342,20 +392,24 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("run", true)
 	var (
 		pipelineName, nominal, key string
-		wait, follow               bool
+		wait, follow, printEpisode bool
 	)
 	fs.StringVar(&pipelineName, "pipeline", "", "pipeline to run (required)")
 	fs.StringVar(&nominal, "nominal-time", "", "planned time, RFC3339 (default: now); picks the period and the key")
 	fs.StringVar(&key, "key", "", "allocation key (default: the key the pipeline's Schedule forms for the nominal time)")
 	fs.BoolVar(&wait, "wait", false, "wait for the run and print its result")
 	fs.BoolVar(&follow, "follow", false, "wait for the run, then for its episode to finish or to wait for an operator (approval, parked step), and print where it stands")
+	fs.BoolVar(&printEpisode, "print-episode", false, "wait for the run and print only its episode's ID, for a shell variable: EP=$(starter run ... --print-episode)")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if pipelineName == "" {
 		return usageError{errors.New("--pipeline is required")}
 	}
-	in := operator.RunInput{Pipeline: pipelineName, Key: key, Wait: wait || follow}
+	if printEpisode && c.json {
+		return usageError{errors.New("--print-episode prints the episode's ID alone, --json the whole result: give one of them")}
+	}
+	in := operator.RunInput{Pipeline: pipelineName, Key: key, Wait: wait || follow || printEpisode}
 	if nominal != "" {
 		t, err := time.Parse(time.RFC3339, nominal)
 		if err != nil {
@@ -441,31 +495,73 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		out.Episode = &st
 	}
-	c.print(out, func(w io.Writer) {
-		fmt.Fprintf(w, "%s\t%s\n", res.Action, res.WorkflowID)
-		fmt.Fprintf(w, "run id\t%s\n", res.RunID)
-		if r := res.Result; r != nil {
-			fmt.Fprintf(w, "outcome\t%s (%s)\n", r.Outcome, r.Reason)
-			if r.EpisodeID != "" {
-				fmt.Fprintf(w, "episode\t%s (period %s, sequence %d)\n", r.EpisodeID, r.Period, r.Sequence)
-			}
-			if r.Input != "" {
-				fmt.Fprintf(w, "input\t%s\n", r.Input)
-			}
-			fmt.Fprintf(w, "nominal time\t%s (from %s)\n", r.NominalTime.Format(time.RFC3339), r.NominalTimeSource)
+	if printEpisode {
+		id, err := runEpisode(res)
+		if err != nil {
+			return err
 		}
-		printForecasts(w, out.Budgets)
-		if st := out.Episode; st != nil {
-			fmt.Fprintf(w, "episode stage\t%s\n", st.Stage)
-			if a := st.Attention; a != nil {
-				fmt.Fprintf(w, "attention\t%s: %s\n", a.ErrorType, a.Reason)
-				for _, r := range a.Remedies {
-					fmt.Fprintf(w, "remedy\t%s\n", r)
-				}
-			}
-		}
-	})
+		fmt.Fprintln(c.stdout, id)
+		return nil
+	}
+	c.print(out, func(w io.Writer) { printRun(w, out) })
 	return nil
+}
+
+// runEpisode is the ID of the episode a run owns, for --print-episode; an
+// error says what the run did instead.
+func runEpisode(res operator.RunResult) (string, error) {
+	if r := res.Result; r != nil && r.EpisodeID != "" {
+		return r.EpisodeID, nil
+	}
+	if r := res.Result; r != nil {
+		return "", allot.Errorf(allot.NotReady, "run %s owns no episode: it was %s (%s)", res.WorkflowID, r.Outcome, r.Reason)
+	}
+	return "", allot.Errorf(allot.NotReady, "run %s has no result yet", res.WorkflowID)
+}
+
+// nominalFrom says in words where a run's nominal time came from.
+var nominalFrom = map[allot.NominalTimeSource]string{
+	allot.NominalFromInput:     "given when the run was started: --nominal-time, else the time of the request",
+	allot.NominalFromSchedule:  "the Schedule's planned time",
+	allot.NominalFromKey:       "the time its key carries",
+	allot.NominalFromStartTime: "the Schedule's start time, which gave no planned time",
+}
+
+// printRun writes what `starter run` did for people. A key whose run had
+// finished is reused: this command started and paid nothing, whatever that
+// run's own outcome was.
+func printRun(w io.Writer, out followedRun) {
+	res := out.RunResult
+	fmt.Fprintf(w, "%s\t%s\n", res.Action, res.WorkflowID)
+	fmt.Fprintf(w, "run id\t%s\n", res.RunID)
+	if r := res.Result; r != nil {
+		if res.Action == operator.RunExisting {
+			fmt.Fprintf(w, "outcome\treused: the key's run had finished, so nothing was started and nothing paid (that run: %s, %s)\n", r.Outcome, r.Reason)
+		} else {
+			fmt.Fprintf(w, "outcome\t%s (%s)\n", r.Outcome, r.Reason)
+		}
+		if r.EpisodeID != "" {
+			fmt.Fprintf(w, "episode\t%s (period %s, sequence %d)\n", r.EpisodeID, r.Period, r.Sequence)
+		}
+		if r.Input != "" {
+			fmt.Fprintf(w, "input\t%s\n", r.Input)
+		}
+		from := nominalFrom[r.NominalTimeSource]
+		if from == "" {
+			from = "from " + string(r.NominalTimeSource)
+		}
+		fmt.Fprintf(w, "nominal time\t%s (%s)\n", r.NominalTime.Format(time.RFC3339), from)
+	}
+	printForecasts(w, out.Budgets)
+	if st := out.Episode; st != nil {
+		fmt.Fprintf(w, "episode stage\t%s\n", st.Stage)
+		if a := st.Attention; a != nil {
+			fmt.Fprintf(w, "attention\t%s: %s\n", a.ErrorType, a.Reason)
+			for _, r := range a.Remedies {
+				fmt.Fprintf(w, "remedy\t%s\n", r)
+			}
+		}
+	}
 }
 
 // followedRun is a run's result and, with --follow, where its episode
@@ -642,10 +738,43 @@ func shellJoin(words []string) string {
 type subcommand = func(context.Context, *cli, []string) error
 
 // dispatch runs the subcommand args name of command, or says which there
-// are (a usage error).
+// are (a usage error), and which one a misspelt one was likely meant to be.
 func dispatch(ctx context.Context, c *cli, command string, subs map[string]subcommand, args []string) error {
 	if len(args) == 0 || subs[args[0]] == nil {
-		return usageError{fmt.Errorf("%s takes a subcommand: one of %v", command, slices.Sorted(maps.Keys(subs)))}
+		names := slices.Sorted(maps.Keys(subs))
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			if near, ok := allot.Nearest(args[0], names); ok {
+				return usageError{fmt.Errorf("%s has no subcommand %q: did you mean `%s`? (its subcommands are %v)",
+					command, args[0], shellJoin(append([]string{"starter", command, near}, args[1:]...)), names)}
+			}
+		}
+		return usageError{fmt.Errorf("%s takes a subcommand: one of %v", command, names)}
 	}
 	return subs[args[0]](ctx, c, args[1:])
+}
+
+// subcommandsOf are the subcommands of each command that takes one.
+var subcommandsOf = map[string]map[string]subcommand{
+	"budget": budgetSubcommands, "drift": driftSubcommands, "episode": episodeSubcommands,
+	"input": inputSubcommands, "schedule": scheduleSubcommands, "vendor": vendorSubcommands,
+}
+
+// meantCommand is the command line an unknown command args[0] was likely
+// meant to be: a subcommand of one command given without it (`starter
+// reconcile ...`: `starter drift reconcile ...`), or a misspelt command;
+// "" when none is near.
+func meantCommand(args []string) string {
+	var owners []string
+	for command, subs := range subcommandsOf {
+		if subs[args[0]] != nil {
+			owners = append(owners, command)
+		}
+	}
+	if len(owners) == 1 {
+		return shellJoin(append([]string{"starter", owners[0]}, args...))
+	}
+	if near, ok := allot.Nearest(args[0], slices.Sorted(maps.Keys(commands))); ok {
+		return shellJoin(append([]string{"starter", near}, args[1:]...))
+	}
+	return ""
 }

@@ -34,7 +34,7 @@ func TestBadInputIsAUsageErrorBeforeAnythingIsContacted(t *testing.T) {
 		{[]string{"run"}, "--pipeline is required"},
 		{[]string{"run", "--pipeline", "weekly-video", "--nominal-time", "2026-08-03 02:00"}, "not RFC3339"},
 		{[]string{"run", "--pipeline", "weekly-video", "--nominal-time", "yesterday"}, "not RFC3339"},
-		{[]string{"run", "--pipeline", "weekly-video", "extra"}, "unexpected arguments"},
+		{[]string{"run", "--pipeline", "weekly-video", "extra"}, "unexpected argument \"extra\""},
 		{[]string{"run", "--pipeline", "weekly-video", "--ledger", "mysql://x"}, "use sqlite:PATH"},
 		{[]string{"episodes", "--period", "2026-W32"}, "--pipeline is required"},
 		{[]string{"frobnicate"}, "unknown command"},

@@ -17,19 +17,21 @@ import (
 
 // scheduleCommand dispatches `starter schedule <subcommand>`.
 func scheduleCommand(ctx context.Context, c *cli, args []string) error {
-	subs := map[string]func(context.Context, *cli, []string) error{
-		"create":   scheduleChange("create"),
-		"update":   scheduleChange("update"),
-		"describe": scheduleSimple("describe"),
-		"list":     scheduleList,
-		"pause":    scheduleSimple("pause"),
-		"unpause":  scheduleSimple("unpause"),
-		"trigger":  scheduleSimple("trigger"),
-		"backfill": scheduleBackfill,
-		"catch-up": scheduleCatchUp,
-		"delete":   scheduleSimple("delete"),
-	}
-	return dispatch(ctx, c, "schedule", subs, args)
+	return dispatch(ctx, c, "schedule", scheduleSubcommands, args)
+}
+
+// scheduleSubcommands are `starter schedule`'s subcommands.
+var scheduleSubcommands = map[string]subcommand{
+	"create":   scheduleChange("create"),
+	"update":   scheduleChange("update"),
+	"describe": scheduleSimple("describe"),
+	"list":     scheduleList,
+	"pause":    scheduleSimple("pause"),
+	"unpause":  scheduleSimple("unpause"),
+	"trigger":  scheduleSimple("trigger"),
+	"backfill": scheduleBackfill,
+	"catch-up": scheduleCatchUp,
+	"delete":   scheduleSimple("delete"),
 }
 
 // schedules connects and returns the schedule operations.

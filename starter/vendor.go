@@ -19,12 +19,14 @@ import (
 // vendorCommand dispatches `starter vendor <subcommand>`: the vendors'
 // shared state in the ledger (docs/design.md, "Vendor controls").
 func vendorCommand(ctx context.Context, c *cli, args []string) error {
-	subs := map[string]func(context.Context, *cli, []string) error{
-		"pause":  vendorPause,
-		"resume": vendorResume,
-		"list":   vendorList,
-	}
-	return dispatch(ctx, c, "vendor", subs, args)
+	return dispatch(ctx, c, "vendor", vendorSubcommands, args)
+}
+
+// vendorSubcommands are `starter vendor`'s subcommands.
+var vendorSubcommands = map[string]subcommand{
+	"pause":  vendorPause,
+	"resume": vendorResume,
+	"list":   vendorList,
 }
 
 // vendorName takes the vendor's name, which comes first: `pause NAME

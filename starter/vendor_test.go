@@ -300,3 +300,39 @@ func TestShowPrintsAStepWaitingForItsBatch(t *testing.T) {
 		}
 	}
 }
+
+// Issue 38 §4: resuming a vendor that is not paused (nor tripped) is
+// refused at once, exit 1 with what to look at, and records nothing: it
+// used to say "active" as if it had done something.
+func TestVendorResumeOfAnActiveVendorIsRefused(t *testing.T) {
+	vendorEnv(t)
+	created, err := ledger.Open(t.Context(), os.Getenv("ALLOT_LEDGER"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Close()
+	code, stdout, stderr := run(t, "vendor", "resume", "videogen", "--by", "carol", "--reason", "back")
+	if code != exitError || !strings.Contains(stderr, "InvalidInput: vendor videogen is not paused and its breaker is not tripped: there is nothing to resume, and nothing was recorded; `starter vendor list` shows") || stdout != "" {
+		t.Fatalf("resume of an active vendor: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if _, out, _ := run(t, "vendor", "list", "--history"); strings.Contains(out, "resume") {
+		t.Fatalf("a refused resume was recorded:\n%s", out)
+	}
+	words, err := workflows.SplitCommand(printedCommand.FindStringSubmatch(stderr)[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(t, words[1:]...); code != exitOK || !regexp.MustCompile(`videogen\s+active`).MatchString(out) {
+		t.Fatalf("the printed command: exit %d %s\n%s", code, stderr, out)
+	}
+	// Paused, it resumes; twice, the second is refused.
+	if code, _, stderr := run(t, "vendor", "pause", "videogen", "--reason", "bills twice"); code != exitOK {
+		t.Fatalf("pause: %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "vendor", "resume", "videogen"); code != exitOK {
+		t.Fatalf("resume of a paused vendor: %d %s", code, stderr)
+	}
+	if code, _, _ := run(t, "vendor", "resume", "videogen"); code != exitError {
+		t.Fatalf("a second resume: exit %d, want %d", code, exitError)
+	}
+}

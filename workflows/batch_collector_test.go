@@ -278,3 +278,59 @@ func TestBatchCollectorNoticesAKilledWorkerInSeconds(t *testing.T) {
 		t.Fatalf("batch activities: heartbeat timeout %s, start-to-close %s; want a heartbeat timeout of at most 30s", o.HeartbeatTimeout, o.StartToCloseTimeout)
 	}
 }
+
+// An item whose task an operator abandons (from outside its episode) after
+// its batch opened and before the create is never sent: the create carries
+// the others, or, when it was alone, no batch is made at the vendor. The
+// collector then lets the item go, since there is nothing left to send for
+// it, and ends; the other items are sent once.
+func TestBatchCollectorNeverSendsAnItemAbandonedBeforeTheCreate(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		r := newCollectorRun(t, paidvendortest.SimFaults{})
+		items := r.queue(n, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+		gone := items[0].Ref
+		var abandoned atomic.Bool
+		r.env.OnActivity(r.acts.CreateBatch, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in activities.CreateBatchInput) (activities.BatchView, error) {
+				if !abandoned.Swap(true) {
+					if _, _, err := r.led.Led.Decide(ctx, ledger.DecisionRequest{OperatorDecision: ledger.OperatorDecision{RequestID: "outside", Pipeline: gone.Pipeline,
+						EpisodeID: gone.EpisodeID, Step: gone.Step, Action: allot.ActionAbandon, Reason: "given up from outside", By: "ops"}}); err != nil {
+						return activities.BatchView{}, err
+					}
+				}
+				return r.acts.CreateBatch(ctx, in)
+			})
+		// A collector that never let the item go would drive it hourly
+		// for ever.
+		r.env.SetWorkflowRunTimeout(7 * 24 * time.Hour)
+		r.env.ExecuteWorkflow(BatchCollector, BatchCollectorInput{LedgerID: r.led.Led.ID(), Vendor: "default", Kind: "score",
+			MaxItems: 10, MaxWait: time.Minute, PollEvery: 30 * time.Minute, Pending: items})
+		if !r.env.IsWorkflowCompleted() || r.env.GetWorkflowError() != nil {
+			t.Fatalf("%d items: collector: completed %v, error %v", n, r.env.IsWorkflowCompleted(), r.env.GetWorkflowError())
+		}
+		pt, err := r.led.Led.PaidTask(context.Background(), gone)
+		if err != nil || pt.State != allot.PaidAbandoned {
+			t.Fatalf("%d items: the abandoned task: %+v, %v", n, pt, err)
+		}
+		for _, c := range r.sim.Charges() {
+			if c.IdempotencyKey == pt.IdempotencyKey {
+				t.Errorf("%d items: the vendor billed the abandoned item: %+v", n, c)
+			}
+		}
+		for _, d := range r.done[gone] {
+			if d.Refused != "" {
+				t.Errorf("%d items: the abandoned item's workflow was told a refusal: %+v", n, d)
+			}
+		}
+		if n == 1 {
+			if c := r.creates.Load(); c != 0 {
+				t.Errorf("a batch whose only item was abandoned: %d creates reached the vendor, want none", c)
+			}
+			continue
+		}
+		r.checkEachItemOnce(items[1:], 1)
+		if c := r.sim.ChargeCount(); c != n-1 {
+			t.Errorf("%d items, one abandoned: the vendor billed %d lines, want %d", n, c, n-1)
+		}
+	}
+}

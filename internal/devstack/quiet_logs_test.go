@@ -100,8 +100,8 @@ func TestDemoWaitingOnRateAndBudgetLogsNoError(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	// Before the stop: a stop cancels running activities, which is not
-	// normal operation.
+	// Before the stop, whose cancelled attempts devserver_process_test's
+	// Ctrl-C checks.
 	var errorLines []string
 	for _, l := range strings.Split(seen, "\n") {
 		if strings.Contains(l, "level=ERROR") {

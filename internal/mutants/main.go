@@ -8,6 +8,14 @@
 //	go run ./internal/mutants                      # every mutant of .ci/mutants.txt
 //	go run ./internal/mutants -list                # name them
 //	go run ./internal/mutants 'gate: quote'        # only those named
+//	go run ./internal/mutants -changed-since main  # those of files changed since main
+//
+// A mutant never touches the tree: its Go file is replaced through go's
+// -overlay (any other file, which tests read at run time, is written into
+// a copy of the tree the tests run in), the named package's test binary is
+// built once with it, and only the named tests run (-short, as the list's
+// tests are chosen to). So mutants run side by side (-j, default 2) and
+// the tree stays as it is, whatever stops the run.
 //
 // Exit status: 0 every mutant killed; 1 a mutant survived, or an entry no
 // longer matches the code (its line is gone or not unique) or does not
@@ -18,14 +26,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -44,6 +55,8 @@ type mutant struct {
 func main() {
 	listPath := flag.String("file", ".ci/mutants.txt", "the list of mutants")
 	list := flag.Bool("list", false, "print the mutants' names and stop")
+	jobs := flag.Int("j", 2, "mutants built and run at once")
+	since := flag.String("changed-since", "", "only the mutants of files changed since this commit (committed or not)")
 	flag.Parse()
 	ms, err := parse(*listPath)
 	if err != nil {
@@ -57,30 +70,74 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if *since != "" {
+		changed, err := changedFiles(*since)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mutants:", err)
+			os.Exit(1)
+		}
+		ms = slices.DeleteFunc(ms, func(m mutant) bool { return !changed[filepath.Clean(m.File)] })
+		fmt.Printf("mutants: %d of the list's mutants are of files changed since %s\n", len(ms), *since)
+	}
 	if *list {
 		for _, m := range ms {
 			fmt.Println(m.Name)
 		}
 		return
 	}
+	if *jobs < 1 {
+		fmt.Fprintf(os.Stderr, "mutants: -j %d: give 1 or more\n", *jobs)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var survived, broken []string
-	for i, m := range ms {
-		start := time.Now()
-		verdict, detail := run(ctx, m)
-		fmt.Printf("[%d/%d] %-8s %s (%s, %s)\n", i+1, len(ms), verdict, m.Name, m.File, time.Since(start).Round(time.Second))
-		switch verdict {
-		case "survived":
-			survived = append(survived, m.Name)
-		case "broken":
-			broken = append(broken, m.Name)
-			fmt.Println("    " + strings.ReplaceAll(strings.TrimSpace(detail), "\n", "\n    "))
-		}
+	work, err := os.MkdirTemp("", "allot-mutants-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(work)
+
+	var (
+		mu                        sync.Mutex
+		done                      int
+		survived, broken, stopped []string
+	)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range *jobs {
+		wg.Go(func() {
+			for i := range next {
+				m := ms[i]
+				start := time.Now()
+				verdict, detail := run(ctx, m, work)
+				mu.Lock()
+				done++
+				fmt.Printf("[%d/%d] %-8s %s (%s, %s)\n", done, len(ms), verdict, m.Name, m.File, time.Since(start).Round(time.Second))
+				switch verdict {
+				case "survived":
+					survived = append(survived, m.Name)
+				case "broken":
+					broken = append(broken, m.Name)
+					fmt.Println("    " + strings.ReplaceAll(strings.TrimSpace(detail), "\n", "\n    "))
+				case "stopped":
+					stopped = append(stopped, m.Name)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range ms {
 		if ctx.Err() != nil {
-			fmt.Fprintln(os.Stderr, "mutants: interrupted; the file of the last mutant is restored")
-			os.Exit(1)
+			break
 		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if ctx.Err() != nil {
+		fmt.Fprintf(os.Stderr, "mutants: interrupted after %d of %d (the tree was never changed)\n", done-len(stopped), len(ms))
+		os.Exit(1)
 	}
 	fmt.Printf("mutants: %d killed, %d survived, %d broken, of %d\n", len(ms)-len(survived)-len(broken), len(survived), len(broken), len(ms))
 	if len(survived) > 0 {
@@ -94,10 +151,30 @@ func main() {
 	}
 }
 
-// run applies m, runs its tests, and restores the file whatever happens:
-// "killed" (the tests failed), "survived" (they passed) or "broken" (the
-// entry does not match the code, or the mutated code does not compile).
-func run(ctx context.Context, m mutant) (verdict, detail string) {
+// changedFiles are the files that differ between since and the working
+// tree (committed or not), and the files git does not track yet.
+func changedFiles(since string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, args := range [][]string{{"diff", "--name-only", since}, {"ls-files", "--others", "--exclude-standard"}} {
+		b, err := exec.Command("git", args...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("git %s: %w: give a commit git knows, e.g. -changed-since HEAD~1", strings.Join(args, " "), err)
+		}
+		for f := range strings.Lines(string(b)) {
+			if f = strings.TrimSpace(f); f != "" {
+				out[filepath.Clean(f)] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// run builds m's package's test binary with the mutated file in its place
+// (an overlay: the tree is never written) and runs the named tests:
+// "killed" (they failed), "survived" (they passed), "broken" (the entry
+// does not match the code, the mutated code does not compile, or the
+// pattern names no test) or "stopped" (the run was interrupted).
+func run(ctx context.Context, m mutant, work string) (verdict, detail string) {
 	orig, err := os.ReadFile(m.File)
 	if err != nil {
 		return "broken", err.Error()
@@ -116,28 +193,57 @@ func run(ctx context.Context, m mutant) (verdict, detail string) {
 		return "broken", fmt.Sprintf("line %d of the list: its from-line is not in %s (the code changed): update the entry", m.Line, m.File)
 	}
 	lines[at] = m.To + "\n"
-	if err := os.WriteFile(m.File, []byte(strings.Join(lines, "")), 0o644); err != nil {
+	dir, err := os.MkdirTemp(work, "mutant-")
+	if err != nil {
 		return "broken", err.Error()
 	}
-	defer func() {
-		if err := os.WriteFile(m.File, orig, 0o644); err != nil {
-			fmt.Fprintf(os.Stderr, "mutants: RESTORE %s BY HAND (git checkout -- %s): %v\n", m.File, m.File, err)
-			os.Exit(2)
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "test.bin")
+	mutated := []byte(strings.Join(lines, ""))
+	var build *exec.Cmd
+	runDir := m.Package
+	if filepath.Ext(m.File) == ".go" {
+		build, err = overlayBuild(ctx, dir, m, mutated, bin)
+	} else {
+		// A file the tests read at run time (alert rules, say) is read
+		// from disk, where no overlay reaches: the test binary, built
+		// from the tree as it is (from the cache), runs in a copy of the
+		// tree with the mutated file written into it.
+		build = exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, m.Package)
+		tree := filepath.Join(dir, "tree")
+		err = copyTree(tree)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(tree, m.File), mutated, 0o644)
 		}
-	}()
+		runDir = filepath.Join(tree, m.Package)
+	}
+	if err != nil {
+		return "broken", err.Error()
+	}
 	// Compiled first, so that a mutant that does not build is not taken
 	// for a killed one.
-	if out, err := exec.CommandContext(ctx, "go", "test", "-c", "-o", os.DevNull, m.Package).CombinedOutput(); err != nil {
+	if out, err := build.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return "stopped", ""
+		}
 		return "broken", "the mutated code does not compile:\n" + string(out)
 	}
-	cmd := exec.CommandContext(ctx, "go", "test", "-short", "-count=1", "-run", m.Run, m.Package)
+	if _, err := os.Stat(bin); err != nil {
+		return "broken", fmt.Sprintf("line %d of the list: package %s has no tests", m.Line, m.Package)
+	}
+	// As go test runs it: in the package's directory, -short (the list's
+	// tests run there), go test's default timeout.
+	cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout=10m", "-test.run", m.Run)
+	cmd.Dir = runDir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	var exit *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		return "stopped", ""
 	case err == nil:
-		if strings.Contains(out.String(), "[no tests to run]") || strings.Contains(out.String(), "testing: warning: no tests to run") {
+		if strings.Contains(out.String(), "testing: warning: no tests to run") {
 			return "broken", fmt.Sprintf("line %d of the list: -run %q matches no test in %s", m.Line, m.Run, m.Package)
 		}
 		return "survived", ""
@@ -145,6 +251,62 @@ func run(ctx context.Context, m mutant) (verdict, detail string) {
 		return "killed", ""
 	}
 	return "broken", err.Error()
+}
+
+// overlayBuild writes the mutated Go file and an overlay replacing m.File
+// with it into dir, and returns the command that builds the test binary
+// bin through that overlay.
+func overlayBuild(ctx context.Context, dir string, m mutant, mutated []byte, bin string) (*exec.Cmd, error) {
+	file, err := filepath.Abs(m.File)
+	if err != nil {
+		return nil, err
+	}
+	to := filepath.Join(dir, filepath.Base(m.File))
+	overlay := filepath.Join(dir, "overlay.json")
+	ov, err := json.Marshal(map[string]map[string]string{"Replace": {file: to}})
+	if err == nil {
+		err = os.WriteFile(to, mutated, 0o644)
+	}
+	if err == nil {
+		err = os.WriteFile(overlay, ov, 0o644)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return exec.CommandContext(ctx, "go", "test", "-c", "-overlay", overlay, "-o", bin, m.Package), nil
+}
+
+// copyTree copies the files git knows of (tracked, or new and not
+// ignored) into dir, as they are in the working tree.
+func copyTree(dir string) error {
+	out, err := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		return fmt.Errorf("git ls-files: %w", err)
+	}
+	for name := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		info, err := os.Lstat(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted and not yet committed
+		}
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(to, b, info.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parse reads the list: blocks of "key: value" lines, one block a mutant,

@@ -119,6 +119,9 @@ func TestSendRefusesBeforeContactingTemporal(t *testing.T) {
 		"no episode":       {CommandInput{Pipeline: "weekly", Update: workflows.ApproveUpdate}, allot.InvalidInput, "--episode is required"},
 		"local step":       {CommandInput{Pipeline: "weekly", EpisodeID: "2026-W32-0", Update: workflows.ReworkUpdate, Request: workflows.DecisionRequest{Step: "assemble"}}, allot.StepNotFound, "no paid step"},
 		"missing episode":  {CommandInput{Pipeline: "weekly", EpisodeID: "2026-W32-5", Update: workflows.ApproveUpdate}, allot.EpisodeNotFound, "has no episode 2026-W32-5"},
+		// Issue 38 §4: a reject ends the episode; the ledger keeps why.
+		"reject without a reason": {CommandInput{Pipeline: "weekly", EpisodeID: "2026-W32-0", Update: workflows.RejectUpdate, Request: workflows.DecisionRequest{Reason: "  "}}, allot.InvalidInput,
+			"--reason is required: rejecting episode 2026-W32-0 ends it, and the ledger keeps why: `starter episode reject --pipeline weekly --episode 2026-W32-0 --reason 'why it is rejected'`"},
 	} {
 		_, err := cmds.Send(ctx, tc.in)
 		if err == nil || errorType(err) != tc.wantType || !strings.Contains(err.Error(), tc.wantText) {

@@ -68,6 +68,17 @@ func EpisodeStartOptions(pipelineName, episodeID, taskQueue string) client.Start
 	}
 }
 
+// CheckRejectReason refuses a reject without a reason (InvalidInput): it
+// ends the episode, and the ledger keeps why, as the page and a vendor's
+// pause ask for one.
+func CheckRejectReason(in CommandInput) error {
+	if in.Update != workflows.RejectUpdate || strings.TrimSpace(in.Request.Reason) != "" {
+		return nil
+	}
+	return allot.Errorf(allot.InvalidInput, "--reason is required: rejecting episode %s ends it, and the ledger keeps why: `%s`",
+		in.EpisodeID, allot.RejectCommand(in.Pipeline, in.EpisodeID, "why it is rejected"))
+}
+
 // Send validates the command, checks that the episode exists, and delivers
 // the command as an Update-With-Start, waiting for its result. A command
 // for an episode whose workflow has finished starts a new run only if the
@@ -82,6 +93,9 @@ func (o *EpisodeCommands) Send(ctx context.Context, in CommandInput) (CommandRes
 		return CommandResult{}, allot.Errorf(allot.InvalidInput, "--episode is required: operator commands act on an existing episode and never allocate one")
 	}
 	if err := checkTexts("--reason", in.Request.Reason); err != nil {
+		return CommandResult{}, err
+	}
+	if err := CheckRejectReason(in); err != nil {
 		return CommandResult{}, err
 	}
 	// The decision records who acted, resolved as every command does.

@@ -53,7 +53,8 @@ func CheckPauseReason(name, reason string) error {
 
 // ResumeVendor lets requests go to a vendor again: it lifts a pause and
 // closes a tripped breaker. The steps waiting for it go on by themselves
-// within seconds. Resuming an active vendor changes nothing.
+// within seconds. A vendor neither paused nor tripped is refused
+// (InvalidInput), with nothing written: there was nothing to resume.
 func ResumeVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name string) (report.VendorView, error) {
 	return ResumeVendorBy(ctx, led, set, VendorResumeInput{Name: name})
 }
@@ -77,6 +78,14 @@ func ResumeVendorBy(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, 
 		}
 		// A vendor gone from the file but paused in the ledger can still
 		// be resumed.
+	}
+	s, err := led.VendorStateOf(ctx, in.Name, time.Time{})
+	if err != nil {
+		return report.VendorView{}, err
+	}
+	if s.Status() == "active" {
+		return report.VendorView{}, allot.Errorf(allot.InvalidInput, "vendor %s is not paused and its breaker is not tripped: there is nothing to resume, and nothing was recorded; `%s` shows each vendor's state",
+			in.Name, allot.VendorListCommand())
 	}
 	if _, err := led.ResumeVendorWhy(ctx, in.Name, in.By, in.Reason, time.Time{}); err != nil {
 		return report.VendorView{}, err
