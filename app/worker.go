@@ -83,6 +83,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err := cfg.Config.Validate(); err != nil {
 		return err
 	}
+	// Checked before anything opens: a port out of range would otherwise
+	// show only once the worker serves, as a listen error.
+	if cfg.MetricsAddr != "" {
+		if err := CheckListenPort("--metrics-addr", cfg.MetricsAddr); err != nil {
+			return err
+		}
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()

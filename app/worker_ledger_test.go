@@ -90,3 +90,24 @@ func TestWorkerSaysWhenItCreatesTheLedger(t *testing.T) {
 		}
 	}
 }
+
+// A metrics port out of range is refused as such before the worker opens
+// anything: the ledger is not created and Temporal is not dialled.
+func TestWorkerRefusesAMetricsPortOutOfRange(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "allot.db")
+	ctx, cancel := allottest.Context(t, 30*time.Second)
+	defer cancel()
+	err := app.RunWorker(ctx, app.WorkerConfig{
+		Config:      app.Config{Ledger: "sqlite:" + path, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
+		Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // never reached
+		Credentials: paidvendor.NewStaticCredentials("test-key"),
+		MetricsAddr: "127.0.0.1:99999",
+	})
+	if err == nil || !strings.Contains(err.Error(), `--metrics-addr "127.0.0.1:99999": port 99999 is out of range: give a port from 1 to 65535`) {
+		t.Fatalf("RunWorker with metrics port 99999 = %v, want the port named as out of range", err)
+	}
+	if _, statErr := os.Stat(path); !os.IsNotExist(statErr) {
+		t.Fatalf("the refused worker created its ledger (%v)", statErr)
+	}
+}

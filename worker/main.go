@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"allot/app"
@@ -27,6 +28,12 @@ func main() {
 	flag.StringVar(&address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or 127.0.0.1:7233)")
 	flag.StringVar(&namespace, "namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
 	flag.Parse()
+	if metricsAddr != "" {
+		if err := app.CheckListenPort("--metrics-addr", metricsAddr); err != nil {
+			fmt.Fprintf(os.Stderr, "allot worker: %v, e.g. `go run ./worker %s`\n", err, strings.Join(app.WithFlag(os.Args[1:], "--metrics-addr", "127.0.0.1:9090"), " "))
+			os.Exit(2)
+		}
+	}
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	app.WarnUnknownEnv(logger, os.Environ())

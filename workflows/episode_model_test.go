@@ -715,6 +715,10 @@ func (m *modelRun) randomCommand(st EpisodeState) {
 // validator must accept, else the error type it must refuse it with.
 func modelPredict(update string, req DecisionRequest, st EpisodeState) string {
 	switch update {
+	case RejectUpdate:
+		if strings.TrimSpace(req.Reason) == "" {
+			return allot.InvalidInput
+		}
 	case ReworkUpdate:
 		if req.Step == "" {
 			return allot.InvalidInput

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +171,35 @@ func TestMalformedResolveIsRejectedByValidator(t *testing.T) {
 		var appErr *temporal.ApplicationError
 		if !errors.As(err, &appErr) || appErr.Type() != allot.InvalidInput {
 			t.Fatalf("rejection %v, want type %s", err, allot.InvalidInput)
+		}
+	}
+}
+
+// A rejection without a reason is refused by the validator, whoever sends
+// it (the starter and the page ask for one first), before anything enters
+// history.
+func TestRejectWithoutAReasonIsRefusedByValidator(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(a.LoadEpisode, mock.Anything, mock.Anything).Return(loaded(
+		activities.StepState{Name: "approve", Kind: "approval", Status: allot.StepPending}, pending("publish")), nil)
+	var rejected []error
+	for i, reason := range []string{"", "  \t"} {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(RejectUpdate, "reject-"+string(rune('a'+i)), &testsuite.TestUpdateCallback{
+				OnReject:   func(err error) { rejected = append(rejected, err) },
+				OnComplete: func(any, error) { t.Errorf("reject with reason %q was accepted", reason) },
+			}, DecisionRequest{Reason: reason, By: "bob"})
+		}, time.Hour)
+	}
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
+	executeEpisode(env, EpisodeInput{Pipeline: "weekly-video", EpisodeID: "2026-W32-1"})
+	if len(rejected) != 2 {
+		t.Fatalf("refused %d rejections without a reason, want 2", len(rejected))
+	}
+	for _, err := range rejected {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != allot.InvalidInput || !strings.Contains(err.Error(), "reject needs a reason: --reason TEXT") {
+			t.Fatalf("refusal %v, want type %s naming --reason", err, allot.InvalidInput)
 		}
 	}
 }

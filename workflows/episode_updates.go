@@ -67,6 +67,12 @@ func validateShape(update string, req DecisionRequest) error {
 		return temporal.NewApplicationError(fmt.Sprintf(format, args...), allot.InvalidInput)
 	}
 	switch update {
+	case RejectUpdate:
+		// docs/design.md, "Every parked state has an exit": a rejection
+		// needs a reason, whoever sends it.
+		if strings.TrimSpace(req.Reason) == "" {
+			return bad("reject needs a reason: --reason TEXT")
+		}
 	case ReworkUpdate:
 		if req.Step == "" {
 			return bad("rework needs a step: --step NAME")

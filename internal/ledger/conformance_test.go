@@ -129,6 +129,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		// Vendor controls: pause, slots, rate, breaker (vendor_conformance_test.go).
 		{"VendorPauseResume", testVendorPauseResume},
 		{"VendorPauseHistory", testVendorPauseHistory},
+		{"VendorResumeRace", testVendorResumeRace},
 		{"VendorEnforcedLimits", testVendorEnforcedLimits},
 		{"VendorSlots", testVendorSlots},
 		{"VendorSlotsConcurrent", testVendorSlotsConcurrent},

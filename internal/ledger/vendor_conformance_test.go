@@ -409,3 +409,60 @@ func testVendorEnforcedLimits(t *testing.T, l *Ledger) {
 		t.Fatalf("enforced limits: %+v", got)
 	}
 }
+
+// testVendorResumeRace: operators resuming a paused vendor at once. One
+// resume is recorded and the others are refused with ErrVendorNotStopped,
+// writing nothing; a tripped vendor is resumed the same way, and an
+// active one is refused.
+func testVendorResumeRace(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	if _, err := l.ResumeStoppedVendor(ctx, "videogen", "erin", "", t0); !errors.Is(err, ErrVendorNotStopped) {
+		t.Fatalf("resuming an active vendor: %v, want ErrVendorNotStopped", err)
+	}
+	if _, err := l.PauseVendor(ctx, VendorPause{Vendor: "videogen", Reason: "bills twice", By: "alice", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	const operators = 4
+	var wg sync.WaitGroup
+	errs := make([]error, operators)
+	for i := range operators {
+		wg.Go(func() {
+			_, errs[i] = l.ResumeStoppedVendor(ctx, "videogen", fmt.Sprintf("op-%d", i), "fixed", t0.Add(time.Minute))
+		})
+	}
+	wg.Wait()
+	resumed := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			resumed++
+		case !errors.Is(err, ErrVendorNotStopped):
+			t.Fatalf("operator %d: %v", i, err)
+		}
+	}
+	h, err := l.VendorPauseHistory(ctx, "videogen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumes := 0
+	for _, e := range h {
+		if e.Action == "resume" {
+			resumes++
+		}
+	}
+	if resumed != 1 || resumes != 1 {
+		t.Fatalf("%d of %d operators were told they resumed the vendor and the history has %d resumes; want 1 and 1 (%v)", resumed, operators, resumes, errs)
+	}
+	// A tripped breaker is stopped too: it is resumed, once.
+	lim := VendorLimits{TripAfter: 1, CoolDown: time.Hour}
+	mustAcquire(t, l, vendorReq("a", VendorSend, lim, t0.Add(2*time.Minute)))
+	if s, err := l.ReleaseVendor(ctx, VendorRelease{Vendor: "videogen", Holder: "a", Outcome: VendorFailed, Error: "503", Limits: lim, At: t0.Add(2 * time.Minute)}); err != nil || !s.Tripped() {
+		t.Fatalf("the breaker did not trip: %+v, %v", s, err)
+	}
+	if s, err := l.ResumeStoppedVendor(ctx, "videogen", "erin", "", t0.Add(3*time.Minute)); err != nil || s.Tripped() {
+		t.Fatalf("resuming a tripped vendor: %+v, %v", s, err)
+	}
+	if _, err := l.ResumeStoppedVendor(ctx, "videogen", "erin", "", t0.Add(4*time.Minute)); !errors.Is(err, ErrVendorNotStopped) {
+		t.Fatalf("resuming it again: %v, want ErrVendorNotStopped", err)
+	}
+}

@@ -534,8 +534,29 @@ func (l *Ledger) ResumeVendorBy(ctx context.Context, vendor, by string, at time.
 
 // ResumeVendorWhy is ResumeVendorBy with why, for the history too.
 func (l *Ledger) ResumeVendorWhy(ctx context.Context, vendor, by, reason string, at time.Time) (VendorState, error) {
+	return l.resumeVendor(ctx, vendor, by, reason, at, false)
+}
+
+// ErrVendorNotStopped refuses an operator's resume of a vendor neither
+// paused nor tripped: there was nothing to resume.
+var ErrVendorNotStopped = errors.New("the vendor is neither paused nor tripped")
+
+// ResumeStoppedVendor is an operator's resume: ResumeVendorWhy, refused
+// with ErrVendorNotStopped, writing nothing, when the vendor is active.
+// The check is made in the transaction that resumes, under the vendor's
+// lock, so of two operators resuming at once one resumes and the other is
+// told there was nothing to resume (a check read before it would let both
+// believe they had).
+func (l *Ledger) ResumeStoppedVendor(ctx context.Context, vendor, by, reason string, at time.Time) (VendorState, error) {
+	return l.resumeVendor(ctx, vendor, by, reason, at, true)
+}
+
+func (l *Ledger) resumeVendor(ctx context.Context, vendor, by, reason string, at time.Time, mustBeStopped bool) (VendorState, error) {
 	at = vendorAt(at)
 	return l.vendorTx(ctx, vendor, at, func(tx *sql.Tx, s *VendorState) error {
+		if mustBeStopped && s.Status() == "active" {
+			return ErrVendorNotStopped
+		}
 		if s.Paused {
 			if err := l.addVendorPause(ctx, tx, VendorPauseEvent{Vendor: vendor, Action: "resume", Reason: reason, By: truncate(by, 200), At: at}); err != nil {
 				return err

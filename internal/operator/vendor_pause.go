@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -79,15 +80,10 @@ func ResumeVendorBy(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, 
 		// A vendor gone from the file but paused in the ledger can still
 		// be resumed.
 	}
-	s, err := led.VendorStateOf(ctx, in.Name, time.Time{})
-	if err != nil {
-		return report.VendorView{}, err
-	}
-	if s.Status() == "active" {
+	if _, err := led.ResumeStoppedVendor(ctx, in.Name, in.By, in.Reason, time.Time{}); errors.Is(err, ledger.ErrVendorNotStopped) {
 		return report.VendorView{}, allot.Errorf(allot.InvalidInput, "vendor %s is not paused and its breaker is not tripped: there is nothing to resume, and nothing was recorded; `%s` shows each vendor's state",
 			in.Name, allot.VendorListCommand())
-	}
-	if _, err := led.ResumeVendorWhy(ctx, in.Name, in.By, in.Reason, time.Time{}); err != nil {
+	} else if err != nil {
 		return report.VendorView{}, err
 	}
 	return vendorView(ctx, led, set, in.Name)
