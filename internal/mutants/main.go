@@ -102,6 +102,7 @@ func main() {
 		mu                        sync.Mutex
 		done                      int
 		survived, broken, stopped []string
+		spent                     = map[string]*packageTime{}
 	)
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -109,11 +110,19 @@ func main() {
 		wg.Go(func() {
 			for i := range next {
 				m := ms[i]
-				start := time.Now()
-				verdict, detail := run(ctx, m, work)
+				o := run(ctx, m, work)
+				verdict, detail := o.verdict, o.detail
 				mu.Lock()
 				done++
-				fmt.Printf("[%d/%d] %-8s %s (%s, %s)\n", done, len(ms), verdict, m.Name, m.File, time.Since(start).Round(time.Second))
+				fmt.Printf("[%d/%d] %-8s %s (%s, build %s, tests %s)\n", done, len(ms), verdict, m.Name, m.File, o.build.Round(time.Second), o.tests.Round(time.Second))
+				pt := spent[m.Package]
+				if pt == nil {
+					pt = &packageTime{pkg: m.Package}
+					spent[m.Package] = pt
+				}
+				pt.mutants++
+				pt.build += o.build
+				pt.tests += o.tests
 				switch verdict {
 				case "survived":
 					survived = append(survived, m.Name)
@@ -139,6 +148,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "mutants: interrupted after %d of %d (the tree was never changed)\n", done-len(stopped), len(ms))
 		os.Exit(1)
 	}
+	printProfile(spent)
 	fmt.Printf("mutants: %d killed, %d survived, %d broken, of %d\n", len(ms)-len(survived)-len(broken), len(survived), len(broken), len(ms))
 	if len(survived) > 0 {
 		fmt.Printf("survived (their guarantee has no test that fails without it): %s\n", strings.Join(survived, "; "))
@@ -174,28 +184,29 @@ func changedFiles(since string) (map[string]bool, error) {
 // "killed" (they failed), "survived" (they passed), "broken" (the entry
 // does not match the code, the mutated code does not compile, or the
 // pattern names no test) or "stopped" (the run was interrupted).
-func run(ctx context.Context, m mutant, work string) (verdict, detail string) {
+func run(ctx context.Context, m mutant, work string) outcome {
 	orig, err := os.ReadFile(m.File)
 	if err != nil {
-		return "broken", err.Error()
+		return outcome{verdict: "broken", detail: err.Error()}
 	}
+	var o outcome
 	lines := strings.SplitAfter(string(orig), "\n")
 	at := -1
 	for i, l := range lines {
 		if strings.TrimSuffix(l, "\n") == m.From {
 			if at >= 0 {
-				return "broken", fmt.Sprintf("line %d of the list: its from-line is in %s more than once (lines %d and %d): make it unique", m.Line, m.File, at+1, i+1)
+				return o.is("broken", fmt.Sprintf("line %d of the list: its from-line is in %s more than once (lines %d and %d): make it unique", m.Line, m.File, at+1, i+1))
 			}
 			at = i
 		}
 	}
 	if at < 0 {
-		return "broken", fmt.Sprintf("line %d of the list: its from-line is not in %s (the code changed): update the entry", m.Line, m.File)
+		return o.is("broken", fmt.Sprintf("line %d of the list: its from-line is not in %s (the code changed): update the entry", m.Line, m.File))
 	}
 	lines[at] = m.To + "\n"
 	dir, err := os.MkdirTemp(work, "mutant-")
 	if err != nil {
-		return "broken", err.Error()
+		return o.is("broken", err.Error())
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "test.bin")
@@ -218,39 +229,84 @@ func run(ctx context.Context, m mutant, work string) (verdict, detail string) {
 		runDir = filepath.Join(tree, m.Package)
 	}
 	if err != nil {
-		return "broken", err.Error()
+		return o.is("broken", err.Error())
 	}
 	// Compiled first, so that a mutant that does not build is not taken
 	// for a killed one.
-	if out, err := build.CombinedOutput(); err != nil {
+	started := time.Now()
+	built, err := build.CombinedOutput()
+	o.build = time.Since(started)
+	if err != nil {
 		if ctx.Err() != nil {
-			return "stopped", ""
+			return o.is("stopped", "")
 		}
-		return "broken", "the mutated code does not compile:\n" + string(out)
+		return o.is("broken", "the mutated code does not compile:\n"+string(built))
 	}
 	if _, err := os.Stat(bin); err != nil {
-		return "broken", fmt.Sprintf("line %d of the list: package %s has no tests", m.Line, m.Package)
+		return o.is("broken", fmt.Sprintf("line %d of the list: package %s has no tests", m.Line, m.Package))
 	}
 	// As go test runs it: in the package's directory, -short (the list's
-	// tests run there), go test's default timeout.
-	cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout=10m", "-test.run", m.Run)
+	// tests run there), go test's default timeout; -failfast, as the first
+	// failing test kills the mutant.
+	cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.failfast", "-test.timeout=10m", "-test.run", m.Run)
 	cmd.Dir = runDir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	started = time.Now()
 	err = cmd.Run()
+	o.tests = time.Since(started)
 	var exit *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		return "stopped", ""
+		return o.is("stopped", "")
 	case err == nil:
 		if strings.Contains(out.String(), "testing: warning: no tests to run") {
-			return "broken", fmt.Sprintf("line %d of the list: -run %q matches no test in %s", m.Line, m.Run, m.Package)
+			return o.is("broken", fmt.Sprintf("line %d of the list: -run %q matches no test in %s", m.Line, m.Run, m.Package))
 		}
-		return "survived", ""
+		return o.is("survived", "")
 	case errors.As(err, &exit):
-		return "killed", ""
+		return o.is("killed", "")
 	}
-	return "broken", err.Error()
+	return o.is("broken", err.Error())
+}
+
+// outcome is a mutant's verdict, with why when it is broken, and where its
+// time went: building its test binary and running the named tests.
+type outcome struct {
+	verdict, detail string
+	build, tests    time.Duration
+}
+
+// is sets o's verdict and detail and returns o.
+func (o outcome) is(verdict, detail string) outcome {
+	o.verdict, o.detail = verdict, detail
+	return o
+}
+
+// packageTime is the time the mutants of one test package took.
+type packageTime struct {
+	pkg          string
+	mutants      int
+	build, tests time.Duration
+}
+
+// printProfile prints, per test package, the mutants' build and test
+// time, the most first: where a run of the list spends its time (the
+// sums of all jobs, so they exceed the wall time with -j 2).
+func printProfile(spent map[string]*packageTime) {
+	var ps []*packageTime
+	var build, tests time.Duration
+	for _, p := range spent {
+		ps = append(ps, p)
+		build += p.build
+		tests += p.tests
+	}
+	slices.SortFunc(ps, func(a, b *packageTime) int { return int((b.build + b.tests) - (a.build + a.tests)) })
+	fmt.Printf("mutants: time per test package (summed over the jobs): build %s, tests %s\n", build.Round(time.Second), tests.Round(time.Second))
+	fmt.Printf("  %-34s %7s %9s %9s\n", "package", "mutants", "build", "tests")
+	for _, p := range ps {
+		fmt.Printf("  %-34s %7d %9s %9s\n", p.pkg, p.mutants, p.build.Round(time.Second), p.tests.Round(time.Second))
+	}
 }
 
 // overlayBuild writes the mutated Go file and an overlay replacing m.File
