@@ -98,6 +98,14 @@ func modelParams(t *testing.T) (seed int64, steps, runs int) {
 		}
 	}
 	steps, runs = 500, 1
+	if raceDetector {
+		// The model tests drive the ledger from one goroutine, so under
+		// the race detector their depth adds time (about 3 of the race
+		// suite's minutes on 2 cores, docs/testing.md) and no race: 100
+		// steps there; every other run (the README's command, the
+		// mutants) takes the full 500.
+		steps = 100
+	}
 	for _, p := range []struct {
 		env string
 		v   *int
