@@ -285,12 +285,15 @@ func migrationCount(t *testing.T, l *Ledger) int {
 	return len(ms)
 }
 
-// ctxT is the test's context: ended with the test, with no deadline of
-// its own. go test's -timeout bounds a hang; a deadline here timed out the
+// ctxT is a context for t, cancelled by its cleanup (not at the test's
+// end, as t.Context is: cleanups use it too), with no deadline of its
+// own. go test's -timeout bounds a hang; a deadline here timed out the
 // batch model test (121 s) under the race detector on a busy 2-core
 // machine, a timing the test does not mean to assert.
 func ctxT(t *testing.T) context.Context {
-	return t.Context()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func alloc(t *testing.T, l *Ledger, pipeline, key, period string, maxPer int) AllocateResult {
