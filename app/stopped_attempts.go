@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
@@ -15,32 +16,82 @@ import (
 // WorkerOptions are the options of allot's workers: an activity attempt
 // that the worker's own stop ended is said to be that (stoppedAttempts).
 func WorkerOptions() worker.Options {
-	return worker.Options{Interceptors: []interceptor.WorkerInterceptor{&stoppedAttempts{}}}
+	return workerOptions(&stoppedAttempts{})
+}
+
+func workerOptions(attempts *stoppedAttempts) worker.Options {
+	return worker.Options{Interceptors: []interceptor.WorkerInterceptor{attempts}}
 }
 
 // stoppedAttempts turn the error of an activity attempt that ended because
-// its worker is stopping (its context cancelled after the stop began) into
-// a benign, retryable WorkerStopped: the SDK logged the bare "context
-// canceled" as an "Activity error." at ERROR on every Ctrl-C, and
-// docs/operating.md promises no ERROR in normal operation. The attempt is
-// retried on the next worker, as it was before.
+// its worker is stopping into a benign, retryable WorkerStopped: the SDK
+// logged the attempt's error ("context canceled", or a vendor call's "Get
+// ...: worker is now shutdown") as an "Activity error." at ERROR on every
+// Ctrl-C, and docs/operating.md promises no ERROR in normal operation. The
+// attempt is retried on the next worker, as it was before.
+//
+// They also count the attempts that run: the SDK's Stop cancels them
+// (WorkerStopTimeout is 0) and returns without waiting for them, so Serve
+// waits here, and what they use, the ledger first, is closed after the
+// last of them has returned.
 type stoppedAttempts struct {
 	interceptor.WorkerInterceptorBase
+	mu      sync.Mutex
+	running int
+	idle    chan struct{} // closed when running drops back to 0
 }
 
-func (*stoppedAttempts) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	i := &stoppedAttempt{}
+func (s *stoppedAttempts) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &stoppedAttempt{attempts: s}
 	i.Next = next
 	return i
 }
 
+func (s *stoppedAttempts) begin() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.running++
+}
+
+func (s *stoppedAttempts) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running--
+	if s.running == 0 {
+		close(s.idle)
+	}
+}
+
+// wait waits until no attempt runs, or ctx ends first: then it is false.
+func (s *stoppedAttempts) wait(ctx context.Context) bool {
+	s.mu.Lock()
+	if s.running == 0 {
+		s.mu.Unlock()
+		return true
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 type stoppedAttempt struct {
 	interceptor.ActivityInboundInterceptorBase
+	attempts *stoppedAttempts
 }
 
 func (i *stoppedAttempt) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	i.attempts.begin()
+	defer i.attempts.end()
 	out, err := i.Next.ExecuteActivity(ctx, in)
-	if err == nil || !errors.Is(err, context.Canceled) || !stopping(ctx) {
+	if err == nil || !stopping(ctx) || decided(err) {
 		return out, err
 	}
 	return out, temporal.NewApplicationErrorWithOptions("the worker stopped during this attempt: the next attempt, on any worker, goes on from the ledger",
@@ -55,4 +106,12 @@ func stopping(ctx context.Context) bool {
 	default:
 		return false
 	}
+}
+
+// decided reports whether err is an attempt's decision rather than a
+// failure to finish: a non-retryable application error (a budget, a
+// refusal) is kept as it is even during a stop.
+func decided(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
 }

@@ -226,8 +226,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	// Each pipeline's deadline is declared and its DeadlineWatch started
 	// or told to plan again (docs/design.md, "Period deadlines"), while
 	// the worker already serves.
-	go startDeadlineWatches(ctx, c, led, pipelines, cfg.TaskQueue, logger)
-	go sweepMissed(ctx, &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID()}, logger)
+	// The loops use the ledger: it is closed after they have returned.
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	loops.Go(func() { startDeadlineWatches(ctx, c, led, pipelines, cfg.TaskQueue, logger) })
+	loops.Go(func() {
+		sweepMissed(ctx, &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID()}, logger)
+	})
 	// The vendors' bills are reconciled while the worker serves
 	// (docs/design.md, "Reconciling the vendor's bill"): a sweep of the
 	// worker, not a Schedule, because it needs the worker's vendor keys,
@@ -238,7 +243,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 			every = reconcile.Every
 		}
 		vendors := reconcile.VendorsInput{Pipelines: pipelines, DefaultURL: cfg.VendorURL, DefaultKey: credentials, Adapters: cfg.Vendors}
-		go reconcileBills(ctx, &reconcile.Reconciler{Ledger: led, Pipelines: pipelines}, vendors, every, bills, logger)
+		loops.Go(func() {
+			reconcileBills(ctx, &reconcile.Reconciler{Ledger: led, Pipelines: pipelines}, vendors, every, bills, logger)
+		})
 	}
 	return Serve(ctx, c, cfg.TaskQueue, acts)
 }
@@ -435,15 +442,29 @@ func VendorGauges(ctx context.Context, led *ledger.Ledger, set *pipeline.Set) ([
 
 // Serve runs a worker for the task queue until ctx ends.
 func Serve(ctx context.Context, c client.Client, taskQueue string, acts *activities.Activities) error {
-	w := worker.New(c, taskQueue, WorkerOptions())
+	attempts := &stoppedAttempts{}
+	w := worker.New(c, taskQueue, workerOptions(attempts))
 	Register(w, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %q: %w", taskQueue, err)
 	}
 	<-ctx.Done()
 	w.Stop()
+	// Stop cancelled the running attempts without waiting for them: the
+	// caller closes the ledger they write once Serve returns
+	// (stoppedAttempts).
+	wait, cancel := context.WithTimeout(context.Background(), StopGrace)
+	defer cancel()
+	if !attempts.wait(wait) {
+		slog.Warn("activity attempts still running after the worker's stop; what they use is closed under them", "waited", StopGrace)
+	}
 	return nil
 }
+
+// StopGrace is how long Serve waits, after its worker's stop, for the
+// attempts the stop cancelled to return: they watch their context, so
+// only code that ignores it (a Go step's) takes this long.
+const StopGrace = 30 * time.Second
 
 func hostPort(opts client.Options) string {
 	if opts.HostPort == "" {
