@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -77,8 +78,15 @@ type WorkerConfig struct {
 }
 
 // RunWorker opens the ledger, connects to Temporal and serves the task queue
-// until ctx ends; then it stops the worker and closes what it opened.
-func RunWorker(ctx context.Context, cfg WorkerConfig) error {
+// until ctx ends; then it stops the worker and closes what it opened. A
+// stop is no failure, even one that comes while the worker still starts
+// (an open or a dial cut short by ctx): RunWorker then returns nil.
+func RunWorker(ctx context.Context, cfg WorkerConfig) (err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			err = nil
+		}
+	}()
 	cfg.Config = cfg.Config.WithDefaults()
 	if err := cfg.Config.Validate(); err != nil {
 		return err

@@ -68,3 +68,25 @@ func TestWorkerStoppedWhileConnectingStopsCleanly(t *testing.T) {
 		t.Fatal("RunWorker did not stop")
 	}
 }
+
+// A worker stopped before its ledger is open has stopped cleanly too (the
+// dev stack's test stopped one while SQLite still opened the file, and
+// RunWorker reported "ledger ...: context canceled"); a refusal that has
+// nothing to do with the stop is still reported.
+func TestWorkerStoppedWhileOpeningItsLedgerStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg := app.WorkerConfig{
+		Config:      app.Config{Ledger: "sqlite:" + dir + "/allot.db", DataDir: dir, VendorURL: "http://127.0.0.1:1"},
+		Temporal:    client.Options{HostPort: "127.0.0.1:1"},
+		Credentials: paidvendor.NewStaticCredentials("test-key"),
+	}
+	if err := app.RunWorker(ctx, cfg); err != nil {
+		t.Fatalf("RunWorker stopped before its ledger opened = %v, want nil", err)
+	}
+	cfg.Pipelines = dir + "/no-such-pipelines.toml"
+	if err := app.RunWorker(ctx, cfg); err == nil {
+		t.Fatal("RunWorker with a pipelines file that does not exist, stopped = nil, want the refusal")
+	}
+}

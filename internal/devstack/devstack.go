@@ -193,13 +193,25 @@ func Run(ctx context.Context, cfg Config) error {
 			<-workerDone
 			return fmt.Errorf("operator page: %w", err)
 		case err := <-workerDone:
+			stopWorker()
+			<-consoleDone
 			return fmt.Errorf("worker stopped: %w", err)
+		}
+	}
+	// Run returns once the worker and the page have stopped: both hold the
+	// process's one handle on the ledger (docs/design.md, "How allot opens
+	// a SQLite ledger"), and a Run after this one must not share a handle
+	// a stopping page still holds.
+	pageStopped := func() {
+		if cfg.ConsoleAddr != "" {
+			<-consoleDone
 		}
 	}
 	if cfg.DemoInterval > 0 {
 		if info.Schedule, info.ScheduleCreated, err = ensureDemoSchedule(ctx, cfg, wcfg.Config, info); err != nil {
 			stopWorker()
 			<-workerDone
+			pageStopped()
 			return err
 		}
 	}
@@ -209,8 +221,12 @@ func Run(ctx context.Context, cfg Config) error {
 	select {
 	case <-ctx.Done():
 		stopWorker()
-		return <-workerDone
+		err := <-workerDone
+		pageStopped()
+		return err
 	case err := <-workerDone:
+		stopWorker()
+		pageStopped()
 		return fmt.Errorf("worker stopped: %w", err)
 	case err := <-consoleDone:
 		stopWorker()

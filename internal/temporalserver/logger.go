@@ -2,6 +2,7 @@ package temporalserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -103,6 +104,9 @@ func (s *slogLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
 			return
 		}
 	}
+	if level == slog.LevelError && (cancelledByCaller(tags) || cancelledByCaller(s.with)) {
+		level = slog.LevelWarn
+	}
 	r := slog.NewRecord(time.Now(), level, msg, 0)
 	for _, t := range s.with {
 		r.AddAttrs(tagAttr(t))
@@ -127,6 +131,27 @@ func (s *slogLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
 	}
 	s.state.mu.Unlock()
 	_ = s.l.Handler().Handle(context.Background(), r)
+}
+
+// cancelledByCaller reports whether a record's error is the context of the
+// request it served, cancelled: the client went away mid-request (a
+// worker's stop cuts its heartbeat calls short), and the server logs the
+// persistence write it abandoned at ERROR. Nothing failed on the server's
+// side, so such a record is written at WARN: seen, not alarming (a stop is
+// normal operation, docs/operating.md).
+func cancelledByCaller(tags []tag.Tag) bool {
+	for _, t := range tags {
+		zt, ok := t.(tag.ZapTag)
+		if !ok {
+			continue
+		}
+		// The server's persistence errors carry the message, not always
+		// the wrapped value.
+		if err, ok := zt.Field().Interface.(error); ok && (errors.Is(err, context.Canceled) || err.Error() == context.Canceled.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 func tagAttr(t tag.Tag) slog.Attr {

@@ -572,6 +572,29 @@ func TestLoggerAdapter(t *testing.T) {
 	}
 	newSlogLogger(nil).Error("discarded") // nil logger discards
 
+	// A write the caller cancelled (a worker's stop cuts its heartbeat
+	// calls short) is a WARN; any other error stays an ERROR.
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{context.Canceled, "level=WARN"},
+		{fmt.Errorf("update-wf-execution: %w", context.Canceled), "level=WARN"},
+		{errors.New("context canceled"), "level=WARN"},
+		{errors.New("database is locked"), "level=ERROR"},
+	} {
+		buf.Reset()
+		l.Error("Update workflow execution operation failed.", tag.Error(c.err))
+		if !strings.HasPrefix(buf.String(), "time=") || !strings.Contains(buf.String(), c.want) {
+			t.Errorf("Error with %q wrote %q, want %s", c.err, buf.String(), c.want)
+		}
+		buf.Reset()
+		l.With(tag.Error(c.err)).Error("Update workflow execution operation failed.")
+		if !strings.Contains(buf.String(), c.want) {
+			t.Errorf("Error of a logger With %q wrote %q, want %s", c.err, buf.String(), c.want)
+		}
+	}
+
 	buf.Reset()
 	l.With(tag.NewStringTag("a", "b")).(*slogLogger).silence()
 	l.Error("after stop")
