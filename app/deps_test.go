@@ -14,7 +14,7 @@ import (
 // they link internal/'s test helpers (the engine under internal/ is theirs).
 func TestProductionBinariesLinkNoTemporalServer(t *testing.T) {
 	testOnly := []string{"allot/internal/allottest/", "allot/internal/chaos/", "allot/internal/cleanenv", "allot/internal/devstack",
-		"allot/internal/docstest", "allot/internal/importgroups", "allot/internal/mutants", "allot/internal/pipelinetest",
+		"allot/internal/docstest", "allot/internal/importgroups", "allot/internal/mutants", "allot/internal/testprofile", "allot/internal/pipelinetest",
 		"allot/internal/patience", "allot/internal/protocoltest", "allot/internal/testcerts"}
 	for _, tc := range []struct {
 		pkg       string
