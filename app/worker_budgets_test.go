@@ -12,8 +12,8 @@ import (
 
 	"allot"
 	"allot/app"
-	"allot/internal/allottest"
 	"allot/internal/ledger"
+	"allot/internal/patience"
 	"allot/internal/pipelinetest"
 	"allot/paidvendor"
 )
@@ -57,7 +57,7 @@ func TestWorkerRefusesABudgetReshapedUnderItsSpend(t *testing.T) {
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := allottest.Context(t, 30*time.Second)
+		ctx, cancel := patience.Context(t, 30*time.Second)
 		defer cancel()
 		return app.RunWorker(ctx, app.WorkerConfig{
 			Config:      app.Config{Ledger: url, DataDir: dir, Pipelines: file, VendorURL: "http://127.0.0.1:1"},

@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"allot/app"
-	"allot/internal/allottest"
 	"allot/internal/ledger"
+	"allot/internal/patience"
 	"allot/paidvendor"
 )
 
@@ -39,7 +39,7 @@ func TestWorkerRefusesALedgerItCannotWrite(t *testing.T) {
 	} else if err := os.Chmod(path, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := allottest.Context(t, 30*time.Second)
+	ctx, cancel := patience.Context(t, 30*time.Second)
 	defer cancel()
 	err = app.RunWorker(ctx, app.WorkerConfig{
 		Config:      app.Config{Ledger: "sqlite:" + path, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
@@ -59,7 +59,7 @@ func TestWorkerSaysWhenItCreatesTheLedger(t *testing.T) {
 	url := "sqlite:" + filepath.Join(dir, "new", "allot.db")
 	for i, want := range []int{1, 0} {
 		var logs bytes.Buffer
-		ctx, cancel := allottest.Context(t, 30*time.Second)
+		ctx, cancel := patience.Context(t, 30*time.Second)
 		err := app.RunWorker(ctx, app.WorkerConfig{
 			Config:      app.Config{Ledger: url, DataDir: dir, VendorURL: "http://127.0.0.1:1"},
 			Temporal:    client.Options{HostPort: "127.0.0.1:1"}, // the ledger comes first
@@ -96,7 +96,7 @@ func TestWorkerSaysWhenItCreatesTheLedger(t *testing.T) {
 func TestWorkerRefusesAMetricsPortOutOfRange(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "allot.db")
-	ctx, cancel := allottest.Context(t, 30*time.Second)
+	ctx, cancel := patience.Context(t, 30*time.Second)
 	defer cancel()
 	err := app.RunWorker(ctx, app.WorkerConfig{
 		Config:      app.Config{Ledger: "sqlite:" + path, DataDir: dir, VendorURL: "http://127.0.0.1:1"},

@@ -11,8 +11,8 @@ import (
 
 	"allot"
 	"allot/app"
-	"allot/internal/allottest"
 	"allot/internal/ledger"
+	"allot/internal/patience"
 	"allot/internal/pipelinetest"
 	"allot/internal/report"
 	"allot/paidvendor"
@@ -79,7 +79,7 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 	pipelines := pipelinetest.Write(t, dir, strings.ReplaceAll(vendorPipelines, "KEYFILE", keyFile))
 	os.Unsetenv("SPARE_TEST_KEY")
 	start := func(vendorURL string, creds paidvendor.CredentialsSource) error {
-		ctx, cancel := allottest.Context(t, 30*time.Second)
+		ctx, cancel := patience.Context(t, 30*time.Second)
 		defer cancel()
 		return app.RunWorker(ctx, app.WorkerConfig{
 			Config:      app.Config{Ledger: "sqlite:" + filepath.Join(dir, "allot.db"), DataDir: dir, Pipelines: pipelines, VendorURL: vendorURL},
@@ -89,7 +89,7 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 	}
 	refused := func(what string, err error, want ...string) {
 		t.Helper()
-		if allottest.ErrorType(err) != allot.VendorNotConfigured {
+		if allot.ErrorType(err) != allot.VendorNotConfigured {
 			t.Fatalf("%s: RunWorker = %v, want %s", what, err, allot.VendorNotConfigured)
 		}
 		for _, w := range want {
@@ -115,7 +115,7 @@ func TestWorkerRefusesAVendorWithoutItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every key a step needs is there: the worker gets as far as Temporal.
-	if err := start("http://127.0.0.1:1", paidvendor.NewStaticCredentials("k")); allottest.ErrorType(err) != "" || err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
+	if err := start("http://127.0.0.1:1", paidvendor.NewStaticCredentials("k")); allot.ErrorType(err) != "" || err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
 		t.Fatalf("with every key: RunWorker = %v, want it to get as far as dialing Temporal", err)
 	}
 }
@@ -128,7 +128,7 @@ func TestWorkerRecordsTheLimitsItEnforces(t *testing.T) {
 	dir := t.TempDir()
 	pipelines := pipelinetest.Write(t, dir, "[[pipeline]]\nname = \"weekly\"\n  [[pipeline.step]]\n  name = \"cover\"\n  kind = \"paid\"\n")
 	ledgerURL := "sqlite:" + filepath.Join(dir, "allot.db")
-	ctx, cancel := allottest.Context(t, 30*time.Second)
+	ctx, cancel := patience.Context(t, 30*time.Second)
 	defer cancel()
 	err := app.RunWorker(ctx, app.WorkerConfig{
 		Config:      app.Config{Ledger: ledgerURL, DataDir: dir, Pipelines: pipelines, VendorURL: "http://127.0.0.1:1", VendorLimits: pipeline.VendorLimits{Rate: 2}},
