@@ -1,10 +1,23 @@
-// Package activities holds the side effects of allot's workflows: the
-// ledger (allocation, episodes, outcomes, decisions, budgets), the steps
-// that run code (go, exec, activity) and their artifact files, the paid
-// protocol's calls to vendors with their gates and credentials, and the
-// catch-up sweep. Each activity is a method of Activities, registered once
-// under its method name (saved histories name them); workflows name them
-// through a nil pointer.
+// Package activities holds the side effects of allot's workflows:
+//
+//   - the ledger's side of a run: allocation, loading and completing
+//     episodes, outcomes, operators' decisions (activities.go, episode.go,
+//     decisions.go);
+//   - the steps that run code (go, exec, activity) and their artifact
+//     files (steps.go);
+//   - the paid protocol's phases and its calls to vendors, with their
+//     credentials (paid.go, protocol.go), the vendor gate every request
+//     asks first (vendor_gate.go) and the budgets' room (budgets.go);
+//   - vendor batches: open, create once per key, poll, and settle each
+//     item once (batch.go);
+//   - the catch-up sweep's decision and the period deadlines' plan and
+//     judgement (catchup.go, deadlines.go);
+//   - the errors' classification at the activity boundary (errors.go) and
+//     allot's metrics (metrics.go).
+//
+// Each activity is a method of Activities, registered once under its
+// method name (saved histories name them); workflows name them through a
+// nil pointer.
 package activities
 
 import (

@@ -1,7 +1,23 @@
-// Package workflows holds allot's workflows (ScheduledRun, Episode and the
-// DeadlineWatch) and every name a caller needs to reach them: task queue,
-// workflow types, queries, updates, signals, search attributes and
-// workflow-ID builders. It does no I/O.
+// Package workflows holds allot's workflows and every name a caller needs
+// to reach them. The workflows:
+//
+//   - ScheduledRun (scheduled_run.go): one run of a pipeline, whoever
+//     started it; it resolves its allocation key to an episode, once;
+//   - Episode (episode*.go): the episode's steps in order, its paid and
+//     effect steps through the paid protocol, batch steps through the
+//     collector, and the operators' updates while it waits on them;
+//   - BatchCollector (batch_collector.go): a vendor's batch items from any
+//     number of episodes, sent in vendor batches and settled once each;
+//   - DeadlineWatch (deadline_watch.go): a pipeline's periods judged at
+//     their warnings and deadlines.
+//
+// Beside them: the task queue, workflow types, queries, updates, signals
+// and search attributes (this file; searchattrs.go registers them), the
+// activity options sized to the work (options.go), the remedies a parked
+// step prints (remedy.go) and every GetVersion marker (versions.go). The
+// workflow IDs are the allocation keys' rules, so they are built in the
+// root (allot's keys.go). Saved histories of every shape a running
+// workflow may have are under testdata/v*/. The workflows do no I/O.
 package workflows
 
 import (

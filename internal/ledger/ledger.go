@@ -1,20 +1,40 @@
-// Package ledger is allot's durable store: episodes (units of work), the
-// allocation keys bound to them, inputs, local step records, run outcomes,
-// paid tasks with their cost entries, budgets with their reservations,
-// vendors' shared state, imports of old runs, operators' decisions, and
-// the read-only audit (check).
+// Package ledger is allot's durable store, and the one place its state
+// changes. It holds:
+//
+//   - episodes (units of work), the allocation keys bound to them and the
+//     runs' outcomes (allocate.go, allocbatch.go, episodes.go, outcomes.go);
+//   - inputs, local step records and operators' decisions (inputs.go,
+//     steps.go, decisions.go);
+//   - paid tasks and their cost entries (paid_tasks.go, costs.go), and the
+//     vendor batches that carry many of them (batches.go);
+//   - budgets with their reservations, raises and alerts, and the spend and
+//     forecast views (budgets.go, budget_shapes.go, spend.go, forecast.go);
+//   - vendors' shared state: pause, breaker, in-flight slots and rate
+//     (vendor_state.go, vendor_limits.go);
+//   - the vendors' bills as the reconciler read them, with their drift
+//     items (bill.go);
+//   - period deadlines, the operator page's ended sessions, and what the
+//     page reads in one look (deadlines.go, sessions.go, console.go);
+//   - imports of old runs (import.go), and the read-only audit, check
+//     (audit.go, check.go, health.go).
 //
 // It runs on SQLite (one host, the default) or PostgreSQL (several hosts).
-// The SQL is shared; the differences between the two live in dialect.go.
+// The SQL is shared; the differences between the two live in dialect.go,
+// and one conformance suite runs against both. The schema is the embedded,
+// numbered migrations of migrations/ (migrate.go); a ledger has an identity
+// (identity.go) and a process opens a SQLite file once (shared.go).
+//
 // Allocation is one transaction under a per-pipeline lock, backed by unique
 // constraints, so that invariants 1-5 of docs/design.md hold even when the
-// scheduler starts the same run twice. Paid tasks (paid_tasks.go) keep
-// invariants 7 and 8: intent before the vendor call, one remote reference
-// per task, and cost entries written as absolute values keyed by remote
-// reference.
-// Outcomes (outcomes.go) keep invariant 10: each run's and each episode's
-// outcome is stored with its reason and counted per reason by indexed
-// queries.
+// scheduler starts the same run twice. Paid tasks keep invariants 7 and 8:
+// intent before the vendor call, one remote reference per task, and cost
+// entries written as absolute values keyed by remote reference; a task's
+// state changes only through changePaidTask, checked against paidMoves (a
+// batch's against batchMoves). Budgets keep invariant 20
+// (a reservation before every paid call), the bill invariant 22 and
+// batches invariant 24. Outcomes keep invariant 10: each run's and each
+// episode's outcome is stored with its reason and counted per reason by
+// indexed queries.
 package ledger
 
 import (

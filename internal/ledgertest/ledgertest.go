@@ -1,9 +1,17 @@
-// Package ledgertest builds ledgers for the tests of the packages that read
-// and write one (operator, report, importer), as pgxtest does for pgx: a
-// SQLite ledger in the test's temporary directory, a ledger on either
-// driver, episodes allocated as ScheduledRun allocates them, the import
-// source files, and the budget fixture the operator's and the reports'
-// tests share. Production code never imports it.
+// Package ledgertest builds ledgers for the tests of every package that
+// reads or writes one (activities, workflows, the operator's commands, the
+// reports, the importer, the reconciler, the page and others), as pgxtest
+// does for pgx:
+//
+//   - New: a SQLite ledger in the test's temporary directory, with
+//     Allocate to bind a Schedule's key to an episode as ScheduledRun does;
+//   - Open and DriverURL: a ledger on either driver (PostgreSQL in a
+//     schema of its own, dropped when the test ends);
+//   - WriteSource: an import's source files;
+//   - BudgetPipelines and BudgetLedger: the budget fixture the operator's,
+//     the reports' and the page's tests share.
+//
+// Production code never imports it.
 package ledgertest
 
 import (
