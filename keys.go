@@ -69,7 +69,7 @@ func NominalTimeOfKey(pipeline, key string) (t time.Time, ok bool) {
 // an Episode's workflow ID, or an imported run's episode.
 var ReservedKeyPrefixes = []string{"episode/", "legacy/"}
 
-// ErrReservedKey: an operator's key falls under a ReservedKeyPrefixes
+// ErrReservedKey means an operator's key falls under a ReservedKeyPrefixes
 // prefix of its pipeline.
 var ErrReservedKey = &Error{Type: InvalidAllocationKey, Message: "reserved allocation key"}
 

@@ -20,11 +20,11 @@ type Money struct {
 // and the import refuse an amount above it.
 const MaxAmount int64 = 1_000_000_000_000
 
-// ErrAmountOverflow: a sum of amounts left int64's range. The sum is
+// ErrAmountOverflow means a sum of amounts left int64's range. The sum is
 // refused, never wrapped into a wrong number.
 var ErrAmountOverflow = errors.New("amount overflow")
 
-// ErrCurrencyMismatch: amounts of two currencies were added.
+// ErrCurrencyMismatch means amounts of two currencies were added.
 var ErrCurrencyMismatch = errors.New("currencies differ")
 
 // String formats the amount in major units with its currency: "2.50 USD",

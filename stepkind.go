@@ -29,22 +29,22 @@ const (
 // StepKinds lists every kind.
 var StepKinds = []StepKind{KindLocal, KindGo, KindExec, KindActivity, KindPaid, KindEffect, KindApproval}
 
-// Remote: the step goes through the paid protocol (intent, submit,
-// reference, look-up, park) and names a vendor.
+// Remote reports whether the step goes through the paid protocol (intent,
+// submit, reference, look-up, park) and names a vendor.
 func (k StepKind) Remote() bool { return k == KindPaid || k == KindEffect }
 
-// Costs: the step's vendor charges for it; its tasks have costs, budgets
-// cover it, and an operator may rework it (one more charge).
+// Costs reports whether the step's vendor charges for it: its tasks have
+// costs, budgets cover it, and an operator may rework it (one more charge).
 func (k StepKind) Costs() bool { return k == KindPaid }
 
-// Gate: the step waits for a person (approve or reject).
+// Gate reports whether the step waits for a person (approve or reject).
 func (k StepKind) Gate() bool { return k == KindApproval }
 
-// Free: the step costs nothing and runs on a worker (local, go, exec,
-// activity); a parked one an operator may retry or abandon.
+// Free reports whether the step costs nothing and runs on a worker (local,
+// go, exec, activity); a parked one an operator may retry or abandon.
 func (k StepKind) Free() bool { return !k.Remote() && !k.Gate() && k != "" }
 
-// Valid: k is one of StepKinds.
+// Valid reports whether k is one of StepKinds.
 func (k StepKind) Valid() bool {
 	for _, x := range StepKinds {
 		if k == x {

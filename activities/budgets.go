@@ -22,7 +22,8 @@ import (
 // and period (budget, period, threshold).
 const MetricBudgetAlerts = "allot_budget_alerts"
 
-// SubmissionBudgetExhausted: a budget refused the task; nothing was sent.
+// SubmissionBudgetExhausted means a budget refused the task; nothing was
+// sent.
 const SubmissionBudgetExhausted = "budget_exhausted"
 
 // covering is the step as budgets see it and the budgets that cover it: a

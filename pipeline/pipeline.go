@@ -259,9 +259,9 @@ type Inputs struct {
 	Claim string `toml:"claim" json:"claim"`
 }
 
-// ClaimOldestReady: a new episode claims the input with the earliest ready
-// time (then the smallest reference) that is ready by the run's nominal
-// time.
+// ClaimOldestReady means a new episode claims the input with the earliest
+// ready time (then the smallest reference) that is ready by the run's
+// nominal time.
 const ClaimOldestReady = "oldest_ready"
 
 // ClaimsInputs reports whether the pipeline's episodes claim inputs.

@@ -8,7 +8,8 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// Overlap policies a schedule may use, by their names in config and flags.
+// OverlapPolicies are the overlap policies a schedule may use, by their
+// names in config and flags.
 var OverlapPolicies = []string{"allow_all", "buffer_all", "buffer_one", "skip", "cancel_other", "terminate_other"}
 
 // DefaultOverlap runs every nominal time as its own ScheduledRun at once.

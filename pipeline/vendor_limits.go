@@ -43,8 +43,8 @@ const (
 	MaxSendTimeout = 4 * time.Minute
 )
 
-// Environment variables of the default vendor's controls, in the order
-// README lists them.
+// DefaultVendorEnv lists the environment variables of the default vendor's
+// controls, in the order README lists them.
 var DefaultVendorEnv = []struct{ Env, Field string }{
 	{"ALLOT_VENDOR_MAX_IN_FLIGHT", "max_in_flight"},
 	{"ALLOT_VENDOR_RATE", "rate"},

@@ -31,7 +31,8 @@ import (
 // workflow ran them. One per key, so a repeated sweep replaces its record.
 const SweepRunID = "catch-up"
 
-// ErrTimeNotYet: a sweep was asked to settle times that have not come yet.
+// ErrTimeNotYet means a sweep was asked to settle times that have not come
+// yet.
 var ErrTimeNotYet = errors.New("time has not come yet")
 
 // Sweeper settles missed times. It needs a writable ledger.

@@ -129,12 +129,12 @@ type UnbilledCost struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
-// ErrBillWatermarkMoved: the account's watermark is no longer the one the
-// page was read from (another reconciler stored the page first); nothing
+// ErrBillWatermarkMoved means the account's watermark is no longer the one
+// the page was read from (another reconciler stored the page first); nothing
 // was written. The caller reads again from the stored watermark.
 var ErrBillWatermarkMoved = errors.New("the bill's watermark moved")
 
-// ErrBillOfAnotherAccount: a page read with the vendor's key is of
+// ErrBillOfAnotherAccount means a page read with the vendor's key is of
 // another account than the bill the ledger keeps under the vendor's name
 // (the key was replaced by one of another account); nothing was written.
 var ErrBillOfAnotherAccount = errors.New("the page is of another vendor account")

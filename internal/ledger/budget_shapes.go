@@ -19,9 +19,9 @@ import (
 	"allot/pipeline"
 )
 
-// ErrBudgetReshaped: a budget of the pipeline file has another currency,
-// period kind or time zone than the spend the ledger holds under its
-// name. The error is a *BudgetReshapedError.
+// ErrBudgetReshaped means a budget of the pipeline file has another
+// currency, period kind or time zone than the spend the ledger holds under
+// its name. The error is a *BudgetReshapedError.
 var ErrBudgetReshaped = errors.New("budget changed under its spend")
 
 // BudgetSpend is what the entries of one (budget, period, currency) hold:

@@ -41,9 +41,9 @@ import (
 	"allot/pipeline"
 )
 
-// ErrBudgetExhausted: a task's reservation does not fit in a budget that
-// covers it; nothing was reserved and nothing may be sent. The error is a
-// *BudgetExhaustedError naming each budget that refused.
+// ErrBudgetExhausted means a task's reservation does not fit in a budget
+// that covers it; nothing was reserved and nothing may be sent. The error is
+// a *BudgetExhaustedError naming each budget that refused.
 var ErrBudgetExhausted = errors.New("budget exhausted")
 
 // Budget entry states.
@@ -565,8 +565,8 @@ const (
 	LimitUnchanged LimitChange = "unchanged"
 )
 
-// ErrRequestConflict: a request ID already recorded with other arguments.
-// The message shows both requests; nothing was written.
+// ErrRequestConflict means a request ID was already recorded with other
+// arguments. The message shows both requests; nothing was written.
 var ErrRequestConflict = &allot.Error{Type: allot.RequestConflict, Message: "request ID already used with other arguments"}
 
 // sameRequest reports whether a stored raise and a new one are the same

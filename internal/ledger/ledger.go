@@ -113,8 +113,8 @@ type Episode struct {
 	AllocatedByRun string `json:"allocated_by_run,omitempty"`
 }
 
-// Settled: the episode completed or was rejected; it runs again only if
-// an operator reopens it.
+// Settled reports whether the episode completed or was rejected; it runs
+// again only if an operator reopens it.
 func (e Episode) Settled() bool {
 	o := allot.Outcome(e.Outcome)
 	return o == allot.OutcomeCompleted || o == allot.OutcomeRejected || e.Status == EpisodeCompleted

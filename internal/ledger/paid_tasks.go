@@ -383,8 +383,8 @@ type LaterTask struct {
 	Reservations   []Reservation
 }
 
-// ErrReservationMissing: a task that budgets cover was about to become an
-// intent with nothing reserved (the caller read the task in a later state
+// ErrReservationMissing means a task that budgets cover was about to become
+// an intent with nothing reserved (the caller read the task in a later state
 // and priced nothing, and it moved back to planned since). Nothing was
 // written; price the task again and retry.
 var ErrReservationMissing = errors.New("paid task would become an intent without a reservation")

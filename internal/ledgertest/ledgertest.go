@@ -134,9 +134,9 @@ func WriteSource(t *testing.T, files map[string]string, lines ...string) string 
 	return from
 }
 
-// BudgetSet: weekly's video step (250 USD cents at most) is under a weekly
-// budget for three and a monthly one; its cover step under the weekly one
-// only, priced by its vendor's quote.
+// BudgetSet is a pipeline file in which weekly's video step (250 USD cents
+// at most) is under a weekly budget for three and a monthly one; its cover
+// step under the weekly one only, priced by its vendor's quote.
 const BudgetSet = `
 [[vendor]]
 name       = "covers"

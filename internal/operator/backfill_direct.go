@@ -47,8 +47,8 @@ const (
 	startBackoffMax = 10 * time.Second
 )
 
-// ErrNominalTimesUnknown: the schedule's jitter hides the nominal times of
-// its spec, so allot cannot form the runs' keys itself.
+// ErrNominalTimesUnknown means the schedule's jitter hides the nominal times
+// of its spec, so allot cannot form the runs' keys itself.
 var ErrNominalTimesUnknown = errors.New("nominal times unknown")
 
 // RunOptions are the options a run of p for nominal starts with when allot

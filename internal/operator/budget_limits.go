@@ -142,8 +142,9 @@ type BudgetForecast struct {
 	QuotedSteps []string `json:"quoted_steps,omitempty"`
 }
 
-// NeedsConsent: the forecast exceeds what is free, or cannot be bounded
-// because a step is priced only by a quote (docs/design.md, "Backfills").
+// NeedsConsent reports whether the forecast exceeds what is free, or cannot
+// be bounded because a step is priced only by a quote (docs/design.md,
+// "Backfills").
 func (f BudgetForecast) NeedsConsent() bool { return f.Over || f.Quoted }
 
 func (f BudgetForecast) String() string {

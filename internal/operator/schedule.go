@@ -246,7 +246,8 @@ func (s *Schedules) Update(ctx context.Context, in ScheduleInput) (ScheduleResul
 	return s.Describe(ctx, p.Name)
 }
 
-// ErrScheduleExists: create found the pipeline's schedule already there.
+// ErrScheduleExists means create found the pipeline's schedule already
+// there.
 var ErrScheduleExists = errors.New("schedule exists")
 
 // Ensure creates the schedule, or updates it when it exists.
@@ -265,8 +266,8 @@ func noteOf(st *client.ScheduleState) string {
 	return st.Note
 }
 
-// handle finds the pipeline's schedule, or says how to create it.
-// ErrNoSchedule: the pipeline has no Schedule (never created, or deleted).
+// ErrNoSchedule means the pipeline has no Schedule (never created, or
+// deleted).
 var ErrNoSchedule = errors.New("the pipeline has no schedule")
 
 // noScheduleError says which pipeline has no schedule and how to create
@@ -541,7 +542,7 @@ type BackfillResult struct {
 	Budgets []BudgetForecast `json:"budgets,omitempty"`
 }
 
-// ErrBackfillNeedsConsent: the backfill would start more runs than the
+// ErrBackfillNeedsConsent means the backfill would start more runs than the
 // pipeline's max_backfill_runs, or reserve more than a budget has free, and
 // --yes was not given.
 var ErrBackfillNeedsConsent = errors.New("backfill needs consent")
@@ -587,7 +588,7 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 	return out, nil
 }
 
-// ErrTimeNotYet: a backfill or a catch-up asked for times that have not
+// ErrTimeNotYet means a backfill or a catch-up asked for times that have not
 // come yet.
 var ErrTimeNotYet = errors.New("time has not come yet")
 

@@ -68,7 +68,7 @@ type VendorCharges struct {
 	Bill string
 }
 
-// KindChargeOtherVendor: check --vendor found a charge for a task whose
+// KindChargeOtherVendor means check --vendor found a charge for a task whose
 // cost the ledger books under a vendor of another account.
 const KindChargeOtherVendor = "charge_other_vendor"
 

@@ -19,8 +19,8 @@ import (
 	"allot/pipeline"
 )
 
-// KindChargeUnreserved: a paid task of a step a budget covers reached the
-// vendor (it has a reference) without a reservation in that budget.
+// KindChargeUnreserved means a paid task of a step a budget covers reached
+// the vendor (it has a reference) without a reservation in that budget.
 const KindChargeUnreserved = "charge_unreserved"
 
 // chargeKey is one budget's period.

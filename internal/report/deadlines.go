@@ -18,8 +18,8 @@ import (
 	"allot/pipeline"
 )
 
-// KindPeriodLate: a period recorded late that has not completed since. It
-// needs a human as much as a parked episode: its record names the cause
+// KindPeriodLate means a period recorded late that has not completed since.
+// It needs a human as much as a parked episode: its record names the cause
 // and the command that moves the period on.
 const KindPeriodLate = "period_late"
 
