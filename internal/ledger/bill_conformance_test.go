@@ -13,7 +13,7 @@ import (
 	"allot"
 )
 
-// Conformance tests for the vendor's bill and its drift items (bill.go);
+// Conformance tests for the vendor's bill and its drift items (bill.go, bill_drift.go);
 // registered in runConformance so that both drivers run them.
 
 // billLine is a charge of 2.50 EUR unless amount says otherwise.

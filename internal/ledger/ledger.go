@@ -7,12 +7,14 @@
 //     steps.go, decisions.go);
 //   - paid tasks and their cost entries (paid_tasks.go, costs.go), and the
 //     vendor batches that carry many of them (batches.go);
-//   - budgets with their reservations, raises and alerts, and the spend and
-//     forecast views (budgets.go, budget_shapes.go, spend.go, forecast.go);
+//   - budgets with their reservations (budgets.go), raises, alerts, audit
+//     and views (budget_raises.go, budget_alerts.go, budget_audit.go,
+//     budget_views.go), their shapes, spend and forecast (budget_shapes.go,
+//     spend.go, forecast.go);
 //   - vendors' shared state: pause, breaker, in-flight slots and rate
 //     (vendor_state.go, vendor_limits.go);
 //   - the vendors' bills as the reconciler read them, with their drift
-//     items (bill.go);
+//     items (bill.go, bill_drift.go);
 //   - period deadlines, the operator page's ended sessions, and what the
 //     page reads in one look (deadlines.go, sessions.go, console.go);
 //   - imports of old runs (import.go), and the read-only audit, check
