@@ -271,6 +271,7 @@ type noScheduleError struct{ error }
 
 func (e noScheduleError) Is(target error) bool { return target == ErrNoSchedule }
 
+// handle finds the pipeline's schedule, or says how to create it.
 func (s *Schedules) handle(ctx context.Context, pipelineName string) (client.ScheduleHandle, error) {
 	if _, err := s.Pipelines.Get(pipelineName); err != nil {
 		return nil, err
