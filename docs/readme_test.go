@@ -1,7 +1,7 @@
 package docs
 
 import (
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,34 +57,18 @@ func foldersTable(t *testing.T, readme string) []string {
 }
 
 // goFolders returns the module's folders that hold a .go file, relative to
-// its root, testdata and hidden folders left out.
+// its root: the folders of sources' files (testdata and hidden folders are
+// left out there).
 func goFolders(t *testing.T) []string {
 	t.Helper()
 	seen := map[string]bool{}
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	for path := range sources(t) {
+		rel, err := filepath.Rel("..", filepath.Dir(path))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if d.IsDir() && path != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".go") {
-			rel, err := filepath.Rel("..", filepath.Dir(path))
-			if err != nil {
-				return err
-			}
-			seen[filepath.ToSlash(rel)] = true
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		seen[filepath.ToSlash(rel)] = true
 	}
 	delete(seen, ".") // the root package has its own row, by its files
-	var dirs []string
-	for d := range seen {
-		dirs = append(dirs, d)
-	}
-	slices.Sort(dirs)
-	return dirs
+	return slices.Sorted(maps.Keys(seen))
 }
