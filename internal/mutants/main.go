@@ -12,10 +12,13 @@
 //
 // A mutant never touches the tree: its Go file is replaced through go's
 // -overlay (any other file, which tests read at run time, is written into
-// a copy of the tree the tests run in), the named package's test binary is
-// built once with it, and only the named tests run (-short, as the list's
-// tests are chosen to). So mutants run side by side (-j, default 2) and
-// the tree stays as it is, whatever stops the run.
+// a copy of the tree the tests run in), and only the named tests run
+// (-short, as the list's tests are chosen to). Most mutants share a test
+// binary: a schema (schema.go) carries all the mutants of one test package
+// whose lines can become a switch, and each runs with its switch set;
+// the rest are built one by one (-schemata=false builds every mutant on
+// its own). So mutants run side by side (-j, default 2) and the tree
+// stays as it is, whatever stops the run.
 //
 // Exit status: 0 every mutant killed; 1 a mutant survived, or an entry no
 // longer matches the code (its line is gone or not unique) or does not
@@ -35,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,6 +61,7 @@ func main() {
 	list := flag.Bool("list", false, "print the mutants' names and stop")
 	jobs := flag.Int("j", 2, "mutants built and run at once")
 	since := flag.String("changed-since", "", "only the mutants of files changed since this commit (committed or not)")
+	schemata := flag.Bool("schemata", true, "build one test binary per test package carrying all its mutants that can be switched (schema.go); false builds one per mutant")
 	flag.Parse()
 	ms, err := parse(*listPath)
 	if err != nil {
@@ -104,22 +109,34 @@ func main() {
 		survived, broken, stopped []string
 		spent                     = map[string]*packageTime{}
 	)
+	packageSpent := func(pkg string) *packageTime {
+		pt := spent[pkg]
+		if pt == nil {
+			pt = &packageTime{pkg: pkg}
+			spent[pkg] = pt
+		}
+		return pt
+	}
+	plan := map[int]*schema{}
+	if *schemata {
+		plan = buildSchemata(ctx, ms, work, *jobs)
+		for _, s := range plan {
+			packageSpent(s.pkg).build += s.build
+			s.build = 0 // counted once
+		}
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range *jobs {
 		wg.Go(func() {
 			for i := range next {
 				m := ms[i]
-				o := run(ctx, m, work)
+				o, how := runPlanned(ctx, i, m, plan[i], work)
 				verdict, detail := o.verdict, o.detail
 				mu.Lock()
 				done++
-				fmt.Printf("[%d/%d] %-8s %s (%s, build %s, tests %s)\n", done, len(ms), verdict, m.Name, m.File, o.build.Round(time.Second), o.tests.Round(time.Second))
-				pt := spent[m.Package]
-				if pt == nil {
-					pt = &packageTime{pkg: m.Package}
-					spent[m.Package] = pt
-				}
+				fmt.Printf("[%d/%d] %-8s %s (%s, %s %s, tests %s)\n", done, len(ms), verdict, m.Name, m.File, how, o.build.Round(time.Second), o.tests.Round(time.Second))
+				pt := packageSpent(m.Package)
 				pt.mutants++
 				pt.build += o.build
 				pt.tests += o.tests
@@ -185,25 +202,13 @@ func changedFiles(since string) (map[string]bool, error) {
 // does not match the code, the mutated code does not compile, or the
 // pattern names no test) or "stopped" (the run was interrupted).
 func run(ctx context.Context, m mutant, work string) outcome {
-	orig, err := os.ReadFile(m.File)
-	if err != nil {
-		return outcome{verdict: "broken", detail: err.Error()}
+	loc, why := locate(m)
+	if why != "" {
+		return outcome{verdict: "broken", detail: why}
 	}
 	var o outcome
-	lines := strings.SplitAfter(string(orig), "\n")
-	at := -1
-	for i, l := range lines {
-		if strings.TrimSuffix(l, "\n") == m.From {
-			if at >= 0 {
-				return o.is("broken", fmt.Sprintf("line %d of the list: its from-line is in %s more than once (lines %d and %d): make it unique", m.Line, m.File, at+1, i+1))
-			}
-			at = i
-		}
-	}
-	if at < 0 {
-		return o.is("broken", fmt.Sprintf("line %d of the list: its from-line is not in %s (the code changed): update the entry", m.Line, m.File))
-	}
-	lines[at] = m.To + "\n"
+	lines := slices.Clone(loc.lines)
+	lines[loc.at] = m.To + "\n"
 	dir, err := os.MkdirTemp(work, "mutant-")
 	if err != nil {
 		return o.is("broken", err.Error())
@@ -242,6 +247,22 @@ func run(ctx context.Context, m mutant, work string) outcome {
 		}
 		return o.is("broken", "the mutated code does not compile:\n"+string(built))
 	}
+	return runTests(ctx, m, o, bin, runDir, nil)
+}
+
+// runPlanned runs mutant number i: in its schema's test binary with its
+// switch set when it has one (how is "schema"), else built on its own
+// ("build").
+func runPlanned(ctx context.Context, i int, m mutant, s *schema, work string) (outcome, string) {
+	if s == nil {
+		return run(ctx, m, work), "build"
+	}
+	return runTests(ctx, m, outcome{}, s.bin, m.Package, []string{schemaEnv + "=" + strconv.Itoa(i)}), "schema"
+}
+
+// runTests runs m's named tests in bin, in dir, with env added to the
+// environment, and gives the verdict.
+func runTests(ctx context.Context, m mutant, o outcome, bin, dir string, env []string) outcome {
 	if _, err := os.Stat(bin); err != nil {
 		return o.is("broken", fmt.Sprintf("line %d of the list: package %s has no tests", m.Line, m.Package))
 	}
@@ -249,11 +270,14 @@ func run(ctx context.Context, m mutant, work string) outcome {
 	// tests run there), go test's default timeout; -failfast, as the first
 	// failing test kills the mutant.
 	cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.failfast", "-test.timeout=10m", "-test.run", m.Run)
-	cmd.Dir = runDir
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	started = time.Now()
-	err = cmd.Run()
+	started := time.Now()
+	err := cmd.Run()
 	o.tests = time.Since(started)
 	var exit *exec.ExitError
 	switch {
@@ -324,18 +348,25 @@ func overlayBuild(ctx context.Context, dir string, m mutant, mutated []byte, bin
 		return nil, err
 	}
 	to := filepath.Join(dir, filepath.Base(m.File))
-	overlay := filepath.Join(dir, "overlay.json")
-	ov, err := json.Marshal(map[string]map[string]string{"Replace": {file: to}})
-	if err == nil {
-		err = os.WriteFile(to, mutated, 0o644)
+	if err := os.WriteFile(to, mutated, 0o644); err != nil {
+		return nil, err
 	}
-	if err == nil {
-		err = os.WriteFile(overlay, ov, 0o644)
-	}
+	overlay, err := writeOverlay(dir, map[string]string{file: to})
 	if err != nil {
 		return nil, err
 	}
 	return exec.CommandContext(ctx, "go", "test", "-c", noDWARF, unoptimized(m.File), "-overlay", overlay, "-o", bin, m.Package), nil
+}
+
+// writeOverlay writes go's -overlay file, replacing each file (an
+// absolute path) with its mutated copy, into dir, and returns its path.
+func writeOverlay(dir string, replace map[string]string) (string, error) {
+	ov, err := json.Marshal(map[string]map[string]string{"Replace": replace})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "overlay.json")
+	return path, os.WriteFile(path, ov, 0o644)
 }
 
 // unoptimized compiles the mutated file's package without optimizations
