@@ -56,14 +56,7 @@ func TestParseRefusesABadListNamingTheFix(t *testing.T) {
 // killed. A data file's mutant runs in a copy of the tree. The tree is
 // never written.
 func TestRunGivesEachVerdictAndLeavesTheTreeAsItWas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds test binaries with the go command")
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
-	dir := t.TempDir()
-	writeFile(t, dir, "go.mod", "module example.com/m\n\ngo 1.26\n")
+	dir := newModule(t)
 	code := "package m\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n\nfunc Twice(a int) int {\n\treturn a * 2\n}\n\nfunc Same(a int) int {\n\treturn a\n}\n\nfunc Again(a int) int {\n\treturn a\n}\n"
 	writeFile(t, dir, "m.go", code)
 	writeFile(t, dir, "limit.txt", "limit 3\n")
@@ -111,6 +104,22 @@ func TestUnoptimizedNamesTheMutatedFilesPackage(t *testing.T) {
 			t.Errorf("unoptimized(%q) = %q, want %q", file, got, want)
 		}
 	}
+}
+
+// newModule is an empty module in a folder of its own, for tests that
+// build test binaries with the go command and list files with git; it
+// skips under -short or without git.
+func newModule(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds test binaries with the go command")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "go.mod", "module example.com/m\n\ngo 1.26\n")
+	return dir
 }
 
 func writeFile(t *testing.T, dir, name, data string) string {

@@ -77,14 +77,7 @@ func TestSchemaChoiceSwitchesOnlyLinesThatKeepTheirMeaning(t *testing.T) {
 // and leaves out the one whose choice does not compile, so that it is
 // still reported broken; with no mutant chosen, its binary passes.
 func TestSchemaGivesTheVerdictsOfBuildsOnTheirOwn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds test binaries with the go command")
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
-	dir := t.TempDir()
-	writeFile(t, dir, "go.mod", "module example.com/m\n\ngo 1.26\n")
+	dir := newModule(t)
 	writeFile(t, dir, "m.go", schemaCode)
 	writeFile(t, dir, "m_test.go", schemaTests)
 	// A package whose named test fails with no mutant: its schema's
