@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/livespec"
 	"allot/pipeline"
 )
@@ -24,6 +25,12 @@ type DecideCatchUpInput struct {
 	// through the Schedule (--via-schedule) starts it, and an operator
 	// asked for it.
 	StartedAt time.Time `json:"started_at,omitzero"`
+	// Key and RunID name the asking run. A run whose workflow task was
+	// lost after it allocated (its worker killed mid-task) asks again in
+	// a later attempt, which begins later: the ledger says it allocated,
+	// and the answer stays the first one, run.
+	Key   string `json:"key,omitempty"`
+	RunID string `json:"run_id,omitempty"`
 }
 
 // DecideCatchUpResult is the policy's answer, with what it was.
@@ -33,6 +40,10 @@ type DecideCatchUpResult struct {
 	// Backfill: the Schedule started the run as a backfill (StartedAt),
 	// which always runs.
 	Backfill bool `json:"backfill,omitempty"`
+	// AllocatedAlready: the policy would skip the time, but this run
+	// allocated its key in an earlier attempt of its workflow task, so
+	// it runs the episode it holds.
+	AllocatedAlready bool `json:"allocated_already,omitempty"`
 	// SpecFrom says whose timing the policy counted later times by: the
 	// live Schedule's (livespec.FromSchedule), or the pipeline file's
 	// when there is no Schedule or no client to ask.
@@ -78,5 +89,31 @@ func (a *Activities) DecideCatchUp(ctx context.Context, in DecideCatchUpInput) (
 	if err != nil {
 		return DecideCatchUpResult{}, nonRetryable(allot.InvalidInput, "pipeline %s: %v", p.Name, err)
 	}
-	return DecideCatchUpResult{CatchUpDecision: d, Policy: spec.CatchUp.String(), SpecFrom: from}, nil
+	out := DecideCatchUpResult{CatchUpDecision: d, Policy: spec.CatchUp.String(), SpecFrom: from}
+	if !d.Run {
+		if out.AllocatedAlready, err = a.allocatedBy(ctx, p.Name, in.Key, in.RunID); err != nil {
+			return DecideCatchUpResult{}, err
+		}
+		out.Run = out.AllocatedAlready
+	}
+	return out, nil
+}
+
+// allocatedBy reports whether runID allocated the episode key is bound to.
+// The ScheduledRun decides and allocates in one workflow task: if that task
+// is lost after the allocation committed, its next attempt begins later and
+// could skip a time whose episode it already holds, leaving the episode
+// bound to the key with no run to start it (docs/design.md, "Catch-up").
+func (a *Activities) allocatedBy(ctx context.Context, pipelineName, key, runID string) (bool, error) {
+	if a.Ledger == nil || key == "" || runID == "" {
+		return false, nil
+	}
+	ep, err := a.Ledger.EpisodeByKey(ctx, pipelineName, key)
+	switch {
+	case errors.Is(err, ledger.ErrEpisodeNotFound):
+		return false, nil
+	case err != nil:
+		return false, classify(err)
+	}
+	return ep.AllocatedByRun == runID, nil
 }

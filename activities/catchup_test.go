@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"allot"
+	"allot/internal/ledger"
+	"allot/internal/ledgertest"
 	"allot/internal/livespec"
 	"allot/pipeline"
 )
@@ -85,5 +87,52 @@ name = "p"
 	d, err = a.DecideCatchUp(context.Background(), in)
 	if err != nil || !d.Run || !d.Missed || d.LaterMissed != 0 || d.SpecFrom != livespec.FromPipelineFile {
 		t.Fatalf("without a Schedule: %+v, %v; want the file's spec (no later time), run", d, err)
+	}
+}
+
+// A run whose workflow task was lost after it allocated begins again later,
+// when the policy says skip: the ledger shows its run ID holds the key's
+// episode, so the answer stays run, and the episode is not left bound to
+// the key with no workflow. Another run of the key, or a key nobody holds,
+// is skipped as before.
+func TestDecideCatchUpRunsATimeThisRunAllocatedAlready(t *testing.T) {
+	set, err := pipeline.Parse([]byte(`
+[[pipeline]]
+name = "p"
+  [pipeline.schedule]
+  interval       = "1h"
+  catchup_window = "10m"
+  catch_up       = "skip"
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := ledgertest.New(t).Led
+	a := &Activities{Pipelines: set, Ledger: led}
+	ctx := context.Background()
+	nominal := time.Date(2026, 11, 2, 3, 0, 0, 0, time.UTC)
+	key := allot.AllocationKey("p", nominal)
+	if _, err := led.Allocate(ctx, ledger.AllocateInput{Pipeline: "p", Key: key, Period: "2026-11-02", NominalTime: nominal, RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	late := DecideCatchUpInput{Pipeline: "p", NominalTime: nominal, BeganAt: nominal.Add(2 * time.Hour), StartedAt: nominal, Key: key}
+	for _, c := range []struct {
+		runID, key string
+		run        bool
+	}{
+		{"run-1", key, true},
+		{"run-2", key, false},
+		{"run-1", allot.AllocationKey("p", nominal.Add(time.Hour)), false},
+		{"", key, false},
+	} {
+		in := late
+		in.RunID, in.Key = c.runID, c.key
+		d, err := a.DecideCatchUp(ctx, in)
+		if err != nil || !d.Missed || d.Run != c.run || d.AllocatedAlready != c.run {
+			t.Errorf("run %q of key %s, late: %+v, %v; want missed, run=%v", c.runID, c.key, d, err, c.run)
+		}
 	}
 }

@@ -67,8 +67,8 @@ func TestScheduledRunCatchUp(t *testing.T) {
 			if (len(asked) > 0) != c.wantAsked {
 				t.Fatalf("policy asked %d times, want asked=%v", len(asked), c.wantAsked)
 			}
-			if c.wantAsked && (!asked[0].NominalTime.Equal(scheduled) || !asked[0].BeganAt.Equal(c.began)) {
-				t.Fatalf("policy asked with %+v, want nominal %s began %s", asked[0], scheduled, c.began)
+			if c.wantAsked && (!asked[0].NominalTime.Equal(scheduled) || !asked[0].BeganAt.Equal(c.began) || asked[0].Key != key || asked[0].RunID == "") {
+				t.Fatalf("policy asked with %+v, want nominal %s began %s, key %s and the run's ID", asked[0], scheduled, c.began, key)
 			}
 			if len(*outcomes) != 1 {
 				t.Fatalf("recorded %d outcomes, want 1", len(*outcomes))

@@ -254,6 +254,8 @@ func (r *scheduledRun) catchUp(ctx workflow.Context) (skip bool, err error) {
 	if err := workflow.ExecuteLocalActivity(lctx, a.DecideCatchUp, activities.DecideCatchUpInput{
 		Pipeline: r.input.Pipeline, NominalTime: r.result.NominalTime, BeganAt: began,
 		StartedAt: workflow.GetInfo(ctx).WorkflowStartTime,
+		Key:       r.result.WorkflowID,
+		RunID:     r.runID,
 	}).Get(ctx, &d); err != nil {
 		return false, err
 	}
