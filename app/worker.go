@@ -450,23 +450,42 @@ func VendorGauges(ctx context.Context, led *ledger.Ledger, set *pipeline.Set) ([
 
 // Serve runs a worker for the task queue until ctx ends.
 func Serve(ctx context.Context, c client.Client, taskQueue string, acts *activities.Activities) error {
-	attempts := &stoppedAttempts{}
-	w := worker.New(c, taskQueue, workerOptions(attempts))
-	Register(w, acts)
+	w := NewWorker(c, taskQueue, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %q: %w", taskQueue, err)
 	}
 	<-ctx.Done()
 	w.Stop()
-	// Stop cancelled the running attempts without waiting for them: the
-	// caller closes the ledger they write once Serve returns
-	// (stoppedAttempts).
+	return nil
+}
+
+// Worker is an allot worker: its workflows and acts registered, with
+// allot's worker options, and a Stop that returns once the attempts it
+// cancelled have.
+type Worker struct {
+	worker.Worker
+	attempts *stoppedAttempts
+}
+
+// NewWorker makes a worker for the task queue; it polls from Start.
+func NewWorker(c client.Client, taskQueue string, acts *activities.Activities) *Worker {
+	attempts := &stoppedAttempts{}
+	w := &Worker{Worker: worker.New(c, taskQueue, workerOptions(attempts)), attempts: attempts}
+	Register(w, acts)
+	return w
+}
+
+// Stop stops polling and waits, up to StopGrace, for the attempts the
+// stop cancelled: the SDK's Stop returns without waiting for them, and
+// the caller closes the ledger and files they write once Stop returns
+// (stoppedAttempts).
+func (w *Worker) Stop() {
+	w.Worker.Stop()
 	wait, cancel := context.WithTimeout(context.Background(), StopGrace)
 	defer cancel()
-	if !attempts.wait(wait) {
+	if !w.attempts.wait(wait) {
 		slog.Warn("activity attempts still running after the worker's stop; what they use is closed under them", "waited", StopGrace)
 	}
-	return nil
 }
 
 // StopGrace is how long Serve waits, after its worker's stop, for the

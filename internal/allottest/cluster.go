@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
 
 	"allot"
@@ -138,8 +137,9 @@ func (c *Cluster) StartWorker() {
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	w := worker.New(c.Client, workflows.TaskQueue, worker.Options{})
-	app.Register(w, c.Activities)
+	// The worker allot runs: its Stop waits for the attempts it cancelled,
+	// which may still be writing to the test's directory.
+	w := app.NewWorker(c.Client, workflows.TaskQueue, c.Activities)
 	// Allocate with the test's hook (SetAfterAllocate), in place of the
 	// registered one; the ScheduledRun finds it by name.
 	w.RegisterActivityWithOptions(func(ctx context.Context, in activities.AllocateInput) (activities.AllocateResult, error) {
