@@ -99,3 +99,27 @@ func SumAsks(rs []Reservation) ([]Reservation, error) {
 	}
 	return out, nil
 }
+
+// BudgetShortfall is why a budget refused a task: its period's limit, what
+// is settled and reserved already, and what the task asked.
+type BudgetShortfall struct {
+	Budget   string `json:"budget"`
+	Period   string `json:"period"`
+	Currency string `json:"currency"`
+	Limit    int64  `json:"limit"`
+	Settled  int64  `json:"settled"`
+	Reserved int64  `json:"reserved"`
+	Asked    int64  `json:"asked"`
+}
+
+// Needed is the smallest limit that admits the task: settled + reserved +
+// asked (saturating, never wrapping).
+func (s BudgetShortfall) Needed() int64 {
+	return BudgetSpend{Settled: s.Settled, Reserved: s.Reserved}.Needed(s.Asked)
+}
+
+func (s BudgetShortfall) String() string {
+	m := func(a int64) string { return Money{Amount: a, Currency: s.Currency}.String() }
+	return fmt.Sprintf("budget %s, period %s: limit %s, settled %s, reserved %s, asked %s", s.Budget, s.Period,
+		m(s.Limit), m(s.Settled), m(s.Reserved), m(s.Asked))
+}

@@ -1,6 +1,9 @@
 package allot
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // The active ISO 4217 alphabetic codes (list one), by the exponent of
 // their minor unit: the only currencies money may be kept in. Codes
@@ -68,4 +71,22 @@ func CurrencyDigits(currency string) int {
 		return d
 	}
 	return 2
+}
+
+// CheckCurrency refuses a code that is not an active ISO 4217 currency
+// with a minor unit (IsISO4217): a typo such as "XYZ" or "usd" would
+// otherwise open a currency of its own, whose amounts no budget or cost in
+// the real one ever meets; a code without a minor unit (gold, XAU) has no
+// whole amounts to count. Imports check their currencies with it too.
+func CheckCurrency(code string) error {
+	if IsISO4217(code) {
+		return nil
+	}
+	if up := strings.ToUpper(strings.TrimSpace(code)); up != code && IsISO4217(up) {
+		return fmt.Errorf("currency %q is not an ISO 4217 code: write it in uppercase, %q", code, up)
+	}
+	if what, ok := ISO4217WithoutMinorUnit(code); ok {
+		return fmt.Errorf("currency %q is ISO 4217's code for %s, which has no minor unit: allot keeps money as a whole number of a currency's minor units (cents for USD), so it takes the ISO 4217 currencies that have one; write the code of the currency the vendor bills in, e.g. \"USD\", \"EUR\" or \"JPY\"", code, what)
+	}
+	return fmt.Errorf("currency %q is not an ISO 4217 code: write the active three-letter code of the currency, e.g. \"USD\", \"EUR\" or \"JPY\"", code)
 }

@@ -186,3 +186,14 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// VendorKind is what a request does at the vendor: a send (a submission,
+// which a pause stops and the rate counts) or a poll (a look-up, a status
+// poll or a download, which only a pause of polls stops).
+type VendorKind string
+
+// Request kinds.
+const (
+	VendorSend VendorKind = "send"
+	VendorPoll VendorKind = "poll"
+)

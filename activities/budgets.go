@@ -78,7 +78,7 @@ func (a *Activities) admission(ctx context.Context, p *pipeline.Pipeline, ep led
 		if st.MaxCost != nil && (price.Currency != st.MaxCost.Currency || price.Amount > st.MaxCost.Amount) {
 			return adm, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %s, above the step's max_cost of %s: nothing was reserved or sent; raise max_cost in the pipeline file (new episodes) and retry, or abandon the step", price, *st.MaxCost))
 		}
-		if price.Amount < 0 || price.Amount > pipeline.MaxBudgetLimit || pipeline.CheckCurrency(price.Currency) != nil {
+		if price.Amount < 0 || price.Amount > allot.MaxBudgetLimit || allot.CheckCurrency(price.Currency) != nil {
 			return adm, false, a.unpriced(ctx, p, ep, st, in.Revision, fmt.Sprintf("the vendor quoted %d %q, which is not an amount of money to reserve: nothing was reserved or sent", price.Amount, price.Currency))
 		}
 	case !in.NoQuote && a.mayQuote(st):

@@ -19,32 +19,10 @@ import (
 // pipeline's episodes count in days or ISO weeks.
 const Month PeriodKind = "month"
 
-// MaxBudgetLimit bounds a budget's limit and its raises
-// (allot.MaxBudgetLimit).
-const MaxBudgetLimit = allot.MaxBudgetLimit
-
-// CheckCurrency refuses a code that is not an active ISO 4217 currency
-// with a minor unit (allot.IsISO4217): a typo such as "XYZ" or "usd" would
-// otherwise open a currency of its own, whose amounts no budget or cost in
-// the real one ever meets; a code without a minor unit (gold, XAU) has no
-// whole amounts to count. Imports check their currencies with it too.
-func CheckCurrency(code string) error {
-	if allot.IsISO4217(code) {
-		return nil
-	}
-	if up := strings.ToUpper(strings.TrimSpace(code)); up != code && allot.IsISO4217(up) {
-		return fmt.Errorf("currency %q is not an ISO 4217 code: write it in uppercase, %q", code, up)
-	}
-	if what, ok := allot.ISO4217WithoutMinorUnit(code); ok {
-		return fmt.Errorf("currency %q is ISO 4217's code for %s, which has no minor unit: allot keeps money as a whole number of a currency's minor units (cents for USD), so it takes the ISO 4217 currencies that have one; write the code of the currency the vendor bills in, e.g. \"USD\", \"EUR\" or \"JPY\"", code, what)
-	}
-	return fmt.Errorf("currency %q is not an ISO 4217 code: write the active three-letter code of the currency, e.g. \"USD\", \"EUR\" or \"JPY\"", code)
-}
-
 // checkMoney refuses an amount that is not positive or above max, and a
 // currency that is not an ISO 4217 code.
 func checkMoney(m allot.Money, what string, max int64) error {
-	if err := CheckCurrency(m.Currency); err != nil {
+	if err := allot.CheckCurrency(m.Currency); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if m.Amount <= 0 || m.Amount > max {
@@ -147,7 +125,7 @@ func (b *Budget) normalize() error {
 		return fmt.Errorf("budget %q: time_zone %q is not an IANA zone name (e.g. \"Europe/Berlin\"): %v", b.Name, b.TimeZone, err)
 	}
 	b.location = loc
-	if err := checkMoney(b.Limit, fmt.Sprintf("budget %q: limit", b.Name), MaxBudgetLimit); err != nil {
+	if err := checkMoney(b.Limit, fmt.Sprintf("budget %q: limit", b.Name), allot.MaxBudgetLimit); err != nil {
 		return err
 	}
 	for i, a := range b.Alerts {

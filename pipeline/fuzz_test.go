@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"allot"
 )
 
 var (
@@ -186,7 +188,7 @@ func FuzzParse(f *testing.F) {
 		}
 		fl.Budgets = set.Budgets()
 		for _, b := range fl.Budgets {
-			if b.Location() == time.Local || b.Limit.Amount <= 0 || b.Limit.Amount > MaxBudgetLimit || CheckCurrency(b.Limit.Currency) != nil {
+			if b.Location() == time.Local || b.Limit.Amount <= 0 || b.Limit.Amount > allot.MaxBudgetLimit || allot.CheckCurrency(b.Limit.Currency) != nil {
 				t.Fatalf("accepted budget is not usable: %+v", b)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/internal/ledger"
 	"allot/pipeline"
 )
 
@@ -62,8 +61,8 @@ const (
 // written (owned by the ledger's batch queue, its budget reserved) before
 // it is sent here.
 type BatchItemRequest struct {
-	Ref    ledger.PaidTaskRef `json:"ref"`
-	Params map[string]string  `json:"params,omitempty"`
+	Ref    allot.PaidTaskRef `json:"ref"`
+	Params map[string]string `json:"params,omitempty"`
 	// NotifyWorkflowID is told the item's outcome (BatchItemDoneSignal);
 	// "" tells no one.
 	NotifyWorkflowID string `json:"notify_workflow_id,omitempty"`
@@ -78,7 +77,7 @@ const batchRefusalsBeforeParking = 2
 
 // BatchItemDone is what became of one item: the signal its workflow gets.
 type BatchItemDone struct {
-	Ref           ledger.PaidTaskRef     `json:"ref"`
+	Ref           allot.PaidTaskRef      `json:"ref"`
 	BatchKey      string                 `json:"batch_key"`
 	VendorBatchID string                 `json:"vendor_batch_id,omitempty"`
 	Outcome       allot.BatchItemOutcome `json:"outcome"`
@@ -313,9 +312,9 @@ func (c *batchCollector) drive(ctx workflow.Context, b InFlightBatch) {
 func (c *batchCollector) driveBatch(ctx workflow.Context, b InFlightBatch) error {
 	var a *activities.Activities
 	actx := workflow.WithActivityOptions(ctx, batchActivityOptions())
-	refs := make([]ledger.PaidTaskRef, 0, len(b.Items))
+	refs := make([]allot.PaidTaskRef, 0, len(b.Items))
 	items := make([]activities.BatchItemInput, 0, len(b.Items))
-	notify := make(map[ledger.PaidTaskRef]BatchItemRequest, len(b.Items))
+	notify := make(map[allot.PaidTaskRef]BatchItemRequest, len(b.Items))
 	for _, it := range b.Items {
 		refs = append(refs, it.Ref)
 		items = append(items, activities.BatchItemInput{Ref: it.Ref, Params: it.Params})

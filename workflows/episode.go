@@ -10,7 +10,6 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/internal/ledger"
 )
 
 // EpisodeInput names an existing episode. The Episode workflow never allocates.
@@ -50,7 +49,7 @@ type Attention struct {
 	Remedies []string `json:"remedies,omitempty"`
 	// Budgets are, for BudgetExhausted, the budgets that refused the step
 	// and what each has (as last asked).
-	Budgets []ledger.BudgetShortfall `json:"budgets,omitempty"`
+	Budgets []allot.BudgetShortfall `json:"budgets,omitempty"`
 }
 
 // Retrying says that a step's activity keeps failing with errors a retry may

@@ -11,7 +11,6 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/internal/ledger"
 )
 
 // A paid step in batch mode (docs/design.md, "Batches"): the episode writes
@@ -126,7 +125,7 @@ func (e *episode) awaitBatchWord(ctx workflow.Context, done workflow.ReceiveChan
 		sel.AddFuture(timer, func(f workflow.Future) { waitEr = f.Get(ctx, nil) })
 		sel.Select(ctx)
 		switch {
-		case got && word.Ref == (ledger.PaidTaskRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, Step: in.Step, Revision: in.Revision}):
+		case got && word.Ref == (allot.PaidTaskRef{Pipeline: in.Pipeline, EpisodeID: in.EpisodeID, Step: in.Step, Revision: in.Revision}):
 			return word, true, nil
 		case got:
 			continue // another revision's word: the ledger has it

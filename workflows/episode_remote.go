@@ -11,7 +11,6 @@ import (
 
 	"allot"
 	"allot/activities"
-	"allot/internal/ledger"
 	"allot/internal/payonce"
 	"allot/paidvendor"
 )
@@ -94,7 +93,7 @@ func (d *workflowDriver) Prepare(attempt int) (activities.PaidPlan, error) {
 	info := workflow.GetInfo(d.ctx).WorkflowExecution
 	d.phase = activities.PaidPhaseInput{PaidTaskInput: d.in, Owner: fmt.Sprintf("%s/%s/%s/r%d/%d", info.ID, info.RunID, d.in.Step, d.in.Revision, attempt)}
 	if d.gated {
-		pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, false, false)
+		pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", allot.VendorSend, false, false)
 		if err != nil {
 			return activities.PaidPlan{}, err
 		}
@@ -147,7 +146,7 @@ func (d *workflowDriver) gate() error {
 	if !d.gated || d.pass.passed {
 		return nil
 	}
-	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true, false)
+	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", allot.VendorSend, true, false)
 	if err != nil {
 		return err
 	}
@@ -169,7 +168,7 @@ func (d *workflowDriver) request() error {
 		return nil
 	}
 	d.release()
-	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", ledger.VendorSend, true, d.admitted)
+	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", allot.VendorSend, true, d.admitted)
 	if err != nil {
 		return err
 	}
@@ -387,7 +386,7 @@ func (e *episode) remoteAwait(ctx workflow.Context, in activities.PaidTaskInput,
 			var pass workflowPass
 			if gated {
 				var err error
-				if pass, err = e.enterVendor(ctx, in, holder, ledger.VendorPoll, true, false); err != nil {
+				if pass, err = e.enterVendor(ctx, in, holder, allot.VendorPoll, true, false); err != nil {
 					return err
 				}
 			}
@@ -483,7 +482,7 @@ func (p *workflowPass) observe(verdict, failed bool, err string) {
 // enterVendor asks the vendor's gate for one of the Episode's requests to
 // an activity adapter; a wait is shown and waited out (call).
 // tokenTaken: the rate already counted the request's attempt.
-func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind ledger.VendorKind, always, tokenTaken bool) (workflowPass, error) {
+func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind allot.VendorKind, always, tokenTaken bool) (workflowPass, error) {
 	var a *activities.Activities
 	var g activities.VendorGateResult
 	if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always, TokenTaken: tokenTaken}, &g); err != nil {
@@ -499,11 +498,11 @@ func (e *episode) leaveVendor(ctx workflow.Context, in activities.PaidTaskInput,
 		return
 	}
 	var a *activities.Activities
-	outcome := ledger.VendorNoVerdict
+	outcome := allot.VendorNoVerdict
 	if p.verdict {
-		outcome = ledger.VendorAnswered
+		outcome = allot.VendorAnswered
 		if p.failed {
-			outcome = ledger.VendorFailed
+			outcome = allot.VendorFailed
 		}
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -581,7 +580,7 @@ func (e *episode) applyPaid(i int, r activities.PaidTaskResult) {
 // nudges it. With room, the attention is cleared and the step runs again:
 // its admission decides, and may park it again. This path is reached only
 // with BudgetExhausted, which no history recorded before budgets existed.
-func (e *episode) waitForBudget(ctx workflow.Context, i int, needs []ledger.BudgetShortfall) error {
+func (e *episode) waitForBudget(ctx workflow.Context, i int, needs []allot.BudgetShortfall) error {
 	var a *activities.Activities
 	step := e.state.Steps[i]
 	in := activities.BudgetRoomInput{PaidTaskInput: activities.PaidTaskInput{Pipeline: e.input.Pipeline, EpisodeID: e.input.EpisodeID,

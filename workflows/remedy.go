@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"allot"
-	"allot/internal/ledger"
 )
 
 // Remedies are the commands an operator can run for a paid step parked in
@@ -38,7 +37,7 @@ func Remedies(pipelineName, episodeID, step string, state allot.PaidTaskState, a
 // each budget, the period's limit raised to what it has settled and
 // reserved plus what the step asks. A raise nudges the episode, which then
 // resumes by itself; `resolve --retry` asks again at once.
-func BudgetRemedies(pipelineName, episodeID, step string, refused []ledger.BudgetShortfall) []string {
+func BudgetRemedies(pipelineName, episodeID, step string, refused []allot.BudgetShortfall) []string {
 	var out []string
 	for _, s := range refused {
 		out = append(out, allot.BudgetRaiseCommand(s.Budget, s.Period, s.Needed(), fmt.Sprintf("admit %s/%s step %s", pipelineName, episodeID, step)))

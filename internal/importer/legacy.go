@@ -333,8 +333,8 @@ func planRecord(p *pipeline.Pipeline, src sourceRecord, now time.Time) (plannedR
 		case c.Amount > allot.MaxAmount:
 			bad("cost of %q is %d minor units (%s), above the bound of %s for one charge: amounts are minor units (cents); correct the amount",
 				c.RemoteRef, c.Amount, allot.Money{Amount: c.Amount, Currency: c.Currency}, allot.Money{Amount: allot.MaxAmount, Currency: c.Currency})
-		case pipeline.CheckCurrency(c.Currency) != nil:
-			bad("cost of %q: %v", c.RemoteRef, pipeline.CheckCurrency(c.Currency))
+		case allot.CheckCurrency(c.Currency) != nil:
+			bad("cost of %q: %v", c.RemoteRef, allot.CheckCurrency(c.Currency))
 		default:
 			if _, dup := costs[c.RemoteRef]; dup {
 				bad("reference %q has two costs: give its one absolute amount", c.RemoteRef)

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"allot"
-	"allot/pipeline"
 )
 
 // BillLine is one line of a vendor account's bill: a charge, or a refund
@@ -158,7 +157,7 @@ func checkBillPage(p *BillPage) error {
 			return invalid("%s is %d minor units, outside 0..%d (a refund gives its amount as a positive number): the bill reader misread it; nothing was stored",
 				what, ln.Amount, allot.MaxAmount)
 		}
-		if err := pipeline.CheckCurrency(ln.Currency); err != nil {
+		if err := allot.CheckCurrency(ln.Currency); err != nil {
 			return invalid("%s: %v; nothing was stored", what, err)
 		}
 		ln.Account, ln.Vendor, ln.Seq, ln.JudgedAt = p.Account, p.Vendor, 0, time.Time{}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"allot"
-	"allot/pipeline"
 )
 
 // DriftItem is one line of a bill, or one recorded cost, that the ledger
@@ -83,7 +82,7 @@ func checkDrift(d *DriftItem) error {
 		return invalid("%s has no detail: say what is wrong and what to do; nothing was recorded", what)
 	case d.Currency == "" && d.Amount == 0:
 	default:
-		if err := pipeline.CheckCurrency(d.Currency); err != nil {
+		if err := allot.CheckCurrency(d.Currency); err != nil {
 			return invalid("%s: %v; nothing was recorded", what, err)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"allot"
-	"allot/pipeline"
 )
 
 // BudgetRaise is an operator's new limit for one budget's period: who set
@@ -75,10 +74,10 @@ func (l *Ledger) RaiseBudget(ctx context.Context, r BudgetRaise) (BudgetRaise, b
 		return BudgetRaise{}, false, invalid("a budget raise needs a request ID")
 	case r.Budget == "" || r.Period == "":
 		return BudgetRaise{}, false, invalid("a budget raise names its budget and period, got %q and %q", r.Budget, r.Period)
-	case r.Limit <= 0 || r.Limit > pipeline.MaxBudgetLimit:
-		return BudgetRaise{}, false, invalid("budget %s period %s: a limit of %d is not between 1 and %d minor units", r.Budget, r.Period, r.Limit, pipeline.MaxBudgetLimit)
-	case pipeline.CheckCurrency(r.Currency) != nil:
-		return BudgetRaise{}, false, invalid("budget %s: %v", r.Budget, pipeline.CheckCurrency(r.Currency))
+	case r.Limit <= 0 || r.Limit > allot.MaxBudgetLimit:
+		return BudgetRaise{}, false, invalid("budget %s period %s: a limit of %d is not between 1 and %d minor units", r.Budget, r.Period, r.Limit, allot.MaxBudgetLimit)
+	case allot.CheckCurrency(r.Currency) != nil:
+		return BudgetRaise{}, false, invalid("budget %s: %v", r.Budget, allot.CheckCurrency(r.Currency))
 	case strings.TrimSpace(r.Reason) == "":
 		return BudgetRaise{}, false, invalid("budget %s period %s: a raise needs a reason: pass --reason TEXT", r.Budget, r.Period)
 	case strings.TrimSpace(r.By) == "":

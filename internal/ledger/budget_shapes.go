@@ -24,10 +24,10 @@ import (
 // its name. The error is a *BudgetReshapedError.
 var ErrBudgetReshaped = errors.New("budget changed under its spend")
 
-// BudgetSpend is what the entries of one (budget, period, currency) hold:
+// BudgetPeriodSpend is what the entries of one (budget, period, currency) hold:
 // settled costs and held reservations, and the first and last nominal
 // time of their episodes (the times the period was computed from).
-type BudgetSpend struct {
+type BudgetPeriodSpend struct {
 	Budget       string    `json:"budget"`
 	Period       string    `json:"period"`
 	Currency     string    `json:"currency"`
@@ -37,9 +37,9 @@ type BudgetSpend struct {
 	LastNominal  time.Time `json:"last_nominal"`
 }
 
-// BudgetSpends lists, in one query, every (budget, period, currency) that
+// BudgetPeriodSpends lists, in one query, every (budget, period, currency) that
 // holds settled or held money, by budget, period and currency.
-func (l *Ledger) BudgetSpends(ctx context.Context) ([]BudgetSpend, error) {
+func (l *Ledger) BudgetPeriodSpends(ctx context.Context) ([]BudgetPeriodSpend, error) {
 	rows, err := l.r.QueryContext(ctx, l.d.q(`SELECT b.budget, b.period, b.currency,
 			COALESCE(SUM(CASE WHEN b.state = 'settled' THEN b.settled ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN b.state = 'held' THEN b.reserved ELSE 0 END), 0),
@@ -52,9 +52,9 @@ func (l *Ledger) BudgetSpends(ctx context.Context) ([]BudgetSpend, error) {
 		return nil, fmt.Errorf("ledger %s: sum the spend of every budget period: %w", l.where, err)
 	}
 	defer rows.Close()
-	var out []BudgetSpend
+	var out []BudgetPeriodSpend
 	for rows.Next() {
-		var s BudgetSpend
+		var s BudgetPeriodSpend
 		if err := rows.Scan(&s.Budget, &s.Period, &s.Currency, &s.Settled, &s.Reserved, dbTime{&s.FirstNominal}, dbTime{&s.LastNominal}); err != nil {
 			return nil, fmt.Errorf("ledger %s: sum the spend of every budget period: %w", l.where, err)
 		}
@@ -77,7 +77,7 @@ type ReshapedBudget struct {
 	Budget pipeline.Budget
 	// Changed says what differs: "currency", "period" or "time_zone".
 	Changed string
-	Spends  []BudgetSpend
+	Spends  []BudgetPeriodSpend
 	// Both: the ledger also holds spend of the budget in the file's
 	// shape (the budget was changed before, and money booked both ways),
 	// so restoring the old shape would refuse that spend instead.
@@ -131,13 +131,13 @@ func (l *Ledger) CheckBudgetShapes(ctx context.Context, budgets []pipeline.Budge
 	if len(budgets) == 0 {
 		return nil
 	}
-	spends, err := l.BudgetSpends(ctx)
+	spends, err := l.BudgetPeriodSpends(ctx)
 	if err != nil {
 		return err
 	}
 	var out BudgetReshapedError
 	for _, b := range budgets {
-		byChange := map[string][]BudgetSpend{}
+		byChange := map[string][]BudgetPeriodSpend{}
 		fits := false
 		for _, s := range spends {
 			if s.Budget != b.Name {

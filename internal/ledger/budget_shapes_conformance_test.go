@@ -48,7 +48,7 @@ name = "weekly"
 // free. CheckBudgetShapes refuses it, naming the budget, the periods with
 // their money and the fix; a zone that buckets every entry as before, and
 // spend under a name the file no longer has, pass. One query
-// (BudgetSpends) reads the spend.
+// (BudgetPeriodSpends) reads the spend.
 func testBudgetShapes(t *testing.T, l *Ledger) {
 	ctx := ctxT(t)
 	// Monday 09:00 UTC and Sunday 23:30 UTC of 2026-W32; in Tokyo the
@@ -76,22 +76,22 @@ func testBudgetShapes(t *testing.T, l *Ledger) {
 	}
 	mustReserve(t, l, paidRef(eps[0], "cover", 0), usd("gone", "2026-08", 1000, 300))
 
-	spends, err := l.BudgetSpends(ctx)
+	spends, err := l.BudgetPeriodSpends(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []BudgetSpend{
+	want := []BudgetPeriodSpend{
 		{Budget: "gone", Period: "2026-08", Currency: "USD", Reserved: 300, FirstNominal: t0, LastNominal: t0},
 		{Budget: "weekly", Period: "2026-W32", Currency: "USD", Settled: 250, Reserved: 100, FirstNominal: t0, LastNominal: sunday},
 	}
 	if len(spends) != len(want) {
-		t.Fatalf("BudgetSpends = %+v, want %+v", spends, want)
+		t.Fatalf("BudgetPeriodSpends = %+v, want %+v", spends, want)
 	}
 	for i := range want {
 		g, w := spends[i], want[i]
 		if g.Budget != w.Budget || g.Period != w.Period || g.Currency != w.Currency || g.Settled != w.Settled || g.Reserved != w.Reserved ||
 			!g.FirstNominal.Equal(w.FirstNominal) || !g.LastNominal.Equal(w.LastNominal) {
-			t.Fatalf("BudgetSpends[%d] = %+v, want %+v", i, g, w)
+			t.Fatalf("BudgetPeriodSpends[%d] = %+v, want %+v", i, g, w)
 		}
 	}
 

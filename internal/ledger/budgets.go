@@ -37,7 +37,6 @@ import (
 	"time"
 
 	"allot"
-	"allot/pipeline"
 )
 
 // ErrBudgetExhausted means a task's reservation does not fit in a budget
@@ -83,29 +82,8 @@ type BudgetEntry struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// BudgetShortfall is why a budget refused a task: its period's limit, what
-// is settled and reserved already, and what the task asked.
-type BudgetShortfall struct {
-	Budget   string `json:"budget"`
-	Period   string `json:"period"`
-	Currency string `json:"currency"`
-	Limit    int64  `json:"limit"`
-	Settled  int64  `json:"settled"`
-	Reserved int64  `json:"reserved"`
-	Asked    int64  `json:"asked"`
-}
-
-// Needed is the smallest limit that admits the task: settled + reserved +
-// asked (saturating, never wrapping).
-func (s BudgetShortfall) Needed() int64 {
-	return allot.BudgetSpend{Settled: s.Settled, Reserved: s.Reserved}.Needed(s.Asked)
-}
-
-func (s BudgetShortfall) String() string {
-	m := func(a int64) string { return allot.Money{Amount: a, Currency: s.Currency}.String() }
-	return fmt.Sprintf("budget %s, period %s: limit %s, settled %s, reserved %s, asked %s", s.Budget, s.Period,
-		m(s.Limit), m(s.Settled), m(s.Reserved), m(s.Asked))
-}
+// BudgetShortfall is why a budget refused a task (allot's noun).
+type BudgetShortfall = allot.BudgetShortfall
 
 // BudgetExhaustedError is ErrBudgetExhausted with the budgets that refused.
 type BudgetExhaustedError struct {
@@ -143,12 +121,12 @@ func checkReservations(what string, rs []Reservation) error {
 			return invalid("%s: a reservation names its budget and period, got %q and %q", what, r.Budget, r.Period)
 		case seen[k]:
 			return invalid("%s: budget %s period %s is asked twice", what, r.Budget, r.Period)
-		case pipeline.CheckCurrency(r.Currency) != nil:
-			return invalid("%s: budget %s: %v", what, r.Budget, pipeline.CheckCurrency(r.Currency))
+		case allot.CheckCurrency(r.Currency) != nil:
+			return invalid("%s: budget %s: %v", what, r.Budget, allot.CheckCurrency(r.Currency))
 		case r.Amount < 0 || r.Amount > allot.MaxAmount:
 			return invalid("%s: budget %s: a reservation of %d is not between 0 and %d minor units", what, r.Budget, r.Amount, allot.MaxAmount)
-		case r.Limit <= 0 || r.Limit > pipeline.MaxBudgetLimit:
-			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", what, r.Budget, r.Limit, pipeline.MaxBudgetLimit)
+		case r.Limit <= 0 || r.Limit > allot.MaxBudgetLimit:
+			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", what, r.Budget, r.Limit, allot.MaxBudgetLimit)
 		}
 		seen[k] = true
 	}

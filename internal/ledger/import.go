@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"allot"
-	"allot/pipeline"
 )
 
 // Errors of Import that callers tell apart with errors.Is.
@@ -366,8 +365,8 @@ func checkImportBatch(b ImportBatch) error {
 			case t.Amount > allot.MaxAmount:
 				return invalid("%s: the cost of %s is %s, above the bound of %s per entry", where, t.RemoteRef,
 					allot.Money{Amount: t.Amount, Currency: t.Currency}, allot.Money{Amount: allot.MaxAmount, Currency: t.Currency})
-			case t.Currency != "" && pipeline.CheckCurrency(t.Currency) != nil:
-				return invalid("%s: the cost of %s: %v", where, t.RemoteRef, pipeline.CheckCurrency(t.Currency))
+			case t.Currency != "" && allot.CheckCurrency(t.Currency) != nil:
+				return invalid("%s: the cost of %s: %v", where, t.RemoteRef, allot.CheckCurrency(t.Currency))
 			}
 			if err := checkImportBudgets(where, t); err != nil {
 				return err
@@ -410,8 +409,8 @@ func checkImportBudgets(where string, t ImportTask) error {
 			return invalid("%s: step %s revision %d: a budget names itself and its period, got %q and %q", where, t.Step, t.Revision, b.Budget, b.Period)
 		case seen[b.Budget]:
 			return invalid("%s: step %s revision %d: budget %s is given twice", where, t.Step, t.Revision, b.Budget)
-		case b.Limit <= 0 || b.Limit > pipeline.MaxBudgetLimit:
-			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", where, b.Budget, b.Limit, pipeline.MaxBudgetLimit)
+		case b.Limit <= 0 || b.Limit > allot.MaxBudgetLimit:
+			return invalid("%s: budget %s: a limit of %d is not between 1 and %d minor units", where, b.Budget, b.Limit, allot.MaxBudgetLimit)
 		case t.Currency != "" && t.Currency != b.Currency:
 			return invalid("%s: the cost of %s is %s, but budget %s counts %s: amounts are never converted; give the cost in %s as the vendor billed it, or correct the record",
 				where, t.RemoteRef, allot.Money{Amount: t.Amount, Currency: t.Currency}, b.Budget, b.Currency, b.Currency)
@@ -614,7 +613,7 @@ func (l *Ledger) planImport(ctx context.Context, tx *sql.Tx, b ImportBatch) (Imp
 			continue
 		}
 		fix := "raise the period first"
-		if needed, err := allot.AddAmounts(o.Settled, o.Reserved, o.Imported); err == nil && needed <= pipeline.MaxBudgetLimit {
+		if needed, err := allot.AddAmounts(o.Settled, o.Reserved, o.Imported); err == nil && needed <= allot.MaxBudgetLimit {
 			fix = "raise the period first: " + allot.BudgetRaiseCommand(o.Budget, o.Period, needed, "imported costs of "+b.Pipeline)
 		}
 		conflict(ConflictOverBudget, "", "%s: the imported costs of old IDs %s would take it over its limit: if the old system did pay them, import them anyway with --over-budget REASON (recorded with who and why; check then reports the period while its settled costs are above the limit), or %s",

@@ -20,15 +20,13 @@ import (
 	"allot"
 )
 
-// VendorKind is what a request does at the vendor: a send (a submission,
-// which a pause stops and the rate counts) or a poll (a look-up, a status
-// poll or a download, which only a pause of polls stops).
-type VendorKind string
+// VendorKind is what a request does at the vendor (allot's noun).
+type VendorKind = allot.VendorKind
 
-// Request kinds.
+// Request kinds (allot's).
 const (
-	VendorSend VendorKind = "send"
-	VendorPoll VendorKind = "poll"
+	VendorSend = allot.VendorSend
+	VendorPoll = allot.VendorPoll
 )
 
 // VendorWait says why a request may not go now.

@@ -77,8 +77,8 @@ func RaiseBudget(ctx context.Context, led *ledger.Ledger, in RaiseInput) (RaiseR
 	switch {
 	case b.CheckPeriod(in.Period) != nil:
 		return RaiseResult{}, bad("%v", b.CheckPeriod(in.Period))
-	case in.Limit <= 0 || in.Limit > pipeline.MaxBudgetLimit:
-		return RaiseResult{}, bad("--limit %d is not between 1 and %d minor units of %s (%s is %d)", in.Limit, pipeline.MaxBudgetLimit, b.Limit.Currency, b.Limit, b.Limit.Amount)
+	case in.Limit <= 0 || in.Limit > allot.MaxBudgetLimit:
+		return RaiseResult{}, bad("--limit %d is not between 1 and %d minor units of %s (%s is %d)", in.Limit, allot.MaxBudgetLimit, b.Limit.Currency, b.Limit, b.Limit.Amount)
 	case strings.TrimSpace(in.Reason) == "":
 		return RaiseResult{}, bad("a raise needs a reason: --reason TEXT")
 	case allot.CheckText("--reason", in.Reason) != nil:

@@ -11,7 +11,6 @@ import (
 	"allot"
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
-	"allot/pipeline"
 )
 
 func isType(err error, errType string) bool {
@@ -32,7 +31,7 @@ func TestRaiseBudgetChangesOnePeriodAndNamesTheParked(t *testing.T) {
 		"unknown budget":  func() RaiseInput { r := ok; r.Budget = "nope"; return r }(),
 		"period of kind":  func() RaiseInput { r := ok; r.Period = "2026-08-03"; return r }(),
 		"zero limit":      func() RaiseInput { r := ok; r.Limit = 0; return r }(),
-		"huge limit":      func() RaiseInput { r := ok; r.Limit = pipeline.MaxBudgetLimit + 1; return r }(),
+		"huge limit":      func() RaiseInput { r := ok; r.Limit = allot.MaxBudgetLimit + 1; return r }(),
 		"no reason":       func() RaiseInput { r := ok; r.Reason = " "; return r }(),
 		"long reason":     func() RaiseInput { r := ok; r.Reason = strings.Repeat("r", allot.MaxTextLen+1); return r }(),
 		"control in by":   func() RaiseInput { r := ok; r.By = "maria\x1b[2J"; return r }(),

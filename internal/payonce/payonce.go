@@ -22,7 +22,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
-	"allot/internal/ledger"
 	"allot/paidvendor"
 )
 
@@ -49,7 +48,7 @@ const (
 // for its deadline (before it, the vendor's "nothing" proves nothing);
 // else (another attempt's intent, or a send that may have reached the
 // vendor) ask the vendor before anything is sent.
-func NextPhase(task ledger.PaidTask, owner string, now time.Time) Phase {
+func NextPhase(task allot.PaidTask, owner string, now time.Time) Phase {
 	switch {
 	case task.State != allot.PaidIntent:
 		return NextDone
@@ -71,7 +70,7 @@ type Plan[R any] struct {
 	WaitUntil      time.Time `json:"wait_until,omitzero"`
 	// Seen is the intent as it was read before the vendor was asked: a
 	// take-over after the vendor's "nothing" is refused if it changed.
-	Seen ledger.PaidTask `json:"seen"`
+	Seen allot.PaidTask `json:"seen"`
 	// AskedAbsent: the vendor said it had nothing, in this attempt.
 	AskedAbsent bool `json:"asked_absent,omitempty"`
 	// QuoteRequest is the request to price (NextQuote): what the send
