@@ -157,7 +157,7 @@ func TestMaxInFlightOneAcrossThreeWorkers(t *testing.T) {
 	eps := allocateMany(t, c, 5)
 	completeAll(t, c, eps)
 	if st := c.Vendor.Sim.Stats(); st.MaxInFlight != 1 || st.Submissions < 10 {
-		t.Fatalf("vendor stats %+v: want at most 1 request at once", st)
+		t.Fatalf("vendor stats %+v: want at most 1 request at once; served at once: %q", st, c.Vendor.Sim.PeakInFlight())
 	}
 }
 

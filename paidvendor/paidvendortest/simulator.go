@@ -20,8 +20,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	mathrand "math/rand"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -208,6 +210,12 @@ type Simulator struct {
 	statsMu sync.Mutex
 	stats   vendorapi.Stats
 	recent  []time.Time
+	// inFlight are the requests being served, and peak those served at
+	// once when MaxInFlight last rose: what a test of a concurrency limit
+	// prints when it fails.
+	inFlight map[uint64]string
+	nextReq  uint64
+	peak     []string
 }
 
 type simTask struct {
@@ -395,7 +403,16 @@ func (s *Simulator) arrive(r *http.Request) func() {
 	defer s.statsMu.Unlock()
 	s.stats.Requests++
 	s.stats.InFlight++
-	s.stats.MaxInFlight = max(s.stats.MaxInFlight, s.stats.InFlight)
+	s.nextReq++
+	id := s.nextReq
+	if s.inFlight == nil {
+		s.inFlight = map[uint64]string{}
+	}
+	s.inFlight[id] = fmt.Sprintf("%s %s (arrived %s)", r.Method, r.URL.RequestURI(), at.Format("15:04:05.000000"))
+	if s.stats.InFlight > s.stats.MaxInFlight {
+		s.stats.MaxInFlight = s.stats.InFlight
+		s.peak = slices.Sorted(maps.Values(s.inFlight))
+	}
 	if r.Method == http.MethodPost && r.URL.Path == vendorapi.TasksPath {
 		s.stats.Submissions++
 		cut := 0
@@ -411,8 +428,17 @@ func (s *Simulator) arrive(r *http.Request) func() {
 	return func() {
 		s.statsMu.Lock()
 		s.stats.InFlight--
+		delete(s.inFlight, id)
 		s.statsMu.Unlock()
 	}
+}
+
+// PeakInFlight names the requests the simulator served at once when its
+// MaxInFlight was reached, with their arrival times.
+func (s *Simulator) PeakInFlight() []string {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return slices.Clone(s.peak)
 }
 
 // ServeHTTP implements http.Handler.
