@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
-	"allot"
 	"allot/internal/ledger"
 	"allot/internal/operator"
 	"allot/internal/report"
@@ -177,45 +175,6 @@ func printForecasts(w io.Writer, fs []operator.BudgetForecast) {
 	for _, f := range fs {
 		fmt.Fprintf(w, "budget\t%s\n", f)
 	}
-}
-
-// runForecast is what a run would reserve in the budgets that cover its
-// pipeline's paid steps, in its nominal time's periods, against what each
-// has free: nothing when its key already has an episode. Without a
-// readable ledger, free is the configured limit.
-func (c *cli) runForecast(ctx context.Context, set *pipeline.Set, in operator.RunInput) ([]operator.BudgetForecast, error) {
-	if len(set.Budgets()) == 0 {
-		return nil, nil
-	}
-	p, err := set.Get(in.Pipeline)
-	if err != nil {
-		return nil, err
-	}
-	// The key and time the run will use: a key given unplaced (manual-7)
-	// is looked up as the ledger keeps it (<pipeline>/manual-7).
-	rk, err := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: p.Name, Known: set.Names(), Key: in.Key, Nominal: in.NominalTime, Now: time.Now()})
-	if err != nil {
-		return nil, err
-	}
-	type forecast struct {
-		fs       []operator.BudgetForecast
-		existing bool
-	}
-	res, err := readLedger(ctx, c, func(led *ledger.Ledger) (forecast, error) {
-		if _, err := led.EpisodeByKey(ctx, in.Pipeline, rk.Key); err == nil || errors.Is(err, ledger.ErrKeyAmbiguous) {
-			return forecast{existing: true}, nil
-		}
-		fs, err := operator.ForecastBudgets(ctx, led, set, in.Pipeline, []time.Time{rk.Nominal})
-		return forecast{fs: fs}, err
-	})
-	switch {
-	case err == nil && res.existing:
-		return nil, nil
-	case err == nil:
-		return res.fs, nil
-	}
-	// Without a readable ledger the forecast takes the limits.
-	return operator.ForecastBudgets(ctx, nil, set, in.Pipeline, []time.Time{rk.Nominal})
 }
 
 // printBudgetSpend writes the spend against each budget (stats, costs).

@@ -89,6 +89,13 @@ func readLedger[T any](ctx context.Context, c *cli, query func(*ledger.Ledger) (
 	return res, c.ledgerError(err)
 }
 
+// viewLedger opens the ledger read-only for one read: ledger.View at the
+// command's --ledger, for what the engine reads on its own (a run's
+// preview).
+func (c *cli) viewLedger(ctx context.Context, read func(*ledger.Ledger) error) error {
+	return c.ledgerError(ledger.View(ctx, c.cfg.Ledger, read))
+}
+
 // ledgerError adds to a ledger that does not exist where the ledger comes
 // from and the command that creates one: the worker's first start.
 func (c *cli) ledgerError(err error) error {

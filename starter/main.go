@@ -421,23 +421,21 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := pipelines.Get(pipelineName)
-	if err != nil {
-		return err
-	}
-	if key != "" {
-		// A key another pipeline's, or under a reserved prefix, is refused
-		// before anything is contacted (Runs.Run refuses it too).
-		if _, err := allot.PlaceKey(pipelineName, key, pipelines.Names()); err != nil {
+	if nominal != "" && in.NominalTime.IsZero() {
+		// Runs takes the zero time for "now": a zero time given on purpose
+		// is an absurd one.
+		p, err := pipelines.Get(pipelineName)
+		if err != nil {
 			return err
 		}
-	}
-	if nominal != "" && in.NominalTime.IsZero() {
-		// Runs.Run takes the zero time for "now": a zero time given on
-		// purpose is an absurd one.
 		return allot.Errorf(allot.InvalidInput, "--nominal-time %s: %v", nominal, p.CheckNominalTime(in.NominalTime, time.Now()))
 	}
-	ledgerID, err := c.ledgerID(ctx)
+	runs := &operator.Runs{Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, Namespace: c.resolvedNamespace,
+		ReadLedger: c.viewLedger, OnNoWorker: func(nw report.NoWorker) { c.printNoWorker("run", nw) }}
+	// The key, resolved once, and consent counted in money: what the run
+	// would reserve, read before it starts. A bad key or time is refused
+	// here, before Temporal is contacted.
+	preview, err := runs.Preview(ctx, in)
 	if err != nil {
 		return err
 	}
@@ -446,14 +444,7 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	// Consent counted in money: what the run would reserve, read before
-	// it starts.
-	forecast, err := c.runForecast(ctx, pipelines, in)
-	if err != nil {
-		return err
-	}
-	runs := &operator.Runs{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID,
-		Namespace: c.resolvedNamespace, OnNoWorker: func(nw report.NoWorker) { c.printNoWorker("run", nw) }}
+	runs.Client = cl
 	// Stopped while it watches, the run goes on: say so and how to watch
 	// it again, instead of failing with "context canceled".
 	stopped := func(key string) error {
@@ -477,14 +468,14 @@ func runCommand(ctx context.Context, c *cli, args []string) error {
 		}
 		return errInterrupted
 	}
-	res, err := runs.Run(ctx, in)
+	res, err := runs.Start(ctx, preview, in.Wait)
 	if err != nil {
 		if ctx.Err() != nil {
 			return stopped(res.WorkflowID)
 		}
 		return err
 	}
-	out := followedRun{RunResult: res, Budgets: forecast}
+	out := followedRun{RunResult: res, Budgets: preview.Forecast}
 	if follow && res.Result != nil && res.Result.EpisodeID != "" {
 		st, err := runs.FollowEpisode(ctx, pipelineName, res.Result.EpisodeID)
 		if err != nil {

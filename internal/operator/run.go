@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/internal/report"
 	"allot/pipeline"
 	"allot/workflows"
@@ -41,6 +42,12 @@ type Runs struct {
 	OnNoWorker    func(report.NoWorker)
 	NoWorkerAfter time.Duration
 	Namespace     string
+	// ReadLedger, when set, opens the ledger read-only for one read (the
+	// starter's ledger.View), so that Preview can say which episode the
+	// key already owns and forecast against what is free; an error that
+	// wraps ledger.ErrNotCreated means there is no ledger yet. Nil: the
+	// forecast takes the budgets' limits.
+	ReadLedger func(ctx context.Context, read func(*ledger.Ledger) error) error
 }
 
 // RunInput is one request to run a pipeline.
@@ -77,45 +84,116 @@ type RunResult struct {
 	Result     *workflows.ScheduledRunResult `json:"result,omitempty"`
 }
 
-// Run starts (or finds) the ScheduledRun for the request's key. Validation
-// happens before anything is sent, so bad input starts nothing: the key is
-// placed under the pipeline's prefix (or refused if it names another
-// pipeline), and the nominal time must be known and inside the pipeline's
-// window (invariant 12).
+// RunPreview is what a run request resolves to before anything starts:
+// the key placed under its pipeline and the nominal time, resolved once
+// (allot.ResolveRunKey) for the forecast and the start alike, the episode
+// the key already owns and what a new one would reserve.
+type RunPreview struct {
+	Pipeline string    `json:"pipeline"`
+	Key      string    `json:"key"`
+	Nominal  time.Time `json:"nominal_time"`
+	// LedgerID is the ledger the run must be allocated in: Runs.LedgerID,
+	// else the identity of the ledger ReadLedger read ("" leaves it to the
+	// worker).
+	LedgerID string `json:"ledger_id,omitempty"`
+	// Existing: the key owns an episode already (EpisodeID, "" when the
+	// key is ambiguous in an imported ledger), so the run reserves nothing.
+	Existing  bool   `json:"existing,omitempty"`
+	EpisodeID string `json:"episode_id,omitempty"`
+	// Forecast is what the run would reserve in the budgets covering its
+	// paid steps, in its nominal time's periods: none when Existing.
+	Forecast []BudgetForecast `json:"budgets,omitempty"`
+}
+
+// Run starts (or finds) the ScheduledRun for the request's key: Preview,
+// then Start.
 func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
-	p, err := r.Pipelines.Get(in.Pipeline)
+	pv, err := r.Preview(ctx, in)
 	if err != nil {
 		return RunResult{}, err
+	}
+	return r.Start(ctx, pv, in.Wait)
+}
+
+// Preview resolves a run request without starting anything. Validation
+// comes first, so bad input contacts nothing: the key is placed under the
+// pipeline's prefix (or refused if it names another pipeline), and the
+// nominal time must be known and inside the pipeline's window (invariant
+// 12). Then the ledger, if ReadLedger is set, is read once: its identity,
+// the key's episode and what is free in the budgets.
+func (r *Runs) Preview(ctx context.Context, in RunInput) (RunPreview, error) {
+	p, err := r.Pipelines.Get(in.Pipeline)
+	if err != nil {
+		return RunPreview{}, err
 	}
 	rk, err := allot.ResolveRunKey(allot.RunKeyInput{Pipeline: p.Name, Known: r.Pipelines.Names(), Key: in.Key, Nominal: in.NominalTime, Now: r.now()})
 	if err != nil {
+		return RunPreview{}, err
+	}
+	if err := p.CheckNominalTime(rk.Nominal, r.now()); err != nil {
+		return RunPreview{}, allot.Errorf(allot.InvalidInput, "%v", err)
+	}
+	pv := RunPreview{Pipeline: p.Name, Key: rk.Key, Nominal: rk.Nominal, LedgerID: r.LedgerID}
+	read := func(l *ledger.Ledger) error {
+		if pv.LedgerID == "" {
+			pv.LedgerID = l.ID()
+		}
+		ep, err := l.EpisodeByKey(ctx, p.Name, rk.Key)
+		switch {
+		case err == nil:
+			pv.Existing, pv.EpisodeID = true, ep.ID
+			return nil
+		case errors.Is(err, ledger.ErrKeyAmbiguous):
+			pv.Existing = true
+			return nil
+		case !errors.Is(err, ledger.ErrEpisodeNotFound):
+			return err
+		}
+		pv.Forecast, err = ForecastBudgets(ctx, l, r.Pipelines, p.Name, []time.Time{rk.Nominal})
+		return err
+	}
+	if r.ReadLedger != nil {
+		err := r.ReadLedger(ctx, read)
+		switch {
+		case err == nil:
+			return pv, nil
+		case !errors.Is(err, ledger.ErrNotCreated):
+			return RunPreview{}, err
+		}
+		// No ledger yet: the worker's first start creates it.
+		pv.Existing, pv.EpisodeID = false, ""
+	}
+	pv.Forecast, err = ForecastBudgets(ctx, nil, r.Pipelines, p.Name, []time.Time{rk.Nominal})
+	return pv, err
+}
+
+// Start starts (or finds) the ScheduledRun a preview resolved; wait waits
+// for its result.
+func (r *Runs) Start(ctx context.Context, pv RunPreview, wait bool) (RunResult, error) {
+	p, err := r.Pipelines.Get(pv.Pipeline)
+	if err != nil {
 		return RunResult{}, err
 	}
-	in.Key = rk.Key
-	nominal := rk.Nominal
-	if err := p.CheckNominalTime(nominal, r.now()); err != nil {
-		return RunResult{}, allot.Errorf(allot.InvalidInput, "%v", err)
-	}
-
+	key, nominal := pv.Key, pv.Nominal
 	rerun := false
-	desc, err := r.Client.DescribeWorkflowExecution(ctx, in.Key, "")
+	desc, err := r.Client.DescribeWorkflowExecution(ctx, key, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 		desc = nil
 	case err != nil:
-		return RunResult{}, fmt.Errorf("look up workflow %q: %w", in.Key, err)
+		return RunResult{}, fmt.Errorf("look up workflow %q: %w", key, err)
 	}
 	if desc != nil {
 		info := desc.GetWorkflowExecutionInfo()
-		if err := r.checkSamePeriod(ctx, p, in.Key, info.GetExecution().GetRunId(), nominal); err != nil {
+		if err := r.checkSamePeriod(ctx, p, key, info.GetExecution().GetRunId(), nominal); err != nil {
 			return RunResult{}, err
 		}
 		switch info.GetStatus() {
 		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-			return r.follow(ctx, RunAttached, in.Key, info.GetExecution().GetRunId(), in.Wait)
+			return r.follow(ctx, RunAttached, key, info.GetExecution().GetRunId(), wait)
 		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-			existing, err := r.follow(ctx, RunExisting, in.Key, info.GetExecution().GetRunId(), true)
+			existing, err := r.follow(ctx, RunExisting, key, info.GetExecution().GetRunId(), true)
 			if err != nil || !missedCatchUp(existing.Result) {
 				return existing, err
 			}
@@ -134,20 +212,20 @@ func (r *Runs) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	if rerun {
 		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 	}
-	opts := workflows.ScheduledRunStartOptions(reuse, workflows.ScheduledRunStart{Pipeline: p.Name, Run: rk, TaskQueue: r.TaskQueue})
+	opts := workflows.ScheduledRunStartOptions(reuse, workflows.ScheduledRunStart{Pipeline: p.Name, Run: allot.RunKey{Key: key, Nominal: nominal}, TaskQueue: r.TaskQueue})
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	run, err := r.Client.ExecuteWorkflow(ctx, opts,
-		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: r.LedgerID})
+		workflows.ScheduledRunWorkflow, workflows.ScheduledRunInput{Pipeline: p.Name, NominalTime: nominal, LedgerID: pv.LedgerID})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		// Another start won since our look-up: attach to it, or report it
 		// if it has finished already.
-		return r.attach(ctx, in.Key, already.RunId, in.Wait)
+		return r.attach(ctx, key, already.RunId, wait)
 	}
 	if err != nil {
-		return RunResult{}, fmt.Errorf("start ScheduledRun %q: %w", in.Key, err)
+		return RunResult{}, fmt.Errorf("start ScheduledRun %q: %w", key, err)
 	}
-	return r.follow(ctx, RunStarted, in.Key, run.GetRunID(), in.Wait)
+	return r.follow(ctx, RunStarted, key, run.GetRunID(), wait)
 }
 
 // missedCatchUp: the run was skipped by its pipeline's catch-up policy,
