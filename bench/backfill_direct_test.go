@@ -118,22 +118,12 @@ func BenchmarkBackfillFastVsSchedule(b *testing.B) {
 		from = from.Add(time.Duration(runs) * time.Hour)
 
 		to := from.Add(time.Duration(runs) * time.Hour)
-		var watch *operator.BackfillWatch
 		start = time.Now()
-		res, err := s.Backfill(context.Background(), operator.BackfillInput{Pipeline: benchPipeline, From: from, To: to, Yes: true, Override: longRange,
-			BeforeSend: func(r operator.BackfillResult) error {
-				var err error
-				watch, err = operator.WatchBackfill(context.Background(), w.Ledger, benchPipeline, r.Keys)
-				return err
-			}})
-		if err != nil {
-			b.Fatal(err)
-		}
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		p, err := watch.Wait(wctx, 250*time.Millisecond, nil)
+		res, err := s.Backfill(wctx, operator.BackfillInput{Pipeline: benchPipeline, From: from, To: to, Yes: true, Override: longRange, ReportEvery: 250 * time.Millisecond})
 		cancel()
-		if err != nil || p.Allocated != runs {
-			b.Fatalf("backfill through the Schedule: %+v, %v", p, err)
+		if err != nil || res.Progress == nil || !res.Progress.Complete() || res.Progress.Allocated != runs {
+			b.Fatalf("backfill through the Schedule: %+v, %v", res.Progress, err)
 		}
 		sched += time.Since(start)
 		waitEpisodesCompleted(b, w.Ledger, res.Keys)

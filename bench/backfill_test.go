@@ -31,8 +31,8 @@ func backfillRuns(tb testing.TB) int {
 // consent (Yes, as `starter schedule backfill --yes` sends it), and allot's
 // worker in this process on a SQLite ledger. A backfill is done when every
 // one of its keys has a run outcome in the ledger that it did not have
-// before (operator.WatchBackfill, what `starter schedule backfill --wait`
-// follows); the clock starts before Backfill counts the times:
+// before (Backfill follows them unless NoWait, as `starter schedule
+// backfill --via-schedule` does); the clock starts before Backfill counts the times:
 //
 //	go test -run '^$' -bench Backfill -benchtime 1x -timeout 30m ./bench/
 //
@@ -67,30 +67,20 @@ func BenchmarkBackfill(b *testing.B) {
 	var total int
 	for b.Loop() {
 		to := from.Add(time.Duration(runs) * time.Hour)
-		var watch *operator.BackfillWatch
 		start := time.Now()
-		res, err := s.Backfill(ctx, operator.BackfillInput{
-			Pipeline: benchPipeline, From: from, To: to, Yes: true,
-			BeforeSend: func(r operator.BackfillResult) error {
-				var err error
-				watch, err = operator.WatchBackfill(ctx, w.Ledger, benchPipeline, r.Keys)
-				return err
-			},
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+		res, err := s.Backfill(wctx, operator.BackfillInput{
+			Pipeline: benchPipeline, From: from, To: to, Yes: true, ReportEvery: 250 * time.Millisecond,
 		})
+		cancel()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res.Runs != runs || !res.Sent {
-			b.Fatalf("backfill %+v, want %d runs sent", res, runs)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
-		p, err := watch.Wait(wctx, 250*time.Millisecond, func(p operator.BackfillProgress) {})
-		cancel()
-		if err != nil {
-			b.Fatalf("waiting for the backfill: %v (progress %+v)", err, p)
+		if res.Runs != runs || !res.Sent || res.Progress == nil {
+			b.Fatalf("backfill %+v, want %d runs sent and followed", res, runs)
 		}
 		backfillTime += time.Since(start)
-		if p.Allocated != runs {
+		if p := *res.Progress; !p.Complete() || p.Allocated != runs {
 			b.Fatalf("backfill progress %+v, want %d allocated", p, runs)
 		}
 		waitEpisodesCompleted(b, w.Ledger, res.Keys)

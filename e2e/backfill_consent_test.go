@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -66,23 +67,25 @@ func TestBackfillIsCountedBeforeItIsSentAndEndsBeforeTo(t *testing.T) {
 		t.Fatalf("%d ScheduledRuns after the dry runs and refusals, want only the manual one", n)
 	}
 
-	var watch *operator.BackfillWatch
-	res, err := s.Backfill(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: to, Override: pipeline.Schedule{MaxBackfillRuns: 2}, Yes: true,
-		BeforeSend: func(r operator.BackfillResult) error {
-			w, err := operator.WatchBackfill(ctx, c.Ledger, "weekly-video", r.Keys)
-			watch = w
-			return err
-		}})
-	if err != nil || !res.Sent || res.Runs != 3 || watch == nil {
-		t.Fatalf("backfill with --yes: %+v, %v", res, err)
-	}
 	var reports []operator.BackfillProgress
-	p, err := watch.Wait(ctx, 100*time.Millisecond, func(p operator.BackfillProgress) { reports = append(reports, p) })
-	if err != nil {
-		t.Fatal(err)
+	sent := 0
+	res, err := s.Backfill(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: to, Override: pipeline.Schedule{MaxBackfillRuns: 2}, Yes: true,
+		Sent:   func(operator.BackfillResult) { sent++ },
+		Report: func(p operator.BackfillProgress) { reports = append(reports, p) }, ReportEvery: 100 * time.Millisecond})
+	if err != nil || !res.Sent || res.Runs != 3 || sent != 1 || res.Progress == nil {
+		t.Fatalf("backfill with --yes: %+v, %v (told sent %d times)", res, err, sent)
 	}
-	if p != (operator.BackfillProgress{Total: 3, Done: 3, Allocated: 2, Reused: 1}) || len(reports) == 0 {
+	if p := *res.Progress; p != (operator.BackfillProgress{Total: 3, Done: 3, Allocated: 2, Reused: 1}) || len(reports) == 0 || reports[len(reports)-1] != p {
 		t.Fatalf("progress %+v (reports %+v), want 3 done: 2 allocated, 1 reused", p, reports)
+	}
+	// Without a ledger to follow the runs in, a followed backfill is
+	// refused before anything is contacted, with the command that sends it
+	// unfollowed.
+	blind := *s
+	blind.Ledger = nil
+	if _, err := blind.Backfill(ctx, operator.BackfillInput{Pipeline: "weekly-video", From: from, To: to, Flags: []string{"--via-schedule"}}); allot.ErrorType(err) != allot.NotReady ||
+		!strings.Contains(err.Error(), "--via-schedule --no-wait") {
+		t.Fatalf("a followed backfill without a ledger: %v, want NotReady naming --no-wait", err)
 	}
 	// The time on --to never ran; the others did, each once more.
 	time.Sleep(2 * time.Second)
@@ -129,6 +132,19 @@ func TestBackfillIsCountedBeforeItIsSentAndEndsBeforeTo(t *testing.T) {
 	code, out = starterCmd(t, bin, c, pipelinesFile, "schedule", "backfill", "--pipeline", "weekly-video", "--from", next, "--to", end, "--no-wait")
 	if code != 0 || !strings.Contains(out, "not followed (--no-wait)") || strings.Contains(out, "done:") {
 		t.Fatalf("starter backfill --no-wait: exit %d\n%s", code, out)
+	}
+	// Through the Schedule, on a ledger the worker never created: followed,
+	// it is refused, and the command it prints sends it unfollowed.
+	later := to.Add(4 * time.Hour).Format(time.RFC3339)
+	missing := "sqlite:" + filepath.Join(t.TempDir(), "none.db")
+	code, out = starterCmd(t, bin, c, pipelinesFile, "schedule", "backfill", "--pipeline", "weekly-video", "--from", end, "--to", later, "--via-schedule", "--ledger", missing)
+	printed = regexp.MustCompile("`(starter schedule backfill [^`]* --no-wait)`").FindStringSubmatch(out)
+	if code != 1 || printed == nil || !strings.Contains(printed[1], "--ledger "+missing) {
+		t.Fatalf("starter backfill --via-schedule without a ledger: exit %d, want 1 and the command with --no-wait\n%s", code, out)
+	}
+	code, out = starterCmd(t, bin, c, pipelinesFile, allottest.SplitCommand(t, printed[1])[1:]...)
+	if code != 0 || !strings.Contains(out, "backfill of weekly-video/schedule") || !strings.Contains(out, "not followed (--no-wait)") {
+		t.Fatalf("the printed command %s: exit %d\n%s", printed[1], code, out)
 	}
 	c.MustCheck()
 }

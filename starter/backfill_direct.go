@@ -42,11 +42,8 @@ func backfillDirect(ctx context.Context, c *cli, in operator.BackfillInput, noWa
 	// The ledger, read-only, tells which times already ran (they are not
 	// started again) and answers the dry run. Without it every time is
 	// started: those that ran get their episodes back, at a run's cost.
-	led, ledgerErr := c.openLedgerReadOnly(ctx)
-	if ledgerErr == nil {
-		defer led.Close()
-		s.Ledger = led
-	} else if !in.DryRun {
+	ledgerErr := c.noLedger
+	if ledgerErr != nil && !in.DryRun {
 		fmt.Fprintf(c.stderr, "starter schedule backfill: the ledger cannot be opened (%v): every time is started, and those that already ran get their episodes back\n", ledgerErr)
 	}
 	if !in.DryRun && !noWait {

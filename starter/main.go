@@ -88,6 +88,10 @@ type cli struct {
 	// loaded it.
 	pipelineSet *pipeline.Set
 	pipelineErr error
+	// noLedger is why the schedule commands have no ledger to read (there
+	// is none yet), with where it comes from and the command that makes
+	// one.
+	noLedger error
 }
 
 // usageError is a command line mistake: exit 2, with the command's usage.

@@ -40,15 +40,36 @@ func (c *cli) schedules(ctx context.Context) (*operator.Schedules, func(), error
 	if err != nil {
 		return nil, nil, err
 	}
-	ledgerID, err := c.ledgerID(ctx)
-	if err != nil {
+	// The ledger, read-only, names the ledger the runs are allocated in
+	// (a worker of another ledger refuses them), and answers a backfill's
+	// look-ups, forecast and progress. None yet leaves the runs to the
+	// first worker's (c.noLedger says why); any other failure to read it
+	// is an error, since runs without its identity would be taken by a
+	// worker of any ledger.
+	led, err := c.openLedgerReadOnly(ctx)
+	switch {
+	case errors.Is(err, ledger.ErrNotCreated):
+		c.noLedger, led = err, nil
+	case err != nil:
 		return nil, nil, err
 	}
 	cl, err := c.dial(ctx)
 	if err != nil {
+		if led != nil {
+			led.Close()
+		}
 		return nil, nil, err
 	}
-	return &operator.Schedules{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, LedgerID: ledgerID, Namespace: c.resolvedNamespace}, cl.Close, nil
+	s := &operator.Schedules{Client: cl, Pipelines: pipelines, TaskQueue: c.cfg.TaskQueue, Namespace: c.resolvedNamespace}
+	if led != nil {
+		s.Ledger, s.LedgerID = led, led.ID()
+	}
+	return s, func() {
+		cl.Close()
+		if led != nil {
+			led.Close()
+		}
+	}, nil
 }
 
 func bindScheduleFlags(c *cli, name string, in *operator.ScheduleInput) *flag.FlagSet {
@@ -230,53 +251,23 @@ func scheduleBackfill(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer done()
-	// The ledger, read-only, answers the dry run's look-ups and the
-	// progress. A dry run without it still counts; a watched backfill
-	// without it is refused before anything is sent.
-	// A backfill under budgets forecasts against what they have free:
-	// read too, for --no-wait (without it the forecast takes the limits).
-	var ledgerErr error
-	if in.DryRun || !noWait || len(s.Pipelines.Budgets()) > 0 {
-		led, err := c.openLedgerReadOnly(ctx)
-		if err == nil {
-			defer led.Close()
-			s.Ledger = led
-		} else if ledgerErr = err; !in.DryRun && !noWait {
-			return fmt.Errorf("the backfill's progress is read from the ledger, which cannot be opened: %w (to send it without following it: %s)", err,
-				allot.BackfillCommand(in.Pipeline, in.From, in.To, backfillFlags(in, append(slices.Clone(in.Flags), "--no-wait")...)...))
+	in.NoWait, in.ReportEvery = noWait, progressEvery
+	in.Report = func(p operator.BackfillProgress) {
+		if !c.json {
+			fmt.Fprintf(c.stdout, "%d/%d done: %d allocated, %d reused, %d skipped, %d failed\n", p.Done, p.Total, p.Allocated, p.Reused, p.Skipped, p.Failed)
 		}
 	}
-	var watch *operator.BackfillWatch
-	if !in.DryRun && !noWait {
-		in.BeforeSend = func(res operator.BackfillResult) error {
-			if res.NominalUnknown {
-				return nil // no keys to follow; said below
-			}
-			w, err := operator.WatchBackfill(ctx, s.Ledger, in.Pipeline, res.Keys)
-			watch = w
-			return err
+	in.Sent = func(res operator.BackfillResult) {
+		if !c.json && !noWait && !res.NominalUnknown {
+			fmt.Fprintf(c.stdout, "backfilling %s: %d runs from %s to %s (Ctrl-C stops watching; the backfill goes on)\n",
+				res.ScheduleID, res.Runs, res.First.Format(time.RFC3339), res.Last.Format(time.RFC3339))
 		}
 	}
 	res, err := s.Backfill(ctx, in)
 	if err != nil {
 		return err
 	}
-	if watch != nil && res.Sent {
-		report := func(p operator.BackfillProgress) {
-			if !c.json {
-				fmt.Fprintf(c.stdout, "%d/%d done: %d allocated, %d reused, %d skipped, %d failed\n", p.Done, p.Total, p.Allocated, p.Reused, p.Skipped, p.Failed)
-			}
-		}
-		if !c.json {
-			fmt.Fprintf(c.stdout, "backfilling %s: %d runs from %s to %s (Ctrl-C stops watching; the backfill goes on)\n",
-				res.ScheduleID, res.Runs, res.First.Format(time.RFC3339), res.Last.Format(time.RFC3339))
-		}
-		p, err := watch.Wait(ctx, progressEvery, report)
-		res.Progress = &p
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
-	}
+	ledgerErr := c.noLedger
 	c.print(res, func(w io.Writer) {
 		switch {
 		case res.DryRun:
@@ -349,23 +340,6 @@ func (c *cli) printSchedule(res operator.ScheduleResult) {
 			fmt.Fprintf(w, "ran\t%s\t%s\n", a.NominalTime.Format(time.RFC3339), a.WorkflowID)
 		}
 	})
-}
-
-// ledgerID is the identity of the configured ledger, which the runs this
-// command starts carry so that a worker of another ledger refuses them; ""
-// when the ledger does not exist yet (the first worker creates it). Any
-// other failure to read it is an error: runs started without the identity
-// would be taken by a worker of any ledger.
-func (c *cli) ledgerID(ctx context.Context) (string, error) {
-	led, err := c.openLedgerReadOnly(ctx)
-	if errors.Is(err, ledger.ErrNotCreated) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	defer led.Close()
-	return led.ID(), nil
 }
 
 // backfillFlags are the flags of a backfill command line beside extra.

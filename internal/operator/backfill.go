@@ -38,10 +38,9 @@ type BackfillInput struct {
 	// DryRun counts the runs and looks their keys up in the ledger
 	// (Schedules.Ledger), sending nothing.
 	DryRun bool
-	// BeforeSend, when set, is called with the result just before the
-	// backfill is sent (to note the keys' runs so far, see WatchBackfill);
-	// an error sends nothing.
-	BeforeSend func(BackfillResult) error
+	// Sent, when set, is called with the result once a backfill through
+	// the Schedule is sent, before its runs are followed.
+	Sent func(BackfillResult)
 	// Flags are the flags beside --yes and --dry-run that the printed
 	// commands carry (e.g. --via-schedule), so that a remedy runs the same
 	// backfill.
@@ -54,11 +53,15 @@ type BackfillInput struct {
 	// MaxInFlight caps the runs started and not yet ended (0:
 	// DefaultBackfillMaxInFlight).
 	MaxInFlight int
-	// NoWait returns once every run is started, without waiting for the
-	// last ones to end.
+	// The settings of both backfills.
+	//
+	// NoWait returns once the backfill is sent (through the Schedule) or
+	// every run is started (fast), without following the runs to their
+	// end. Following them reads the ledger (Schedules.Ledger).
 	NoWait bool
 	// Report, when set, is called with the progress as it changes (at most
-	// every ReportEvery, default 200 ms) and once at the end.
+	// every ReportEvery, default 200 ms for the fast backfill, 1 s through
+	// the Schedule) and once at the end.
 	Report      func(BackfillProgress)
 	ReportEvery time.Duration
 }
@@ -123,9 +126,12 @@ var ErrBackfillNeedsConsent = errors.New("backfill needs consent")
 // backfill request covers), and refuses more than the pipeline's
 // max_backfill_runs unless in.Yes (invariant 15). Temporal's backfill end
 // is inclusive: the request ends 1 ms before To, so a time that falls on
-// To does not run.
+// To does not run. Unless in.NoWait, it then follows the runs in the
+// ledger until each has recorded its outcome (in.Report sees the
+// progress), and a watched backfill without a ledger is refused before
+// anything is contacted.
 func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillResult, error) {
-	pl, err := s.planBackfill(ctx, in)
+	pl, err := s.planBackfill(ctx, in, !in.DryRun && !in.NoWait)
 	if err != nil {
 		return BackfillResult{}, err
 	}
@@ -139,8 +145,12 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 	if out.Runs == 0 {
 		return out, nil
 	}
-	if in.BeforeSend != nil {
-		if err := in.BeforeSend(out); err != nil {
+	// Followed, the runs are read from the ledger: the keys' runs so far
+	// are noted before the backfill is sent, so that only the runs it
+	// starts count.
+	var watch *backfillWatch
+	if !in.NoWait && !out.NominalUnknown {
+		if watch, err = watchBackfill(ctx, s.Ledger, pl.p.Name, out.Keys); err != nil {
 			return BackfillResult{}, err
 		}
 	}
@@ -150,6 +160,23 @@ func (s *Schedules) Backfill(ctx context.Context, in BackfillInput) (BackfillRes
 		return BackfillResult{}, fmt.Errorf("backfill schedule %s: %w", pl.h.GetID(), err)
 	}
 	out.Sent = true
+	if in.Sent != nil {
+		in.Sent(out)
+	}
+	if watch == nil {
+		return out, nil
+	}
+	every := in.ReportEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	// Stopped while it follows, the backfill goes on: the progress so far
+	// is the answer.
+	progress, err := watch.Wait(ctx, every, in.Report)
+	out.Progress = &progress
+	if err != nil && ctx.Err() == nil {
+		return out, err
+	}
 	return out, nil
 }
 
@@ -191,8 +218,9 @@ type backfillPlan struct {
 // planBackfill checks the request and the range, asks the server for the
 // times, maps them to nominal times and keys, looks the keys up in the
 // ledger (a few batched queries, however many keys) and forecasts the
-// budgets. It sends nothing.
-func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput) (*backfillPlan, error) {
+// budgets. It sends nothing. followInLedger: the runs will be followed in
+// the ledger, so a missing one is refused before Temporal is contacted.
+func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput, followInLedger bool) (*backfillPlan, error) {
 	p, err := s.Pipelines.Get(in.Pipeline)
 	if err != nil {
 		return nil, err
@@ -220,6 +248,10 @@ func (s *Schedules) planBackfill(ctx context.Context, in BackfillInput) (*backfi
 	}
 	if err := CheckBackfillRange(p.Name, in.From, in.To, s.clock(), backfillFlagsWith(in)...); err != nil {
 		return nil, err
+	}
+	if followInLedger && s.Ledger == nil {
+		return nil, allot.Errorf(allot.NotReady, "backfill of %s refused, nothing was sent: its progress is read from the ledger, and there is none yet (the worker's first start creates it); to send it without following it: `%s`",
+			p.Name, allot.BackfillCommand(p.Name, in.From, in.To, backfillFlagsWith(in, "--no-wait")...))
 	}
 	h, err := s.handle(ctx, p.Name)
 	if err != nil {
@@ -444,8 +476,8 @@ type BackfillProgress struct {
 // Complete reports whether every run has recorded its outcome.
 func (p BackfillProgress) Complete() bool { return p.Done >= p.Total }
 
-// BackfillWatch follows a backfill's runs in the ledger.
-type BackfillWatch struct {
+// backfillWatch follows a backfill's runs in the ledger.
+type backfillWatch struct {
 	led      *ledger.Ledger
 	pipeline string
 	keys     []string
@@ -453,10 +485,10 @@ type BackfillWatch struct {
 	done     map[string]allot.Outcome
 }
 
-// WatchBackfill notes the runs the keys already have; call it before the
+// watchBackfill notes the runs the keys already have; call it before the
 // backfill is sent.
-func WatchBackfill(ctx context.Context, led *ledger.Ledger, pipelineName string, keys []string) (*BackfillWatch, error) {
-	w := &BackfillWatch{led: led, pipeline: pipelineName, keys: keys, before: map[string]map[string]bool{}, done: map[string]allot.Outcome{}}
+func watchBackfill(ctx context.Context, led *ledger.Ledger, pipelineName string, keys []string) (*backfillWatch, error) {
+	w := &backfillWatch{led: led, pipeline: pipelineName, keys: keys, before: map[string]map[string]bool{}, done: map[string]allot.Outcome{}}
 	outs, err := led.RunOutcomesOfKeys(ctx, pipelineName, keys)
 	if err != nil {
 		return nil, err
@@ -471,7 +503,7 @@ func WatchBackfill(ctx context.Context, led *ledger.Ledger, pipelineName string,
 }
 
 // Progress reads the runs recorded since the watch began.
-func (w *BackfillWatch) Progress(ctx context.Context) (BackfillProgress, error) {
+func (w *backfillWatch) Progress(ctx context.Context) (BackfillProgress, error) {
 	var pending []string
 	for _, k := range w.keys {
 		if _, ok := w.done[k]; !ok {
@@ -512,7 +544,7 @@ func (w *BackfillWatch) Progress(ctx context.Context) (BackfillProgress, error) 
 
 // Wait polls Progress every interval, calling report when it changes,
 // until every run has recorded its outcome or ctx ends.
-func (w *BackfillWatch) Wait(ctx context.Context, interval time.Duration, report func(BackfillProgress)) (BackfillProgress, error) {
+func (w *backfillWatch) Wait(ctx context.Context, interval time.Duration, report func(BackfillProgress)) (BackfillProgress, error) {
 	var last BackfillProgress
 	first := true
 	for {

@@ -140,7 +140,7 @@ func (s *Schedules) BackfillDirect(ctx context.Context, in BackfillInput) (Backf
 	if in.MaxInFlight == 0 {
 		in.MaxInFlight = DefaultBackfillMaxInFlight
 	}
-	pl, err := s.planBackfill(ctx, in)
+	pl, err := s.planBackfill(ctx, in, false)
 	if err != nil {
 		return BackfillResult{}, err
 	}

@@ -189,6 +189,20 @@ func TestBackfillRefusesBadRangesBeforeContactingTemporal(t *testing.T) {
 	}
 }
 
+// A followed backfill through the Schedule reads its runs' progress from
+// the ledger: without one it is refused before Temporal is contacted, with
+// the command that sends it unfollowed; a dry run or --no-wait goes on
+// without a ledger (and here reaches the idle client, which fails).
+func TestFollowedBackfillWithoutALedgerIsRefusedBeforeContactingTemporal(t *testing.T) {
+	s := &Schedules{Client: idleClient(t), Pipelines: testPipelines(t), TaskQueue: "allot"}
+	from := time.Date(2026, 7, 27, 0, 0, 0, 0, time.UTC)
+	_, err := s.Backfill(context.Background(), BackfillInput{Pipeline: "weekly", From: from, To: from.Add(time.Hour), Yes: true, Flags: []string{"--via-schedule"}})
+	want := "`starter schedule backfill --pipeline weekly --from 2026-07-27T00:00:00Z --to 2026-07-27T01:00:00Z --yes --via-schedule --no-wait`"
+	if errorType(err) != allot.NotReady || !strings.Contains(err.Error(), want) {
+		t.Fatalf("followed, without a ledger: %v (type %q), want NotReady naming %s", err, errorType(err), want)
+	}
+}
+
 // The server keeps a cron string as a calendar spec, and describe writes it
 // back as cron. What describe shows must mean the schedule that was given:
 // each case is a cron expression, the calendar the server stores for it,

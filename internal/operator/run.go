@@ -158,6 +158,8 @@ func (r *Runs) Preview(ctx context.Context, in RunInput) (RunPreview, error) {
 		case err == nil:
 			return pv, nil
 		case !errors.Is(err, ledger.ErrNotCreated):
+			// A run without the ledger's identity would be taken by a
+			// worker of any ledger.
 			return RunPreview{}, err
 		}
 		// No ledger yet: the worker's first start creates it.
