@@ -19,76 +19,35 @@ import (
 	"allot/workflows"
 )
 
-// Period deadlines (docs/design.md, "Period deadlines"): at start, the
-// worker declares the deadline each pipeline of its file has (the ledger
-// keeps when it was first read, and when it changed: periods due before
-// are never judged) and makes sure the pipeline's DeadlineWatch runs,
-// telling it to plan again from the declaration. One watch per pipeline,
-// however many workers start: SignalWithStart starts it only when none
-// runs under allot.DeadlineWatchID.
-
-// startDeadlineWatches declares the deadlines of set and starts or
-// signals their watches. A failure is logged with what to do and does not
-// stop the worker: its runs do not need the watch, and the next worker
-// start tries again.
-func startDeadlineWatches(ctx context.Context, c client.Client, led *ledger.Ledger, set *pipeline.Set, taskQueue string, logger *slog.Logger) {
-	for _, name := range set.Names() {
-		p, err := set.Get(name)
-		if err != nil {
-			continue
-		}
-		if !p.HasDeadline() {
-			// A deadline the file no longer has is withdrawn, so that one
-			// declared again later judges no period due meanwhile.
-			if withdrawn, err := led.WithdrawDeadline(ctx, name, time.Now()); err != nil && ctx.Err() == nil {
-				logger.Warn("could not record that a pipeline declares no deadline any more", "pipeline", name, "error", err,
-					"fix", "the next worker start records it; until then a deadline declared again would judge the periods due meanwhile")
-			} else if withdrawn {
-				logger.Info("deadline withdrawn: no period is judged until one is declared again", "pipeline", name)
+// deadlineDeclarer is the worker's start of the deadlines (deadline.Declarer,
+// docs/design.md, "Period deadlines"), with its two calls to Temporal: one
+// watch per pipeline, however many workers start, since SignalWithStart
+// starts it only when none runs under allot.DeadlineWatchID.
+func deadlineDeclarer(c client.Client, led *ledger.Ledger, set *pipeline.Set, taskQueue string, logger *slog.Logger) *deadline.Declarer {
+	return &deadline.Declarer{
+		Ledger: led, Pipelines: set, TaskQueue: taskQueue, Logger: logger,
+		Watch: func(ctx context.Context, name string) error {
+			id := allot.DeadlineWatchID(name)
+			_, err := c.SignalWithStartWorkflow(ctx, id, workflows.DeadlineReplanSignal, nil, client.StartWorkflowOptions{
+				ID:                    id,
+				TaskQueue:             taskQueue,
+				StaticSummary:         name + " deadline watch",
+				TypedSearchAttributes: temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(name)),
+			}, workflows.DeadlineWatch, workflows.DeadlineWatchInput{Pipeline: name, LedgerID: led.ID()})
+			if err != nil {
+				return fmt.Errorf("start or signal workflow %s: %w", id, err)
 			}
-			// A watch of a deadline the file no longer has plans again
-			// and ends now, rather than at its next deadline.
+			return nil
+		},
+		Unwatch: func(ctx context.Context, name string) error {
 			err := c.SignalWorkflow(ctx, allot.DeadlineWatchID(name), "", workflows.DeadlineReplanSignal, nil)
 			var notFound *serviceerror.NotFound
-			if err != nil && !errors.As(err, &notFound) && ctx.Err() == nil {
-				logger.Warn("could not tell the deadline watch of a pipeline without a deadline to end", "pipeline", name, "workflow_id", allot.DeadlineWatchID(name), "error", err,
-					"fix", "it ends by itself at its next deadline, recording nothing")
+			if errors.As(err, &notFound) {
+				return nil
 			}
-			continue
-		}
-		if err := startDeadlineWatch(ctx, c, led, p, taskQueue, logger); err != nil && ctx.Err() == nil {
-			logger.Error("the pipeline's deadlines are not watched", "pipeline", name, "error", err,
-				"fix", "check that the ledger and Temporal are reachable and restart this worker (`"+allot.StartWorkerCommand(taskQueue)+"`); until then no period of "+name+" is recorded late")
-		}
+			return err
+		},
 	}
-}
-
-func startDeadlineWatch(ctx context.Context, c client.Client, led *ledger.Ledger, p *pipeline.Pipeline, taskQueue string, logger *slog.Logger) error {
-	before, found, err := led.DeadlineDeclaration(ctx, p.Name)
-	if err != nil {
-		return err
-	}
-	decl, err := led.DeclareDeadline(ctx, p.Name, p.DeadlineSpec(), time.Now())
-	if err != nil {
-		return err
-	}
-	switch {
-	case !found:
-		logger.Info("deadline declared: periods due from now on are judged", "pipeline", p.Name, "deadline", decl.Spec, "runs", allot.RunsCommand(p.Name))
-	case before.Spec != decl.Spec:
-		logger.Info("deadline changed: it applies from the next deadline on", "pipeline", p.Name, "deadline", decl.Spec, "was", before.Spec, "runs", allot.RunsCommand(p.Name))
-	}
-	id := allot.DeadlineWatchID(p.Name)
-	_, err = c.SignalWithStartWorkflow(ctx, id, workflows.DeadlineReplanSignal, nil, client.StartWorkflowOptions{
-		ID:                    id,
-		TaskQueue:             taskQueue,
-		StaticSummary:         p.Name + " deadline watch",
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.PipelineAttr.ValueSet(p.Name)),
-	}, workflows.DeadlineWatch, workflows.DeadlineWatchInput{Pipeline: p.Name, LedgerID: led.ID()})
-	if err != nil {
-		return fmt.Errorf("start or signal workflow %s: %w", id, err)
-	}
-	return nil
 }
 
 // deadlineQueryTimeout bounds the ask of an episode's state: a workflow

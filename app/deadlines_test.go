@@ -166,7 +166,7 @@ func TestDeadlineSourcesEpisode(t *testing.T) {
 // At start the worker declares each deadline of its file and starts or
 // signals one watch per pipeline under its ID; a pipeline without a
 // deadline has its old watch told to end.
-func TestStartDeadlineWatchesDeclaresAndSignalsWithStart(t *testing.T) {
+func TestDeadlineDeclarerDeclaresAndSignalsWithStart(t *testing.T) {
 	ctx := context.Background()
 	set, err := pipeline.Parse([]byte(deadlineFile+`
 [[pipeline]]
@@ -187,8 +187,8 @@ period = "day"
 	cl.On("SignalWorkflow", mock.Anything, allot.DeadlineWatchID("daily"), "", workflows.DeadlineReplanSignal, nil).Return(serviceerror.NewNotFound("none")).Twice()
 	var logs strings.Builder
 	// A second worker start declares nothing new, and says nothing of it.
-	startDeadlineWatches(ctx, cl, led, set, "allot-video", slog.New(slog.NewTextHandler(&logs, nil)))
-	startDeadlineWatches(ctx, cl, led, set, "allot-video", slog.New(slog.NewTextHandler(&logs, nil)))
+	deadlineDeclarer(cl, led, set, "allot-video", slog.New(slog.NewTextHandler(&logs, nil))).Run(ctx)
+	deadlineDeclarer(cl, led, set, "allot-video", slog.New(slog.NewTextHandler(&logs, nil))).Run(ctx)
 	if n := strings.Count(logs.String(), "deadline declared"); n != 1 || strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("logs %q: want the declaration said once, no error", logs.String())
 	}

@@ -17,7 +17,6 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"allot"
 	"allot/activities"
 	"allot/internal/catchup"
 	"allot/internal/deadline"
@@ -168,13 +167,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (err error) {
 	if opts.Logger == nil {
 		opts.Logger = tlog.NewStructuredLogger(logger)
 	}
-	bills := newBillState()
+	billGauges := newBillState()
 	// dialed is the Temporal client once the worker has one: the
 	// forecast reads the live Schedules through it.
 	var dialed atomic.Pointer[client.Client]
 	if cfg.MetricsAddr != "" {
 		gauges := LedgerGauges(led, pipelines)
-		gauges.Bills = bills.gauges
+		gauges.Bills = billGauges.gauges
 		if len(pipelines.Budgets()) > 0 {
 			gauges.Forecasts = forecastGauge(led, pipelines, &dialed)
 		}
@@ -227,65 +226,24 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (err error) {
 	}
 	logger.Info("allot worker starting", "task_queue", cfg.TaskQueue, "ledger", RedactURL(cfg.Ledger),
 		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "vendors", pipelines.VendorNames(), "go_steps", slices.Sorted(maps.Keys(cfg.Steps)), "temporal", hostPort(opts), "namespace", opts.Namespace)
-	// The times Temporal will not start any more (the server was down
-	// past a schedule's catchup_window) are settled while the worker
-	// serves, at start and then every catchup.SweepEvery: run or skipped
-	// under each pipeline's catch_up policy.
-	// Each pipeline's deadline is declared and its DeadlineWatch started
-	// or told to plan again (docs/design.md, "Period deadlines"), while
-	// the worker already serves.
+	// While the worker serves: each pipeline's deadline is declared and
+	// its watch started; the times Temporal will not start any more are
+	// settled every catchup.SweepEvery; the vendors' bills are reconciled.
 	// The loops use the ledger: it is closed after they have returned.
 	var loops sync.WaitGroup
 	defer loops.Wait()
-	loops.Go(func() { startDeadlineWatches(ctx, c, led, pipelines, cfg.TaskQueue, logger) })
-	loops.Go(func() {
-		sweepMissed(ctx, &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID()}, logger)
-	})
-	// The vendors' bills are reconciled while the worker serves
-	// (docs/design.md, "Reconciling the vendor's bill"): a sweep of the
-	// worker, not a Schedule, because it needs the worker's vendor keys,
-	// which never enter a workflow's history.
+	loops.Go(func() { deadlineDeclarer(c, led, pipelines, cfg.TaskQueue, logger).Run(ctx) })
+	sweeper := &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID(), Logger: logger}
+	loops.Go(func() { sweeper.Run(ctx) })
 	if cfg.ReconcileEvery >= 0 {
-		every := cfg.ReconcileEvery
-		if every == 0 {
-			every = reconcile.Every
+		bills := &reconcile.Loop{
+			Reconciler: &reconcile.Reconciler{Ledger: led, Pipelines: pipelines},
+			Vendors:    reconcile.VendorsInput{Pipelines: pipelines, DefaultURL: cfg.VendorURL, DefaultKey: credentials, Adapters: cfg.Vendors},
+			Every:      cfg.ReconcileEvery, Logger: logger, Results: billGauges.set,
 		}
-		vendors := reconcile.VendorsInput{Pipelines: pipelines, DefaultURL: cfg.VendorURL, DefaultKey: credentials, Adapters: cfg.Vendors}
-		loops.Go(func() {
-			reconcileBills(ctx, &reconcile.Reconciler{Ledger: led, Pipelines: pipelines}, vendors, every, bills, logger)
-		})
+		loops.Go(func() { bills.Run(ctx) })
 	}
 	return Serve(ctx, c, cfg.TaskQueue, acts)
-}
-
-// reconcileBills reconciles the vendors' bills now and then every interval
-// until ctx ends, keeping the last results for the metrics and logging
-// what it found.
-func reconcileBills(ctx context.Context, rec *reconcile.Reconciler, vendors reconcile.VendorsInput, every time.Duration, bills *billState, logger *slog.Logger) {
-	for {
-		// The vendors' keys are read at every pass, as the paid
-		// activities read theirs at every call: a rotated key is used
-		// without a restart.
-		rec.Vendors = reconcile.Vendors(ctx, vendors)
-		res := rec.Run(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		bills.set(res)
-		for _, r := range res {
-			switch {
-			case !r.Reconciled:
-				logger.Warn("vendor bill not reconciled", "vendor", r.Vendor, "reason", r.Reason)
-			case len(r.Drift) > 0:
-				logger.Warn("vendor bill drift", "vendor", r.Vendor, "new_items", len(r.Drift), "list", allot.DriftListCommand())
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-	}
 }
 
 // billState is the reconciler's last pass per vendor, for the metrics.
@@ -320,31 +278,6 @@ func (b *billState) gauges(context.Context) ([]metrics.BillGauge, error) {
 		out = append(out, metrics.BillGauge{Vendor: name, Reconciled: b.last[name].Reconciled, LastRead: b.lastRead[name]})
 	}
 	return out, nil
-}
-
-// sweepMissed runs the catch-up sweep of every scheduled pipeline and logs
-// what it did; a failure is logged with the command that settles it later
-// (the next worker start also does).
-func sweepMissed(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) {
-	for {
-		sweepOnce(ctx, sw, logger)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(catchup.SweepEvery):
-		}
-	}
-}
-
-func sweepOnce(ctx context.Context, sw *catchup.Sweeper, logger *slog.Logger) {
-	for _, r := range sw.SweepAll(ctx, time.Now()) {
-		switch {
-		case r.Error != "" && ctx.Err() == nil:
-			logger.Error("catch-up of missed times failed", "pipeline", r.Pipeline, "error", r.Error, "retry", allot.CatchUpCommand(r.Pipeline, r.Until))
-		case len(r.Missed) > 0:
-			logger.Info("caught up missed times", "pipeline", r.Pipeline, "policy", r.Policy, "missed", len(r.Missed), "started", len(r.Started), "skipped", len(r.Skipped))
-		}
-	}
 }
 
 // LedgerGauges are the metrics gauges read from the ledger for the

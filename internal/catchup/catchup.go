@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -45,6 +46,8 @@ type Sweeper struct {
 	// StartRun starts the ScheduledRun of one missed time the policy runs;
 	// nil starts it as StartRun does.
 	StartRun func(ctx context.Context, p *pipeline.Pipeline, nominal time.Time) error
+	// Logger is where Run says what it did; nil: slog.Default().
+	Logger *slog.Logger
 
 	mu    sync.Mutex
 	swept map[string]time.Time // SweepAll: each pipeline's last Until
