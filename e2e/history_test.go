@@ -305,7 +305,9 @@ name = "vendor-wait"
 // an episode whose two paid steps wait for their paused vendors (the
 // default one through SubmitPaidTask, an activity adapter through
 // PaidVendorGate behind the vendor-gate marker) and go on after resume: the
-// shape of issue 17's waits, for later changes to replay.
+// shape of issue 17's waits, for later changes to replay. Since
+// testdata/v11 the activity adapter's pass, which waited, is stale and
+// asked for again, behind the vendor-gate-stale-pass marker.
 func TestSaveHistoriesVendorWait(t *testing.T) {
 	dir := os.Getenv("ALLOT_TEST_SAVE_HISTORIES")
 	if dir == "" {

@@ -163,10 +163,11 @@ func (d *workflowDriver) request() error {
 	if !d.eachRequest {
 		return nil
 	}
-	if d.fresh {
+	if d.fresh && !d.e.stale(d.ctx, d.pass) {
 		d.fresh = false
 		return nil
 	}
+	d.fresh = false
 	d.release()
 	pass, err := d.e.enterVendor(d.ctx, d.in, d.phase.Owner+"/send", allot.VendorSend, true, d.admitted)
 	if err != nil {
@@ -465,7 +466,8 @@ type workflowPass struct {
 	holder  string
 	passed  bool
 	held    bool
-	verdict bool // a request was made and answered or failed
+	asked   time.Time // workflow time before the gate was asked (see stale)
+	verdict bool      // a request was made and answered or failed
 	failed  bool
 	error   string
 }
@@ -484,11 +486,45 @@ func (p *workflowPass) observe(verdict, failed bool, err string) {
 // tokenTaken: the rate already counted the request's attempt.
 func (e *episode) enterVendor(ctx workflow.Context, in activities.PaidTaskInput, holder string, kind allot.VendorKind, always, tokenTaken bool) (workflowPass, error) {
 	var a *activities.Activities
-	var g activities.VendorGateResult
-	if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always, TokenTaken: tokenTaken}, &g); err != nil {
-		return workflowPass{}, err
+	for asked := 1; ; asked++ {
+		var g activities.VendorGateResult
+		p := workflowPass{holder: holder, asked: workflow.Now(ctx)}
+		if err := e.call(e.ledgerCtx(ctx), in.Step, "PaidVendorGate", a.PaidVendorGate, activities.VendorGateInput{PaidTaskInput: in, Holder: holder, Kind: kind, Always: always, TokenTaken: tokenTaken}, &g); err != nil {
+			return workflowPass{}, err
+		}
+		p.passed, p.held = g.Passed, g.Held
+		// A pass that is stale already (the gate waited, or this
+		// workflow task sat on a killed worker's sticky queue) is given
+		// back and asked for again: the rate counted the request at the
+		// first ask.
+		if asked >= maxStaleAsks || !e.stale(ctx, p) {
+			return p, nil
+		}
+		e.leaveVendor(ctx, in, p)
+		tokenTaken = true
 	}
-	return workflowPass{holder: holder, passed: g.Passed, held: g.Held}, nil
+}
+
+// stalePass is how old a pass may be when the Episode makes its request:
+// well within the grace after which a paused vendor must see no request
+// (docs/design.md, "Vendor controls"), and far more than a healthy
+// workflow task and gate take.
+const stalePass = 2 * time.Second
+
+// maxStaleAsks bounds the asks for one request: on a server so slow that
+// every gate's round trip takes longer than stalePass, the request goes
+// with the last pass rather than never.
+const maxStaleAsks = 3
+
+// stale reports whether a pass may be older than stalePass now. Its age is
+// counted in workflow time from before the gate was asked: no worker's
+// clock enters, and it may only overstate. The marker is asked for only
+// then, so a history without a stale pass replays as it was.
+func (e *episode) stale(ctx workflow.Context, p workflowPass) bool {
+	if !p.passed || workflow.Now(ctx).Sub(p.asked) <= stalePass {
+		return false
+	}
+	return workflow.GetVersion(ctx, stalePassChange, workflow.DefaultVersion, stalePassVersion) == stalePassVersion
 }
 
 // leaveVendor releases a held pass. A release that fails leaves the slot to

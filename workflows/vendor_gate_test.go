@@ -12,15 +12,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"allot"
+	"allot/activities"
 	"allot/internal/ledger"
 	"allot/internal/protocoltest"
 	"allot/paidvendor"
@@ -316,5 +319,66 @@ func TestActivityAdapterQuotesTripTheBreaker(t *testing.T) {
 	}
 	if got := r.requests(); quotes != 2*retryBatch || len(got) != 0 {
 		t.Fatalf("%d quote calls and requests %v, want %d quote calls and nothing else", quotes, got, 2*retryBatch)
+	}
+}
+
+// A pass is used at once or asked for again (docs/design.md, "Vendor
+// controls"): a pass the gate granted before a pause, whose use waited
+// longer than stalePass (its workflow task sat on a killed worker's sticky
+// queue: the chaos run's status poll 6.7 s after a pause), is given back,
+// and the gate, asked again, stops the request. Two places hold a pass: the
+// gate's own answer (a status poll's), and the admission's pass that the
+// attempt's first request uses after PaidPrepare.
+func TestStalePassIsAskedForAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// delay makes the wait: it mocks one activity to answer 5s
+		// (virtual) after it was asked, with the pause come meanwhile.
+		delay func(r *confRun, env *testsuite.TestWorkflowEnvironment, pause func())
+		// want is what reached the vendor: everything before the pause.
+		want map[string]int
+	}{
+		{"status poll", func(r *confRun, env *testsuite.TestWorkflowEnvironment, pause func()) {
+			poll := mock.MatchedBy(func(in activities.VendorGateInput) bool { return in.Kind == allot.VendorPoll })
+			env.OnActivity(r.acts.PaidVendorGate, mock.Anything, poll).Once().After(5 * time.Second).Return(
+				func(ctx context.Context, in activities.VendorGateInput) (activities.VendorGateResult, error) {
+					defer pause()
+					return r.acts.PaidVendorGate(ctx, in)
+				})
+			env.OnActivity(r.acts.PaidVendorGate, mock.Anything, mock.Anything).Return(r.acts.PaidVendorGate)
+		}, map[string]int{protocoltest.EndpointSubmit: 1}},
+		{"admission's pass", func(r *confRun, env *testsuite.TestWorkflowEnvironment, pause func()) {
+			env.OnActivity(r.acts.PaidPrepare, mock.Anything, mock.Anything).Once().After(5 * time.Second).Return(
+				func(ctx context.Context, in activities.PaidPhaseInput) (activities.PaidPlan, error) {
+					defer pause()
+					return r.acts.PaidPrepare(ctx, in)
+				})
+			env.OnActivity(r.acts.PaidPrepare, mock.Anything, mock.Anything).Return(r.acts.PaidPrepare)
+		}, map[string]int{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newConfRun(t, gateAdapters[2], allot.KindPaid, confCase{want: func(confAdapter) confWant { return confWant{} }})
+			env := r.gateEnv()
+			paused := false
+			tc.delay(r, env, func() {
+				if paused {
+					return
+				}
+				paused = true
+				if _, err := r.led.PauseVendor(context.Background(), ledger.VendorPause{Vendor: confVendor, Reason: "bills twice", By: "test", Polls: true}); err != nil {
+					t.Error(err)
+				}
+			})
+			st := r.waitedAnHour(env)
+			if !paused {
+				t.Fatal("the delayed activity never ran: the test no longer makes a stale pass")
+			}
+			if st.Stage != allot.StageWaitingVendor || st.Waiting == nil || st.Waiting.Reason != allot.ReasonVendorPaused {
+				t.Fatalf("after an hour: stage %s, waiting %+v; want waiting for the paused vendor", st.Stage, st.Waiting)
+			}
+			if got := r.requests(); !maps.Equal(got, tc.want) {
+				t.Fatalf("requests %v, want %v: a stale pass let a request through the pause", got, tc.want)
+			}
+		})
 	}
 }

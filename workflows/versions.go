@@ -96,6 +96,18 @@ const (
 	// reach it.
 	batchStoppedRetryChange  = "batch-stopped-retry"
 	batchStoppedRetryVersion = 1
+
+	// stalePassChange (Episode, activity adapters): a pass of the vendor's
+	// gate that is older than stalePass when the Episode would use it (its
+	// workflow task sat on a killed worker's sticky queue, or other
+	// activities ran since the admission) is given back and the gate asked
+	// again, so that a pause that came meanwhile stops the request. Asked
+	// only when a pass is stale, so histories without one have no marker
+	// and replay the same commands. Histories before it:
+	// testdata/v9/vendor_wait_episode.json (its gate waited, so its pass
+	// was stale and was used); after: testdata/v11/vendor_wait_episode.json.
+	stalePassChange  = "vendor-gate-stale-pass"
+	stalePassVersion = 1
 )
 
 // Changes without a marker, and why none is needed:
