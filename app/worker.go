@@ -456,7 +456,7 @@ func forecastGauge(led *ledger.Ledger, set *pipeline.Set, dialed *atomic.Pointer
 		}
 		out := make([]metrics.Forecast, len(ps))
 		for i, p := range ps {
-			out[i] = metrics.Forecast{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Forecast: p.Forecast, Unbounded: p.Unbounded}
+			out[i] = metrics.Forecast{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Forecast: p.Forecast, Unbounded: p.Unbounded, RefusedRuns: p.Refused}
 		}
 		return out, nil
 	}

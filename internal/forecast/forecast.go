@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -84,6 +86,25 @@ type Period struct {
 	Over      bool   `json:"over"`
 	Unbounded bool   `json:"unbounded,omitempty"`
 	Pipelines []Runs `json:"pipelines"`
+	// Admitted and Refused split the runs to come, in the order they
+	// come (the pending episodes first, then the scheduled times): a run
+	// is admitted when what it reserves at most fits in what the limit
+	// leaves after settled, reserved and the runs admitted before it, as
+	// the budget admits each reservation; the rest would park, waiting for
+	// a raise. AdmittedAmount and RefusedAmount are what they would
+	// reserve; Upcoming is their sum.
+	Admitted       int   `json:"admitted_runs"`
+	Refused        int   `json:"refused_runs"`
+	AdmittedAmount int64 `json:"admitted"`
+	RefusedAmount  int64 `json:"refused"`
+}
+
+// run is one run to come of a pipeline, at its nominal time (zero for an
+// episode already allocated, which comes first).
+type run struct {
+	at     time.Time
+	name   string
+	perRun int64
 }
 
 func (in Input) now() time.Time {
@@ -123,6 +144,7 @@ func Of(ctx context.Context, in Input, b pipeline.Budget, period string) (Period
 	if from.Before(start) {
 		from = start.Add(-time.Nanosecond) // Times lists (after, until]
 	}
+	var runs []run
 	for _, name := range in.Pipelines.Names() {
 		p, err := in.Pipelines.Get(name)
 		if err != nil {
@@ -139,9 +161,16 @@ func Of(ctx context.Context, in Input, b pipeline.Budget, period string) (Period
 		if r.Pending, err = in.Ledger.UnreservedEpisodes(ctx, name, start, end); err != nil {
 			return Period{}, err
 		}
+		for range r.Pending {
+			runs = append(runs, run{name: name, perRun: perRun})
+		}
 		if end.After(from) {
-			if err := in.upcoming(ctx, &r, p, b, period, from, end); err != nil {
+			times, err := in.upcoming(ctx, &r, p, b, period, from, end)
+			if err != nil {
 				return Period{}, err
+			}
+			for _, t := range times {
+				runs = append(runs, run{at: t, name: name, perRun: perRun})
 			}
 		}
 		up, err := mulAmount(int64(r.Runs+r.Pending), perRun)
@@ -158,29 +187,54 @@ func Of(ctx context.Context, in Input, b pipeline.Budget, period string) (Period
 		return Period{}, fmt.Errorf("budget %s period %s: %w", b.Name, period, err)
 	}
 	out.Over = out.Forecast > out.Limit
+	out.admit(runs)
 	return out, nil
 }
 
+// admit splits runs into those the limit admits and those it would refuse
+// (see Period.Admitted). The sums cannot overflow: each is at most
+// Upcoming.
+func (p *Period) admit(runs []run) {
+	slices.SortStableFunc(runs, func(a, b run) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	room := max(p.Limit-p.Settled-p.Reserved, 0)
+	for _, r := range runs {
+		if r.perRun <= room {
+			room -= r.perRun
+			p.Admitted++
+			p.AdmittedAmount += r.perRun
+			continue
+		}
+		p.Refused++
+		p.RefusedAmount += r.perRun
+	}
+}
+
 // upcoming counts the pipeline's scheduled times in (from, end) that fall
-// in the budget period, and of them the runs its cap lets start.
-func (in Input) upcoming(ctx context.Context, r *Runs, p *pipeline.Pipeline, b pipeline.Budget, period string, from, end time.Time) error {
+// in the budget period, and of them the runs its cap lets start (the
+// first of each pipeline period), whose times it returns.
+func (in Input) upcoming(ctx context.Context, r *Runs, p *pipeline.Pipeline, b pipeline.Budget, period string, from, end time.Time) ([]time.Time, error) {
 	s, err := in.schedule(ctx, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case !s.Found:
 		r.NoSchedule = true
-		return nil
+		return nil, nil
 	case s.Paused:
 		r.Paused = true
-		return nil
+		return nil, nil
 	}
 	times, err := s.Spec.Times(s.Zone, from, end.Add(-time.Nanosecond), 0)
 	if err != nil {
-		return fmt.Errorf("pipeline %s: %w", p.Name, err)
+		return nil, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
-	perPeriod := map[string]int{}
+	perPeriod := map[string][]time.Time{}
 	var order []string
 	for _, t := range times {
 		if b.PeriodOf(t) != period {
@@ -188,23 +242,25 @@ func (in Input) upcoming(ctx context.Context, r *Runs, p *pipeline.Pipeline, b p
 		}
 		r.Times++
 		pp := p.PeriodOf(t)
-		if perPeriod[pp] == 0 {
+		if len(perPeriod[pp]) == 0 {
 			order = append(order, pp)
 		}
-		perPeriod[pp]++
+		perPeriod[pp] = append(perPeriod[pp], t)
 	}
+	var kept []time.Time
 	for _, pp := range order {
-		n := perPeriod[pp]
+		ts := perPeriod[pp]
 		if p.MaxPerPeriod > 0 {
 			held, err := in.Ledger.EpisodeCount(ctx, p.Name, pp)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			n = min(n, max(p.MaxPerPeriod-held, 0))
+			ts = ts[:min(len(ts), max(p.MaxPerPeriod-held, 0))]
 		}
-		r.Runs += n
+		r.Runs += len(ts)
+		kept = append(kept, ts...)
 	}
-	return nil
+	return kept, nil
 }
 
 func (in Input) schedule(ctx context.Context, p *pipeline.Pipeline) (Schedule, error) {

@@ -208,3 +208,98 @@ func TestBudgetsForecastsTheCurrentPeriods(t *testing.T) {
 		t.Fatalf("Budgets = %+v, %v", ps, err)
 	}
 }
+
+// The limit admits the runs to come in the order they come, each at what
+// it reserves at most, while it fits in what is left; the rest would park
+// until a raise: at the start of the week 6 of weekly's 7 runs fit in
+// 3000 (7 x 500), and after two episodes reserved 1000 and are pending,
+// the 2 pending and 2 more fit.
+func TestForecastSplitsWhatTheLimitAdmits(t *testing.T) {
+	l := ledgertest.New(t)
+	in := Input{Ledger: l.Led, Pipelines: setOf(t, "")}
+	p := weeklyOf(t, in, monday)
+	if p.Admitted != 6 || p.AdmittedAmount != 3000 || p.Refused != 1 || p.RefusedAmount != 500 {
+		t.Fatalf("7 runs of 500 against 3000 = %+v; want 6 admitted (3000) and 1 refused (500)", p)
+	}
+	if p.AdmittedAmount+p.RefusedAmount != p.Upcoming {
+		t.Fatalf("admitted %d + refused %d is not upcoming %d", p.AdmittedAmount, p.RefusedAmount, p.Upcoming)
+	}
+	reserve := func(ep ledger.Episode, amount int64) {
+		ref := ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: ep.ID, Step: "video"}
+		if _, err := l.Led.WriteIntentReserving(context.Background(), ref, allot.IdempotencyKey("weekly", ep.ID, "video", 0), "op-test", []allot.Reservation{
+			{Budget: "weekly-usd", Period: "2026-W32", Currency: "USD", Limit: 1 << 40, Amount: amount},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []time.Duration{1, 2} {
+		reserve(l.Allocate("weekly", monday.Add(h*time.Hour)), 500)
+		l.Allocate("weekly", monday.Add(h*time.Hour+time.Minute))
+	}
+	p = weeklyOf(t, in, monday.Add(3*time.Hour))
+	if p.Reserved != 1000 || p.Pipelines[0].Pending != 2 || p.Admitted != 4 || p.Refused != 5 || p.RefusedAmount != 2500 {
+		t.Fatalf("1000 reserved, 2 pending and 7 times = %+v; want 4 admitted (2000 of room) and 5 refused", p)
+	}
+	// Over the limit already (reserved under a limit raised since, say):
+	// nothing more fits.
+	reserve(l.Allocate("weekly", monday.Add(4*time.Hour)), 2500)
+	if p := weeklyOf(t, in, monday.Add(5*time.Hour)); p.Reserved != 3500 || p.Admitted != 0 || p.Refused != 2+7 {
+		t.Fatalf("3500 reserved against 3000 = %+v; want the 2 pending and 7 times refused", p)
+	}
+}
+
+// Runs of pipelines that share a budget are admitted in time order, each
+// at its own price: the one that comes first takes the room.
+func TestForecastAdmitsInTimeOrderAcrossPipelines(t *testing.T) {
+	shared := func(bigCron string) *pipeline.Set {
+		set, err := pipeline.Parse([]byte(`
+[[budget]]
+name      = "shared"
+vendor    = "default"
+period    = "day"
+time_zone = "UTC"
+limit     = { amount = 600, currency = "USD" }
+
+[[pipeline]]
+name   = "big"
+period = "day"
+  [pipeline.schedule]
+  cron = "`+bigCron+`"
+  [[pipeline.step]]
+  name     = "render"
+  kind     = "paid"
+  max_cost = { amount = 500, currency = "USD" }
+
+[[pipeline]]
+name   = "small"
+period = "day"
+  [pipeline.schedule]
+  cron = "0 8 * * *"
+  [[pipeline.step]]
+  name     = "render"
+  kind     = "paid"
+  max_cost = { amount = 200, currency = "USD" }
+`), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	for _, tc := range []struct {
+		bigCron           string
+		admitted, refused int64
+	}{
+		{"0 9 * * *", 200, 500}, // small at 08:00 first: big no longer fits
+		{"0 7 * * *", 500, 200}, // big at 07:00 first: small no longer fits
+	} {
+		in := Input{Ledger: ledgertest.New(t).Led, Pipelines: shared(tc.bigCron), Now: monday}
+		b, _ := in.Pipelines.Budget("shared")
+		p, err := Of(context.Background(), in, b, "2026-08-03")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Admitted != 1 || p.Refused != 1 || p.AdmittedAmount != tc.admitted || p.RefusedAmount != tc.refused {
+			t.Errorf("big at %q: %+v; want %d admitted and %d refused", tc.bigCron, p, tc.admitted, tc.refused)
+		}
+	}
+}

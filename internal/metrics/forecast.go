@@ -16,6 +16,9 @@ type Forecast struct {
 	// Unbounded: a covered step is priced only by its vendor's quote, so
 	// the forecast may be short of what the period will cost.
 	Unbounded bool
+	// RefusedRuns are the runs to come the limit would not admit: they
+	// would park, waiting for a raise.
+	RefusedRuns int
 }
 
 var (
@@ -24,6 +27,9 @@ var (
 		[]string{"budget", "period", "currency"}, nil)
 	forecastUnboundedDesc = prometheus.NewDesc("allot_budget_forecast_unbounded",
 		"1 when a covered step is priced only by its vendor's quote, so the budget period's forecast may be short; 0 otherwise.",
+		[]string{"budget", "period"}, nil)
+	forecastRefusedDesc = prometheus.NewDesc("allot_budget_forecast_refused_runs",
+		"The runs still to come in a budget's current period that its limit would not admit, in the order they come, each at what one run reserves at most: they would park, waiting for a raise.",
 		[]string{"budget", "period"}, nil)
 )
 
@@ -36,6 +42,7 @@ type forecastGauges struct {
 func (g *forecastGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- forecastDesc
 	ch <- forecastUnboundedDesc
+	ch <- forecastRefusedDesc
 }
 
 func (g *forecastGauges) Collect(ch chan<- prometheus.Metric) {
@@ -48,6 +55,7 @@ func (g *forecastGauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.NewInvalidMetric(forecastDesc, err)
 		ch <- prometheus.NewInvalidMetric(forecastUnboundedDesc, err)
+		ch <- prometheus.NewInvalidMetric(forecastRefusedDesc, err)
 		return
 	}
 	for _, f := range fs {
@@ -57,5 +65,6 @@ func (g *forecastGauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(forecastDesc, prometheus.GaugeValue, float64(f.Forecast), f.Budget, f.Period, f.Currency)
 		ch <- prometheus.MustNewConstMetric(forecastUnboundedDesc, prometheus.GaugeValue, unbounded, f.Budget, f.Period)
+		ch <- prometheus.MustNewConstMetric(forecastRefusedDesc, prometheus.GaugeValue, float64(f.RefusedRuns), f.Budget, f.Period)
 	}
 }
