@@ -52,6 +52,8 @@ type Act struct {
 	Action string
 	Label  string
 	Fields map[string]string
+	// Unit is the currency a set-limit form's amount is typed in.
+	Unit string
 }
 
 // Do runs one action for operator by, from the form f, and says what it
@@ -93,7 +95,7 @@ func (a *Actions) Do(ctx context.Context, by string, f url.Values) (string, erro
 		}
 		return fmt.Sprintf("%s sent to episode %s of %s by %s: it is %s now", in.Update, episodeID, pipelineName, by, res.State.Stage), nil
 	case ActSetLimit:
-		limit, err := operator.ParseLimit(a.Pipelines, f.Get("budget"), f.Get("limit"))
+		limit, err := operator.ParseLimitAmount(a.Pipelines, f.Get("budget"), f.Get("limit"))
 		if err != nil {
 			return "", err
 		}

@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"allot"
 	"allot/internal/console"
+	"allot/internal/ledger"
 	"allot/internal/ledgertest"
 	"allot/internal/operator"
 )
@@ -284,13 +286,13 @@ func TestActionRefusesWhatTheCLIRefusesWithItsMessage(t *testing.T) {
 	ctx := context.Background()
 	set := p.in.Pipelines
 	_, unknownVendor := operator.PauseVendor(ctx, p.in.Ledger, set, operator.VendorPauseInput{Name: "nosuch", Reason: "r", By: "alice"})
-	_, majorUnits := operator.ParseLimit(set, "video-weekly", "12.50")
+	_, tooPrecise := operator.ParseLimitAmount(set, "video-weekly", "12.505")
 	for name, c := range map[string]struct {
 		form url.Values
 		want error
 	}{
 		"unknown vendor": {url.Values{"act": {console.ActVendorPause}, "vendor": {"nosuch"}, "reason": {"r"}, "csrf": {csrf}}, unknownVendor},
-		"major units":    {url.Values{"act": {console.ActSetLimit}, "budget": {"video-weekly"}, "period": {"2026-W32"}, "limit": {"12.50"}, "reason": {"r"}, "request_id": {"x"}, "csrf": {csrf}}, majorUnits},
+		"not an amount":  {url.Values{"act": {console.ActSetLimit}, "budget": {"video-weekly"}, "period": {"2026-W32"}, "limit": {"12.505"}, "reason": {"r"}, "request_id": {"x"}, "csrf": {csrf}}, tooPrecise},
 	} {
 		if c.want == nil {
 			t.Fatalf("%s: the CLI's path refused nothing", name)
@@ -313,4 +315,34 @@ func TestActionRefusesWhatTheCLIRefusesWithItsMessage(t *testing.T) {
 // htmlText is s as html/template writes text.
 func htmlText(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
+}
+
+// A limit is typed on the page as a person reads money: in major units of
+// the budget's currency, as the page prints it ("12.50", "1,000.00 USD");
+// the ledger records it exactly in minor units.
+func TestSetLimitTakesMajorUnits(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	ctx := context.Background()
+	b, _ := p.in.Pipelines.Budget("video-weekly")
+	for i, c := range []struct {
+		typed string
+		minor int64
+	}{{"12.50", 1250}, {"1,000.00 USD", 100000}, {"15", 1500}} {
+		form := url.Values{"act": {console.ActSetLimit}, "budget": {"video-weekly"}, "period": {"2026-W32"}, "limit": {c.typed},
+			"reason": {"the launch"}, "request_id": {fmt.Sprint("req-", i)}, "csrf": {p.csrf(t)}}
+		if code, body := p.post(t, "/act", form, nil); code != http.StatusSeeOther {
+			t.Fatalf("set-limit %q = %d:\n%s", c.typed, code, refusal(body))
+		}
+		bp, err := p.in.Ledger.BudgetPeriodOf(ctx, ledger.LimitOf(b), "2026-W32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bp.Limit != c.minor {
+			t.Errorf("after typing %q the limit is %d minor units, want %d", c.typed, bp.Limit, c.minor)
+		}
+	}
+	if page := p.get(t, "/"); !strings.Contains(page, `placeholder="new limit in USD, such as 150.00"`) {
+		t.Errorf("the limit's box does not say its unit:\n%s", page)
+	}
 }

@@ -496,25 +496,54 @@ func runPrice(p *pipeline.Pipeline) ([]allot.Money, []string, error) {
 	return out, quoted, nil
 }
 
-// Bar is a budget row drawn as a bar of BarWidth pixels: settled, then
-// reserved, then upcoming, on a scale that holds the limit and the
-// forecast; the limit and each alert threshold are marks. Pixels are
-// floats for the SVG only: every amount stays integer.
-type Bar struct {
-	SettledW, ReservedX, ReservedW, UpcomingX, UpcomingW, LimitX float64
-	AlertX                                                       []float64
+// Runs says n runs in words: "1 run", "6 runs".
+func Runs(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }
 
-// BarWidth is the width of a budget's bar in pixels.
-const BarWidth = 480.0
+// Bar is a budget row drawn against its limit: the limit is always at
+// LimitX, and settled, reserved, the upcoming runs the limit admits and
+// those it would refuse follow each other on that scale, the overrun
+// drawn past the limit mark and cut at BarWidth (Clipped). A forecast
+// hundreds of times the limit thus never shrinks the spend and the limit
+// to a sliver. Pixels are floats for the SVG only: every amount stays
+// integer.
+type Bar struct {
+	SettledW, ReservedX, ReservedW, UpcomingX, UpcomingW, RefusedX, RefusedW, LimitX float64
+	AlertX                                                                           []float64
+	// Clipped: the overrun is longer than the room past the limit.
+	Clipped bool
+}
+
+// BarWidth is the width of a budget's bar in pixels, and BarLimitX where
+// its limit is: the rest is the room for an overrun.
+const (
+	BarWidth  = 480.0
+	BarLimitX = 400.0
+)
 
 // Bar draws the row.
 func (r BudgetRow) Bar() Bar {
-	scale := float64(max(r.Limit, r.Forecast, 1))
-	px := func(minor int64) float64 { return BarWidth * float64(minor) / scale }
-	b := Bar{SettledW: px(r.Settled), ReservedW: px(r.Reserved), UpcomingW: px(r.Upcoming), LimitX: px(r.Limit)}
-	b.ReservedX = b.SettledW
-	b.UpcomingX = b.ReservedX + b.ReservedW
+	scale := float64(max(r.Limit, 1))
+	px := func(minor int64) float64 { return BarLimitX * float64(minor) / scale }
+	b := Bar{LimitX: BarLimitX}
+	at := 0.0
+	// seg lays the next amount after the last, cut at BarWidth.
+	seg := func(minor int64) (x, w float64) {
+		x = min(at, BarWidth)
+		at += px(minor)
+		if at > BarWidth {
+			b.Clipped = true
+		}
+		return x, min(at, BarWidth) - x
+	}
+	_, b.SettledW = seg(r.Settled)
+	b.ReservedX, b.ReservedW = seg(r.Reserved)
+	b.UpcomingX, b.UpcomingW = seg(r.AdmittedAmount)
+	b.RefusedX, b.RefusedW = seg(r.RefusedAmount)
 	for _, a := range r.Alerts {
 		b.AlertX = append(b.AlertX, px(a.Amount))
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"allot"
+	"allot/internal/forecast"
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
 	"allot/internal/patience"
@@ -384,5 +386,34 @@ func TestBoardTakesTheRemedyFromTheWorkflow(t *testing.T) {
 	}
 	if it.Money == nil || *it.Money != (allot.Money{Amount: 250, Currency: "USD"}) || !strings.Contains(it.Detail, "video-weekly has no room") {
 		t.Errorf("item = %+v; want video's 250 USD at stake and the attention's reason", it)
+	}
+}
+
+// A budget's bar is drawn to its limit, whatever the forecast: at 0, 50,
+// 100 and 600 % of a limit of 700 the limit mark stays at BarLimitX; what
+// the limit admits fills up to its share; what it would refuse follows
+// past the mark, cut at BarWidth. (TestBrowserDrawsEachBudgetToItsLimit
+// checks the same in Chromium.)
+func TestBarIsDrawnToTheLimit(t *testing.T) {
+	row := func(settled, admitted, refused int64) BudgetRow {
+		return BudgetRow{Period: forecast.Period{Limit: 700, Settled: settled, AdmittedAmount: admitted, RefusedAmount: refused,
+			Upcoming: admitted + refused, Forecast: settled + admitted + refused}}
+	}
+	for name, c := range map[string]struct {
+		row                          BudgetRow
+		settledW, upcomingW, refused float64
+		clipped                      bool
+	}{
+		"0 %":   {row(0, 0, 0), 0, 0, 0, false},
+		"50 %":  {row(150, 200, 0), 400 * 150 / 700.0, 400 * 200 / 700.0, 0, false},
+		"100 %": {row(0, 700, 0), 0, 400, 0, false},
+		"600 %": {row(0, 600, 3600), 0, 400 * 600 / 700.0, BarWidth - 400*600/700.0, true},
+	} {
+		b := c.row.Bar()
+		near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+		if b.LimitX != BarLimitX || !near(b.SettledW, c.settledW) || !near(b.UpcomingW, c.upcomingW) || !near(b.RefusedW, c.refused) || b.Clipped != c.clipped ||
+			!near(b.UpcomingX, b.SettledW) || !near(b.RefusedX, b.UpcomingX+b.UpcomingW) {
+			t.Errorf("%s: %+v; want the limit at %v, settled %v, upcoming %v, refused %v (clipped %t), one after the other", name, b, BarLimitX, c.settledW, c.upcomingW, c.refused, c.clipped)
+		}
 	}
 }

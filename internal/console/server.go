@@ -41,8 +41,11 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 	"bsCommand":   allot.BudgetShowCommand,
 	"act":         func(s session, a Act) actView { return actView{Session: s, Act: a} },
 	"actOf":       actOf,
+	"inUnit":      func(a Act, unit string) Act { a.Unit = unit; return a },
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"seriesClass": SeriesClass,
+	"runs":        Runs,
+	"maxText":     func() int { return allot.MaxTextLen },
 }).ParseFS(assets, "assets/page.html"))
 
 // ServerConfig is how the page is served.

@@ -96,6 +96,46 @@ func ParseLimit(set *pipeline.Set, budgetName, v string) (int64, error) {
 	return 0, bad("--limit %q is not an amount: give an integer of minor units of %s, e.g. --limit 1250 for %s", v, currency, money(1250))
 }
 
+// ParseLimitAmount reads a new limit for a budget as a person types it
+// into a form: an amount in the budget's currency, in major units
+// ("150", "150.00", "1,500.00", with or without the currency's code).
+// It is ParseLimit for the page, whose errors speak of the form, not of
+// CLI flags; an unknown budget is 0 for RaiseBudget to refuse by name.
+func ParseLimitAmount(set *pipeline.Set, budgetName, v string) (int64, error) {
+	b, ok := set.Budget(budgetName)
+	if !ok {
+		return 0, nil
+	}
+	currency := b.Limit.Currency
+	digits := allot.CurrencyDigits(currency)
+	example := allot.Money{Amount: 15000, Currency: currency}
+	if digits == 0 {
+		example.Amount = 150
+	}
+	amount, code, _ := strings.Cut(strings.TrimSpace(v), " ")
+	if code = strings.TrimSpace(code); code != "" && !strings.EqualFold(code, currency) {
+		return 0, allot.Errorf(allot.InvalidInput, "the new limit %q is in %s, but budget %s is in %s: type an amount in %s, such as %s", v, code, budgetName, currency, currency, example)
+	}
+	whole, _, _ := strings.Cut(amount, ".")
+	minor, ok := minorUnits(strings.ReplaceAll(amount, ",", ""), digits)
+	if !ok || !thousandsGrouped(whole) {
+		return 0, allot.Errorf(allot.InvalidInput, "the new limit %q is not an amount in %s: type a positive amount with at most %d decimals, such as %s", v, currency, digits, example)
+	}
+	return minor, nil
+}
+
+// thousandsGrouped reports whether the commas of a whole number, if any,
+// group its digits by thousands ("1,500,000"), as Money prints them.
+func thousandsGrouped(whole string) bool {
+	groups := strings.Split(whole, ",")
+	for i, g := range groups {
+		if g == "" || len(g) > 3 || (i > 0 && len(g) != 3) {
+			return false
+		}
+	}
+	return true
+}
+
 // minorUnits converts a decimal amount in major units ("12.5") to minor
 // units exactly, or reports false (more decimals than the currency has,
 // not a number, out of range).

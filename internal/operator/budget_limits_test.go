@@ -11,6 +11,8 @@ import (
 	"allot"
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
+	"allot/internal/pipelinetest"
+	"allot/pipeline"
 )
 
 func isType(err error, errType string) bool {
@@ -125,5 +127,35 @@ func TestRetryOfABudgetParkedStepSaysWhichBudgetStillRefuses(t *testing.T) {
 	}
 	if short, raises, err := cmds.budgetAnswer(ctx, "weekly", eps[3].ID, "video", refused); err != nil || len(short)+len(raises) != 0 {
 		t.Fatalf("after the raise: %+v %q, %v", short, raises, err)
+	}
+}
+
+// The page's limit is typed in major units of the budget's currency, as
+// Money prints it, and read exactly; anything else is refused with the
+// form's words (no CLI flag), and a currency without minor units takes
+// whole amounts only.
+func TestParseLimitAmount(t *testing.T) {
+	for _, cur := range []string{"USD", "JPY"} {
+		set, err := pipeline.Parse([]byte(pipelinetest.Budgeted{Currency: cur, Limit: 1000, MaxCost: 250}.TOML()), "budgeted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases := map[string]int64{"12.50": 1250, "12.5": 1250, "1,000.00": 100000, "1,234,567.89 USD": 123456789, " 15 ": 1500, "15 usd": 1500}
+		bad := []string{"", "0", "0.00", "-5", "+5", "12.505", "1,5,00", "1,5000", ",100", "12.50 EUR", "twelve", "1e3", "99999999999999999999"}
+		if cur == "JPY" {
+			cases = map[string]int64{"150": 150, "1,500 JPY": 1500}
+			bad = append(bad, "150.5", "150.00")
+		}
+		for typed, want := range cases {
+			if got, err := ParseLimitAmount(set, "video-weekly", typed); err != nil || got != want {
+				t.Errorf("%s: %q = %d, %v; want %d", cur, typed, got, err, want)
+			}
+		}
+		for _, typed := range bad {
+			_, err := ParseLimitAmount(set, "video-weekly", typed)
+			if !isType(err, allot.InvalidInput) || strings.Contains(allot.ErrorMessage(err), "--limit") || !strings.Contains(allot.ErrorMessage(err), cur) {
+				t.Errorf("%s: %q = %v; want an InvalidInput that names %s and no flag", cur, typed, err, cur)
+			}
+		}
 	}
 }
