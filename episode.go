@@ -27,6 +27,9 @@ type Episode struct {
 	// "needs_attention" / "OutcomeUnknown"; "" until one is reported.
 	Outcome       string `json:"outcome,omitempty"`
 	OutcomeReason string `json:"outcome_reason,omitempty"`
+	// OutcomeAt is when the outcome or its reason last changed: how long
+	// an episode has waited on a person (zero until the first report).
+	OutcomeAt time.Time `json:"outcome_at,omitzero"`
 	// AllocatedByRun is the run ID of the ScheduledRun that allocated the
 	// episode ("" before ledger v9, and for imported episodes).
 	AllocatedByRun string `json:"allocated_by_run,omitempty"`

@@ -113,7 +113,30 @@ type NeedItem struct {
 	// Acts are what a signed-in operator can do about it on the page
 	// (the same as Command does).
 	Acts []Act
+	// Since is when it began to wait (zero: not known), Age how long ago
+	// that was when the board was read, in words.
+	Since time.Time
+	Age   string
+	// rank is how much it blocks: the board lists the items by it
+	// (needOrder), then the longest waiting first.
+	rank int
 }
+
+// needOrder ranks what waits on a person by how much it blocks: a held
+// vendor stops every paid step it serves; a late period is a promise
+// broken already; an episode parked on its budget waits for money, one
+// that needs attention for a decision, one that waits for its vendor on
+// the vendor above; an approval holds one episode; a drift item blocks no
+// work (its money is on the bill already).
+const (
+	rankVendor = iota
+	rankLate
+	rankBudget
+	rankAttention
+	rankWaitingVendor
+	rankApproval
+	rankDrift
+)
 
 // Kinds of NeedItem.
 const (
@@ -196,6 +219,7 @@ func Read(ctx context.Context, in ReadInput) (Board, error) {
 		}
 		b.Needs = append(b.Needs, items...)
 	}
+	orderNeeds(b.Needs, now)
 	if b.Runs, b.More, err = r.runs(ctx); err != nil {
 		return Board{}, err
 	}
@@ -313,6 +337,8 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 			Detail:  e.OutcomeReason,
 			Command: allot.ShowCommand(e.Pipeline, e.ID),
 			Link:    r.link(allot.EpisodeWorkflowID(e.Pipeline, e.ID)),
+			Since:   e.OutcomeAt,
+			rank:    episodeRank(e),
 		}
 		if allot.Outcome(e.Outcome) == allot.OutcomeWaitingApproval {
 			it.Command = allot.ApproveCommand(e.Pipeline, e.ID)
@@ -326,9 +352,23 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 	}
 	if len(eps) == waitingShown {
 		out = append(out, NeedItem{Kind: KindEpisode, Title: fmt.Sprintf("more than %d episodes wait: the first are shown", waitingShown),
-			Command: allot.StatsCommand(eps[len(eps)-1].Pipeline)})
+			Command: allot.StatsCommand(eps[len(eps)-1].Pipeline), rank: rankApproval})
 	}
 	return out, nil
+}
+
+// episodeRank is where a waiting episode stands in needOrder.
+func episodeRank(e ledger.Episode) int {
+	switch allot.Outcome(e.Outcome) {
+	case allot.OutcomeWaitingApproval:
+		return rankApproval
+	case allot.OutcomeWaitingVendor:
+		return rankWaitingVendor
+	}
+	if e.OutcomeReason == allot.BudgetExhausted {
+		return rankBudget
+	}
+	return rankAttention
 }
 
 // remedy fills an episode's item from its workflow: the attention's
@@ -361,6 +401,60 @@ func (r *reader) remedy(ctx context.Context, e ledger.Episode, it *NeedItem) {
 	}
 }
 
+// orderNeeds sorts items by how much they block (needOrder), the longest
+// waiting first within a rank (an item of unknown age, such as "more than
+// N", last), and says each one's age.
+func orderNeeds(items []NeedItem, now time.Time) {
+	slices.SortStableFunc(items, func(a, b NeedItem) int {
+		if a.rank != b.rank {
+			return a.rank - b.rank
+		}
+		switch {
+		case a.Since.IsZero() || b.Since.IsZero():
+			return boolInt(a.Since.IsZero()) - boolInt(b.Since.IsZero())
+		}
+		return a.Since.Compare(b.Since)
+	})
+	for i := range items {
+		if since := items[i].Since; !since.IsZero() && !since.After(now) {
+			items[i].Age = age(now.Sub(since))
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// age says a duration as a person reads a wait: "under a minute",
+// "25 min", "3 h 20 min", "2 days 4 h".
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "under a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d/time.Minute))
+	case d < 24*time.Hour:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return fmt.Sprintf("%d h", h)
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	}
+	days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
+	unit := "days"
+	if days == 1 {
+		unit = "day"
+	}
+	if h == 0 {
+		return fmt.Sprintf("%d %s", days, unit)
+	}
+	return fmt.Sprintf("%d %s %d h", days, unit, h)
+}
+
 // latePeriods: every period recorded late that has not completed since.
 func latePeriods(ctx context.Context, r *reader) ([]NeedItem, error) {
 	recs, err := r.in.Ledger.LateOpen(ctx)
@@ -374,7 +468,7 @@ func latePeriods(ctx context.Context, r *reader) ([]NeedItem, error) {
 			cmd = allot.RunsCommand(rec.Pipeline)
 		}
 		out = append(out, NeedItem{Kind: KindLate, Title: fmt.Sprintf("period %s of %s is late", rec.Period, rec.Pipeline),
-			Detail: report.LateDetail(rec), Command: cmd})
+			Detail: report.LateDetail(rec), Command: cmd, Since: rec.DueAt, rank: rankLate})
 	}
 	return out, nil
 }
@@ -390,10 +484,10 @@ func driftItems(ctx context.Context, r *reader) ([]NeedItem, error) {
 	for _, d := range items {
 		m := allot.Money{Amount: d.Amount, Currency: d.Currency}
 		out = append(out, NeedItem{Kind: KindDrift, Title: fmt.Sprintf("drift %d: %s on %s's bill, line %s", d.ID, d.Class, d.Vendor, d.Line),
-			Detail: d.Detail, Money: &m, Command: allot.DriftAckCommand(d.ID, "what was done")})
+			Detail: d.Detail, Money: &m, Command: allot.DriftAckCommand(d.ID, "what was done"), Since: d.FoundAt, rank: rankDrift})
 	}
 	if len(items) == driftShown {
-		out = append(out, NeedItem{Kind: KindDrift, Title: fmt.Sprintf("more than %d drift items wait", driftShown), Command: allot.DriftListCommand()})
+		out = append(out, NeedItem{Kind: KindDrift, Title: fmt.Sprintf("more than %d drift items wait", driftShown), Command: allot.DriftListCommand(), rank: rankDrift})
 	}
 	return out, nil
 }
@@ -406,7 +500,8 @@ func heldVendors(_ context.Context, r *reader) ([]NeedItem, error) {
 			continue
 		}
 		out = append(out, NeedItem{Kind: KindVendor, Title: fmt.Sprintf("vendor %s is %s", v.Name, v.Status),
-			Detail: v.Reason, Command: allot.VendorResumeCommand(v.Name), Acts: []Act{actOf(ActVendorResume, "resume", "vendor", v.Name)}})
+			Detail: v.Reason, Command: allot.VendorResumeCommand(v.Name), Acts: []Act{actOf(ActVendorResume, "resume", "vendor", v.Name)},
+			Since: v.Since, rank: rankVendor})
 	}
 	return out, nil
 }

@@ -417,3 +417,70 @@ func TestBarIsDrawnToTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// "Needs a human" lists what blocks most first: a held vendor, a late
+// period, an episode parked on its budget, one that needs attention, then
+// the approvals, the longest waiting first, then drift; each says how
+// long it has waited. Before, the list came in the order of its sources,
+// and a paused vendor sat below the approvals.
+func TestNeedsAreOrderedByWhatTheyBlock(t *testing.T) {
+	in, eps, _, _ := fixture(t)
+	ctx := context.Background()
+	for _, o := range []struct {
+		ep              ledger.Episode
+		outcome, reason string
+		at              time.Duration
+	}{
+		{eps[2], string(allot.OutcomeWaitingApproval), "", 2 * time.Hour},
+		{eps[1], string(allot.OutcomeNeedsAttention), allot.OutcomeUnknown, time.Hour},
+		{eps[0], string(allot.OutcomeWaitingApproval), "", 30 * time.Minute},
+	} {
+		if err := in.Ledger.RecordEpisodeOutcome(ctx, "weekly", o.ep.ID, allot.Outcome(o.outcome), o.reason, ledgertest.BudgetMonday.Add(o.at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := Read(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range b.Needs {
+		got = append(got, it.Title)
+	}
+	want := []string{
+		"vendor covers is paused",
+		"period 2026-W31 of weekly is late",
+		"episode " + eps[3].ID + " of weekly: needs_attention", // parked on its budget
+		"episode " + eps[1].ID + " of weekly: needs_attention",
+		"episode " + eps[0].ID + " of weekly: waiting_approval", // waiting since 00:30
+		"episode " + eps[2].ID + " of weekly: waiting_approval", // since 02:00
+		"drift",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("needs = %q, want %d items in the order %q", got, len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("need %d is %q, want %q first (all: %q)", i, got[i], want[i], got)
+		}
+	}
+	ages := map[string]string{"period 2026-W31": "3 h", eps[0].ID: "2 h 30 min", eps[1].ID: "2 h", eps[2].ID: "1 h"}
+	for _, it := range b.Needs {
+		for key, want := range ages {
+			if strings.Contains(it.Title, key) && it.Age != want {
+				t.Errorf("%s has waited %q, want %q", it.Title, it.Age, want)
+			}
+		}
+	}
+}
+
+func TestAgeReadsAsAPersonSaysIt(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "under a minute", 25 * time.Minute: "25 min", 3 * time.Hour: "3 h", 3*time.Hour + 20*time.Minute: "3 h 20 min",
+		24 * time.Hour: "1 day", 52 * time.Hour: "2 days 4 h",
+	} {
+		if got := age(d); got != want {
+			t.Errorf("age(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -121,6 +121,23 @@ func TestBrowserShowsTheBoardAndItsLiveUpdate(t *testing.T) {
 		}
 	})
 
+	t.Run("needs: what blocks most first, with its age", func(t *testing.T) {
+		raw := tab.evalRaw(t, `Array.from(document.querySelectorAll('li.need .title')).map(e => e.textContent)`)
+		var titles []string
+		if err := json.Unmarshal([]byte(raw), &titles); err != nil {
+			t.Fatal(err)
+		}
+		vendor := slices.IndexFunc(titles, func(s string) bool { return strings.HasPrefix(s, "vendor covers is paused") })
+		parked := slices.IndexFunc(titles, func(s string) bool { return strings.HasPrefix(s, "episode "+eps[3].ID) })
+		if vendor < 0 || parked < 0 || vendor > parked {
+			t.Fatalf("the page lists %q: want the paused vendor, which blocks every step it serves, above the parked episode", titles)
+		}
+		// Parked at Monday 00:00, read at 03:00 (the fixture's times).
+		if !strings.Contains(titles[parked], "waiting 3 h") {
+			t.Errorf("the parked episode does not say how long it has waited: %q", titles[parked])
+		}
+	})
+
 	t.Run("screenshot", func(t *testing.T) {
 		path := filepath.Join(chromiumtest.ArtifactDir(t), "operator-page.png")
 		tab.screenshot(t, path)

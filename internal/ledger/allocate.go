@@ -56,7 +56,7 @@ type AllocateResult struct {
 }
 
 const episodeCols = `pipeline, episode_id, period, sequence, allocation_key, nominal_time, created_at, status, completed_at,
-	outcome, outcome_reason, allocated_by_run`
+	outcome, outcome_reason, allocated_by_run, outcome_at`
 
 // Allocate's statements, prepared once per writer connection (see
 // stmtCache). Each is served by the unique indexes named below, so its cost
@@ -352,7 +352,7 @@ func (l *Ledger) scanEpisodes(rows *sql.Rows) ([]Episode, error) {
 		)
 		if err := rows.Scan(&e.Pipeline, &e.ID, &e.Period, &e.Sequence, &e.AllocationKey,
 			dbTime{&e.NominalTime}, dbTime{&e.CreatedAt}, &status, dbTime{&e.CompletedAt},
-			&e.Outcome, &e.OutcomeReason, &e.AllocatedByRun); err != nil {
+			&e.Outcome, &e.OutcomeReason, &e.AllocatedByRun, dbTime{&e.OutcomeAt}); err != nil {
 			return nil, fmt.Errorf("ledger %s: read episode: %w", l.where, err)
 		}
 		e.Status = EpisodeStatus(status)

@@ -77,8 +77,8 @@ func testEpisodeOutcomes(t *testing.T, l *Ledger) {
 	at := time.Date(2026, 8, 3, 10, 0, 0, 0, time.UTC)
 	mustEpisodeOutcome(t, l, "weekly", ep.ID, "needs_attention", "OutcomeUnknown", at)
 	want := ep
-	want.Outcome, want.OutcomeReason = "needs_attention", "OutcomeUnknown"
-	// Every read of episodes carries the outcome.
+	want.Outcome, want.OutcomeReason, want.OutcomeAt = "needs_attention", "OutcomeUnknown", at
+	// Every read of episodes carries the outcome and since when.
 	if got := mustEpisode(t, l, "weekly", ep.ID); got != want {
 		t.Fatalf("Episode = %+v, want %+v", got, want)
 	}
@@ -115,6 +115,9 @@ func testEpisodeOutcomes(t *testing.T, l *Ledger) {
 	}
 	if got := outcomeAt(t, l, "weekly", ep.ID); !got.Equal(at.Add(2 * time.Hour)) {
 		t.Fatalf("a new reason left the time at %v", got)
+	}
+	if got := mustEpisode(t, l, "weekly", ep.ID); !got.OutcomeAt.Equal(at.Add(2 * time.Hour)) {
+		t.Fatalf("Episode.OutcomeAt after a new reason = %v, want %v", got.OutcomeAt, at.Add(2*time.Hour))
 	}
 
 	// A report older than the stored one (a late, abandoned attempt) does
