@@ -52,8 +52,9 @@ type Act struct {
 	Action string
 	Label  string
 	Fields map[string]string
-	// Unit is the currency a set-limit form's amount is typed in.
-	Unit string
+	// Unit is the currency a set-limit form's amount is typed in, Value
+	// the amount it starts with.
+	Unit, Value string
 }
 
 // Do runs one action for operator by, from the form f, and says what it

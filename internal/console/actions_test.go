@@ -346,3 +346,41 @@ func TestSetLimitTakesMajorUnits(t *testing.T) {
 		t.Errorf("the limit's box does not say its unit:\n%s", page)
 	}
 }
+
+// A budget with parked episodes says what admits them all and offers it:
+// the fixture's week has 50 free and one episode parked asking 250, so
+// the page offers a raise by 2.00 USD to 9.50 USD, its box filled in;
+// sent as it is (with a reason), it is recorded like any raise, and the
+// period then has room for every parked episode.
+func TestRaiseToAdmitAllParked(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	page := p.get(t, "/")
+	if !strings.Contains(page, "Raise the limit by 2.00 USD, to 9.50 USD, to admit all 1 (together they ask 2.50 USD; 0.50 USD is free).") {
+		t.Fatalf("the page does not offer the raise that admits the parked episode:\n%s", page)
+	}
+	if want := allot.BudgetRaiseCommand("video-weekly", "2026-W32", 950, "admit the parked episodes"); !strings.Contains(page, htmlText(want)) {
+		t.Errorf("the page does not print the raise's command %q", want)
+	}
+	m := regexp.MustCompile(`name="limit"[^>]*value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil || m[1] != "9.50" {
+		t.Fatalf("the raise's box = %q, want it filled with 9.50", m)
+	}
+	form := url.Values{"act": {console.ActSetLimit}, "budget": {"video-weekly"}, "period": {"2026-W32"}, "limit": {m[1]},
+		"reason": {"admit the parked episode"}, "request_id": {"admit-all"}, "csrf": {p.csrf(t)}}
+	if code, body := p.post(t, "/act", form, nil); code != http.StatusSeeOther {
+		t.Fatalf("the raise = %d:\n%s", code, refusal(body))
+	}
+	b, err := console.Read(context.Background(), p.in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range b.Money {
+		if row.Budget == "video-weekly" && (row.Limit != 950 || row.RaiseAll != 0 || row.Free < row.ParkedAsk) {
+			t.Errorf("after the raise: %+v; want a limit of 950 with room for the parked", row)
+		}
+	}
+	if page := p.get(t, "/"); !strings.Contains(page, "The limit has room for all 1 now") {
+		t.Errorf("after the raise the page does not say the parked episode fits:\n%s", page)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -91,6 +92,28 @@ type BudgetRow struct {
 	// below zero).
 	Free   int64
 	Parked []string
+	// ParkedAsk is what the parked episodes ask of the period together
+	// (each what one run reserves at most: all its covered steps at once),
+	// RaiseAll how far the limit must rise to admit them all (never below
+	// zero), and AdmitAllLimit the limit that does.
+	ParkedAsk, RaiseAll, AdmitAllLimit int64
+}
+
+// ParkedLimitInput is AdmitAllLimit as the page's limit box takes it:
+// major units, no currency ("12.50").
+func (r BudgetRow) ParkedLimitInput() string {
+	return strings.TrimSuffix(allot.Money{Amount: r.AdmitAllLimit, Currency: r.Currency}.String(), " "+r.Currency)
+}
+
+// shortOf is how far the limit must rise for one parked episode of
+// pipeline p to go on: what it asks less what the period has free (never
+// below zero); ok false when the budget does not cover p.
+func (r BudgetRow) shortOf(b pipeline.Budget, p *pipeline.Pipeline) (int64, bool) {
+	ask, _, covers, err := b.PerRun(p)
+	if err != nil || !covers {
+		return 0, false
+	}
+	return max(ask-r.Free, 0), true
 }
 
 // Amount is a figure of the row as money in its currency.
@@ -103,8 +126,10 @@ type NeedItem struct {
 	Kind   string
 	Title  string
 	Detail string
-	// Money is what is at stake, when known.
-	Money *allot.Money
+	// Money is what is at stake, when known; MoneyLabel says what it is
+	// when it is not ("" reads "at stake").
+	Money      *allot.Money
+	MoneyLabel string
 	// Command is the complete CLI command that resolves it (or shows
 	// what to do), as the CLI prints it.
 	Command string
@@ -301,12 +326,46 @@ func (r *reader) money(ctx context.Context) ([]BudgetRow, error) {
 			return nil, err
 		}
 		row := BudgetRow{Period: p, Parked: view.Parked, Free: max(p.Limit-p.Settled-p.Reserved, 0)}
+		if err := row.admitAll(r.in.Pipelines, b); err != nil {
+			return nil, err
+		}
 		for _, bp := range b.AlertBasisPoints() {
 			row.Alerts = append(row.Alerts, allot.Money{Amount: p.Limit * int64(bp) / 10000, Currency: p.Currency})
 		}
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// admitAll works out what the parked episodes ask of the row's period
+// and the limit that admits them all (see BudgetRow.ParkedAsk).
+func (row *BudgetRow) admitAll(set *pipeline.Set, b pipeline.Budget) error {
+	for _, key := range row.Parked {
+		name, _, _ := strings.Cut(key, "/")
+		p, err := set.Get(name)
+		if err != nil {
+			continue // a pipeline the file no longer has
+		}
+		ask, _, covers, err := b.PerRun(p)
+		if err != nil {
+			return err
+		}
+		if !covers {
+			continue
+		}
+		if row.ParkedAsk, err = allot.AddAmount(row.ParkedAsk, ask); err != nil {
+			return fmt.Errorf("budget %s period %s: what its parked episodes ask: %w", b.Name, row.Period.Period, err)
+		}
+	}
+	if len(row.Parked) == 0 {
+		return nil
+	}
+	row.RaiseAll = max(row.ParkedAsk-row.Free, 0)
+	var err error
+	if row.AdmitAllLimit, err = allot.AddAmount(row.Limit, row.RaiseAll); err != nil {
+		return fmt.Errorf("budget %s period %s: the limit that admits its parked episodes: %w", b.Name, row.Period.Period, err)
+	}
+	return nil
 }
 
 // link is the Web UI page of a workflow, or "" without a Web UI.
@@ -348,6 +407,9 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 		if r.in.Temporal != nil && !r.temporalDown {
 			r.remedy(ctx, e, &it)
 		}
+		if it.rank == rankBudget {
+			r.shortfall(e, &it)
+		}
 		out = append(out, it)
 	}
 	if len(eps) == waitingShown {
@@ -355,6 +417,30 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 			Command: allot.StatsCommand(eps[len(eps)-1].Pipeline), rank: rankApproval})
 	}
 	return out, nil
+}
+
+// shortfall gives an episode parked on its budgets one figure: how far
+// the limit of the budget that refuses it most must rise for it to go on
+// (what the whole episode asks, less what the period has free), in place
+// of its step's price, which reads as what it would cost.
+func (r *reader) shortfall(e ledger.Episode, it *NeedItem) {
+	p, err := r.in.Pipelines.Get(e.Pipeline)
+	if err != nil {
+		return
+	}
+	key := e.Pipeline + "/" + e.ID
+	for _, row := range r.board.Money {
+		b, ok := r.in.Pipelines.Budget(row.Budget)
+		if !ok || !slices.Contains(row.Parked, key) {
+			continue
+		}
+		short, ok := row.shortOf(b, p)
+		if !ok || (it.Money != nil && it.MoneyLabel != "" && short <= it.Money.Amount) {
+			continue
+		}
+		it.Money = &allot.Money{Amount: short, Currency: row.Currency}
+		it.MoneyLabel = "short in budget " + row.Budget + " " + row.Period.Period
+	}
 }
 
 // episodeRank is where a waiting episode stands in needOrder.

@@ -368,8 +368,10 @@ func (absentHandle) Describe(context.Context) (*client.ScheduleDescription, erro
 }
 
 // With Temporal at hand, a parked episode's item is its workflow's: the
-// attention's reason, its first remedy, and the parked step's max_cost at
-// stake.
+// attention's reason and its first remedy; its one figure, for an episode
+// parked on its budget, is how far the limit must rise for it to go on
+// (what it asks, 250, less the 50 free), not its step's price "at stake"
+// beside an "asked" of another amount.
 func TestBoardTakesTheRemedyFromTheWorkflow(t *testing.T) {
 	in, eps, _, _ := fixture(t)
 	in.Temporal = parkedClient{}
@@ -384,8 +386,8 @@ func TestBoardTakesTheRemedyFromTheWorkflow(t *testing.T) {
 	if want := allot.BudgetRaiseCommand("video-weekly", "2026-W32", 1000, "why"); it.Command != want {
 		t.Errorf("command = %q, want the first remedy %q", it.Command, want)
 	}
-	if it.Money == nil || *it.Money != (allot.Money{Amount: 250, Currency: "USD"}) || !strings.Contains(it.Detail, "video-weekly has no room") {
-		t.Errorf("item = %+v; want video's 250 USD at stake and the attention's reason", it)
+	if it.Money == nil || *it.Money != (allot.Money{Amount: 200, Currency: "USD"}) || it.MoneyLabel != "short in budget video-weekly 2026-W32" || !strings.Contains(it.Detail, "video-weekly has no room") {
+		t.Errorf("item = %+v; want 2.00 USD short in budget video-weekly 2026-W32 and the attention's reason", it)
 	}
 }
 

@@ -38,10 +38,14 @@ const maxForm = 64 << 10
 var assets embed.FS
 
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"bsCommand":   allot.BudgetShowCommand,
-	"act":         func(s session, a Act) actView { return actView{Session: s, Act: a} },
-	"actOf":       actOf,
-	"inUnit":      func(a Act, unit string) Act { a.Unit = unit; return a },
+	"bsCommand": allot.BudgetShowCommand,
+	"act":       func(s session, a Act) actView { return actView{Session: s, Act: a} },
+	"actOf":     actOf,
+	"inUnit":    func(a Act, unit string) Act { a.Unit = unit; return a },
+	"prefill":   func(a Act, value string) Act { a.Value = value; return a },
+	"raiseCommand": func(budget, period string, limit int64) string {
+		return allot.BudgetRaiseCommand(budget, period, limit, "admit the parked episodes")
+	},
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"seriesClass": SeriesClass,
 	"runs":        Runs,
