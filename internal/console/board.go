@@ -156,6 +156,7 @@ type NeedItem struct {
 const (
 	rankVendor = iota
 	rankLate
+	rankWarning
 	rankBudget
 	rankAttention
 	rankWaitingVendor
@@ -216,7 +217,7 @@ type reader struct {
 // needSources.
 type needSource func(ctx context.Context, r *reader) ([]NeedItem, error)
 
-var needSources = []needSource{waitingEpisodes, latePeriods, driftItems, heldVendors}
+var needSources = []needSource{waitingEpisodes, latePeriods, warnedPeriods, driftItems, heldVendors}
 
 // Read reads the board.
 func Read(ctx context.Context, in ReadInput) (Board, error) {
@@ -557,6 +558,41 @@ func latePeriods(ctx context.Context, r *reader) ([]NeedItem, error) {
 			Detail: report.LateDetail(rec), Command: cmd, Since: rec.DueAt, rank: rankLate})
 	}
 	return out, nil
+}
+
+// warnedPeriods: every period warned before its deadline that is still
+// short of its episodes, from the moment the warning is recorded (before,
+// the page said nothing until the period was late).
+func warnedPeriods(ctx context.Context, r *reader) ([]NeedItem, error) {
+	recs, err := r.in.Ledger.WarningsOpen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []NeedItem
+	for _, rec := range recs {
+		completed, err := r.in.Ledger.CompletedInPeriod(ctx, rec.Pipeline, rec.Period)
+		if err != nil {
+			return nil, err
+		}
+		if completed >= rec.Needed {
+			continue // it got its episodes since: on time
+		}
+		cmd := rec.Command
+		if cmd == "" {
+			cmd = allot.RunsCommand(rec.Pipeline)
+		}
+		out = append(out, NeedItem{Kind: KindLate, Title: fmt.Sprintf("period %s of %s may be late: due %s", rec.Period, rec.Pipeline, rec.DueAt.UTC().Format(time.RFC3339)),
+			Detail:  fmt.Sprintf("%d of %d episodes completed when warned: %s%s", rec.Completed, rec.Needed, rec.Cause, parenthesized(rec.Detail)),
+			Command: cmd, Since: rec.RecordedAt, rank: rankWarning})
+	}
+	return out, nil
+}
+
+func parenthesized(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 // driftItems: what the vendors' bills say that the ledger cannot explain,

@@ -421,7 +421,8 @@ func TestBarIsDrawnToTheLimit(t *testing.T) {
 }
 
 // "Needs a human" lists what blocks most first: a held vendor, a late
-// period, an episode parked on its budget, one that needs attention, then
+// period, a period warned that it may be late (from the moment the warning
+// is recorded), an episode parked on its budget, one that needs attention, then
 // the approvals, the longest waiting first, then drift; each says how
 // long it has waited. Before, the list came in the order of its sources,
 // and a paused vendor sat below the approvals.
@@ -441,6 +442,12 @@ func TestNeedsAreOrderedByWhatTheyBlock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// W33's warning, recorded at 01:00, shows at once, below the late
+	// period.
+	if _, recorded, _, err := in.Ledger.JudgePeriod(ctx, ledger.PeriodJudgement{Pipeline: "weekly", Period: "2026-W33", Kind: allot.DeadlineWarning,
+		DueAt: ledgertest.BudgetMonday.Add(7 * 24 * time.Hour), Needed: 1, Cause: allot.CauseNoRun, At: ledgertest.BudgetMonday.Add(time.Hour)}); err != nil || !recorded {
+		t.Fatalf("JudgePeriod = %v, recorded %v", err, recorded)
+	}
 	b, err := Read(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -452,6 +459,7 @@ func TestNeedsAreOrderedByWhatTheyBlock(t *testing.T) {
 	want := []string{
 		"vendor covers is paused",
 		"period 2026-W31 of weekly is late",
+		"period 2026-W33 of weekly may be late: due 2026-08-10T02:00:00Z",
 		"episode " + eps[3].ID + " of weekly: needs_attention", // parked on its budget
 		"episode " + eps[1].ID + " of weekly: needs_attention",
 		"episode " + eps[0].ID + " of weekly: waiting_approval", // waiting since 00:30
@@ -466,7 +474,7 @@ func TestNeedsAreOrderedByWhatTheyBlock(t *testing.T) {
 			t.Errorf("need %d is %q, want %q first (all: %q)", i, got[i], want[i], got)
 		}
 	}
-	ages := map[string]string{"period 2026-W31": "3 h", eps[0].ID: "2 h 30 min", eps[1].ID: "2 h", eps[2].ID: "1 h"}
+	ages := map[string]string{"period 2026-W31": "3 h", "period 2026-W33": "2 h", eps[0].ID: "2 h 30 min", eps[1].ID: "2 h", eps[2].ID: "1 h"}
 	for _, it := range b.Needs {
 		for key, want := range ages {
 			if strings.Contains(it.Title, key) && it.Age != want {

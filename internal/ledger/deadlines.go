@@ -352,6 +352,17 @@ func (l *Ledger) LateOpen(ctx context.Context) ([]DeadlineRecord, error) {
 		ORDER BY due_at, pipeline`, string(allot.DeadlineLate), string(allot.DeadlineCompletedLate))
 }
 
+// WarningsOpen lists the warnings of the periods not judged at their
+// deadline yet (no on-time, late or completed-late record), the nearest
+// deadline first: the periods that may still be saved. A period that got
+// its episodes since its warning stays listed until its deadline judges
+// it; CompletedInPeriod tells.
+func (l *Ledger) WarningsOpen(ctx context.Context) ([]DeadlineRecord, error) {
+	return l.queryDeadlines(ctx, l.r, `SELECT `+deadlineCols+` FROM deadline_records d WHERE kind = ?
+		AND NOT EXISTS (SELECT 1 FROM deadline_records c WHERE c.pipeline = d.pipeline AND c.period = d.period AND c.kind IN (?, ?, ?))
+		ORDER BY due_at, pipeline`, string(allot.DeadlineWarning), string(allot.DeadlineOnTime), string(allot.DeadlineLate), string(allot.DeadlineCompletedLate))
+}
+
 // DeadlineTotal counts one pipeline's records of one kind.
 type DeadlineTotal struct {
 	Pipeline string

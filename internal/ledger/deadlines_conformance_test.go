@@ -248,7 +248,8 @@ func testDeadlineInvalidJudgement(t *testing.T, l *Ledger) {
 
 // testDeadlineReads: the last judged deadline skips warnings; records page
 // by ID and filter by kind and due time; totals count per pipeline and
-// kind; LateOpen lists the late periods not completed since.
+// kind; LateOpen lists the late periods not completed since, and
+// WarningsOpen the warned periods not judged at their deadline yet.
 func testDeadlineReads(t *testing.T, l *Ledger) {
 	ctx := ctxT(t)
 	if last, err := l.LastJudgedDue(ctx, "weekly"); err != nil || !last.IsZero() {
@@ -279,6 +280,13 @@ func testDeadlineReads(t *testing.T, l *Ledger) {
 	if _, err := l.DeadlineRecords(ctx, DeadlineFilter{}); !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("DeadlineRecords of no pipeline = %v", err)
 	}
+	// W40's warning is open; W32's, judged late since, is not.
+	w32 := judgement(allot.DeadlineWarning, 1)
+	w32.Period, w32.DueAt = "2026-W32", due
+	mustJudge(t, l, w32)
+	if warned, err := l.WarningsOpen(ctx); err != nil || len(warned) != 1 || warned[0].Period != "2026-W40" || warned[0].Kind != allot.DeadlineWarning {
+		t.Fatalf("WarningsOpen = %+v, %v; want W40's warning only (W32 was judged late)", warned, err)
+	}
 	completeEpisode(t, l, "weekly", "weekly/k", "2026-W33", due.AddDate(0, 0, 8))
 	open, err := l.LateOpen(ctx)
 	if err != nil || len(open) != 2 || open[0].Period != "2026-W32" || open[1].Period != "2026-W34" {
@@ -295,7 +303,7 @@ func testDeadlineReads(t *testing.T, l *Ledger) {
 		}
 		got[tot.Kind] = tot.Count
 	}
-	if got[allot.DeadlineLate] != 3 || got[allot.DeadlineWarning] != 1 || got[allot.DeadlineCompletedLate] != 1 || len(got) != 3 {
+	if got[allot.DeadlineLate] != 3 || got[allot.DeadlineWarning] != 2 || got[allot.DeadlineCompletedLate] != 1 || len(got) != 3 {
 		t.Fatalf("totals = %v", got)
 	}
 }
