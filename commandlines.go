@@ -114,6 +114,12 @@ func ScheduleCreateCommand(pipeline string) string {
 	return "starter schedule create --pipeline " + pipeline
 }
 
+// ScheduleDescribeCommand shows a pipeline's Schedule as Temporal holds
+// it, with its next times.
+func ScheduleDescribeCommand(pipeline string) string {
+	return "starter schedule describe --pipeline " + pipeline
+}
+
 // ScheduleUnpauseCommand unpauses a pipeline's schedule (and settles the
 // times it missed under the pipeline's catch_up policy).
 func ScheduleUnpauseCommand(pipeline string) string {

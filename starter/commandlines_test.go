@@ -40,6 +40,7 @@ func TestPrintedCommandLinesParse(t *testing.T) {
 		"catch-up":       allot.CatchUpCommand("weekly-video", from),
 		"schedule":       allot.ScheduleCreateCommand("weekly-video"),
 		"unpause":        allot.ScheduleUnpauseCommand("weekly-video"),
+		"describe":       allot.ScheduleDescribeCommand("weekly-video"),
 		"inputs":         allot.InputListCommand("drafts"),
 		"vendor resume":  allot.VendorResumeCommand("videogen"),
 		"import":         allot.ImportCommand("weekly-video", "old runs/export.jsonl", "--over-cap"),

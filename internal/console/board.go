@@ -56,13 +56,18 @@ type ReadInput struct {
 
 // Board is everything the page shows, read at Now.
 type Board struct {
-	Now     time.Time
-	Money   []BudgetRow
-	Needs   []NeedItem
-	Runs    []RunRow
-	More    bool // more runs in the window than shown
-	Next    []UpcomingRun
-	Vendors []report.VendorView
+	Now   time.Time
+	Money []BudgetRow
+	Needs []NeedItem
+	Runs  []RunRow
+	More  bool // more runs in the window than shown
+	Next  []UpcomingRun
+	// NextTotal is how many scheduled times the next week holds, NextShown
+	// how many of them Next shows (the first; Next also has a row per
+	// paused Schedule), NextRest where each pipeline's are all listed.
+	NextTotal, NextShown int
+	NextRest             []ScheduleRest
+	Vendors              []report.VendorView
 	// Schedules are the pipelines' Schedules, paused or not.
 	Schedules []ScheduleRow
 	// Spend is the recorded costs per vendor and currency over SpendDays
@@ -675,19 +680,57 @@ func (r *reader) upcoming(ctx context.Context) ([]UpcomingRun, error) {
 			out = append(out, UpcomingRun{Pipeline: name, Paused: true, Price: price, Quoted: quoted})
 			continue
 		}
-		times, err := s.Spec.Times(s.Zone, r.now, r.now.Add(upcomingWindow), upcomingShown)
+		times, err := s.Spec.Times(s.Zone, r.now, r.now.Add(upcomingWindow), 0)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
 		}
-		for _, t := range times {
+		r.board.NextTotal += len(times)
+		if len(times) > upcomingShown {
+			r.board.NextRest = append(r.board.NextRest, ScheduleRest{Pipeline: name, Times: len(times),
+				Link: r.scheduleLink(name), Command: allot.ScheduleDescribeCommand(name)})
+		}
+		for _, t := range times[:min(len(times), upcomingShown)] {
 			out = append(out, UpcomingRun{Pipeline: name, At: t, Price: price, Quoted: quoted})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b UpcomingRun) int { return a.At.Compare(b.At) })
 	if len(out) > upcomingShown {
+		// The cut falls inside other pipelines' times too: each pipeline
+		// with a time left out says where its times are all listed.
+		for _, left := range out[upcomingShown:] {
+			if !left.Paused && !slices.ContainsFunc(r.board.NextRest, func(x ScheduleRest) bool { return x.Pipeline == left.Pipeline }) {
+				r.board.NextRest = append(r.board.NextRest, ScheduleRest{Pipeline: left.Pipeline, Link: r.scheduleLink(left.Pipeline), Command: allot.ScheduleDescribeCommand(left.Pipeline)})
+			}
+		}
 		out = out[:upcomingShown]
 	}
+	for _, u := range out {
+		if !u.Paused {
+			r.board.NextShown++
+		}
+	}
 	return out, nil
+}
+
+// ScheduleRest is where a pipeline's scheduled times the page leaves out
+// are listed: its Schedule in the Web UI, and the CLI's describe.
+type ScheduleRest struct {
+	Pipeline string
+	Times    int // the pipeline's times in the window, when known
+	Link     string
+	Command  string
+}
+
+// scheduleLink is the Web UI page of a pipeline's Schedule, or "".
+func (r *reader) scheduleLink(name string) string {
+	if r.in.WebUI == "" {
+		return ""
+	}
+	ns := r.in.Namespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	return r.in.WebUI + "/namespaces/" + url.PathEscape(ns) + "/schedules/" + url.PathEscape(allot.ScheduleID(name))
 }
 
 // runPrice is what one run of p reserves at most: the sum of its steps'

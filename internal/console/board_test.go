@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
 	"allot/internal/patience"
+	"allot/pipeline"
 	"allot/workflows"
 )
 
@@ -492,5 +494,46 @@ func TestAgeReadsAsAPersonSaysIt(t *testing.T) {
 		if got := age(d); got != want {
 			t.Errorf("age(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// A list the page cuts says so and says where the rest is: a Schedule
+// every 10 minutes holds 1,008 times in the next week; the page shows the
+// first 20, says "the first 20 of 1008 times", and links to the Schedule
+// in the Web UI and prints its describe command. Before, the list stopped
+// at 20 rows without a word.
+func TestScheduledListSaysWhatItLeavesOut(t *testing.T) {
+	set, err := pipeline.Parse([]byte(`
+[[pipeline]]
+name   = "often"
+period = "day"
+  [pipeline.schedule]
+  cron = "*/10 * * * *"
+  [[pipeline.step]]
+  name = "plan"
+  kind = "local"
+`), "often")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := ReadInput{Ledger: ledgertest.New(t).Led, Pipelines: set, Now: time.Date(2026, 8, 3, 0, 0, 0, 0, time.UTC), WebUI: "http://ui.test", Namespace: "ns"}
+	b, err := Read(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Next) != upcomingShown || b.NextShown != upcomingShown || b.NextTotal != 7*24*6 {
+		t.Fatalf("next = %d rows, %d shown of %d; want %d of %d", len(b.Next), b.NextShown, b.NextTotal, upcomingShown, 7*24*6)
+	}
+	want := ScheduleRest{Pipeline: "often", Times: 7 * 24 * 6, Link: "http://ui.test/namespaces/ns/schedules/" + url.PathEscape(allot.ScheduleID("often")),
+		Command: allot.ScheduleDescribeCommand("often")}
+	if len(b.NextRest) != 1 || b.NextRest[0] != want {
+		t.Fatalf("where the rest is = %+v, want %+v", b.NextRest, want)
+	}
+	var page bytes.Buffer
+	if err := pageTemplate.ExecuteTemplate(&page, "board", view{Board: b}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "Scheduled, next 7 days (the first 20 of 1008 times)") || !strings.Contains(page.String(), want.Command) {
+		t.Errorf("the page does not say what it leaves out:\n%s", page.String())
 	}
 }
