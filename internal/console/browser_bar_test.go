@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"allot/internal/allottest"
 	"allot/internal/chromiumtest"
 	"allot/internal/console"
 	"allot/internal/ledgertest"
@@ -153,5 +154,45 @@ func TestBrowserDrawsEachBudgetToItsLimit(t *testing.T) {
 		if row.Budget == "at-600" && (row.Admitted != 1 || row.Refused != 6 || row.AdmittedAmount != 600 || row.RefusedAmount != 3600) {
 			t.Errorf("at-600's forecast split = %d runs (%d) admitted, %d (%d) refused; want 1 (600) and 6 (3600)", row.Admitted, row.AdmittedAmount, row.Refused, row.RefusedAmount)
 		}
+	}
+}
+
+// Times are shown in the operator's browser zone, with UTC on hover: the
+// board read at 2026-08-03T00:00:00Z reads "Aug 2, 2026, 08:00 PM EDT" in
+// New York, and the time keeps its UTC instant in its title. Without the
+// script (or before it runs) the page shows UTC, as before.
+func TestBrowserShowsTimesInTheOperatorsZone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	br := newBrowser(t)
+	set, err := pipeline.Parse([]byte(barScales), "bar_scales")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := console.ReadInput{Ledger: ledgertest.New(t).Led, Pipelines: set, Now: time.Date(2026, 8, 3, 0, 0, 0, 0, time.UTC)}
+	srv := httptest.NewServer(console.NewServer(in, nil))
+	t.Cleanup(srv.Close)
+	tab := br.open(t, srv.URL+"/")
+	tab.call(t, "Emulation.setTimezoneOverride", map[string]any{"timezoneId": "America/New_York"}, nil)
+	tab.call(t, "Emulation.setLocaleOverride", map[string]any{"locale": "en-US"}, nil)
+	tab.call(t, "Page.reload", map[string]any{}, nil)
+	const read = `(() => { const e = document.querySelector('#board time'); return e ? e.textContent + '|' + e.getAttribute('title') : ''; })()`
+	deadline := allottest.Deadline(t, 30*time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got := tab.eval(t, read)
+		shown, title, _ := strings.Cut(got, "|")
+		if strings.Contains(shown, "EDT") {
+			if shown != "Aug 2, 2026, 08:00 PM EDT" || title != "2026-08-03T00:00:00Z (UTC)" {
+				t.Fatalf("the board's read time shows %q with title %q; want %q and the UTC instant on hover", shown, title, "Aug 2, 2026, 08:00 PM EDT")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the board's read time never showed in New York's zone: %q", got)
+		}
+		<-tick.C
 	}
 }

@@ -1,9 +1,22 @@
-// Live updates of the operator page: on each "update" event of /events
+// The operator page's script: times in the operator's zone, and live
+// updates: on each "update" event of /events
 // (the ledger changed), fetch the board again and swap it in. The page
 // works without this file, minus the live updates. A board on which the
 // operator is filling in a form is not swapped (it would lose what was
 // typed): the swap waits until the form is left empty or sent.
 (function () {
+  // Times come in UTC (RFC 3339, kept in the title for hover); they are
+  // shown in the operator's own zone, and again after every swap.
+  function localTimes(root) {
+    if (!root || !window.Intl) return;
+    var ts = root.querySelectorAll("time[datetime]");
+    for (var i = 0; i < ts.length; i++) {
+      var d = new Date(ts[i].getAttribute("datetime"));
+      if (isNaN(d.getTime())) continue;
+      ts[i].textContent = d.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZoneName: "short" });
+    }
+  }
+  localTimes(document);
   if (!window.EventSource || !window.fetch) return;
   var board = document.getElementById("board");
   if (!board) return;
@@ -22,7 +35,10 @@
     fetch("/board", { cache: "no-store", credentials: "same-origin" }).then(function (r) {
       return r.ok ? r.text() : null;
     }).then(function (html) {
-      if (html && !busy()) document.getElementById("board").outerHTML = html;
+      if (html && !busy()) {
+        document.getElementById("board").outerHTML = html;
+        localTimes(document.getElementById("board"));
+      }
       else if (html) pending = true;
     });
   }
