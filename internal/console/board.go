@@ -398,8 +398,8 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 	for _, e := range eps {
 		it := NeedItem{
 			Kind:    KindEpisode,
-			Title:   fmt.Sprintf("episode %s of %s: %s", e.ID, e.Pipeline, e.Outcome),
-			Detail:  e.OutcomeReason,
+			Title:   fmt.Sprintf("episode %s of %s %s", e.ID, e.Pipeline, sayEpisode(e)),
+			Detail:  sayReason(e.OutcomeReason),
 			Command: allot.ShowCommand(e.Pipeline, e.ID),
 			Link:    r.link(allot.EpisodeWorkflowID(e.Pipeline, e.ID)),
 			Since:   e.OutcomeAt,

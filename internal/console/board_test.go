@@ -462,10 +462,10 @@ func TestNeedsAreOrderedByWhatTheyBlock(t *testing.T) {
 		"vendor covers is paused",
 		"period 2026-W31 of weekly is late",
 		"period 2026-W33 of weekly may be late: due 2026-08-10T02:00:00Z",
-		"episode " + eps[3].ID + " of weekly: needs_attention", // parked on its budget
-		"episode " + eps[1].ID + " of weekly: needs_attention",
-		"episode " + eps[0].ID + " of weekly: waiting_approval", // waiting since 00:30
-		"episode " + eps[2].ID + " of weekly: waiting_approval", // since 02:00
+		"episode " + eps[3].ID + " of weekly waits for room in its budget",
+		"episode " + eps[1].ID + " of weekly needs a decision",
+		"episode " + eps[0].ID + " of weekly waits for approval", // waiting since 00:30
+		"episode " + eps[2].ID + " of weekly waits for approval", // since 02:00
 		"drift",
 	}
 	if len(got) != len(want) {
@@ -535,5 +535,22 @@ period = "day"
 	}
 	if !strings.Contains(page.String(), "Scheduled, next 7 days (the first 20 of 1008 times)") || !strings.Contains(page.String(), want.Command) {
 		t.Errorf("the page does not say what it leaves out:\n%s", page.String())
+	}
+}
+
+// The page says outcomes and reasons in words, the ledger's term kept in
+// parentheses; a term without words is shown as it is.
+func TestPageSaysOutcomesInWords(t *testing.T) {
+	if got := sayEpisode(allot.Episode{Outcome: string(allot.OutcomeNeedsAttention), OutcomeReason: allot.BudgetExhausted}); got != "waits for room in its budget" {
+		t.Errorf("a budget-parked episode = %q", got)
+	}
+	if got := sayOutcome(string(allot.OutcomeWaitingApproval)); got != "waits for approval" {
+		t.Errorf("waiting_approval = %q", got)
+	}
+	if got := sayReason(allot.OutcomeUnknown); got != "a paid request may have reached the vendor, and the vendor cannot say (OutcomeUnknown)" {
+		t.Errorf("OutcomeUnknown = %q", got)
+	}
+	if got := sayReason("SomethingNew"); got != "SomethingNew" {
+		t.Errorf("a reason without words = %q", got)
 	}
 }
