@@ -55,6 +55,24 @@ type Act struct {
 	// Unit is the currency a set-limit form's amount is typed in, Value
 	// the amount it starts with.
 	Unit, Value string
+	// Exits are the resolve exits the parked step offers (Exit*).
+	Exits []string
+}
+
+// The exits of a resolve form, as its select sends them.
+const (
+	ExitRetry    = "retry"
+	ExitResubmit = "resubmit"
+	ExitAbandon  = "abandon"
+	ExitAdopt    = "adopt"
+)
+
+// exitLabels say what each exit does, in the form.
+var exitLabels = map[string]string{
+	ExitRetry:    "retry (the same task, looked up first)",
+	ExitResubmit: "resubmit (sends again)",
+	ExitAbandon:  "abandon",
+	ExitAdopt:    "adopt a reference",
 }
 
 // Do runs one action for operator by, from the form f, and says what it

@@ -449,6 +449,30 @@ func (r *reader) shortfall(e ledger.Episode, it *NeedItem) {
 	}
 }
 
+// resolveExits are the resolve exits the workflow's remedies offer for
+// the parked step, in the form's order: retry, resubmit, abandon, adopt
+// (which goes through the look-up, whose answer prints the reference). A
+// task never sent offers neither resubmit nor adopt, since its remedies
+// hold neither; an exit the page offered would only be refused.
+func resolveExits(e ledger.Episode, step string, remedies []string) []string {
+	var exits []string
+	has := func(cmd string) bool { return slices.Contains(remedies, cmd) }
+	if has(allot.RetryCommand(e.Pipeline, e.ID, step)) {
+		exits = append(exits, ExitRetry)
+	}
+	if has(allot.ResubmitCommand(e.Pipeline, e.ID, step)) {
+		exits = append(exits, ExitResubmit)
+	}
+	abandon, _, _ := strings.Cut(allot.AbandonCommand(e.Pipeline, e.ID, step, "x"), " --reason ")
+	if slices.ContainsFunc(remedies, func(r string) bool { return strings.HasPrefix(r, abandon+" ") }) {
+		exits = append(exits, ExitAbandon)
+	}
+	if has(allot.LookupCommand(e.Pipeline, e.ID, step)) {
+		exits = append(exits, ExitAdopt)
+	}
+	return exits
+}
+
 // episodeRank is where a waiting episode stands in needOrder.
 func episodeRank(e ledger.Episode) int {
 	switch allot.Outcome(e.Outcome) {
@@ -479,8 +503,10 @@ func (r *reader) remedy(ctx context.Context, e ledger.Episode, it *NeedItem) {
 		if len(a.Remedies) > 0 {
 			it.Command = a.Remedies[0]
 		}
-		if a.Step != "" {
-			it.Acts = []Act{actOf(ActResolve, "resolve", "pipeline", e.Pipeline, "episode", e.ID, "step", a.Step)}
+		if exits := resolveExits(e, a.Step, a.Remedies); a.Step != "" && len(exits) > 0 {
+			act := actOf(ActResolve, "resolve", "pipeline", e.Pipeline, "episode", e.ID, "step", a.Step)
+			act.Exits = exits
+			it.Acts = []Act{act}
 		}
 		if p, err := r.in.Pipelines.Get(e.Pipeline); err == nil {
 			if st, ok := p.Step(a.Step); ok {

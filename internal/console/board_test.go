@@ -554,3 +554,30 @@ func TestPageSaysOutcomesInWords(t *testing.T) {
 		t.Errorf("a reason without words = %q", got)
 	}
 }
+
+// The resolve form offers exactly the exits the command table allows the
+// parked step, for every row of it: a task never sent (planned) offers
+// neither resubmit nor adopt; an unknown outcome offers all four. Before,
+// every form offered all four.
+func TestResolveFormOffersTheExitsThatApply(t *testing.T) {
+	e := ledger.Episode{Pipeline: "weekly", ID: "2026-W32-0"}
+	exitOf := map[allot.Action]string{allot.ActionRetry: ExitRetry, allot.ActionResubmit: ExitResubmit, allot.ActionAbandon: ExitAbandon, allot.ActionAdopt: ExitAdopt}
+	for _, rule := range allot.PaidCommandTable {
+		var want []string
+		for _, exit := range []string{ExitRetry, ExitResubmit, ExitAbandon, ExitAdopt} {
+			for _, a := range rule.Allowed {
+				if exitOf[a] == exit {
+					want = append(want, exit)
+				}
+			}
+		}
+		got := resolveExits(e, "video", workflows.Remedies(e.Pipeline, e.ID, "video", rule.State, rule.Attention))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s/%s: the form offers %v, want %v", rule.State, rule.Attention, got, want)
+		}
+	}
+	planned := resolveExits(e, "video", workflows.Remedies(e.Pipeline, e.ID, "video", allot.PaidPlanned, allot.BudgetExhausted))
+	if slices.Contains(planned, ExitResubmit) || slices.Contains(planned, ExitAdopt) || !slices.Contains(planned, ExitAbandon) {
+		t.Fatalf("a task never sent offers %v", planned)
+	}
+}

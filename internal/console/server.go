@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,8 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 	"actOf":     actOf,
 	"inUnit":    func(a Act, unit string) Act { a.Unit = unit; return a },
 	"prefill":   func(a Act, value string) Act { a.Value = value; return a },
+	"exitLabel": func(exit string) string { return exitLabels[exit] },
+	"offers":    func(a Act, exit string) bool { return slices.Contains(a.Exits, exit) },
 	"raiseCommand": func(budget, period string, limit int64) string {
 		return allot.BudgetRaiseCommand(budget, period, limit, "admit the parked episodes")
 	},
