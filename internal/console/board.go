@@ -52,16 +52,23 @@ type ReadInput struct {
 	Now time.Time
 	// WebUI is the base URL of the Temporal Web UI; "" shows no links.
 	WebUI string
+	// Pipeline, when set, keeps what waits on a person to that pipeline's
+	// (and what blocks every pipeline, such as a held vendor).
+	Pipeline string
 }
 
 // Board is everything the page shows, read at Now.
 type Board struct {
-	Now   time.Time
-	Money []BudgetRow
-	Needs []NeedItem
-	Runs  []RunRow
-	More  bool // more runs in the window than shown
-	Next  []UpcomingRun
+	Now time.Time
+	// Pipeline is the filter of what waits on a person ("" none);
+	// PipelineNames are the pipelines to filter by.
+	Pipeline      string
+	PipelineNames []string
+	Money         []BudgetRow
+	Needs         []NeedItem
+	Runs          []RunRow
+	More          bool // more runs in the window than shown
+	Next          []UpcomingRun
 	// NextTotal is how many scheduled times the next week holds, NextShown
 	// how many of them Next shows (the first; Next also has a row per
 	// paused Schedule), NextRest where each pipeline's are all listed.
@@ -143,6 +150,8 @@ type NeedItem struct {
 	// Acts are what a signed-in operator can do about it on the page
 	// (the same as Command does).
 	Acts []Act
+	// Pipeline is the pipeline it belongs to ("": it may block any).
+	Pipeline string
 	// Since is when it began to wait (zero: not known), Age how long ago
 	// that was when the board was read, in words.
 	Since time.Time
@@ -233,7 +242,7 @@ func Read(ctx context.Context, in ReadInput) (Board, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	b := Board{Now: now}
+	b := Board{Now: now, Pipeline: in.Pipeline, PipelineNames: in.Pipelines.Names()}
 	r := &reader{in: in, now: now, board: &b, sched: map[string]forecast.Schedule{}}
 	var err error
 	if r.vendors, err = report.ListVendors(ctx, in.Ledger, in.Pipelines); err != nil {
@@ -249,6 +258,9 @@ func Read(ctx context.Context, in ReadInput) (Board, error) {
 			return Board{}, err
 		}
 		b.Needs = append(b.Needs, items...)
+	}
+	if in.Pipeline != "" {
+		b.Needs = slices.DeleteFunc(b.Needs, func(it NeedItem) bool { return it.Pipeline != "" && it.Pipeline != in.Pipeline })
 	}
 	orderNeeds(b.Needs, now)
 	if b.Runs, b.More, err = r.runs(ctx); err != nil {
@@ -397,13 +409,14 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 	var out []NeedItem
 	for _, e := range eps {
 		it := NeedItem{
-			Kind:    KindEpisode,
-			Title:   fmt.Sprintf("episode %s of %s %s", e.ID, e.Pipeline, sayEpisode(e)),
-			Detail:  sayReason(e.OutcomeReason),
-			Command: allot.ShowCommand(e.Pipeline, e.ID),
-			Link:    r.link(allot.EpisodeWorkflowID(e.Pipeline, e.ID)),
-			Since:   e.OutcomeAt,
-			rank:    episodeRank(e),
+			Kind:     KindEpisode,
+			Title:    fmt.Sprintf("episode %s of %s %s", e.ID, e.Pipeline, sayEpisode(e)),
+			Detail:   sayReason(e.OutcomeReason),
+			Command:  allot.ShowCommand(e.Pipeline, e.ID),
+			Link:     r.link(allot.EpisodeWorkflowID(e.Pipeline, e.ID)),
+			Since:    e.OutcomeAt,
+			Pipeline: e.Pipeline,
+			rank:     episodeRank(e),
 		}
 		if allot.Outcome(e.Outcome) == allot.OutcomeWaitingApproval {
 			it.Command = allot.ApproveCommand(e.Pipeline, e.ID)
@@ -586,7 +599,7 @@ func latePeriods(ctx context.Context, r *reader) ([]NeedItem, error) {
 			cmd = allot.RunsCommand(rec.Pipeline)
 		}
 		out = append(out, NeedItem{Kind: KindLate, Title: fmt.Sprintf("period %s of %s is late", rec.Period, rec.Pipeline),
-			Detail: report.LateDetail(rec), Command: cmd, Since: rec.DueAt, rank: rankLate})
+			Detail: report.LateDetail(rec), Command: cmd, Since: rec.DueAt, Pipeline: rec.Pipeline, rank: rankLate})
 	}
 	return out, nil
 }
@@ -614,7 +627,7 @@ func warnedPeriods(ctx context.Context, r *reader) ([]NeedItem, error) {
 		}
 		out = append(out, NeedItem{Kind: KindLate, Title: fmt.Sprintf("period %s of %s may be late: due %s", rec.Period, rec.Pipeline, rec.DueAt.UTC().Format(time.RFC3339)),
 			Detail:  fmt.Sprintf("%d of %d episodes completed when warned: %s%s", rec.Completed, rec.Needed, rec.Cause, parenthesized(rec.Detail)),
-			Command: cmd, Since: rec.RecordedAt, rank: rankWarning})
+			Command: cmd, Since: rec.RecordedAt, Pipeline: rec.Pipeline, rank: rankWarning})
 	}
 	return out, nil
 }
@@ -637,7 +650,7 @@ func driftItems(ctx context.Context, r *reader) ([]NeedItem, error) {
 	for _, d := range items {
 		m := allot.Money{Amount: d.Amount, Currency: d.Currency}
 		out = append(out, NeedItem{Kind: KindDrift, Title: fmt.Sprintf("drift %d: %s on %s's bill, line %s", d.ID, d.Class, d.Vendor, d.Line),
-			Detail: d.Detail, Money: &m, Command: allot.DriftAckCommand(d.ID, "what was done"), Since: d.FoundAt, rank: rankDrift})
+			Detail: d.Detail, Money: &m, Command: allot.DriftAckCommand(d.ID, "what was done"), Since: d.FoundAt, Pipeline: d.Pipeline, rank: rankDrift})
 	}
 	if len(items) == driftShown {
 		out = append(out, NeedItem{Kind: KindDrift, Title: fmt.Sprintf("more than %d drift items wait", driftShown), Command: allot.DriftListCommand(), rank: rankDrift})

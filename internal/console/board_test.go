@@ -581,3 +581,55 @@ func TestResolveFormOffersTheExitsThatApply(t *testing.T) {
 		t.Fatalf("a task never sent offers %v", planned)
 	}
 }
+
+// The page filters what waits on a person by pipeline: ?pipeline=daily
+// keeps daily's late period and what blocks every pipeline (a held
+// vendor), and leaves weekly's episodes and late period out; an unknown
+// pipeline is refused with the names to choose from, and the whole list
+// is shown.
+func TestNeedsFilterByPipeline(t *testing.T) {
+	in, eps, _, _ := fixture(t)
+	ctx := context.Background()
+	if _, recorded, _, err := in.Ledger.JudgePeriod(ctx, ledger.PeriodJudgement{Pipeline: "daily", Period: "2026-08-02", Kind: allot.DeadlineLate,
+		DueAt: ledgertest.BudgetMonday, Needed: 1, Cause: allot.CauseNoRun, At: ledgertest.BudgetMonday}); err != nil || !recorded {
+		t.Fatalf("JudgePeriod = %v, recorded %v", err, recorded)
+	}
+	in.Pipeline = "daily"
+	b, err := Read(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var titles []string
+	for _, it := range b.Needs {
+		titles = append(titles, it.Title)
+		if it.Pipeline != "" && it.Pipeline != "daily" {
+			t.Errorf("the filter to daily shows %q of %s", it.Title, it.Pipeline)
+		}
+	}
+	if !slices.ContainsFunc(titles, func(s string) bool { return strings.HasPrefix(s, "period 2026-08-02 of daily is late") }) ||
+		!slices.ContainsFunc(titles, func(s string) bool { return strings.HasPrefix(s, "vendor covers is paused") }) ||
+		slices.ContainsFunc(titles, func(s string) bool { return strings.Contains(s, eps[3].ID) }) {
+		t.Fatalf("filtered to daily: %q; want daily's late period and the held vendor, not weekly's episode", titles)
+	}
+
+	in.Pipeline = ""
+	srv := httptest.NewServer(NewServer(in, nil))
+	t.Cleanup(srv.Close)
+	for query, want := range map[string]int{"?pipeline=daily": http.StatusOK, "?pipeline=nosuch": http.StatusNotFound} {
+		resp, err := http.Get(srv.URL + "/" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page := string(body)
+		switch {
+		case resp.StatusCode != want:
+			t.Errorf("GET /%s = %d, want %d", query, resp.StatusCode, want)
+		case want == http.StatusOK && (!strings.Contains(page, "Needs a human (") || !strings.Contains(page, ", pipeline daily)") || strings.Contains(page, "episode "+eps[3].ID)):
+			t.Errorf("GET /%s does not show daily's list only:\n%s", query, page)
+		case want == http.StatusNotFound && (!strings.Contains(page, "The page has no pipeline &#34;nosuch&#34; to show: choose one of daily, weekly, or all.") || !strings.Contains(page, "episode "+eps[3].ID)):
+			t.Errorf("GET /%s does not refuse the filter and show everything:\n%s", query, page)
+		}
+	}
+}

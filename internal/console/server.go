@@ -478,7 +478,15 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, sta
 		s.fail(w, err)
 		return
 	}
-	b, err := Read(ctx, s.read)
+	in := s.read
+	if name := r.URL.Query().Get("pipeline"); name != "" {
+		if _, err := in.Pipelines.Get(name); err != nil {
+			status, n = http.StatusNotFound, notice{Text: fmt.Sprintf("The page has no pipeline %q to show: choose one of %s, or all.", name, strings.Join(in.Pipelines.Names(), ", ")), Refused: true}
+		} else {
+			in.Pipeline = name
+		}
+	}
+	b, err := Read(ctx, in)
 	if err != nil {
 		s.fail(w, err)
 		return

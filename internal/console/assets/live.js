@@ -32,7 +32,7 @@
   function redraw() {
     if (busy()) { pending = true; return; }
     pending = false;
-    fetch("/board", { cache: "no-store", credentials: "same-origin" }).then(function (r) {
+    fetch("/board" + window.location.search, { cache: "no-store", credentials: "same-origin" }).then(function (r) {
       return r.ok ? r.text() : null;
     }).then(function (html) {
       if (html && !busy()) {
