@@ -73,7 +73,7 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := res.Result.EpisodeID
-	title := "episode " + ep + " of " + devstack.DemoPipeline + ": " + string(allot.OutcomeWaitingApproval)
+	title := "episode " + ep + " of " + devstack.DemoPipeline + " waits for approval"
 
 	tab := br.open(t, dev.Info.Console)
 	text := func() string { return tab.text(t) }
