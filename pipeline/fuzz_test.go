@@ -315,9 +315,15 @@ func checkRefusal(t *testing.T, data []byte, err error) {
 		}
 		return
 	}
-	// The refusal names the pipeline or the vendor it is about, as that
-	// kind of thing: a vendor's bad name is not called a pipeline name.
+	// The refusal names the pipeline, the vendor or the budget it is
+	// about, as that kind of thing: a vendor's bad name is not called a
+	// pipeline name.
 	named := false
+	for _, b := range raw.Budgets {
+		if strings.Contains(msg, fmt.Sprintf("budget %q", b.Name)) {
+			named = true
+		}
+	}
 	for _, p := range raw.Pipelines {
 		if strings.Contains(msg, fmt.Sprintf("pipeline %q", p.Name)) || strings.Contains(msg, fmt.Sprintf("pipeline name %q", p.Name)) {
 			named = true
@@ -329,7 +335,7 @@ func checkRefusal(t *testing.T, data []byte, err error) {
 		}
 	}
 	if !named {
-		t.Fatalf("refusal names none of the file's pipelines or vendors: %q", msg)
+		t.Fatalf("refusal names none of the file's pipelines, vendors or budgets: %q", msg)
 	}
 	if m := regexp.MustCompile(`pipeline name ("(?:[^"\\]|\\.)*")`).FindStringSubmatch(msg); m != nil {
 		name, _ := strconv.Unquote(m[1])
