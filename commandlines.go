@@ -76,6 +76,12 @@ func ApproveCommand(pipeline, episodeID string) string {
 	return "starter episode approve " + episodeTarget(pipeline, episodeID)
 }
 
+// ApproveWaitingCommand approves every episode of a pipeline that waits
+// for approval, each with its own decision.
+func ApproveWaitingCommand(pipeline string) string {
+	return "starter episode approve --pipeline " + pipeline + " --waiting"
+}
+
 // RejectCommand rejects an episode at its approval gate, with a reason.
 func RejectCommand(pipeline, episodeID, reason string) string {
 	return "starter episode reject " + episodeTarget(pipeline, episodeID) + " --reason " + ShellQuote(reason)

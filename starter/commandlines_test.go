@@ -32,6 +32,7 @@ func TestPrintedCommandLinesParse(t *testing.T) {
 		"reassemble":     allot.ReassembleCommand("weekly-video", "2026-W32-0"),
 		"resume":         allot.ResumeCommand("weekly-video", "2026-W32-0"),
 		"approve":        allot.ApproveCommand("weekly-video", "2026-W32-0"),
+		"approve all":    allot.ApproveWaitingCommand("weekly-video"),
 		"reject":         allot.RejectCommand("weekly-video", "2026-W32-0", "off-brand"),
 		"budget raise":   allot.BudgetRaiseCommand("video-weekly", "2026-W32", 100000, "launch week"),
 		"budget show":    allot.BudgetShowCommand("video-weekly", "2026-W32"),

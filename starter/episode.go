@@ -196,6 +196,10 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		fs.StringVar(&in.EpisodeID, "episode", "", "episode ID, e.g. 2026-W32-0 (required; commands never allocate)")
 		fs.StringVar(&in.Request.Reason, "reason", "", "why, recorded in the ledger (required to reject)")
 		fs.StringVar(&in.Request.By, "by", "", "who decides, recorded with the decision (default $USER, else the operating system's user name)")
+		var waiting bool
+		if update == workflows.ApproveUpdate {
+			fs.BoolVar(&waiting, "waiting", false, "approve every episode of the pipeline that waits for approval, each with its own decision (in place of --episode)")
+		}
 		if update == workflows.ReworkUpdate || update == workflows.ResolveUpdate {
 			fs.StringVar(&in.Request.Step, "step", "", "paid step (required)")
 		}
@@ -207,6 +211,9 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		}
 		if err := c.parse(fs, args); err != nil {
 			return err
+		}
+		if waiting {
+			return approveWaiting(ctx, c, in)
 		}
 		if in.Pipeline == "" || in.EpisodeID == "" {
 			return usageError{errors.New("--pipeline and --episode are required: operator commands never allocate an episode")}
@@ -232,6 +239,35 @@ func episodeUpdate(update string) func(context.Context, *cli, []string) error {
 		res, err := cmds.Send(ctx, in)
 		return emit(c, res, err, func(w io.Writer, res operator.CommandResult) { printSent(w, update, in.Request.Step, res) })
 	}
+}
+
+// approveWaiting is `episode approve --waiting`: every episode of the
+// pipeline at its approval gate, one decision each.
+func approveWaiting(ctx context.Context, c *cli, in operator.CommandInput) error {
+	if in.Pipeline == "" || in.EpisodeID != "" {
+		return usageError{errors.New("--waiting takes --pipeline and no --episode: it approves every episode of the pipeline that waits for approval")}
+	}
+	cmds, done, err := c.episodeCommands(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := cmds.ApproveEach(ctx, operator.ApproveEachInput{Pipeline: in.Pipeline, Reason: in.Request.Reason, By: in.Request.By})
+	if err != nil {
+		return err
+	}
+	c.print(res, func(w io.Writer) {
+		for _, a := range res.Approved {
+			fmt.Fprintf(w, "approve\t%s\t%s\n", a.WorkflowID, a.State.Stage)
+		}
+		for _, r := range res.Refused {
+			fmt.Fprintf(w, "refused\t%s\t%s\n", allot.EpisodeWorkflowID(res.Pipeline, r.EpisodeID), r.Message)
+		}
+	})
+	if len(res.Refused) > 0 {
+		return allot.Errorf(allot.NotReady, "%d of %d episodes of %s were not approved (above, with why); the rest were", len(res.Refused), len(res.Refused)+len(res.Approved), res.Pipeline)
+	}
+	return nil
 }
 
 // printSent writes what an episode command did: the stage it left the

@@ -37,6 +37,7 @@ type Actions struct {
 // Action names, the form's "act" field.
 const (
 	ActApprove         = "approve"
+	ActApproveAll      = "approve-all"
 	ActReject          = "reject"
 	ActResolve         = "resolve"
 	ActSetLimit        = "set-limit"
@@ -113,6 +114,24 @@ func (a *Actions) Do(ctx context.Context, by string, f url.Values) (string, erro
 			return fmt.Sprintf("%s sent to episode %s of %s; a budget still refuses step %s: %s", in.Update, episodeID, pipelineName, in.Request.Step, strings.Join(res.BudgetRaises, "; ")), nil
 		}
 		return fmt.Sprintf("%s sent to episode %s of %s by %s: it is %s now", in.Update, episodeID, pipelineName, by, res.State.Stage), nil
+	case ActApproveAll:
+		ids := strings.Fields(f.Get("episodes"))
+		if len(ids) == 0 {
+			return "", allot.Errorf(allot.InvalidInput, "the form names no episodes to approve: reload the page, which lists those that wait")
+		}
+		res, err := a.Episodes.ApproveEach(ctx, operator.ApproveEachInput{Pipeline: pipelineName, EpisodeIDs: ids, Reason: reason, By: by})
+		if err != nil {
+			return "", err
+		}
+		var approved []string
+		for _, r := range res.Approved {
+			approved = append(approved, r.EpisodeID)
+		}
+		msg := fmt.Sprintf("approved %d of %d episodes of %s by %s, a decision each: %s", len(res.Approved), len(ids), res.Pipeline, by, strings.Join(approved, ", "))
+		for _, r := range res.Refused {
+			msg += fmt.Sprintf("; episode %s was not approved: %s", r.EpisodeID, r.Message)
+		}
+		return msg, nil
 	case ActSetLimit:
 		limit, err := operator.ParseLimitAmount(a.Pipelines, f.Get("budget"), f.Get("limit"))
 		if err != nil {
@@ -163,7 +182,7 @@ func (a *Actions) Do(ctx context.Context, by string, f url.Values) (string, erro
 		return fmt.Sprintf("the schedule of %s is unpaused by %s; catch-up (%s): %d missed times, %d started, %d skipped",
 			pipelineName, by, sw.Policy, len(sw.Missed), len(sw.Started), len(sw.Skipped)), nil
 	default:
-		return "", &allot.Error{Type: allot.InvalidInput, Message: fmt.Sprintf("the page has no action %q: its actions are approve, reject, resolve, set-limit, vendor-pause, vendor-resume, schedule-pause and schedule-unpause", action)}
+		return "", &allot.Error{Type: allot.InvalidInput, Message: fmt.Sprintf("the page has no action %q: its actions are approve, approve-all, reject, resolve, set-limit, vendor-pause, vendor-resume, schedule-pause and schedule-unpause", action)}
 	}
 }
 
@@ -185,6 +204,12 @@ func statusOf(err error) int {
 type actView struct {
 	Session session
 	Act     Act
+}
+
+// needView is a NeedItem with the session its forms carry.
+type needView struct {
+	Session session
+	Item    NeedItem
 }
 
 // actOf builds an Act in a template: action, label, then field name and

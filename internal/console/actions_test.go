@@ -384,3 +384,50 @@ func TestRaiseToAdmitAllParked(t *testing.T) {
 		t.Errorf("after the raise the page does not say the parked episode fits:\n%s", page)
 	}
 }
+
+// Two or more episodes of a pipeline waiting for approval are one item
+// with one approve-all form naming each, and each keeps its own form
+// inside; a single one stays an item of its own (issue 41 §1).
+func TestApprovalsOfAPipelineAreApprovedTogether(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	ctx := context.Background()
+	eps, err := p.in.Ledger.ListEpisodes(ctx, "weekly", "")
+	if err != nil || len(eps) < 3 {
+		t.Fatalf("ListEpisodes = %d, %v", len(eps), err)
+	}
+	wait := func(id string) {
+		t.Helper()
+		if err := p.in.Ledger.RecordEpisodeOutcome(ctx, "weekly", id, allot.OutcomeWaitingApproval, "", ledgertest.BudgetMonday); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(eps[0].ID)
+	page := p.get(t, "/")
+	if strings.Contains(page, `value="`+console.ActApproveAll+`"`) || strings.Contains(page, `class="group"`) {
+		t.Errorf("one waiting episode was grouped:\n%s", page)
+	}
+	if !strings.Contains(page, `name="episode" value="`+eps[0].ID+`"`) {
+		t.Errorf("the waiting episode has no form of its own:\n%s", page)
+	}
+	wait(eps[2].ID)
+	page = p.get(t, "/")
+	for _, want := range []string{
+		"2 episodes of weekly wait for approval",
+		`<input type="hidden" name="act" value="` + console.ActApproveAll + `">`,
+		`name="episodes" value="` + eps[0].ID + " " + eps[2].ID + `"`,
+		`<details class="group" data-key="approvals/weekly">`,
+		`name="episode" value="` + eps[0].ID + `"`,
+		`name="episode" value="` + eps[2].ID + `"`,
+		htmlText(allot.ApproveWaitingCommand("weekly")),
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	// A form that names no episode sends nothing and says how to go on.
+	code, body := p.post(t, "/act", url.Values{"act": {console.ActApproveAll}, "pipeline": {"weekly"}, "episodes": {" "}, "reason": {"r"}, "csrf": {p.csrf(t)}}, nil)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(refusal(body), "names no episodes") {
+		t.Errorf("approve-all of no episode = %d %q, want 422 naming the fault", code, refusal(body))
+	}
+}

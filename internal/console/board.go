@@ -150,12 +150,17 @@ type NeedItem struct {
 	// Acts are what a signed-in operator can do about it on the page
 	// (the same as Command does).
 	Acts []Act
-	// Pipeline is the pipeline it belongs to ("": it may block any).
-	Pipeline string
+	// Pipeline is the pipeline it belongs to ("": it may block any),
+	// EpisodeID the episode it is about, if one.
+	Pipeline  string
+	EpisodeID string
 	// Since is when it began to wait (zero: not known), Age how long ago
 	// that was when the board was read, in words.
 	Since time.Time
 	Age   string
+	// Group are the items it stands for, when it groups several (the
+	// approvals of one pipeline), each with its own acts.
+	Group []NeedItem
 	// rank is how much it blocks: the board lists the items by it
 	// (needOrder), then the longest waiting first.
 	rank int
@@ -184,6 +189,9 @@ const (
 	KindLate    = "late_period"
 	KindDrift   = "drift"
 	KindVendor  = "vendor"
+	// KindApprovals groups the episodes of one pipeline that wait for
+	// approval, when more than one does.
+	KindApprovals = "approvals"
 )
 
 // RunRow is one ScheduledRun's outcome; Normal says it is the normal
@@ -409,14 +417,15 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 	var out []NeedItem
 	for _, e := range eps {
 		it := NeedItem{
-			Kind:     KindEpisode,
-			Title:    fmt.Sprintf("episode %s of %s %s", e.ID, e.Pipeline, sayEpisode(e)),
-			Detail:   sayReason(e.OutcomeReason),
-			Command:  allot.ShowCommand(e.Pipeline, e.ID),
-			Link:     r.link(allot.EpisodeWorkflowID(e.Pipeline, e.ID)),
-			Since:    e.OutcomeAt,
-			Pipeline: e.Pipeline,
-			rank:     episodeRank(e),
+			Kind:      KindEpisode,
+			Title:     fmt.Sprintf("episode %s of %s %s", e.ID, e.Pipeline, sayEpisode(e)),
+			Detail:    sayReason(e.OutcomeReason),
+			Command:   allot.ShowCommand(e.Pipeline, e.ID),
+			Link:      r.link(allot.EpisodeWorkflowID(e.Pipeline, e.ID)),
+			Since:     e.OutcomeAt,
+			Pipeline:  e.Pipeline,
+			EpisodeID: e.ID,
+			rank:      episodeRank(e),
 		}
 		if allot.Outcome(e.Outcome) == allot.OutcomeWaitingApproval {
 			it.Command = allot.ApproveCommand(e.Pipeline, e.ID)
@@ -431,11 +440,57 @@ func waitingEpisodes(ctx context.Context, r *reader) ([]NeedItem, error) {
 		}
 		out = append(out, it)
 	}
+	out = groupApprovals(out)
 	if len(eps) == waitingShown {
 		out = append(out, NeedItem{Kind: KindEpisode, Title: fmt.Sprintf("more than %d episodes wait: the first are shown", waitingShown),
 			Command: allot.StatsCommand(eps[len(eps)-1].Pipeline), rank: rankApproval})
 	}
 	return out, nil
+}
+
+// groupApprovals puts the approvals of each pipeline with more than one
+// into one item, which offers to approve them all (each episode gets a
+// decision of its own, operator.ApproveEach) and holds each with its own
+// acts. The group stands where its oldest would, and names its episodes
+// in the form as the page showed them, so an episode that begins to wait
+// after the page was read is not approved unseen.
+func groupApprovals(items []NeedItem) []NeedItem {
+	by := map[string][]NeedItem{}
+	for _, it := range items {
+		if it.Kind == KindEpisode && it.rank == rankApproval {
+			by[it.Pipeline] = append(by[it.Pipeline], it)
+		}
+	}
+	var out []NeedItem
+	grouped := map[string]bool{}
+	for _, it := range items {
+		group := by[it.Pipeline]
+		switch {
+		case it.Kind != KindEpisode || it.rank != rankApproval || len(group) < 2:
+			out = append(out, it)
+			continue
+		case grouped[it.Pipeline]:
+			continue
+		}
+		grouped[it.Pipeline] = true
+		orderNeeds(group, time.Time{})
+		ids := make([]string, len(group))
+		for i, g := range group {
+			ids[i] = g.EpisodeID
+		}
+		out = append(out, NeedItem{
+			Kind:     KindApprovals,
+			Title:    fmt.Sprintf("%d episodes of %s wait for approval", len(group), it.Pipeline),
+			Detail:   "approving them all records a decision for each, with your reason and name; each can be approved or rejected on its own below",
+			Command:  allot.ApproveWaitingCommand(it.Pipeline),
+			Since:    group[0].Since,
+			Pipeline: it.Pipeline,
+			Acts:     []Act{actOf(ActApproveAll, fmt.Sprintf("approve all %d", len(group)), "pipeline", it.Pipeline, "episodes", strings.Join(ids, " "))},
+			Group:    group,
+			rank:     rankApproval,
+		})
+	}
+	return out
 }
 
 // shortfall gives an episode parked on its budgets one figure: how far
@@ -547,9 +602,10 @@ func orderNeeds(items []NeedItem, now time.Time) {
 		return a.Since.Compare(b.Since)
 	})
 	for i := range items {
-		if since := items[i].Since; !since.IsZero() && !since.After(now) {
+		if since := items[i].Since; !now.IsZero() && !since.IsZero() && !since.After(now) {
 			items[i].Age = age(now.Sub(since))
 		}
+		orderNeeds(items[i].Group, now)
 	}
 }
 

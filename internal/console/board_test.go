@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -464,8 +465,9 @@ func TestNeedsAreOrderedByWhatTheyBlock(t *testing.T) {
 		"period 2026-W33 of weekly may be late: due 2026-08-10T02:00:00Z",
 		"episode " + eps[3].ID + " of weekly waits for room in its budget",
 		"episode " + eps[1].ID + " of weekly needs a decision",
-		"episode " + eps[0].ID + " of weekly waits for approval", // waiting since 00:30
-		"episode " + eps[2].ID + " of weekly waits for approval", // since 02:00
+		// Two approvals of one pipeline are one item, as old as its
+		// oldest (00:30), holding both oldest first.
+		"2 episodes of weekly wait for approval",
 		"drift",
 	}
 	if len(got) != len(want) {
@@ -476,8 +478,19 @@ func TestNeedsAreOrderedByWhatTheyBlock(t *testing.T) {
 			t.Errorf("need %d is %q, want %q first (all: %q)", i, got[i], want[i], got)
 		}
 	}
+	group := b.Needs[5]
+	var inGroup []string
+	for _, it := range group.Group {
+		inGroup = append(inGroup, it.EpisodeID)
+	}
+	if want := []string{eps[0].ID, eps[2].ID}; !reflect.DeepEqual(inGroup, want) {
+		t.Errorf("the approvals group holds %q, want %q, oldest first", inGroup, want)
+	}
+	if group.Age != "2 h 30 min" {
+		t.Errorf("the approvals group has waited %q, want its oldest's 2 h 30 min", group.Age)
+	}
 	ages := map[string]string{"period 2026-W31": "3 h", "period 2026-W33": "2 h", eps[0].ID: "2 h 30 min", eps[1].ID: "2 h", eps[2].ID: "1 h"}
-	for _, it := range b.Needs {
+	for _, it := range append(b.Needs, group.Group...) {
 		for key, want := range ages {
 			if strings.Contains(it.Title, key) && it.Age != want {
 				t.Errorf("%s has waited %q, want %q", it.Title, it.Age, want)

@@ -41,6 +41,7 @@ var assets embed.FS
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
 	"bsCommand": allot.BudgetShowCommand,
 	"act":       func(s session, a Act) actView { return actView{Session: s, Act: a} },
+	"need":      func(s session, it NeedItem) needView { return needView{Session: s, Item: it} },
 	"actOf":     actOf,
 	"inUnit":    func(a Act, unit string) Act { a.Unit = unit; return a },
 	"prefill":   func(a Act, value string) Act { a.Value = value; return a },

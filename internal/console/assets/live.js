@@ -36,8 +36,15 @@
       return r.ok ? r.text() : null;
     }).then(function (html) {
       if (html && !busy()) {
+        // A group the operator opened stays open.
+        var open = {};
+        var ds = document.querySelectorAll("#board details[data-key][open]");
+        for (var i = 0; i < ds.length; i++) open[ds[i].dataset.key] = true;
         document.getElementById("board").outerHTML = html;
-        localTimes(document.getElementById("board"));
+        var nb = document.getElementById("board");
+        ds = nb.querySelectorAll("details[data-key]");
+        for (var j = 0; j < ds.length; j++) if (open[ds[j].dataset.key]) ds[j].open = true;
+        localTimes(nb);
       }
       else if (html) pending = true;
     });
