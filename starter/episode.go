@@ -265,7 +265,8 @@ func approveWaiting(ctx context.Context, c *cli, in operator.CommandInput) error
 		}
 	})
 	if len(res.Refused) > 0 {
-		return allot.Errorf(allot.NotReady, "%d of %d episodes of %s were not approved (above, with why); the rest were", len(res.Refused), len(res.Refused)+len(res.Approved), res.Pipeline)
+		return allot.Errorf(allot.NotReady, "%d of %d episodes of %s were not approved (above, with why); the rest were; see where each stands with `%s`",
+			len(res.Refused), len(res.Refused)+len(res.Approved), res.Pipeline, allot.EpisodesCommand(res.Pipeline))
 	}
 	return nil
 }
