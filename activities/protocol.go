@@ -221,6 +221,12 @@ func (d *activityDriver) Lookup(plan PaidPlan) (payonce.LookupOutcome, error) {
 		pass.leave(d.ctx)
 		return payonce.LookupOutcome{}, err
 	}
+	if declaresNoLookup(vendor) {
+		// Its vendor cannot be asked (docs/design.md, "What a vendor can
+		// promise"): a request would only spend the vendor's rate.
+		pass.leave(d.ctx)
+		return payonce.LookupOutcome{Unsupported: true}, nil
+	}
 	found, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Task, error) {
 		return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
 	})
@@ -443,8 +449,8 @@ func (a *Activities) paidAfterLookup(ctx context.Context, in PaidPhaseInput, pla
 		if task.MaybeSent && task.ResubmitRequest == "" {
 			countSubmission(ctx, p.Name, st.Name, SubmissionUnknown)
 			return PaidPlan{}, nonRetryable(allot.OutcomeUnknown,
-				"paid task %s/%s step %s revision %d: an earlier send may have reached the vendor, and the vendor cannot look tasks up by idempotency key %s",
-				p.Name, ep.ID, st.Name, in.Revision, plan.IdempotencyKey)
+				"paid task %s/%s step %s revision %d: an earlier send may have reached the vendor, and vendor %s cannot be asked whether it ran the request (no look-up by idempotency key %s): a person checks the vendor's side, then resubmits or abandons the step",
+				p.Name, ep.ID, st.Name, in.Revision, vendorOf(st), plan.IdempotencyKey)
 		}
 		// Never sent (its writer died before sending), or an operator
 		// allowed this send: go on without the answer.
@@ -591,7 +597,7 @@ func (a *Activities) paidAfterSend(ctx context.Context, in PaidAfterSendInput) (
 	if _, err := a.Ledger.EndSend(context.WithoutCancel(ctx), ref, in.Owner, time.Now()); err != nil {
 		activity.GetLogger(ctx).Warn("recording the end of a send failed; the retry waits for its deadline", "error", err)
 	}
-	return PaidTaskResult{}, temporal.NewApplicationError(fmt.Sprintf("submit paid task (the retry will look it up by idempotency key): %s", out.Error), allot.SendUnanswered)
+	return PaidTaskResult{}, temporal.NewApplicationError(fmt.Sprintf("submit paid task (the retry asks the vendor for the task by its idempotency key before any resend, or parks the episode where the vendor cannot be asked): %s", out.Error), allot.SendUnanswered)
 }
 
 // paidStep resolves a paid or effect step of an existing episode. The

@@ -174,3 +174,73 @@ func VendorKeyEnv(set *pipeline.Set) []string {
 	}
 	return names
 }
+
+// ConfiguredCapabilities are what the pipeline file alone says the vendor
+// v can do: an http vendor speaks allot's vendor API
+// (paidvendor.HTTPCapabilities); an activity vendor is looked up by key
+// only if it names a lookup activity, and promises nothing of its own
+// vendor's key or bill (allot reads no bill through activities). A go
+// vendor's are its adapter's, known only to the worker that registers it:
+// ok is false (WorkerCapabilities).
+func ConfiguredCapabilities(v pipeline.Vendor) (c allot.VendorCapabilities, ok bool) {
+	switch v.Adapter {
+	case pipeline.AdapterHTTP, "":
+		return paidvendor.HTTPCapabilities, true
+	case pipeline.AdapterActivity:
+		c = allot.VendorCapabilities{Lookup: allot.LookupNone, Cost: allot.CostOnTask, Bill: allot.BillNone}
+		if v.Activities.Lookup != "" {
+			c.Lookup = allot.LookupByKey
+		}
+		return c, true
+	}
+	return allot.VendorCapabilities{}, false
+}
+
+// WorkerCapabilities are the capabilities of every named vendor of set as
+// this worker acts on them, which it records in the ledger for `starter
+// vendor show`: from the file for http and activity vendors, and from
+// each go vendor's adapter (paidvendor.Capabilities), built with its key
+// (CheckVendorKeys has read them all); the default vendor's when the
+// worker has one (def). An adapter that declares what its methods cannot
+// keep refuses the worker's start, naming the vendor.
+func WorkerCapabilities(ctx context.Context, set *pipeline.Set, vendors map[string]Vendor, def *Vendor) (map[string]allot.VendorCapabilities, error) {
+	out := map[string]allot.VendorCapabilities{}
+	if def != nil {
+		out[pipeline.DefaultVendor] = paidvendor.HTTPCapabilities
+	}
+	for _, name := range set.VendorNames() {
+		v, _ := set.Vendor(name)
+		if c, ok := ConfiguredCapabilities(v); ok {
+			out[name] = c
+			continue
+		}
+		w, ok := vendors[name]
+		if !ok || w.New == nil {
+			continue
+		}
+		key := ""
+		if w.Credentials != nil {
+			var err error
+			if key, err = w.Credentials.VendorAPIKey(ctx); err != nil {
+				return nil, nonRetryable(allot.VendorNotConfigured, "the worker cannot start: vendor %s: %v", name, err)
+			}
+		}
+		s, err := w.New(key)
+		if err != nil {
+			return nil, nonRetryable(allot.VendorNotConfigured, "the worker cannot start: vendor %s: build its adapter: %v", name, err)
+		}
+		c, err := paidvendor.Capabilities(s)
+		if err != nil {
+			return nil, nonRetryable(allot.VendorNotConfigured, "the worker cannot start: vendor %s: %v", name, err)
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
+// declaresNoLookup reports whether s says its vendor cannot be asked about
+// a lost submit: the look-up is then not sent at all.
+func declaresNoLookup(s paidvendor.Submitter) bool {
+	d, ok := s.(paidvendor.Describer)
+	return ok && d.Capabilities().CannotBeAsked()
+}

@@ -128,6 +128,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (err error) {
 	if err := activities.CheckVendorKeys(ctx, pipelines, vendors, defaultVendor); err != nil {
 		return err
 	}
+	// What each vendor can promise, as this worker acts on it; a Go
+	// adapter that declares what it cannot keep refuses the start
+	// (docs/design.md, "What a vendor can promise").
+	capabilities, err := activities.WorkerCapabilities(ctx, pipelines, vendors, defaultVendor)
+	if err != nil {
+		return err
+	}
 	led, err := ledger.Open(ctx, cfg.Ledger)
 	if err != nil {
 		return err
@@ -161,6 +168,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (err error) {
 	// "Vendor controls").
 	if err := led.RecordLimitsOf(ctx, pipelines, workerIdentity()); err != nil {
 		return fmt.Errorf("record the vendor limits this worker enforces: %w", err)
+	}
+	if err := led.RecordVendorCapabilities(ctx, workerIdentity(), capabilities, time.Time{}); err != nil {
+		return fmt.Errorf("record what this worker's vendors can promise: %w", err)
 	}
 
 	opts := cfg.Temporal

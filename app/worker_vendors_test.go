@@ -151,3 +151,60 @@ func TestWorkerRecordsTheLimitsItEnforces(t *testing.T) {
 		t.Fatalf("the default vendor's recorded limits: %+v (all: %+v)", d, enforced)
 	}
 }
+
+// askless is a Go adapter that declares its vendor cannot be asked about
+// a lost submit; batchless declares batches it cannot take.
+type askless struct{ paidvendor.Submitter }
+
+func (askless) Capabilities() allot.VendorCapabilities {
+	return allot.VendorCapabilities{Lookup: allot.LookupNone, Cost: allot.CostFromUsage, Bill: allot.BillNone}
+}
+
+type batchless struct{ paidvendor.Submitter }
+
+func (batchless) Capabilities() allot.VendorCapabilities { return allot.VendorCapabilities{Batch: true} }
+
+// A starting worker records what each vendor can promise, a Go adapter's
+// as the adapter declares it, before it dials Temporal: `starter vendor
+// show` reads them there, since only the worker links the adapter. An
+// adapter declaring what it cannot keep refuses the start, naming the
+// vendor, before the ledger is created.
+func TestWorkerRecordsWhatItsVendorsCanPromise(t *testing.T) {
+	dir := t.TempDir()
+	pipelines := pipelinetest.Write(t, dir, "[[vendor]]\nname = \"llm\"\nadapter = \"go\"\n\n[[pipeline]]\nname = \"weekly\"\n  [[pipeline.step]]\n  name = \"score\"\n  kind = \"paid\"\n  vendor = \"llm\"\n")
+	ledgerURL := "sqlite:" + filepath.Join(dir, "allot.db")
+	ctx, cancel := patience.Context(t, 30*time.Second)
+	defer cancel()
+	start := func(adapter paidvendor.Submitter) error {
+		return app.RunWorker(ctx, app.WorkerConfig{
+			Config:   app.Config{Ledger: ledgerURL, DataDir: dir, Pipelines: pipelines},
+			Temporal: client.Options{HostPort: "127.0.0.1:1"}, // never reached
+			Vendors:  map[string]paidvendor.Factory{"llm": func(string) (paidvendor.Submitter, error) { return adapter, nil }},
+		})
+	}
+	err := start(batchless{})
+	if allot.ErrorType(err) != allot.VendorNotConfigured || !strings.Contains(err.Error(), "vendor llm") {
+		t.Fatalf("an adapter declaring batches it cannot take: RunWorker = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "allot.db")); !os.IsNotExist(err) {
+		t.Fatalf("the refused worker created the ledger (%v)", err)
+	}
+	if err := start(askless{}); err == nil || !strings.Contains(err.Error(), "connect to Temporal") {
+		t.Fatalf("RunWorker = %v, want it to get as far as dialing Temporal", err)
+	}
+	led, err := ledger.Open(ctx, ledgerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	recorded, err := led.VendorCapabilities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recorded["llm"]; r.Capabilities != (askless{}).Capabilities() || r.Worker == "" {
+		t.Fatalf("llm's recorded capabilities: %+v (all: %+v)", r, recorded)
+	}
+	if _, ok := recorded[pipeline.DefaultVendor]; ok || len(recorded) != 1 {
+		t.Fatalf("a worker without a default vendor recorded %+v", recorded)
+	}
+}

@@ -173,6 +173,7 @@ func docSteps() []docStep {
 		{line: `vendor list`, want: `videogen`},
 		{line: `vendor list --history`, want: `videogen\s+pause\s+\S+\s+\S+\s+bills twice since 09:10`},
 		{line: `vendor resume videogen`, want: `videogen`},
+		{line: `vendor show videogen`, want: `a lost response is looked up by allot's idempotency key`},
 
 		// operating.md, the starter CLI; the import first, so that its
 		// weeks count as existing for the backfills below.

@@ -62,7 +62,7 @@ var commands = map[string]command{
 	"runs":           {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility, and its periods' deadline records", runsCommand},
 	"budget":         {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
 	"drift":          {"what the vendors' bills say that the ledger cannot explain: list|ack|reconcile (the worker reconciles by itself every minute)", driftCommand},
-	"vendor":         {"the vendors' shared state: pause|resume|list (a paused vendor's steps wait, then go on by themselves)", vendorCommand},
+	"vendor":         {"the vendors' shared state and promises: pause|resume|list|show (a paused vendor's steps wait, then go on by themselves; show says what allot can promise with one)", vendorCommand},
 	"console":        {"serve the operator page: spend, forecast and what needs a human, live; operators of a token file act on it", consoleCommand},
 	"operator-token": {"add an operator with a fresh token to the operator page's token file (the token is written to the file only)", operatorTokenCommand},
 }

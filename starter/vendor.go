@@ -27,6 +27,7 @@ var vendorSubcommands = map[string]subcommand{
 	"pause":  vendorPause,
 	"resume": vendorResume,
 	"list":   vendorList,
+	"show":   vendorShow,
 }
 
 // vendorName takes the vendor's name, which comes first: `pause NAME
@@ -126,6 +127,60 @@ func vendorList(ctx context.Context, c *cli, args []string) error {
 	}
 	vs, err := report.ListVendors(ctx, led, pipelines)
 	return emit(c, vs, err, func(w io.Writer, vs []report.VendorView) { printVendors(w, vs, workerCommand(c.cfg.Ledger)) })
+}
+
+// vendorShow prints what allot can promise with one vendor
+// (docs/design.md, "What a vendor can promise").
+func vendorShow(ctx context.Context, c *cli, args []string) error {
+	name, args, err := vendorName("show", args)
+	if err != nil {
+		return err
+	}
+	fs := c.flags("vendor show", false)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.knownVendor(name); err != nil {
+		return err
+	}
+	pipelines, err := c.pipelines()
+	if err != nil {
+		return err
+	}
+	var led *ledger.Ledger
+	if v, _ := pipelines.Vendor(name); v.Adapter == pipeline.AdapterGo {
+		// Only the worker links a Go adapter: what it declares is in
+		// the ledger, once a worker has started.
+		switch led, err = c.openLedgerReadOnly(ctx); {
+		case errors.Is(err, ledger.ErrNotCreated):
+			led = nil
+		case err != nil:
+			return err
+		default:
+			defer led.Close()
+		}
+	}
+	p, err := report.ShowVendor(ctx, led, pipelines, name)
+	return emit(c, p, err, func(w io.Writer, p report.VendorPromises) { printVendorPromises(w, p, workerCommand(c.cfg.Ledger)) })
+}
+
+// printVendorPromises writes `vendor show`; worker is the command that
+// starts a worker on this ledger, which records a Go adapter's
+// capabilities.
+func printVendorPromises(w io.Writer, p report.VendorPromises, worker string) {
+	switch {
+	case p.Capabilities == nil:
+		fmt.Fprintf(w, "vendor %s (adapter %s): no worker has recorded what its adapter declares yet: a worker records it when it starts (%s)\n", p.Vendor, p.Adapter, worker)
+		return
+	case p.RecordedBy != "":
+		fmt.Fprintf(w, "vendor %s (adapter %s, as declared to worker %s at %s)\n", p.Vendor, p.Adapter, p.RecordedBy, p.RecordedAt.Format(time.RFC3339))
+	default:
+		fmt.Fprintf(w, "vendor %s (adapter %s)\n", p.Vendor, p.Adapter)
+	}
+	fmt.Fprintln(w, "what allot can promise with it:")
+	for _, s := range p.Promises {
+		fmt.Fprintf(w, "  - %s\n", s)
+	}
 }
 
 func printVendorHistory(w io.Writer, h []ledger.VendorPauseEvent) {

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"allot"
 	"allot/app"
 	"allot/paidvendor"
 	"allot/step"
@@ -123,6 +124,13 @@ func (o outbox) LookupByIdempotencyKey(ctx context.Context, key string) (paidven
 		return paidvendor.Task{}, err
 	}
 	return delivered(key, ""), nil
+}
+
+// Capabilities are what allot can promise with the outbox, which the
+// worker records and `starter vendor show outbox` prints: a key is
+// delivered once, and asked about by key.
+func (o outbox) Capabilities() allot.VendorCapabilities {
+	return allot.VendorCapabilities{IdempotencyKey: true, Lookup: allot.LookupByKey, Cost: allot.CostOnTask, Bill: allot.BillNone}
 }
 
 func (o outbox) path(key string) string { return filepath.Join(o.dir, key+".json") }

@@ -131,6 +131,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"VendorPauseHistory", testVendorPauseHistory},
 		{"VendorResumeRace", testVendorResumeRace},
 		{"VendorEnforcedLimits", testVendorEnforcedLimits},
+		{"VendorCapabilities", testVendorCapabilities},
 		{"VendorSlots", testVendorSlots},
 		{"VendorSlotsConcurrent", testVendorSlotsConcurrent},
 		{"VendorRate", testVendorRate},

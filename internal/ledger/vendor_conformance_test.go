@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"allot"
 )
 
 // Vendor controls (vendor_state.go) in the conformance suite: pause and
@@ -464,5 +466,40 @@ func testVendorResumeRace(t *testing.T, l *Ledger) {
 	}
 	if _, err := l.ResumeStoppedVendor(ctx, "videogen", "erin", "", t0.Add(4*time.Minute)); !errors.Is(err, ErrVendorNotStopped) {
 		t.Fatalf("resuming it again: %v, want ErrVendorNotStopped", err)
+	}
+}
+
+// testVendorCapabilities: the capabilities a worker records are read back
+// per vendor, a later worker's replace an earlier one's, and a record that
+// is not allot's words, or names no worker, writes nothing.
+func testVendorCapabilities(t *testing.T, l *Ledger) {
+	ctx := ctxT(t)
+	if got, err := l.VendorCapabilities(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("before any worker: %+v, %v", got, err)
+	}
+	noLookup := allot.VendorCapabilities{Lookup: allot.LookupNone, Cost: allot.CostFromUsage, Bill: allot.BillNone}
+	if err := l.RecordVendorCapabilities(ctx, "", map[string]allot.VendorCapabilities{"llm": noLookup}, t0); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("a record without the worker: %v", err)
+	}
+	bad := map[string]allot.VendorCapabilities{"llm": noLookup, "videogen": {Lookup: "maybe"}}
+	if err := l.RecordVendorCapabilities(ctx, "w1", bad, t0); allot.ErrorType(err) != allot.VendorNotConfigured {
+		t.Fatalf("a lookup that is not allot's word: %v", err)
+	}
+	if got, err := l.VendorCapabilities(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("a refused record wrote %+v, %v", got, err)
+	}
+	if err := l.RecordVendorCapabilities(ctx, "w1", map[string]allot.VendorCapabilities{"llm": {}, "default": noLookup}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordVendorCapabilities(ctx, "w2", map[string]allot.VendorCapabilities{"llm": noLookup}, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.VendorCapabilities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, d := got["llm"], got["default"]
+	if len(got) != 2 || v.Capabilities != noLookup || v.Worker != "w2" || !v.RecordedAt.Equal(t0.Add(time.Minute)) || d.Worker != "w1" || d.Capabilities != noLookup {
+		t.Fatalf("recorded capabilities: %+v", got)
 	}
 }
