@@ -162,7 +162,9 @@ func (askless) Capabilities() allot.VendorCapabilities {
 
 type batchless struct{ paidvendor.Submitter }
 
-func (batchless) Capabilities() allot.VendorCapabilities { return allot.VendorCapabilities{Batch: true} }
+func (batchless) Capabilities() allot.VendorCapabilities {
+	return allot.VendorCapabilities{Batch: true}
+}
 
 // A starting worker records what each vendor can promise, a Go adapter's
 // as the adapter declares it, before it dials Temporal: `starter vendor
