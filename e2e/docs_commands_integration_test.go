@@ -114,6 +114,7 @@ func week(y, w int) time.Time {
 func docSteps() []docStep {
 	var unknown []string // episodes parked with an unknown outcome
 	var adoptRef string
+	var gated []string // episodes back at the approval gate after an operator's command
 	return []docStep{
 		// deploying.md and operating.md: register the search attributes.
 		{line: `setup`, want: `AllotPipeline`},
@@ -195,10 +196,12 @@ func docSteps() []docStep {
 			return map[string]string{"2026-W32-0": d.allocateAt(week(2026, 33), allot.StageWaitingApproval)}
 		}, want: `rejected`},
 		{line: `episode rework     --pipeline weekly-video --episode 2026-W32-0 --step video`, prep: func(d *docsRun) map[string]string {
-			return map[string]string{"2026-W32-0": d.allocateAt(week(2026, 34), allot.StageWaitingApproval)}
+			gated = append(gated, d.allocateAt(week(2026, 34), allot.StageWaitingApproval))
+			return map[string]string{"2026-W32-0": gated[len(gated)-1]}
 		}, want: `video`},
 		{line: `episode reassemble --pipeline weekly-video --episode 2026-W32-0`, prep: func(d *docsRun) map[string]string {
-			return map[string]string{"2026-W32-0": d.allocateAt(week(2026, 35), allot.StageWaitingApproval)}
+			gated = append(gated, d.allocateAt(week(2026, 35), allot.StageWaitingApproval))
+			return map[string]string{"2026-W32-0": gated[len(gated)-1]}
 		}, want: `assemble`},
 		{line: `episode approve    --pipeline weekly-video --episode 2026-W32-0 --reason "ok"`, want: `approved`},
 		{line: `episode lookup     --pipeline weekly-video --episode 2026-W32-0 --step video`, prep: func(d *docsRun) map[string]string {
@@ -224,6 +227,14 @@ func docSteps() []docStep {
 		{line: `episode resolve    --pipeline weekly-video --episode 2026-W32-0 --step video --retry`, prep: func(d *docsRun) map[string]string {
 			return map[string]string{"2026-W32-0": unknown[3]}
 		}},
+		// Every episode the commands above sent back to the gate, approved
+		// at once, a decision each.
+		{line: `episode approve    --pipeline weekly-video --waiting --reason "ok"`, prep: func(d *docsRun) map[string]string {
+			for _, ep := range append(gated, unknown...) {
+				d.c.WaitStage("weekly-video", ep, allot.StageWaitingApproval)
+			}
+			return nil
+		}, want: `approve +weekly-video/episode/\S+ +running`},
 		{line: `episode resume     --pipeline weekly-video --episode 2026-W32-0`, prep: func(d *docsRun) map[string]string {
 			ep := d.allocateAt(week(2026, 40), allot.StageWaitingApproval)
 			if err := d.c.Client.TerminateWorkflow(d.c.Ctx(), allot.EpisodeWorkflowID("weekly-video", ep), "", "the page's case: no workflow runs it"); err != nil {
