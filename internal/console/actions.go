@@ -83,6 +83,9 @@ func (a *Actions) Do(ctx context.Context, by string, f url.Values) (string, erro
 	if reason == "" {
 		return "", allot.Errorf(allot.InvalidInput, "the page asks why for every action: fill in the reason (the ledger keeps it with who acted)")
 	}
+	if err := checkForm(f); err != nil {
+		return "", err
+	}
 	pipelineName, episodeID := f.Get("pipeline"), f.Get("episode")
 	switch action := f.Get("act"); action {
 	case ActApprove, ActReject, ActResolve:
@@ -184,6 +187,55 @@ func (a *Actions) Do(ctx context.Context, by string, f url.Values) (string, erro
 	default:
 		return "", &allot.Error{Type: allot.InvalidInput, Message: fmt.Sprintf("the page has no action %q: its actions are approve, approve-all, reject, resolve, set-limit, vendor-pause, vendor-resume, schedule-pause and schedule-unpause", action)}
 	}
+}
+
+// checkForm refuses a form that lacks what its action needs, in the form's
+// words: the operator package's refusals name the CLI's flags (--episode,
+// --adopt REF), which a person at the page never typed. A field the page
+// fills itself (the episode, the step) is missing only from a form that is
+// not the page's, or is out of date: reload.
+func checkForm(f url.Values) error {
+	missing := func(field, what string) error {
+		if strings.TrimSpace(f.Get(field)) != "" {
+			return nil
+		}
+		return allot.Errorf(allot.InvalidInput, "the form names no %s: reload the page, whose forms name theirs", what)
+	}
+	var errs []error
+	switch f.Get("act") {
+	case ActApprove, ActReject, ActResolve:
+		errs = append(errs, missing("pipeline", "pipeline"), missing("episode", "episode"))
+		if f.Get("act") != ActResolve {
+			break
+		}
+		errs = append(errs, missing("step", "step"))
+		switch f.Get("resolve") {
+		case ExitRetry, ExitResubmit, ExitAbandon:
+		case ExitAdopt:
+			if strings.TrimSpace(f.Get("ref")) == "" {
+				errs = append(errs, allot.Errorf(allot.InvalidInput, "adopting needs the vendor's reference of the task: fill in the reference box"))
+			}
+		default:
+			errs = append(errs, allot.Errorf(allot.InvalidInput, "choose what to do with step %s: one of the exits the form offers", f.Get("step")))
+		}
+	case ActApproveAll:
+		errs = append(errs, missing("pipeline", "pipeline"))
+	case ActSetLimit:
+		errs = append(errs, missing("budget", "budget"), missing("period", "period"))
+		if strings.TrimSpace(f.Get("limit")) == "" {
+			errs = append(errs, allot.Errorf(allot.InvalidInput, "fill in the new limit, in the budget's currency, such as 120.00"))
+		}
+	case ActVendorPause, ActVendorResume:
+		errs = append(errs, missing("vendor", "vendor"))
+	case ActSchedulePause, ActScheduleUnpause:
+		errs = append(errs, missing("pipeline", "pipeline"))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // statusOf is the HTTP status of an action's refusal.

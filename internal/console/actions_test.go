@@ -431,3 +431,40 @@ func TestApprovalsOfAPipelineAreApprovedTogether(t *testing.T) {
 		t.Errorf("approve-all of no episode = %d %q, want 422 naming the fault", code, refusal(body))
 	}
 }
+
+// A refusal speaks of the form the person filled in, not of the CLI's
+// flags (issue 41 §1): a form without what its action needs is refused
+// with 422 in the form's words, before anything is sent or written.
+func TestRefusalsSpeakOfTheForm(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	csrf := p.csrf(t)
+	form := func(kv ...string) url.Values {
+		f := url.Values{"reason": {"r"}, "csrf": {csrf}}
+		for i := 0; i < len(kv); i += 2 {
+			f.Set(kv[i], kv[i+1])
+		}
+		return f
+	}
+	for name, c := range map[string]struct {
+		form url.Values
+		want string
+	}{
+		"approve without an episode": {form("act", console.ActApprove, "pipeline", "weekly"), "the form names no episode: reload the page"},
+		"reject without a pipeline":  {form("act", console.ActReject, "episode", "2026-W32-0"), "the form names no pipeline"},
+		"resolve without a step":     {form("act", console.ActResolve, "pipeline", "weekly", "episode", "2026-W32-0", "resolve", console.ExitRetry), "the form names no step"},
+		"resolve without an exit":    {form("act", console.ActResolve, "pipeline", "weekly", "episode", "2026-W32-0", "step", "video"), "choose what to do with step video: one of the exits the form offers"},
+		"adopt without a reference":  {form("act", console.ActResolve, "pipeline", "weekly", "episode", "2026-W32-0", "step", "video", "resolve", console.ExitAdopt, "ref", " "), "fill in the reference box"},
+		"a limit left empty":         {form("act", console.ActSetLimit, "budget", "video-weekly", "period", "2026-W32", "request_id", "x"), "fill in the new limit"},
+		"pause without a vendor":     {form("act", console.ActVendorPause), "the form names no vendor"},
+	} {
+		code, body := p.post(t, "/act", c.form, nil)
+		got := refusal(body)
+		if code != http.StatusUnprocessableEntity || !strings.Contains(got, htmlText(c.want)) || strings.Contains(got, "--") {
+			t.Errorf("%s: = %d %q, want 422 saying %q and naming no flag", name, code, got, c.want)
+		}
+	}
+	if p.paused(t, "covers") {
+		t.Fatal("a refused form paused a vendor")
+	}
+}
