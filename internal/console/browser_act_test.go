@@ -190,4 +190,54 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 	tab.screenshot(t, path)
 	chromiumtest.CheckPNG(t, path)
 	t.Logf("screenshot of the page after the approval: %s", path)
+
+	// Two more runs wait at the gate: the page groups them under one
+	// approve-all form, which records a decision each (issue 41 §1).
+	var waiting []string
+	for i := 1; i <= 2; i++ {
+		res, err := runs.Run(ctx, operator.RunInput{Pipeline: devstack.DemoPipeline, NominalTime: time.Now().UTC().Truncate(time.Second).Add(time.Duration(i) * time.Second), Wait: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, res.Result.EpisodeID)
+	}
+	group := "2 episodes of " + devstack.DemoPipeline + " wait for approval"
+	waitFor("the two approvals grouped", func(s string) bool { return strings.Contains(s, group) })
+	all := "approved on the page, all at once"
+	ajs, _ := json.Marshal(all)
+	if found := tab.evalRaw(t, `(function(){
+  var forms = document.querySelectorAll('form.act');
+  for (var i = 0; i < forms.length; i++) {
+    var f = forms[i];
+    if (f.elements.act.value === 'approve-all') {
+      f.elements.reason.value = `+string(ajs)+`;
+      f.querySelector('button[type=submit]').click();
+      return true;
+    }
+  }
+  return false;
+})()`); found != "true" {
+		t.Fatalf("the page has no approve-all form for the two waiting episodes:\n%s", text())
+	}
+	page, _ = waitFor("both approved", func(s string) bool {
+		return strings.Contains(s, "approved 2 of 2 episodes of "+devstack.DemoPipeline+" by dev") && !strings.Contains(s, group)
+	})
+	for _, ep := range waiting {
+		if !strings.Contains(page, ep) {
+			t.Errorf("the page's reply does not name episode %s:\n%s", ep, page)
+		}
+		ds, err := led.Decisions(context.Background(), devstack.DemoPipeline, ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, d := range ds {
+			if d.Action == allot.ActionApprove && d.By == "dev" && d.Reason == all {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("episode %s has %d approvals by dev with the reason, want one: %+v", ep, n, ds)
+		}
+	}
 }
