@@ -99,6 +99,12 @@ func BudgetShowCommand(budget, period string) string {
 	return fmt.Sprintf("starter budget show %s --period %s", budget, period)
 }
 
+// BudgetAcknowledgeCommand acknowledges, with a reason, the charges of a
+// budget's period that its records leave out (check's charge_unreserved).
+func BudgetAcknowledgeCommand(budget, period, reason string) string {
+	return fmt.Sprintf("starter budget acknowledge %s --period %s --reason %s", budget, period, ShellQuote(reason))
+}
+
 // BackfillCommand backfills pipeline's schedule over [from, to), with the
 // given extra flags (--dry-run, --yes, --no-wait).
 func BackfillCommand(pipeline string, from, to time.Time, flags ...string) string {

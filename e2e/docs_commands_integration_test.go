@@ -13,6 +13,7 @@ import (
 	"allot"
 	"allot/internal/allottest"
 	"allot/internal/docstest"
+	"allot/internal/ledgertest"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
 )
@@ -167,6 +168,13 @@ func docSteps() []docStep {
 		{line: `budget list`, want: `video-weekly`},
 		{line: `budget show video-weekly --period 2026-W32`, want: `video-weekly`},
 		{line: `budget set-limit video-weekly --period 2026-W32 --limit 100000 --reason "launch week"`, want: `100000|1000\.00`},
+		{line: `budget acknowledge video-weekly --period 2026-W20 --reason "spent before the budget existed"`, prep: func(d *docsRun) map[string]string {
+			// A week the budget's records leave out: its video was charged
+			// with nothing reserved, as before the budget existed.
+			fixture := &ledgertest.Ledger{T: d.t, Led: d.c.Ledger}
+			fixture.ChargeWithoutReservation("weekly-video", time.Date(2026, 5, 11, 2, 0, 0, 0, time.UTC), "vt_before_the_budget", 4000)
+			return nil
+		}, want: `acknowledged +weekly-video/2026-W20-0 step video`},
 
 		// steps-and-vendors.md
 		{line: `run --pipeline weekly-digest --nominal-time 2026-08-03T02:00:00Z --follow`, elsewhere: "examples/custom-worker/main_test.go TestDocsBuildAndRunTheCustomWorker"},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"allot"
 	"allot/internal/ledger"
 	"allot/internal/operator"
 	"allot/internal/report"
@@ -25,10 +26,11 @@ func budgetCommand(ctx context.Context, c *cli, args []string) error {
 
 // budgetSubcommands are `starter budget`'s subcommands.
 var budgetSubcommands = map[string]subcommand{
-	"list":      budgetList,
-	"show":      budgetShow,
-	"set-limit": budgetSetLimit,
-	"raise":     budgetSetLimit,
+	"list":        budgetList,
+	"show":        budgetShow,
+	"set-limit":   budgetSetLimit,
+	"raise":       budgetSetLimit,
+	"acknowledge": budgetAcknowledge,
 }
 
 func printBudgetPeriods(w io.Writer, name string, ps []report.BudgetPeriodView) {
@@ -100,6 +102,66 @@ func printBudgetShow(w io.Writer, res report.BudgetShowResult) {
 	for _, r := range res.Raises {
 		fmt.Fprintf(w, "raised\t%s by %s at %s: %s\n", money(r.Limit, r.Currency), r.By, r.At.Format("2006-01-02T15:04:05Z07:00"), r.Reason)
 	}
+	for _, p := range res.Budget.Periods {
+		printOutside(w, res.Budget.Name, p)
+	}
+}
+
+// printOutside writes the spend a period's records leave out, each charge
+// and why it is outside: imported, acknowledged (by whom, why) or open,
+// with the command that acknowledges the open ones.
+func printOutside(w io.Writer, budget string, p report.BudgetPeriodView) {
+	o := p.Outside
+	if o == nil || len(o.Charges) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\noutside its records\t%s charged to tasks it covers without an entry in it: %s imported, %s acknowledged, %s open\n",
+		money(o.Amount, p.Currency), money(o.Imported, p.Currency), money(o.Acknowledged, p.Currency), money(o.Open, p.Currency))
+	fmt.Fprintln(w, "TASK\tSTEP\tREVISION\tCHARGED\tWHY OUTSIDE")
+	for _, c := range o.Charges {
+		why := "open: sent without a reservation in it (before it covered the step, or without an admission)"
+		switch {
+		case c.Imported:
+			why = "imported: charged before allot ran the episode"
+		case c.Ack != nil:
+			why = fmt.Sprintf("acknowledged by %s at %s: %s", c.Ack.By, c.Ack.At.Format("2006-01-02T15:04:05Z07:00"), c.Ack.Reason)
+		}
+		fmt.Fprintf(w, "%s/%s\t%s\t%d\t%s\t%s\n", c.Pipeline, c.EpisodeID, c.Step, c.Revision, money(c.Amount, c.Currency), why)
+	}
+	if o.OpenCount > 0 {
+		fmt.Fprintf(w, "check flags the %d open charge(s) until someone who knows why acknowledges them: %s\n", o.OpenCount, allot.BudgetAcknowledgeCommand(budget, p.Period, "spent before the budget covered the step"))
+	}
+}
+
+// budgetAcknowledge is `budget acknowledge`: a person says why a
+// period's charges outside its records were spent (docs/design.md,
+// "Budgets"), and check stops flagging them.
+func budgetAcknowledge(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("budget acknowledge", true)
+	var in operator.AcknowledgeInput
+	fs.StringVar(&in.Period, "period", "", "the budget's period: 2026-08-07, 2026-W32 or 2026-08 by its kind (required)")
+	fs.StringVar(&in.Reason, "reason", "", "why these charges were spent outside the budget's records (required); the ledger keeps it with who gave it")
+	fs.StringVar(&in.By, "by", "", "who acknowledges them (default $USER, else the operating system's user name)")
+	var err error
+	if in.Budget, err = c.parseNamed(fs, args); err != nil {
+		return err
+	}
+	if in.Budget == "" || in.Period == "" || in.Reason == "" {
+		return usageError{errors.New("starter budget acknowledge BUDGET --period P --reason TEXT: the budget, --period and --reason are required")}
+	}
+	return ledgerCommand(ctx, c, writeLedger, func(set *pipeline.Set, led *ledger.Ledger) (operator.AcknowledgeResult, error) {
+		in.Pipelines = set
+		return operator.AcknowledgeOutside(ctx, led, in)
+	}, printAcknowledged)
+}
+
+func printAcknowledged(w io.Writer, res operator.AcknowledgeResult) {
+	for _, a := range res.Acknowledged {
+		fmt.Fprintf(w, "acknowledged\t%s/%s step %s revision %d, %s, in budget %s period %s by %s: %s\n",
+			a.Pipeline, a.EpisodeID, a.Step, a.Revision, money(a.Amount, a.Currency), res.Budget, res.Period, a.By, a.Reason)
+	}
+	o := res.Outside
+	fmt.Fprintf(w, "budget %s period %s: %d charge(s) outside its records left open\n", res.Budget, res.Period, o.OpenCount)
 }
 
 // budgetSetLimit is `budget set-limit` (and its older name `budget

@@ -20,7 +20,7 @@ const (
 )
 
 // positional are the arguments subcommands take before their flags.
-var positional = map[string]string{"vendor pause": "NAME", "vendor resume": "NAME", "vendor show": "NAME", "budget show": "BUDGET", "budget raise": "BUDGET", "budget set-limit": "BUDGET"}
+var positional = map[string]string{"budget acknowledge": "BUDGET", "vendor pause": "NAME", "vendor resume": "NAME", "vendor show": "NAME", "budget show": "BUDGET", "budget raise": "BUDGET", "budget set-limit": "BUDGET"}
 
 var (
 	subcommandList = regexp.MustCompile(`takes a subcommand: one of \[([^\]]*)\]`)

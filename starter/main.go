@@ -60,7 +60,7 @@ var commands = map[string]command{
 	"setup":          {"register allot's search attributes in the namespace (idempotent)", setupCommand},
 	"schedule":       {"a pipeline's Temporal Schedule: create|update|describe|list|pause|unpause|trigger|backfill|catch-up|delete", scheduleCommand},
 	"runs":           {"list a pipeline's ScheduledRun and Episode executions, from Temporal's visibility, and its periods' deadline records", runsCommand},
-	"budget":         {"money budgets per period: list|show|set-limit (alias raise)", budgetCommand},
+	"budget":         {"money budgets per period: list|show|set-limit (alias raise)|acknowledge (charges outside its records, with a reason)", budgetCommand},
 	"drift":          {"what the vendors' bills say that the ledger cannot explain: list|ack|reconcile (the worker reconciles by itself every minute)", driftCommand},
 	"vendor":         {"the vendors' shared state and promises: pause|resume|list|show (a paused vendor's steps wait, then go on by themselves; show says what allot can promise with one)", vendorCommand},
 	"console":        {"serve the operator page: spend, forecast and what needs a human, live; operators of a token file act on it", consoleCommand},

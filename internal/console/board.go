@@ -109,6 +109,9 @@ type BudgetRow struct {
 	// RaiseAll how far the limit must rise to admit them all (never below
 	// zero), and AdmitAllLimit the limit that does.
 	ParkedAsk, RaiseAll, AdmitAllLimit int64
+	// Outside is the spend the period's records leave out
+	// (report.OutsideRecords), shown beside its figures, not lost.
+	Outside *report.OutsideSpend
 }
 
 // ParkedLimitInput is AdmitAllLimit as the page's limit box takes it:
@@ -351,7 +354,7 @@ func (r *reader) money(ctx context.Context) ([]BudgetRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		row := BudgetRow{Period: p, Parked: view.Parked, Free: max(p.Limit-p.Settled-p.Reserved, 0)}
+		row := BudgetRow{Period: p, Parked: view.Parked, Free: max(p.Limit-p.Settled-p.Reserved, 0), Outside: view.Outside}
 		if err := row.admitAll(r.in.Pipelines, b); err != nil {
 			return nil, err
 		}

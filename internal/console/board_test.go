@@ -646,3 +646,31 @@ func TestNeedsFilterByPipeline(t *testing.T) {
 		}
 	}
 }
+
+// Spend the budget's records leave out is on the page beside its figures
+// (issue 41 §1: 110 USD spent before a budget existed vanished from the
+// page while check counted it), split into imported, acknowledged and
+// open, with the command that acknowledges the open ones.
+func TestPageShowsSpendOutsideTheBudgetsRecords(t *testing.T) {
+	in, _, _, _ := fixture(t)
+	fixture := &ledgertest.Ledger{T: t, Led: in.Ledger}
+	early := fixture.ChargeWithoutReservation("weekly", ledgertest.BudgetMonday.Add(10*time.Hour), "vt_early", 6000)
+	fixture.ChargeWithoutReservation("weekly", ledgertest.BudgetMonday.Add(11*time.Hour), "vt_late", 5000)
+	if _, err := in.Ledger.AcknowledgeCharges(context.Background(), []ledger.ChargeAck{{Budget: "video-weekly", Period: "2026-W32",
+		PaidTaskRef: ledger.PaidTaskRef{Pipeline: "weekly", EpisodeID: early.ID, Step: "video"}, Amount: 6000, Currency: "USD", By: "carol", Reason: "before the budget"}}, in.Now); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewServer(in, nil))
+	defer srv.Close()
+	page := get(t, srv.URL+"/")
+	for _, want := range []string{
+		"Outside its records: 110.00 USD charged to 2 task(s) it covers that hold no entry in it",
+		"0.00 USD imported (charged before allot ran them), 60.00 USD acknowledged, 50.00 USD open",
+		"check flags the 1 open one(s)",
+		strings.NewReplacer("'", "&#39;", `"`, "&#34;").Replace(allot.BudgetAcknowledgeCommand("video-weekly", "2026-W32", "spent before the budget covered the step")),
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

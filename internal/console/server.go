@@ -47,6 +47,9 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 	"prefill":   func(a Act, value string) Act { a.Value = value; return a },
 	"exitLabel": func(exit string) string { return exitLabels[exit] },
 	"offers":    func(a Act, exit string) bool { return slices.Contains(a.Exits, exit) },
+	"ackCommand": func(budget, period string) string {
+		return allot.BudgetAcknowledgeCommand(budget, period, "spent before the budget covered the step")
+	},
 	"raiseCommand": func(budget, period string, limit int64) string {
 		return allot.BudgetRaiseCommand(budget, period, limit, "admit the parked episodes")
 	},

@@ -132,6 +132,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"VendorResumeRace", testVendorResumeRace},
 		{"VendorEnforcedLimits", testVendorEnforcedLimits},
 		{"VendorCapabilities", testVendorCapabilities},
+		{"ChargesOutsideBudget", testChargesOutsideBudget},
 		{"VendorSlots", testVendorSlots},
 		{"VendorSlotsConcurrent", testVendorSlotsConcurrent},
 		{"VendorRate", testVendorRate},

@@ -237,3 +237,21 @@ func BudgetLedger(t *testing.T) (*Ledger, []ledger.Episode) {
 	l.Park(eps[3])
 	return l, eps
 }
+
+// ChargeWithoutReservation records a new episode of pipelineName at
+// nominal whose video step was sent and charged amount USD (reference
+// remoteRef) with nothing reserved in any budget: spend outside the
+// budgets' records, as a task sent before a budget covered its step is.
+func (l *Ledger) ChargeWithoutReservation(pipelineName string, nominal time.Time, remoteRef string, amount int64) ledger.Episode {
+	l.T.Helper()
+	ctx := context.Background()
+	ep := l.Allocate(pipelineName, nominal)
+	ref := ledger.PaidTaskRef{Pipeline: pipelineName, EpisodeID: ep.ID, Step: "video"}
+	if _, err := l.Led.WriteIntent(ctx, ref, allot.IdempotencyKey(pipelineName, ep.ID, "video", 0), "before-the-budget"); err != nil {
+		l.T.Fatal(err)
+	}
+	if _, err := l.Led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: remoteRef, Amount: amount, Currency: "USD"}); err != nil {
+		l.T.Fatal(err)
+	}
+	return ep
+}

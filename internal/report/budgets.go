@@ -24,6 +24,9 @@ type BudgetPeriodView struct {
 	// Parked are the episodes ("<pipeline>/<episode>") whose step waits
 	// for room in this period (BudgetExhausted).
 	Parked []string `json:"parked"`
+	// Outside is the spend its records leave out (OutsideRecords); only
+	// one period's view (BudgetPeriod, budget show) reads it.
+	Outside *OutsideSpend `json:"outside,omitempty"`
 }
 
 // BudgetView is a budget of the pipeline file with its periods.
@@ -136,7 +139,11 @@ func BudgetPeriod(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, b 
 	if err != nil {
 		return BudgetPeriodView{}, err
 	}
-	return BudgetPeriodView{BudgetPeriod: bp, Parked: nonNilStrings(parked[b.Name][period])}, nil
+	outside, err := OutsideRecords(ctx, led, set, b, period)
+	if err != nil {
+		return BudgetPeriodView{}, err
+	}
+	return BudgetPeriodView{BudgetPeriod: bp, Parked: nonNilStrings(parked[b.Name][period]), Outside: &outside}, nil
 }
 
 // parkedByPeriod maps budget -> period -> the episodes parked waiting for

@@ -100,6 +100,20 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 		costs[c.RemoteRef] = c.CostEntry
 	}
 	imported := map[[2]string]bool{}
+	// A charge a person acknowledged in a budget, with a reason, is known
+	// spend outside its records, no longer a finding.
+	acks, err := led.ChargeAcks(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	type ackKey struct {
+		budget string
+		ref    ledger.PaidTaskRef
+	}
+	acked := map[ackKey]bool{}
+	for _, a := range acks {
+		acked[ackKey{a.Budget, a.PaidTaskRef}] = true
+	}
 	pipelinesSeen := map[string]bool{}
 	coverage := newTaskCoverage(led, in.Pipelines)
 	charged := map[chargeKey]int64{}
@@ -141,14 +155,17 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 		for _, b := range covering {
 			budgets[b.Name] = b
 			period := b.PeriodOf(ep.NominalTime)
-			if hasCost && cost.Currency == b.Limit.Currency {
+			// An acknowledged charge is known spend outside the budget: a
+			// person said why, so it no longer counts against its limit.
+			ackedHere := acked[ackKey{b.Name, t.PaidTaskRef}]
+			if hasCost && cost.Currency == b.Limit.Currency && !ackedHere {
 				sum, err := addCharge(charged[chargeKey{b.Name, period}], cost.Amount)
 				if err != nil {
 					return nil, fmt.Errorf("budget %s period %s: %w", b.Name, period, err)
 				}
 				charged[chargeKey{b.Name, period}] = sum
 			}
-			if imported[k] || slices.ContainsFunc(entries, func(e ledger.BudgetEntry) bool {
+			if imported[k] || ackedHere || slices.ContainsFunc(entries, func(e ledger.BudgetEntry) bool {
 				return e.Budget == b.Name && e.Period == period && e.State != ledger.EntryReleased
 			}) {
 				continue
@@ -160,7 +177,8 @@ func chargesAgainstBudgets(ctx context.Context, led *ledger.Ledger, in CheckInpu
 			out = append(out, ledger.Violation{Kind: KindChargeUnreserved, Pipeline: t.Pipeline, Episode: t.EpisodeID,
 				Detail: fmt.Sprintf("paid task %s/%s step %q revision %d reached the vendor (reference %q, %s) without a reservation in budget %s period %s, which covers it: its budget figures leave this spend out (it was sent before the budget covered the step, or without an admission)",
 					t.Pipeline, t.EpisodeID, t.Step, t.Revision, t.RemoteRef, what, b.Name, period),
-				Fix: "the charge stands (the vendor was paid once) and is counted in the period's charges, which this check compares with the limit; look at " + allot.BudgetShowCommand(b.Name, period)})
+				Fix: "the charge stands (the vendor was paid once) and is counted in the period's charges, which this check compares with the limit; look at " + allot.BudgetShowCommand(b.Name, period) +
+					", then, knowing why, acknowledge the period's charges outside its records: " + allot.BudgetAcknowledgeCommand(b.Name, period, "spent before the budget covered the step")})
 		}
 	}
 	keys := make([]chargeKey, 0, len(charged))

@@ -99,7 +99,7 @@ var CheckKindTable = []CheckKindRow{
 		`settle or abandon the task; correct the edited rows`},
 	{[]string{KindChargeUnreserved},
 		`a task of a covered step reached the vendor without a reservation in the budget (sent before the budget covered it, or by a path that skipped admission)`,
-		"the charge stands and is counted in the period's charges; look at `starter budget show BUDGET --period P`"},
+		"the charge stands and is counted in the period's charges; look at `starter budget show BUDGET --period P`, then, knowing why, `starter budget acknowledge BUDGET --period P --reason TEXT` ([Budgets](budgets.md))"},
 }
 
 // CheckKindTableMarkdown renders CheckKindTable for the docs.
