@@ -73,7 +73,9 @@ func (l *Ledger) episodesWaitingQuery(limit int) (string, []any) {
 //   - vendors: vendor_state, one row per vendor;
 //   - costs: the newest recorded_at (cost_entries_recorded), which a
 //     cost no budget covers moves alone (the spend chart, the
-//     unbudgeted spend).
+//     unbudgeted spend);
+//   - acknowledged charges outside a budget's records: how many (rows are
+//     never removed).
 var changeMarkerParts = []string{
 	`SELECT CAST(MAX(recorded_at) AS TEXT) FROM run_outcomes`,
 	`SELECT CAST(COUNT(*) AS TEXT) || '/' || COALESCE(CAST(MAX(outcome_at) AS TEXT), '') FROM episodes WHERE %IN% AND outcome <> ''`,
@@ -86,6 +88,7 @@ var changeMarkerParts = []string{
 	`SELECT CAST(MAX(id) AS TEXT) FROM operator_decisions`,
 	`SELECT CAST(COUNT(*) AS TEXT) || '/' || COALESCE(CAST(MAX(updated_at) AS TEXT), '') FROM vendor_state`,
 	`SELECT CAST(MAX(recorded_at) AS TEXT) FROM cost_entries`,
+	`SELECT CAST(COUNT(*) AS TEXT) FROM charge_acks`,
 }
 
 // ChangeMarker is an opaque string that changes when anything the

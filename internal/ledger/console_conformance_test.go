@@ -99,6 +99,10 @@ func testChangeMarker(t *testing.T, l *Ledger) {
 			_, err := l.RecordSubmission(ctx, Submission{PaidTaskRef: r, RemoteRef: "vt_marker", Amount: 5, Currency: "EUR"})
 			return err
 		}},
+		{"a charge outside a budget acknowledged", func() error {
+			_, err := l.AcknowledgeCharges(ctx, []ChargeAck{{Budget: "b", Period: "2026-W32", PaidTaskRef: paidRef(ep, "render", 0), Amount: 5, Currency: "EUR", By: "carol", Reason: "before the budget"}}, t0)
+			return err
+		}},
 	} {
 		if err := w.write(); err != nil {
 			t.Fatalf("%s: %v", w.name, err)
