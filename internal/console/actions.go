@@ -41,6 +41,7 @@ const (
 	ActReject          = "reject"
 	ActResolve         = "resolve"
 	ActSetLimit        = "set-limit"
+	ActAcknowledge     = "acknowledge"
 	ActVendorPause     = "vendor-pause"
 	ActVendorResume    = "vendor-resume"
 	ActSchedulePause   = "schedule-pause"
@@ -152,6 +153,12 @@ func (a *Actions) Do(ctx context.Context, by string, f url.Values) (string, erro
 			return fmt.Sprintf("budget %s period %s is %s already: nothing was recorded", r.Budget, r.Period, lim), nil
 		}
 		return fmt.Sprintf("budget %s period %s is %s now, set by %s: %s", r.Budget, r.Period, lim, r.By, r.Reason), nil
+	case ActAcknowledge:
+		res, err := operator.AcknowledgeOutside(ctx, a.Ledger, operator.AcknowledgeInput{Pipelines: a.Pipelines, Budget: f.Get("budget"), Period: f.Get("period"), Reason: reason, By: by})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("acknowledged %d charge(s) outside budget %s period %s by %s: %s; %d left open", len(res.Acknowledged), res.Budget, res.Period, by, reason, res.Outside.OpenCount), nil
 	case ActVendorPause:
 		v, err := operator.PauseVendor(ctx, a.Ledger, a.Pipelines, operator.VendorPauseInput{Name: f.Get("vendor"), Reason: reason, By: by, Polls: f.Get("polls") != ""})
 		if err != nil {
@@ -185,7 +192,7 @@ func (a *Actions) Do(ctx context.Context, by string, f url.Values) (string, erro
 		return fmt.Sprintf("the schedule of %s is unpaused by %s; catch-up (%s): %d missed times, %d started, %d skipped",
 			pipelineName, by, sw.Policy, len(sw.Missed), len(sw.Started), len(sw.Skipped)), nil
 	default:
-		return "", &allot.Error{Type: allot.InvalidInput, Message: fmt.Sprintf("the page has no action %q: its actions are approve, approve-all, reject, resolve, set-limit, vendor-pause, vendor-resume, schedule-pause and schedule-unpause", action)}
+		return "", &allot.Error{Type: allot.InvalidInput, Message: fmt.Sprintf("the page has no action %q: its actions are approve, approve-all, reject, resolve, set-limit, acknowledge, vendor-pause, vendor-resume, schedule-pause and schedule-unpause", action)}
 	}
 }
 
@@ -220,6 +227,8 @@ func checkForm(f url.Values) error {
 		}
 	case ActApproveAll:
 		errs = append(errs, missing("pipeline", "pipeline"))
+	case ActAcknowledge:
+		errs = append(errs, missing("budget", "budget"), missing("period", "period"))
 	case ActSetLimit:
 		errs = append(errs, missing("budget", "budget"), missing("period", "period"))
 		if strings.TrimSpace(f.Get("limit")) == "" {

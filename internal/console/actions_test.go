@@ -468,3 +468,35 @@ func TestRefusalsSpeakOfTheForm(t *testing.T) {
 		t.Fatal("a refused form paused a vendor")
 	}
 }
+
+// A signed-in operator acknowledges a period's open charges outside its
+// budget's records from the page, recorded with their name and reason as
+// `starter budget acknowledge` records them; the form is gone after, and a
+// second one is refused (issue 41 §1).
+func TestAcknowledgeOnThePage(t *testing.T) {
+	p := newActingPage(t, true)
+	p.signIn(t)
+	fixture := &ledgertest.Ledger{T: t, Led: p.in.Ledger}
+	fixture.ChargeWithoutReservation("weekly", ledgertest.BudgetMonday.Add(10*time.Hour), "vt_early", 300)
+	// Both budgets covering the charge offer their form.
+	forms := func(page string) int { return strings.Count(page, `name="act" value="`+console.ActAcknowledge+`"`) }
+	if page := p.get(t, "/"); forms(page) != 2 {
+		t.Fatalf("the page offers %d acknowledge forms for the open charge, want one per budget covering it (2):\n%s", forms(page), page)
+	}
+	form := url.Values{"act": {console.ActAcknowledge}, "budget": {"video-weekly"}, "period": {"2026-W32"}, "reason": {"sent before the budget existed"}, "csrf": {p.csrf(t)}}
+	code, _ := p.post(t, "/act", form, nil)
+	if code != http.StatusSeeOther {
+		t.Fatalf("acknowledge = %d, want 303", code)
+	}
+	acks, err := p.in.Ledger.ChargeAcks(context.Background(), "video-weekly")
+	if err != nil || len(acks) != 1 || acks[0].By != "alice" || acks[0].Reason != "sent before the budget existed" {
+		t.Fatalf("the ledger's acknowledgements: %+v, %v", acks, err)
+	}
+	if page := p.get(t, "/"); forms(page) != 1 || !strings.Contains(page, "3.00 USD acknowledged") {
+		t.Fatalf("after the acknowledgement the page still offers the form, or does not count it:\n%s", page)
+	}
+	form.Set("csrf", p.csrf(t))
+	if code, body := p.post(t, "/act", form, nil); code != http.StatusUnprocessableEntity || !strings.Contains(refusal(body), "no charge outside its records left to acknowledge") {
+		t.Fatalf("a second acknowledgement = %d %q", code, refusal(body))
+	}
+}
