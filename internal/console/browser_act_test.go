@@ -241,3 +241,125 @@ func TestBrowserApprovesOnTheDevserversPage(t *testing.T) {
 		}
 	}
 }
+
+// devPage is a tab on the devserver's page, with what its browser tests
+// do on it.
+type devPage struct {
+	t   *testing.T
+	tab *tab
+	dev *allottest.Dev
+}
+
+// waitFor reloads nothing: it reads the live page until ok holds for its
+// text (60 s).
+func (p devPage) waitFor(what string, ok func(string) bool) string {
+	p.t.Helper()
+	deadline := allottest.Deadline(p.t, 60*time.Second)
+	for {
+		s := p.tab.text(p.t)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the page did not show %s by %v:\n%s", what, deadline, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// signIn types the devserver's token into the page's form.
+func (p devPage) signIn() {
+	p.t.Helper()
+	data, err := os.ReadFile(p.dev.Info.ConsoleTokens)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	_, token, _ := strings.Cut(strings.TrimSpace(string(data)), ":")
+	js, _ := json.Marshal(token)
+	p.tab.evalRaw(p.t, `(function(){var f=document.querySelector('form[action="/login"]'); f.elements.token.value=`+string(js)+`; f.submit(); return true})()`)
+	p.waitFor("the signed-in operator", func(s string) bool { return strings.Contains(s, "Signed in as dev") })
+}
+
+// TestBrowserRaisesToAdmitAllParked: with the demo's budget at one run's
+// worth, two more runs park on it; "Needs a human" lists them before the
+// approval, as they block more; the budget's "raise to admit all 2 parked"
+// form, filled in with a reason and sent from the browser, records the
+// raise by the signed-in operator, and the parked episodes go on by
+// themselves to the approval gate (issue 41 §1).
+func TestBrowserRaisesToAdmitAllParked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the dev stack and a browser")
+	}
+	br := newBrowser(t)
+	dir := t.TempDir()
+	demo, err := os.ReadFile(filepath.Join("..", "..", "pipeline", "pipelines.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const demoLimit = `limit     = { amount = 10000, currency = "USD" }`
+	if !strings.Contains(string(demo), demoLimit) {
+		t.Fatalf("the demo's budget no longer reads %s", demoLimit)
+	}
+	// One run reserves its two paid steps' max_cost at once: 5.00 USD.
+	toml := strings.Replace(string(demo), demoLimit, `limit     = { amount = 500, currency = "USD" }`, 1)
+	pipelinesFile := filepath.Join(dir, "pipelines.toml")
+	if err := os.WriteFile(pipelinesFile, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dev := allottest.StartDevWith(t, devstack.Config{DataDir: dir, Headless: true, ConsoleAddr: "127.0.0.1:0", Pipelines: pipelinesFile})
+	ctx, cancel := allottest.Context(t, 3*time.Minute)
+	defer cancel()
+	set, err := pipeline.Load(pipelinesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := &operator.Runs{Client: allottest.DialDev(t, dev.Info), Pipelines: set, TaskQueue: workflows.TaskQueue}
+	base := time.Now().UTC().Truncate(time.Second)
+	var eps []string
+	for i := range 3 {
+		res, err := runs.Run(ctx, operator.RunInput{Pipeline: devstack.DemoPipeline, NominalTime: base.Add(time.Duration(i) * time.Second), Wait: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, res.Result.EpisodeID)
+	}
+	p := devPage{t: t, tab: br.open(t, dev.Info.Console), dev: dev}
+	parked := "waits for room in its budget"
+	waiting := "episode " + eps[0] + " of " + devstack.DemoPipeline + " waits for approval"
+	page := p.waitFor("two episodes parked and one at the gate", func(s string) bool {
+		return strings.Count(s, parked) == 2 && strings.Contains(s, waiting)
+	})
+	if strings.Index(page, parked) > strings.Index(page, waiting) {
+		t.Fatalf("an approval is listed before the episodes parked on the budget:\n%s", page)
+	}
+	p.signIn()
+	reason := "launch week: admit the parked runs"
+	rjs, _ := json.Marshal(reason)
+	if found := p.tab.evalRaw(t, `(function(){
+  var forms = document.querySelectorAll('form.act');
+  for (var i = 0; i < forms.length; i++) {
+    var f = forms[i], b = f.querySelector('button[type=submit]');
+    if (f.elements.act.value === 'set-limit' && b && b.textContent.indexOf('raise to admit all 2 parked') === 0) {
+      f.elements.reason.value = `+string(rjs)+`;
+      b.click();
+      return true;
+    }
+  }
+  return false;
+})()`); found != "true" {
+		t.Fatalf("the signed-in page has no raise-to-admit-all form for the two parked episodes:\n%s", p.tab.text(t))
+	}
+	p.waitFor("the parked episodes gone on to the gate", func(s string) bool {
+		return !strings.Contains(s, parked) && strings.Contains(s, "3 episodes of "+devstack.DemoPipeline+" wait for approval")
+	})
+	led, err := ledger.OpenReadOnly(ctx, dev.Info.Ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	b, _ := set.Budget(demoBudget)
+	raises, err := led.BudgetRaises(ctx, demoBudget, b.PeriodOf(base))
+	if err != nil || len(raises) != 1 || raises[0].By != "dev" || raises[0].Reason != reason || raises[0].Limit < 1500 {
+		t.Fatalf("the ledger's raises: %+v, %v; want one by dev with the reason, to at least 15.00 USD", raises, err)
+	}
+}
