@@ -196,6 +196,7 @@ func docSteps() []docStep {
 		{line: `runs     --pipeline weekly-video --since 2026-08-01T00:00:00Z --status running`, want: `weekly-video/episode/2026-W32-0 +Running`},
 		{line: `budget list`, want: `video-weekly`},
 		{line: `vendor list`, want: `videogen`},
+		{line: `costs export --format focus --since 2026-08-01T00:00:00Z --until 2026-09-01T00:00:00Z`, want: `(?m)^BilledCost,BillingAccountId,`},
 
 		// operating.md, the episode commands: 2026-W32-0 waits for its
 		// approval; the others get an episode in the state they need.

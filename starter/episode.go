@@ -378,6 +378,9 @@ func printResumed(w io.Writer, res operator.ResumeResult) {
 }
 
 func costsCommand(ctx context.Context, c *cli, args []string) error {
+	if len(args) > 0 && args[0] == "export" {
+		return costsExport(ctx, c, args[1:])
+	}
 	fs := c.flags("costs", false)
 	var in report.CostsInput
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")

@@ -22,6 +22,10 @@ const (
 // positional are the arguments subcommands take before their flags.
 var positional = map[string]string{"budget acknowledge": "BUDGET", "vendor pause": "NAME", "vendor resume": "NAME", "vendor show": "NAME", "budget show": "BUDGET", "budget raise": "BUDGET", "budget set-limit": "BUDGET"}
 
+// alsoSubcommands are the subcommands of commands that run without one:
+// `costs --pipeline P` and `costs export`.
+var alsoSubcommands = map[string][]string{"costs": {"export"}}
+
 var (
 	subcommandList = regexp.MustCompile(`takes a subcommand: one of \[([^\]]*)\]`)
 	flagLine       = regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
@@ -66,6 +70,10 @@ func flagsTableMarkdown(t *testing.T) string {
 			for _, sub := range strings.Fields(m[1]) {
 				paths = append(paths, []string{name, sub})
 			}
+		}
+		// A command that also takes a subcommand of its own.
+		for _, sub := range alsoSubcommands[name] {
+			paths = append(paths, []string{name, sub})
 		}
 		for _, p := range paths {
 			// A positional argument some subcommands take first.

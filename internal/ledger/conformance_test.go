@@ -133,6 +133,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"VendorEnforcedLimits", testVendorEnforcedLimits},
 		{"VendorCapabilities", testVendorCapabilities},
 		{"ChargesOutsideBudget", testChargesOutsideBudget},
+		{"CostLines", testCostLines},
 		{"VendorSlots", testVendorSlots},
 		{"VendorSlotsConcurrent", testVendorSlotsConcurrent},
 		{"VendorRate", testVendorRate},
