@@ -11,6 +11,9 @@ package allot
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 )
 
 // VendorCapabilities is what an adapter declares about its vendor. The
@@ -67,22 +70,26 @@ const (
 // Check refuses a value outside the named constants, naming the field and
 // the values it takes.
 func (c VendorCapabilities) Check() error {
-	switch c.Lookup {
-	case LookupUndeclared, LookupByKey, LookupByList, LookupNone:
-	default:
-		return Errorf(VendorNotConfigured, "vendor capabilities: lookup %q: give %q, %q or %q (or leave it out)", c.Lookup, LookupByKey, LookupByList, LookupNone)
+	if err := oneOf("lookup", string(c.Lookup), string(LookupByKey), string(LookupByList), string(LookupNone)); err != nil {
+		return err
 	}
-	switch c.Cost {
-	case CostUndeclared, CostOnTask, CostFromUsage:
-	default:
-		return Errorf(VendorNotConfigured, "vendor capabilities: cost %q: give %q or %q (or leave it out)", c.Cost, CostOnTask, CostFromUsage)
+	if err := oneOf("cost", string(c.Cost), string(CostOnTask), string(CostFromUsage)); err != nil {
+		return err
 	}
-	switch c.Bill {
-	case BillUndeclared, BillPerTask, BillNone:
-	default:
-		return Errorf(VendorNotConfigured, "vendor capabilities: bill %q: give %q or %q (or leave it out)", c.Bill, BillPerTask, BillNone)
+	return oneOf("bill", string(c.Bill), string(BillPerTask), string(BillNone))
+}
+
+// oneOf refuses a capability's value that is neither empty (undeclared)
+// nor one of words.
+func oneOf(field, value string, words ...string) error {
+	if value == "" || slices.Contains(words, value) {
+		return nil
 	}
-	return nil
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = strconv.Quote(w)
+	}
+	return Errorf(VendorNotConfigured, "vendor capabilities: %s %q: give %s or %s (or leave it out)", field, value, strings.Join(quoted[:len(quoted)-1], ", "), quoted[len(quoted)-1])
 }
 
 // CannotBeAsked reports whether a lost submit can never be found again at

@@ -53,16 +53,26 @@ func (a *Activities) vendorFor(ctx context.Context, name string) (paidvendor.Sub
 	if !ok || v.New == nil {
 		return nil, nonRetryable(allot.VendorNotConfigured, "this worker has no adapter for vendor %q: a go adapter is registered with app.WorkerConfig.Vendors in the worker that serves the pipeline", name)
 	}
+	s, err := v.build(ctx, name)
+	if err != nil {
+		return nil, nonRetryable(allot.VendorNotConfigured, "%v", err)
+	}
+	return s, nil
+}
+
+// build reads the vendor's key, if it has a source, and builds its adapter
+// with it; the error names the vendor.
+func (v Vendor) build(ctx context.Context, name string) (paidvendor.Submitter, error) {
 	key := ""
 	if v.Credentials != nil {
 		var err error
 		if key, err = v.Credentials.VendorAPIKey(ctx); err != nil {
-			return nil, nonRetryable(allot.VendorNotConfigured, "vendor %s: %v", name, err)
+			return nil, fmt.Errorf("vendor %s: %w", name, err)
 		}
 	}
 	s, err := v.New(key)
 	if err != nil {
-		return nil, nonRetryable(allot.VendorNotConfigured, "vendor %s: build its adapter: %v", name, err)
+		return nil, fmt.Errorf("vendor %s: build its adapter: %w", name, err)
 	}
 	return s, nil
 }
@@ -218,16 +228,9 @@ func WorkerCapabilities(ctx context.Context, set *pipeline.Set, vendors map[stri
 		if !ok || w.New == nil {
 			continue
 		}
-		key := ""
-		if w.Credentials != nil {
-			var err error
-			if key, err = w.Credentials.VendorAPIKey(ctx); err != nil {
-				return nil, nonRetryable(allot.VendorNotConfigured, "the worker cannot start: vendor %s: %v", name, err)
-			}
-		}
-		s, err := w.New(key)
+		s, err := w.build(ctx, name)
 		if err != nil {
-			return nil, nonRetryable(allot.VendorNotConfigured, "the worker cannot start: vendor %s: build its adapter: %v", name, err)
+			return nil, nonRetryable(allot.VendorNotConfigured, "the worker cannot start: %v", err)
 		}
 		c, err := paidvendor.Capabilities(s)
 		if err != nil {
