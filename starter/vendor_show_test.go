@@ -77,7 +77,7 @@ func TestVendorShowSaysWhatAllotCanPromise(t *testing.T) {
 	if !strings.Contains(out, "no worker has recorded what its adapter declares yet") {
 		t.Fatalf("a Go adapter before any worker:\n%s", out)
 	}
-	m := regexp.MustCompile("\\((go run [^)]*)\\)").FindStringSubmatch(out)
+	m := regexp.MustCompile(`\((go run [^)]*)\)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no command to start a worker in:\n%s", out)
 	}
