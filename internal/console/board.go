@@ -398,7 +398,11 @@ func (row *BudgetRow) admitAll(set *pipeline.Set, b pipeline.Budget) error {
 }
 
 // link is the Web UI page of a workflow, or "" without a Web UI.
-func (r *reader) link(workflowID string) string {
+func (r *reader) link(workflowID string) string { return r.webUI("workflows", workflowID) }
+
+// webUI is the Web UI page of an object of kind (workflows, schedules) in
+// the page's namespace, or "" without a Web UI.
+func (r *reader) webUI(kind, id string) string {
 	if r.in.WebUI == "" {
 		return ""
 	}
@@ -406,7 +410,7 @@ func (r *reader) link(workflowID string) string {
 	if ns == "" {
 		ns = client.DefaultNamespace
 	}
-	return r.in.WebUI + "/namespaces/" + url.PathEscape(ns) + "/workflows/" + url.PathEscape(workflowID)
+	return r.in.WebUI + "/namespaces/" + url.PathEscape(ns) + "/" + kind + "/" + url.PathEscape(id)
 }
 
 // waitingEpisodes: every episode parked or waiting, with its workflow's
@@ -821,14 +825,7 @@ type ScheduleRest struct {
 
 // scheduleLink is the Web UI page of a pipeline's Schedule, or "".
 func (r *reader) scheduleLink(name string) string {
-	if r.in.WebUI == "" {
-		return ""
-	}
-	ns := r.in.Namespace
-	if ns == "" {
-		ns = client.DefaultNamespace
-	}
-	return r.in.WebUI + "/namespaces/" + url.PathEscape(ns) + "/schedules/" + url.PathEscape(allot.ScheduleID(name))
+	return r.webUI("schedules", allot.ScheduleID(name))
 }
 
 // runPrice is what one run of p reserves at most: the sum of its steps'
