@@ -68,6 +68,9 @@ type Board struct {
 	Needs         []NeedItem
 	Runs          []RunRow
 	More          bool // more runs in the window than shown
+	// RunsLink is the Web UI's list of every run ("" without a Web UI),
+	// where the runs not shown are.
+	RunsLink string
 	Next          []UpcomingRun
 	// NextTotal is how many scheduled times the next week holds, NextShown
 	// how many of them Next shows (the first; Next also has a row per
@@ -274,6 +277,7 @@ func Read(ctx context.Context, in ReadInput) (Board, error) {
 		b.Needs = slices.DeleteFunc(b.Needs, func(it NeedItem) bool { return it.Pipeline != "" && it.Pipeline != in.Pipeline })
 	}
 	orderNeeds(b.Needs, now)
+	b.RunsLink = r.webUI("workflows", "")
 	if b.Runs, b.More, err = r.runs(ctx); err != nil {
 		return Board{}, err
 	}
@@ -401,7 +405,7 @@ func (row *BudgetRow) admitAll(set *pipeline.Set, b pipeline.Budget) error {
 func (r *reader) link(workflowID string) string { return r.webUI("workflows", workflowID) }
 
 // webUI is the Web UI page of an object of kind (workflows, schedules) in
-// the page's namespace, or "" without a Web UI.
+// the page's namespace, or their list for id "", or "" without a Web UI.
 func (r *reader) webUI(kind, id string) string {
 	if r.in.WebUI == "" {
 		return ""
@@ -410,7 +414,11 @@ func (r *reader) webUI(kind, id string) string {
 	if ns == "" {
 		ns = client.DefaultNamespace
 	}
-	return r.in.WebUI + "/namespaces/" + url.PathEscape(ns) + "/" + kind + "/" + url.PathEscape(id)
+	page := r.in.WebUI + "/namespaces/" + url.PathEscape(ns) + "/" + kind
+	if id != "" {
+		page += "/" + url.PathEscape(id)
+	}
+	return page
 }
 
 // waitingEpisodes: every episode parked or waiting, with its workflow's

@@ -674,3 +674,25 @@ func TestPageShowsSpendOutsideTheBudgetsRecords(t *testing.T) {
 		}
 	}
 }
+
+// The recent runs say how many they show when the week holds more, and
+// link to the rest (issue 41 §1: every list says how much it shows).
+func TestRecentRunsSayHowManyTheyShow(t *testing.T) {
+	in, _, _, _ := fixture(t)
+	ctx := context.Background()
+	for i := range runsShown + 1 {
+		o := ledger.RunOutcome{Pipeline: "weekly", AllocationKey: fmt.Sprintf("weekly/more-%d", i), RunID: "r", Outcome: allot.OutcomeSkipped,
+			Reason: allot.ReasonCapReached, Sequence: -1, RecordedAt: in.Now.Add(-time.Duration(i+1) * time.Minute)}
+		if _, err := in.Ledger.RecordRunOutcome(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(NewServer(in, nil))
+	defer srv.Close()
+	page := get(t, srv.URL+"/")
+	for _, want := range []string{fmt.Sprintf("Recent runs (last 7 days: the newest %d of more)", runsShown), `<a href="http://ui.test/namespaces/ns/workflows">the Web UI's list of every run</a>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
