@@ -71,7 +71,7 @@ type Board struct {
 	// RunsLink is the Web UI's list of every run ("" without a Web UI),
 	// where the runs not shown are.
 	RunsLink string
-	Next          []UpcomingRun
+	Next     []UpcomingRun
 	// NextTotal is how many scheduled times the next week holds, NextShown
 	// how many of them Next shows (the first; Next also has a row per
 	// paused Schedule), NextRest where each pipeline's are all listed.
