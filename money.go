@@ -32,6 +32,17 @@ var ErrCurrencyMismatch = errors.New("currencies differ")
 // every command prints amounts through it. A Money without a currency
 // prints its number alone.
 func (m Money) String() string {
+	if m.Currency == "" {
+		return m.Decimal()
+	}
+	return m.Decimal() + " " + m.Currency
+}
+
+// Decimal is the amount alone in major units, with its currency's
+// decimals and no grouping ("2.50", "-0.16", "500", "1.250"): String's
+// number, for formats that keep the currency apart (a form's box, a CSV
+// column).
+func (m Money) Decimal() string {
 	digits := CurrencyDigits(m.Currency)
 	// The magnitude as unsigned, so that the most negative int64 has one.
 	mag := uint64(m.Amount)
@@ -46,10 +57,7 @@ func (m Money) String() string {
 		}
 		s = s[:len(s)-digits] + "." + s[len(s)-digits:]
 	}
-	if m.Currency == "" {
-		return sign + s
-	}
-	return sign + s + " " + m.Currency
+	return sign + s
 }
 
 // Add returns m + n. Both must have the same currency (ErrCurrencyMismatch),

@@ -64,8 +64,17 @@ func costsExport(ctx context.Context, c *cli, args []string) error {
 		w = f
 		done = func(ok bool) error {
 			defer os.Remove(f.Name())
-			if err := f.Close(); err != nil || !ok {
-				return err
+			if !ok {
+				return f.Close()
+			}
+			// On disk before it takes the name: a crash never leaves a
+			// short file under it.
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return fmt.Errorf("--out %s: %w", out, err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("--out %s: %w", out, err)
 			}
 			if err := os.Link(f.Name(), out); err != nil {
 				return fmt.Errorf("--out %s: %w: choose a new file, or remove that one first", out, err)

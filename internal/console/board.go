@@ -120,7 +120,7 @@ type BudgetRow struct {
 // ParkedLimitInput is AdmitAllLimit as the page's limit box takes it:
 // major units, no currency ("12.50").
 func (r BudgetRow) ParkedLimitInput() string {
-	return strings.TrimSuffix(allot.Money{Amount: r.AdmitAllLimit, Currency: r.Currency}.String(), " "+r.Currency)
+	return allot.Money{Amount: r.AdmitAllLimit, Currency: r.Currency}.Decimal()
 }
 
 // shortOf is how far the limit must rise for one parked episode of

@@ -49,7 +49,7 @@ func AcknowledgeOutside(ctx context.Context, led *ledger.Ledger, in AcknowledgeI
 	case b.CheckPeriod(in.Period) != nil:
 		return AcknowledgeResult{}, bad("%v", b.CheckPeriod(in.Period))
 	case strings.TrimSpace(in.Reason) == "":
-		return AcknowledgeResult{}, bad("an acknowledgement needs a reason, which the ledger keeps with who gave it: --reason TEXT")
+		return AcknowledgeResult{}, bad("an acknowledgement needs a reason, which the ledger keeps with who gave it: %s", allot.BudgetAcknowledgeCommand(b.Name, in.Period, "spent before the budget covered the step"))
 	case allot.CheckText("--reason", in.Reason) != nil:
 		return AcknowledgeResult{}, bad("%v", allot.CheckText("--reason", in.Reason))
 	}

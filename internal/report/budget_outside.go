@@ -53,19 +53,10 @@ func OutsideRecords(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, 
 		k := [2]string{c.Pipeline, c.Plan}
 		p, seen := plans[k]
 		if !seen {
-			if p, err = set.Get(c.Pipeline); err == nil && c.Plan != "" {
-				p, err = p.WithPlan(c.Plan)
-			}
-			if err != nil {
-				p = nil // a pipeline the file no longer has, or a plan it cannot read
-			}
+			p = pinnedPipeline(set, c.Pipeline, c.Plan)
 			plans[k] = p
 		}
-		if p == nil {
-			continue
-		}
-		st, ok := p.Step(c.Step)
-		if !ok || !b.Covers(p.Name, st) {
+		if st, ok := pinnedStep(set, p, c.Step); !ok || !b.Covers(c.Pipeline, st) {
 			continue
 		}
 		out.Charges = append(out.Charges, c)

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"allot"
 	"allot/internal/ledger"
 	"allot/internal/ledgertest"
+	"allot/pipeline"
 )
 
 // Spend the budget's entries leave out is shown, not lost (issue 41 §1):
@@ -87,3 +89,44 @@ func TestOutsideRecordsShowsWhatTheEntriesLeaveOut(t *testing.T) {
 }
 
 func containsBudget(detail, name string) bool { return strings.Contains(detail, "budget "+name+" ") }
+
+// An effect step pinned before max_cost existed is covered by the budget
+// as the file prices it now, on the page as in check: its charge outside
+// the records is shown.
+func TestOutsideRecordsJudgesAnOldPinnedPlanAsCheckDoes(t *testing.T) {
+	set, err := pipeline.Parse([]byte(`
+[[budget]]
+name     = "news-weekly"
+pipeline = "news"
+period   = "iso-week"
+limit    = { amount = 1000, currency = "USD" }
+
+[[pipeline]]
+name = "news"
+  [[pipeline.step]]
+  name     = "publish"
+  kind     = "effect"
+  max_cost = { amount = 100, currency = "USD" }
+`), "outside")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ledgertest.New(t)
+	ctx := context.Background()
+	ep := l.Allocate("news", mon)
+	if _, err := l.Led.PinPlan(ctx, "news", ep.ID, `[{"name":"publish","kind":"effect"}]`); err != nil {
+		t.Fatal(err)
+	}
+	ref := ledger.PaidTaskRef{Pipeline: "news", EpisodeID: ep.ID, Step: "publish"}
+	if _, err := l.Led.WriteIntent(ctx, ref, allot.IdempotencyKey("news", ep.ID, "publish", 0), "old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Led.RecordSubmission(ctx, ledger.Submission{PaidTaskRef: ref, RemoteRef: "vt_old_plan", Amount: 50, Currency: "USD"}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := set.Budget("news-weekly")
+	got, err := OutsideRecords(ctx, l.Led, set, b, "2026-W32")
+	if err != nil || len(got.Charges) != 1 || got.Open != 50 {
+		t.Fatalf("outside news-weekly: %+v, %v; want the old plan's publish charge", got, err)
+	}
+}

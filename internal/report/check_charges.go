@@ -53,10 +53,10 @@ func (c *taskCoverage) of(ctx context.Context, t ledger.PaidTask) ([]pipeline.Bu
 	if !ok {
 		e = &coveredEpisode{}
 		c.episodes[k] = e
-		p, err := c.set.Get(t.Pipeline)
-		if err != nil {
+		if _, err := c.set.Get(t.Pipeline); err != nil {
 			return nil, ledger.Episode{}, nil
 		}
+		var err error
 		if e.ep, err = c.led.Episode(ctx, t.Pipeline, t.EpisodeID); err != nil {
 			return nil, ledger.Episode{}, err
 		}
@@ -64,24 +64,42 @@ func (c *taskCoverage) of(ctx context.Context, t ledger.PaidTask) ([]pipeline.Bu
 		if err != nil {
 			return nil, ledger.Episode{}, err
 		}
-		if plan != "" {
-			if p, err = p.WithPlan(plan); err != nil {
-				return nil, e.ep, nil
-			}
-		}
-		e.p = p
+		e.p = pinnedPipeline(c.set, t.Pipeline, plan)
 	}
-	if e.p == nil {
-		return nil, e.ep, nil
-	}
-	st, ok := e.p.Step(t.Step)
+	st, ok := pinnedStep(c.set, e.p, t.Step)
 	if !ok {
 		return nil, e.ep, nil
 	}
-	if st.MaxCost == nil {
-		st.MaxCost = c.set.MaxCostOf(t.Pipeline, st)
-	}
 	return c.set.BudgetsFor(t.Pipeline, st), e.ep, nil
+}
+
+// pinnedPipeline is the pipeline name of set as an episode's pinned plan
+// ("" none) has it; nil for a pipeline the file no longer has, or a plan it
+// cannot read (the audit reports that).
+func pinnedPipeline(set *pipeline.Set, name, plan string) *pipeline.Pipeline {
+	p, err := set.Get(name)
+	if err != nil {
+		return nil
+	}
+	if plan != "" {
+		if p, err = p.WithPlan(plan); err != nil {
+			return nil
+		}
+	}
+	return p
+}
+
+// pinnedStep is step of p (nil: none), with the max_cost the file gives a
+// step pinned before max_cost existed, as budgets judge coverage with it.
+func pinnedStep(set *pipeline.Set, p *pipeline.Pipeline, step string) (pipeline.Step, bool) {
+	if p == nil {
+		return pipeline.Step{}, false
+	}
+	st, ok := p.Step(step)
+	if ok && st.MaxCost == nil {
+		st.MaxCost = set.MaxCostOf(p.Name, st)
+	}
+	return st, ok
 }
 
 // chargesAgainstBudgets reports each sent task of a covered step (not an

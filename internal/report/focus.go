@@ -15,12 +15,14 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"allot"
 	"allot/internal/ledger"
+	"allot/internal/reconcile"
 )
 
 // FOCUSVersion is the FOCUS specification version the export follows.
@@ -75,7 +77,7 @@ func ExportFOCUS(ctx context.Context, led *ledger.Ledger, in FOCUSInput, w io.Wr
 		if _, ok := accounts[c.Vendor]; ok {
 			continue
 		}
-		wm, err := led.BillWatermark(ctx, "vendor:"+c.Vendor)
+		wm, err := led.BillWatermark(ctx, reconcile.Account(c.Vendor))
 		if err != nil {
 			return FOCUSResult{}, err
 		}
@@ -84,8 +86,9 @@ func ExportFOCUS(ctx context.Context, led *ledger.Ledger, in FOCUSInput, w io.Wr
 			accounts[c.Vendor] = wm.VendorAccount
 		}
 	}
+	columns := append(slices.Clone(FOCUSMandatory), FOCUSCustom...)
 	cw := csv.NewWriter(w)
-	if err := cw.Write(append(append([]string{}, FOCUSMandatory...), FOCUSCustom...)); err != nil {
+	if err := cw.Write(columns); err != nil {
 		return FOCUSResult{}, err
 	}
 	for _, c := range lines {
@@ -125,8 +128,8 @@ func ExportFOCUS(ctx context.Context, led *ledger.Ledger, in FOCUSInput, w io.Wr
 			"x_VendorTaskId":     c.RemoteRef,
 			"x_Budgets":          strings.Join(c.Budgets, " "),
 		}
-		rec := make([]string, 0, len(FOCUSMandatory)+len(FOCUSCustom))
-		for _, col := range append(append([]string{}, FOCUSMandatory...), FOCUSCustom...) {
+		rec := make([]string, 0, len(columns))
+		for _, col := range columns {
 			rec = append(rec, row[col])
 		}
 		if err := cw.Write(rec); err != nil {
@@ -142,27 +145,13 @@ func ExportFOCUS(ctx context.Context, led *ledger.Ledger, in FOCUSInput, w io.Wr
 
 // FOCUSDecimal is minor units of currency as FOCUS's NumericFormat writes
 // an amount: a plain decimal in major units with the currency's digits
-// (1250 USD: "12.50"; 1250 JPY: "1250"), exact, never a float.
+// (1250 USD: "12.50"; 1250 JPY: "1250"), exact, never a float
+// (allot.Money.Decimal).
 func FOCUSDecimal(minor int64, currency string) (string, error) {
 	if err := allot.CheckCurrency(currency); err != nil {
 		return "", err
 	}
-	digits := allot.CurrencyDigits(currency)
-	sign := ""
-	if minor < 0 {
-		sign = "-"
-	}
-	abs := strconv.FormatUint(uint64(minor), 10)
-	if minor < 0 {
-		abs = strconv.FormatUint(-uint64(minor), 10)
-	}
-	if digits == 0 {
-		return sign + abs, nil
-	}
-	for len(abs) <= digits {
-		abs = "0" + abs
-	}
-	return sign + abs[:len(abs)-digits] + "." + abs[len(abs)-digits:], nil
+	return allot.Money{Amount: minor, Currency: currency}.Decimal(), nil
 }
 
 // focusTime is t as FOCUS's DateTimeFormat writes it.

@@ -7,6 +7,7 @@ import (
 	"allot"
 	"allot/activities"
 	"allot/internal/ledger"
+	"allot/paidvendor"
 	"allot/pipeline"
 )
 
@@ -33,7 +34,9 @@ type VendorPromises struct {
 // be one of set's vendors (operator.KnownVendor).
 func ShowVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name string) (VendorPromises, error) {
 	out := VendorPromises{Vendor: name, Adapter: pipeline.AdapterHTTP}
-	c, known := paidDefault(), true
+	// The default vendor speaks allot's vendor API at the worker's
+	// ALLOT_VENDOR_URL.
+	c, known := paidvendor.HTTPCapabilities, true
 	if name != pipeline.DefaultVendor {
 		v, _ := set.Vendor(name)
 		out.Adapter = v.Adapter
@@ -54,11 +57,4 @@ func ShowVendor(ctx context.Context, led *ledger.Ledger, set *pipeline.Set, name
 		out.Promises = c.Promises()
 	}
 	return out, nil
-}
-
-// paidDefault are the default vendor's capabilities: it speaks allot's
-// vendor API at the worker's ALLOT_VENDOR_URL.
-func paidDefault() allot.VendorCapabilities {
-	c, _ := activities.ConfiguredCapabilities(pipeline.Vendor{Adapter: pipeline.AdapterHTTP})
-	return c
 }
