@@ -27,10 +27,17 @@ type Reservation struct {
 }
 
 // BudgetSpend is what a (budget, period) has used in its currency: the
-// costs settled and the reservations held.
+// costs settled and the reservations held, and what it holds for the
+// scheduled runs still due that the asker may not spend (docs/design.md,
+// "Scheduled work funded first").
 type BudgetSpend struct {
 	Settled  int64
 	Reserved int64
+	// HeldForSchedule is the hold of the budget's scheduled runs that the
+	// asker must leave alone: all of it for a manual run, a backfill or a
+	// retry; for a scheduled run drawing on its own hold, the hold of the
+	// scheduled runs due before it.
+	HeldForSchedule int64
 }
 
 // Total is settled + reserved, refusing an overflow (ErrAmountOverflow).
@@ -39,17 +46,18 @@ func (s BudgetSpend) Total() (int64, error) {
 }
 
 // Admits reports whether asked fits under limit: settled + reserved +
-// asked <= limit. A sum beyond int64 fits no limit.
+// held for the schedule + asked <= limit. A sum beyond int64 fits no
+// limit.
 func (s BudgetSpend) Admits(limit, asked int64) bool {
-	total, err := AddAmounts(s.Settled, s.Reserved, asked)
+	total, err := AddAmounts(s.Settled, s.Reserved, s.HeldForSchedule, asked)
 	return err == nil && total <= limit
 }
 
 // Needed is the smallest limit that admits asked: settled + reserved +
-// asked, or MaxBudgetLimit when that sum leaves int64 (saturating, never
-// wrapping).
+// held for the schedule + asked, or MaxBudgetLimit when that sum leaves
+// int64 (saturating, never wrapping).
 func (s BudgetSpend) Needed(asked int64) int64 {
-	n, err := AddAmounts(s.Settled, s.Reserved, asked)
+	n, err := AddAmounts(s.Settled, s.Reserved, s.HeldForSchedule, asked)
 	if err != nil {
 		return MaxBudgetLimit
 	}
@@ -101,25 +109,36 @@ func SumAsks(rs []Reservation) ([]Reservation, error) {
 }
 
 // BudgetShortfall is why a budget refused a task: its period's limit, what
-// is settled and reserved already, and what the task asked.
+// is settled and reserved already, what it holds for scheduled runs the
+// task may not spend, and what the task asked.
 type BudgetShortfall struct {
-	Budget   string `json:"budget"`
-	Period   string `json:"period"`
-	Currency string `json:"currency"`
-	Limit    int64  `json:"limit"`
-	Settled  int64  `json:"settled"`
-	Reserved int64  `json:"reserved"`
-	Asked    int64  `json:"asked"`
+	Budget          string `json:"budget"`
+	Period          string `json:"period"`
+	Currency        string `json:"currency"`
+	Limit           int64  `json:"limit"`
+	Settled         int64  `json:"settled"`
+	Reserved        int64  `json:"reserved"`
+	HeldForSchedule int64  `json:"held_for_schedule,omitempty"`
+	Asked           int64  `json:"asked"`
+}
+
+// Spend is the budget's spend as the refusal counted it.
+func (s BudgetShortfall) Spend() BudgetSpend {
+	return BudgetSpend{Settled: s.Settled, Reserved: s.Reserved, HeldForSchedule: s.HeldForSchedule}
 }
 
 // Needed is the smallest limit that admits the task: settled + reserved +
-// asked (saturating, never wrapping).
+// held for the schedule + asked (saturating, never wrapping).
 func (s BudgetShortfall) Needed() int64 {
-	return BudgetSpend{Settled: s.Settled, Reserved: s.Reserved}.Needed(s.Asked)
+	return s.Spend().Needed(s.Asked)
 }
 
 func (s BudgetShortfall) String() string {
 	m := func(a int64) string { return Money{Amount: a, Currency: s.Currency}.String() }
-	return fmt.Sprintf("budget %s, period %s: limit %s, settled %s, reserved %s, asked %s", s.Budget, s.Period,
-		m(s.Limit), m(s.Settled), m(s.Reserved), m(s.Asked))
+	held := ""
+	if s.HeldForSchedule > 0 {
+		held = ", held for scheduled runs " + m(s.HeldForSchedule)
+	}
+	return fmt.Sprintf("budget %s, period %s: limit %s, settled %s, reserved %s%s, asked %s", s.Budget, s.Period,
+		m(s.Limit), m(s.Settled), m(s.Reserved), held, m(s.Asked))
 }

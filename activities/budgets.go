@@ -225,7 +225,7 @@ func (a *Activities) BudgetRoom(ctx context.Context, in BudgetRoomInput) (Budget
 	if len(rs) == 0 {
 		return BudgetRoomResult{Room: true}, nil
 	}
-	short, err := a.Ledger.BudgetRoom(ctx, rs)
+	short, err := a.Ledger.BudgetRoom(ctx, in.ref(), rs)
 	if err != nil {
 		return BudgetRoomResult{}, classify(err)
 	}

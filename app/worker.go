@@ -238,13 +238,16 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (err error) {
 		"pipelines", pipelines.Names(), "vendor", cfg.VendorURL, "vendors", pipelines.VendorNames(), "go_steps", slices.Sorted(maps.Keys(cfg.Steps)), "temporal", hostPort(opts), "namespace", opts.Namespace)
 	// While the worker serves: each pipeline's deadline is declared and
 	// its watch started; the times Temporal will not start any more are
-	// settled every catchup.SweepEvery; the vendors' bills are reconciled.
+	// settled every catchup.SweepEvery; the vendors' bills are reconciled;
+	// the budgets hold for their scheduled runs (forecast.HoldEvery).
 	// The loops use the ledger: it is closed after they have returned.
 	var loops sync.WaitGroup
 	defer loops.Wait()
 	loops.Go(func() { deadlineDeclarer(c, led, pipelines, cfg.TaskQueue, logger).Run(ctx) })
 	sweeper := &catchup.Sweeper{Client: c, Pipelines: pipelines, Ledger: led, TaskQueue: cfg.TaskQueue, LedgerID: led.ID(), Logger: logger}
 	loops.Go(func() { sweeper.Run(ctx) })
+	holds := &forecast.HoldKeeper{Input: forecast.Input{Ledger: led, Pipelines: pipelines, Schedule: forecast.TemporalSchedules(c, pipelines)}, Logger: logger}
+	loops.Go(func() { holds.Run(ctx) })
 	if cfg.ReconcileEvery >= 0 {
 		bills := &reconcile.Loop{
 			Reconciler: &reconcile.Reconciler{Ledger: led, Pipelines: pipelines},

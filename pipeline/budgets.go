@@ -48,6 +48,12 @@ type Budget struct {
 	// ascending order: settled spend crossing one is logged and counted,
 	// once per threshold and period.
 	Alerts []float64 `toml:"alerts" json:"alerts,omitempty"`
+	// HoldScheduled: the budget holds, in each period, what the scheduled
+	// runs still due in it will reserve, so that manual runs, backfills
+	// and retries spend only the rest (docs/design.md, "Scheduled work
+	// funded first"). Off unless set: a hold refuses manual work a budget
+	// admits today, on a forecast its owner should have read first.
+	HoldScheduled bool `toml:"hold_scheduled" json:"hold_scheduled,omitempty"`
 
 	location *time.Location
 }

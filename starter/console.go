@@ -86,7 +86,7 @@ func consoleCommand(ctx context.Context, c *cli, args []string) error {
 	if creds != nil {
 		actions = &console.Actions{Ledger: led, Pipelines: set, Temporal: cl,
 			Episodes:  &operator.EpisodeCommands{Client: cl, Pipelines: set, TaskQueue: c.cfg.TaskQueue, Ledger: led},
-			Schedules: &operator.Schedules{Client: cl, Pipelines: set, TaskQueue: c.cfg.TaskQueue, LedgerID: led.ID(), Namespace: c.resolvedNamespace},
+			Schedules: &operator.Schedules{Client: cl, Pipelines: set, TaskQueue: c.cfg.TaskQueue, LedgerID: led.ID(), Namespace: c.resolvedNamespace, HoldLedger: led},
 		}
 		mode = "operators of " + tokenFile + " act after signing in"
 	}

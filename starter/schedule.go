@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"allot"
+	"allot/internal/forecast"
 	"allot/internal/ledger"
 	"allot/internal/operator"
 	"allot/pipeline"
@@ -72,6 +73,23 @@ func (c *cli) schedules(ctx context.Context) (*operator.Schedules, func(), error
 	}, nil
 }
 
+// holdAfterChange gives s the ledger, opened to write, that a change of
+// schedule writes the budgets' holds in at once, when a budget holds for
+// its scheduled runs and the ledger exists; otherwise the worker's next
+// pass writes them. The returned func closes it.
+func (c *cli) holdAfterChange(ctx context.Context, s *operator.Schedules) (func(), error) {
+	holds := slices.ContainsFunc(s.Pipelines.Budgets(), func(b pipeline.Budget) bool { return b.HoldScheduled })
+	if !holds || s.Ledger == nil {
+		return func() {}, nil
+	}
+	led, err := c.openLedgerToWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.HoldLedger = led
+	return func() { led.Close() }, nil
+}
+
 func bindScheduleFlags(c *cli, name string, in *operator.ScheduleInput) *flag.FlagSet {
 	fs := c.flags("schedule "+name, true)
 	fs.StringVar(&in.Pipeline, "pipeline", "", "pipeline (required)")
@@ -106,6 +124,11 @@ func scheduleChange(name string) func(context.Context, *cli, []string) error {
 			return err
 		}
 		defer done()
+		closeHold, err := c.holdAfterChange(ctx, s)
+		if err != nil {
+			return err
+		}
+		defer closeHold()
 		var res operator.ScheduleResult
 		if name == "create" {
 			res, err = s.Create(ctx, in)
@@ -143,6 +166,13 @@ func scheduleSimple(name string) func(context.Context, *cli, []string) error {
 			return err
 		}
 		defer done()
+		if name == "pause" || name == "unpause" || name == "delete" {
+			closeHold, err := c.holdAfterChange(ctx, s)
+			if err != nil {
+				return err
+			}
+			defer closeHold()
+		}
 		var res operator.ScheduleResult
 		switch name {
 		case "describe":
@@ -339,7 +369,21 @@ func (c *cli) printSchedule(res operator.ScheduleResult) {
 		for _, a := range res.RecentActions {
 			fmt.Fprintf(w, "ran\t%s\t%s\n", a.NominalTime.Format(time.RFC3339), a.WorkflowID)
 		}
+		for _, h := range res.Holds {
+			fmt.Fprintf(w, "budget %s\t%s\n", h.Budget, holdLine(h))
+		}
+		if res.HoldError != "" {
+			fmt.Fprintf(w, "holds\tnot written again (%s): the worker writes them within %s\n", res.HoldError, forecast.HoldEvery)
+		}
 	})
+}
+
+// holdLine says what a budget period holds for its scheduled runs and
+// what it leaves free.
+func holdLine(h ledger.BudgetPeriod) string {
+	m := func(a int64) string { return allot.Money{Amount: a, Currency: h.Currency}.String() }
+	return fmt.Sprintf("period %s holds %s for %d scheduled runs; %s free for manual runs, backfills and retries",
+		h.Period, m(h.HeldForSchedule), h.HeldRuns, m(max(h.Free, 0)))
 }
 
 // backfillFlags are the flags of a backfill command line beside extra.

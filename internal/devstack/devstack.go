@@ -271,7 +271,7 @@ func serveConsole(ctx context.Context, cfg Config, wcfg app.WorkerConfig, info I
 	defer c.Close()
 	actions := &console.Actions{Ledger: led, Pipelines: pipelines, Temporal: c,
 		Episodes:  &operator.EpisodeCommands{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue, Ledger: led},
-		Schedules: &operator.Schedules{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue, LedgerID: led.ID(), Namespace: info.Namespace},
+		Schedules: &operator.Schedules{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue, LedgerID: led.ID(), Namespace: info.Namespace, HoldLedger: led},
 	}
 	return console.Serve(ctx, console.ServerConfig{
 		Addr:        cfg.ConsoleAddr,

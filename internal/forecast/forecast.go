@@ -97,6 +97,10 @@ type Period struct {
 	Refused        int   `json:"refused_runs"`
 	AdmittedAmount int64 `json:"admitted"`
 	RefusedAmount  int64 `json:"refused"`
+	// Scheduled are the Schedules' runs still to come in the period, each
+	// with what it reserves at most: what a budget with hold_scheduled
+	// holds (Holds).
+	Scheduled []ledger.ScheduledRun `json:"-"`
 }
 
 // run is one run to come of a pipeline, at its nominal time (zero for an
@@ -171,6 +175,7 @@ func Of(ctx context.Context, in Input, b pipeline.Budget, period string) (Period
 			}
 			for _, t := range times {
 				runs = append(runs, run{at: t, name: name, perRun: perRun})
+				out.Scheduled = append(out.Scheduled, ledger.ScheduledRun{Pipeline: name, At: t, Amount: perRun})
 			}
 		}
 		up, err := mulAmount(int64(r.Runs+r.Pending), perRun)

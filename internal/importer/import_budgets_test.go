@@ -101,7 +101,7 @@ func TestImportedCostsCountAgainstBudgets(t *testing.T) {
 					t.Fatalf("budget list after the import: %+v; want 2026-W31 with 580 settled, 170 free", list.Budgets[0].Periods)
 				}
 				// A new week-31 video (250) does not fit in 170.
-				short, err := led.BudgetRoom(ctx, []allot.Reservation{{Budget: "video-weekly", Period: "2026-W31", Currency: "USD", Limit: 750, Amount: 250}})
+				short, err := led.BudgetRoom(ctx, ledger.PaidTaskRef{}, []allot.Reservation{{Budget: "video-weekly", Period: "2026-W31", Currency: "USD", Limit: 750, Amount: 250}})
 				if err != nil || len(short) != 1 || short[0].Settled != 580 {
 					t.Fatalf("room for 250 more: %+v, %v; want refused with 580 settled", short, err)
 				}

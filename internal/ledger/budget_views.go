@@ -56,8 +56,15 @@ type BudgetPeriod struct {
 	Raised   bool  `json:"raised,omitempty"`
 	Settled  int64 `json:"settled"`
 	Reserved int64 `json:"reserved"`
-	// Free is Limit - Settled - Reserved; negative only after costs above
-	// their reservations (Overrun) or a lowered limit.
+	// HeldForSchedule is what the period holds for the scheduled runs
+	// still due in it (a budget with hold_scheduled), up to what the
+	// limit leaves after Settled and Reserved; HeldRuns counts those runs
+	// (docs/design.md, "Scheduled work funded first").
+	HeldForSchedule int64 `json:"held_for_schedule,omitempty"`
+	HeldRuns        int   `json:"held_runs,omitempty"`
+	// Free is Limit - Settled - Reserved - HeldForSchedule: what a manual
+	// run, a backfill or a retry may spend. Negative only after costs
+	// above their reservations (Overrun) or a lowered limit.
 	Free int64 `json:"free"`
 	// Overrun is what settled costs were booked beyond what the budget
 	// admitted (costs above their reservations, corrections upward).
@@ -134,7 +141,13 @@ func (l *Ledger) budgetPeriodTx(ctx context.Context, tx *sql.Tx, b BudgetLimit, 
 	if err != nil {
 		return bp, fmt.Errorf("ledger %s: budget %s period %s: %w", l.where, b.Budget, period, err)
 	}
+	held, runs, err := l.heldForSchedule(ctx, tx, b.Budget, period, b.Currency, PaidTaskRef{})
+	if err != nil {
+		return bp, err
+	}
 	bp.Free = bp.Limit - spent // both within int64: limit <= MaxAmount, spent >= 0
+	bp.HeldForSchedule, bp.HeldRuns = min(held, max(bp.Free, 0)), runs
+	bp.Free -= bp.HeldForSchedule
 	return bp, nil
 }
 

@@ -180,8 +180,9 @@ func (l *Ledger) periodLimit(ctx context.Context, db querier, budget, period, cu
 }
 
 // shortfalls reads, for each reservation, whether its budget's period has
-// room for it; the refusing ones are returned, in the order given.
-func (l *Ledger) shortfalls(ctx context.Context, db querier, rs []Reservation) ([]BudgetShortfall, error) {
+// room for it, asked by asker's episode (held for the schedule: see
+// heldForSchedule); the refusing ones are returned, in the order given.
+func (l *Ledger) shortfalls(ctx context.Context, db querier, asker PaidTaskRef, rs []Reservation) ([]BudgetShortfall, error) {
 	var out []BudgetShortfall
 	for _, r := range rs {
 		limit, _, err := l.periodLimit(ctx, db, r.Budget, r.Period, r.Currency, r.Limit)
@@ -192,8 +193,13 @@ func (l *Ledger) shortfalls(ctx context.Context, db querier, rs []Reservation) (
 		if err != nil {
 			return nil, err
 		}
-		if !(allot.BudgetSpend{Settled: settled, Reserved: reserved}).Admits(limit, r.Amount) {
-			out = append(out, BudgetShortfall{Budget: r.Budget, Period: r.Period, Currency: r.Currency, Limit: limit, Settled: settled, Reserved: reserved, Asked: r.Amount})
+		held, _, err := l.heldForSchedule(ctx, db, r.Budget, r.Period, r.Currency, asker)
+		if err != nil {
+			return nil, err
+		}
+		if !(allot.BudgetSpend{Settled: settled, Reserved: reserved, HeldForSchedule: held}).Admits(limit, r.Amount) {
+			out = append(out, BudgetShortfall{Budget: r.Budget, Period: r.Period, Currency: r.Currency, Limit: limit,
+				Settled: settled, Reserved: reserved, HeldForSchedule: held, Asked: r.Amount})
 		}
 	}
 	return out, nil
@@ -216,16 +222,17 @@ func sortedReservations(rs []Reservation) []Reservation {
 // admitTx decides, in the caller's transaction (which writes the task's
 // intent and holds the episode's lock), whether ref's reservations fit:
 // under each (budget, period)'s lock, taken in a fixed order, every budget
-// must have room for its amount. It returns the budgets that refuse; with
-// none, the caller writes the intent and then reserveTx.
-func (l *Ledger) admitTx(ctx context.Context, tx *sql.Tx, rs []Reservation) ([]BudgetShortfall, error) {
+// must have room for its amount, asked by ref's episode. It returns the
+// budgets that refuse; with none, the caller writes the intent and then
+// reserveTx.
+func (l *Ledger) admitTx(ctx context.Context, tx *sql.Tx, ref PaidTaskRef, rs []Reservation) ([]BudgetShortfall, error) {
 	rs = sortedReservations(rs)
 	for _, r := range rs {
 		if err := l.lockBudgetTx(ctx, tx, r.Budget, r.Period); err != nil {
 			return nil, err
 		}
 	}
-	return l.shortfalls(ctx, tx, rs)
+	return l.shortfalls(ctx, tx, ref, rs)
 }
 
 // reserveTx holds rs for ref, once admitTx found room (the task's row
@@ -373,16 +380,18 @@ func (l *Ledger) releaseEntriesTx(ctx context.Context, tx *sql.Tx, ref PaidTaskR
 	return nil
 }
 
-// BudgetRoom reports, read-only, which of rs would be refused now: nil
-// when all of them have room. A parked episode asks it before trying again.
-func (l *Ledger) BudgetRoom(ctx context.Context, rs []Reservation) ([]BudgetShortfall, error) {
+// BudgetRoom reports, read-only, which of rs would be refused now, asked
+// by the task ref (its episode may draw on its scheduled run's hold): nil
+// when all of them have room. A parked episode asks it before trying
+// again.
+func (l *Ledger) BudgetRoom(ctx context.Context, ref PaidTaskRef, rs []Reservation) ([]BudgetShortfall, error) {
 	if err := checkReservations("a budget room check", rs); err != nil {
 		return nil, err
 	}
 	var out []BudgetShortfall
 	err := l.readTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = l.shortfalls(ctx, tx, rs)
+		out, err = l.shortfalls(ctx, tx, ref, rs)
 		return err
 	})
 	return out, err

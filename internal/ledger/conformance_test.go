@@ -126,6 +126,8 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BudgetAuditTampered", testBudgetAuditTampered},
 		{"BudgetModel", testBudgetModel},
 		{"BudgetGaugedPeriods", testBudgetGaugedPeriods},
+		{"BudgetHoldsScheduled", testBudgetHoldsScheduled},
+		{"BudgetHoldsLapse", testBudgetHoldsLapse},
 		// Vendor controls: pause, slots, rate, breaker (vendor_conformance_test.go).
 		{"VendorPauseResume", testVendorPauseResume},
 		{"VendorPauseHistory", testVendorPauseHistory},

@@ -450,7 +450,7 @@ func (l *Ledger) WriteIntentAdmitted(ctx context.Context, ref PaidTaskRef, idemp
 		if asks, err = allot.SumAsks(asks); err != nil {
 			return invalid("%v", err)
 		}
-		if refused, err = l.admitTx(ctx, tx, asks); err != nil {
+		if refused, err = l.admitTx(ctx, tx, ref, asks); err != nil {
 			return err
 		}
 		if len(refused) > 0 {

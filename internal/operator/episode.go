@@ -166,7 +166,7 @@ func (o *EpisodeCommands) budgetAnswer(ctx context.Context, pipelineName, episod
 	if len(refused) == 0 {
 		return nil, nil, nil
 	}
-	short, err := o.stillShort(ctx, refused)
+	short, err := o.stillShort(ctx, ledger.PaidTaskRef{Pipeline: pipelineName, EpisodeID: episodeID, Step: step}, refused)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,8 +192,9 @@ func (o *EpisodeCommands) budgetParked(ctx context.Context, pipelineName string,
 }
 
 // stillShort asks the ledger, read-only, which of the budgets that refused
-// a step still would, with the limits it has now (raises included).
-func (o *EpisodeCommands) stillShort(ctx context.Context, refused []ledger.BudgetShortfall) ([]ledger.BudgetShortfall, error) {
+// the step of ref still would, with the limits it has now (raises
+// included).
+func (o *EpisodeCommands) stillShort(ctx context.Context, ref ledger.PaidTaskRef, refused []ledger.BudgetShortfall) ([]ledger.BudgetShortfall, error) {
 	rs := make([]allot.Reservation, len(refused))
 	for i, n := range refused {
 		limit := n.Limit
@@ -202,7 +203,7 @@ func (o *EpisodeCommands) stillShort(ctx context.Context, refused []ledger.Budge
 		}
 		rs[i] = allot.Reservation{Budget: n.Budget, Period: n.Period, Currency: n.Currency, Limit: limit, Amount: n.Asked}
 	}
-	return o.Ledger.BudgetRoom(ctx, rs)
+	return o.Ledger.BudgetRoom(ctx, ref, rs)
 }
 
 // updateOnEndedWorkflow is the type of the failure Temporal gives an

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"allot"
+	"allot/internal/forecast"
 	"allot/internal/ledger"
 	"allot/internal/livespec"
 	"allot/pipeline"
@@ -35,6 +36,12 @@ type Schedules struct {
 	// Ledger, when set, is read (never written) by a dry-run backfill for
 	// the times that already have episodes.
 	Ledger *ledger.Ledger
+	// HoldLedger, when set, is the ledger a change of schedule (create,
+	// update, pause, unpause, delete) writes the budgets' holds for their
+	// scheduled runs in at once (docs/design.md, "Scheduled work funded
+	// first"); nil leaves them to the worker's next pass
+	// (forecast.HoldEvery).
+	HoldLedger *ledger.Ledger
 
 	// startWorkflow and sleep replace the client's start and the back-off's
 	// wait in tests.
@@ -102,6 +109,27 @@ type ScheduleResult struct {
 	// Triggered is the workflow ID of the run a trigger started (Trigger
 	// only).
 	Triggered string `json:"triggered_workflow_id,omitempty"`
+	// Holds are the periods of the budgets that hold for their scheduled
+	// runs, as a change of schedule left them (HoldLedger); HoldError says
+	// why they were not written again (the worker's next pass writes
+	// them).
+	Holds     []ledger.BudgetPeriod `json:"holds,omitempty"`
+	HoldError string                `json:"hold_error,omitempty"`
+}
+
+// rewriteHolds writes the budgets' holds again after a change of
+// schedule, into res (HoldLedger). The change stands either way: a
+// failure is reported beside it, not as the command's.
+func (s *Schedules) rewriteHolds(ctx context.Context, res ScheduleResult, err error) (ScheduleResult, error) {
+	if err != nil || s.HoldLedger == nil {
+		return res, err
+	}
+	holds, herr := forecast.Holds(ctx, forecast.Input{Ledger: s.HoldLedger, Pipelines: s.Pipelines, Schedule: forecast.TemporalSchedules(s.Client, s.Pipelines), Now: s.clock()})
+	if herr != nil {
+		res.HoldError = herr.Error()
+	}
+	res.Holds = holds
+	return res, nil
 }
 
 // ScheduledAction is one run a schedule started.
@@ -207,7 +235,8 @@ func (s *Schedules) Create(ctx context.Context, in ScheduleInput) (ScheduleResul
 	if err != nil {
 		return ScheduleResult{}, fmt.Errorf("create schedule %s: %w", allot.ScheduleID(p.Name), err)
 	}
-	return s.Describe(ctx, p.Name)
+	res, err := s.Describe(ctx, p.Name)
+	return s.rewriteHolds(ctx, res, err)
 }
 
 // Update replaces the schedule's spec, action and policies with the
@@ -238,7 +267,8 @@ func (s *Schedules) Update(ctx context.Context, in ScheduleInput) (ScheduleResul
 	}}); err != nil {
 		return ScheduleResult{}, fmt.Errorf("update schedule %s: %w", h.GetID(), err)
 	}
-	return s.Describe(ctx, p.Name)
+	res, err := s.Describe(ctx, p.Name)
+	return s.rewriteHolds(ctx, res, err)
 }
 
 // ErrScheduleExists means create found the pipeline's schedule already
@@ -381,7 +411,8 @@ func (s *Schedules) Pause(ctx context.Context, pipelineName string, n ScheduleNo
 	if err := h.Pause(ctx, client.SchedulePauseOptions{Note: note}); err != nil {
 		return ScheduleResult{}, fmt.Errorf("pause schedule %s: %w", h.GetID(), err)
 	}
-	return s.Describe(ctx, pipelineName)
+	res, err := s.Describe(ctx, pipelineName)
+	return s.rewriteHolds(ctx, res, err)
 }
 
 // Unpause resumes the schedule.
@@ -397,7 +428,8 @@ func (s *Schedules) Unpause(ctx context.Context, pipelineName string, n Schedule
 	if err := h.Unpause(ctx, client.ScheduleUnpauseOptions{Note: note}); err != nil {
 		return ScheduleResult{}, fmt.Errorf("unpause schedule %s: %w", h.GetID(), err)
 	}
-	return s.Describe(ctx, pipelineName)
+	res, err := s.Describe(ctx, pipelineName)
+	return s.rewriteHolds(ctx, res, err)
 }
 
 // TriggerWait bounds how long Trigger waits for the schedule to record the
@@ -466,5 +498,8 @@ func (s *Schedules) Delete(ctx context.Context, pipelineName string) error {
 	if err := h.Delete(ctx); err != nil {
 		return fmt.Errorf("delete schedule %s: %w", h.GetID(), err)
 	}
+	// A deleted Schedule starts nothing more: its hold goes with it (a
+	// failure leaves it to the worker's next pass).
+	_, _ = s.rewriteHolds(ctx, ScheduleResult{}, nil)
 	return nil
 }
