@@ -354,7 +354,8 @@ func LedgerGauges(led *ledger.Ledger, set *pipeline.Set) metrics.Gauges {
 			ps, err := led.GaugedBudgetPeriods(ctx, set.Budgets(), now)
 			out := make([]metrics.Budget, len(ps))
 			for i, p := range ps {
-				out[i] = metrics.Budget{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Limit: p.Limit, Settled: p.Settled, Reserved: p.Reserved, Current: current[p.Budget] == p.Period}
+				out[i] = metrics.Budget{Budget: p.Budget, Period: p.Period, Currency: p.Currency, Limit: p.Limit, Settled: p.Settled, Reserved: p.Reserved,
+					HeldForSchedule: p.HeldForSchedule, Free: p.Free, Current: current[p.Budget] == p.Period}
 			}
 			return out, err
 		}

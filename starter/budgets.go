@@ -33,6 +33,11 @@ var budgetSubcommands = map[string]subcommand{
 	"acknowledge": budgetAcknowledge,
 }
 
+// budgetPeriodsHeader heads printBudgetPeriods' columns. HELD is what a
+// budget holds for its scheduled runs still due (hold_scheduled); FREE is
+// what is left after it, for manual runs, backfills and retries.
+const budgetPeriodsHeader = "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tHELD\tFREE\tPARKED"
+
 func printBudgetPeriods(w io.Writer, name string, ps []report.BudgetPeriodView) {
 	for _, p := range ps {
 		limit := money(p.Limit, p.Currency)
@@ -43,7 +48,11 @@ func printBudgetPeriods(w io.Writer, name string, ps []report.BudgetPeriodView) 
 		if len(p.Parked) > 0 {
 			parked = strings.Join(p.Parked, ", ")
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Period, limit, money(p.Settled, p.Currency), money(p.Reserved, p.Currency), money(p.Free, p.Currency), parked)
+		held := "-"
+		if p.HeldRuns > 0 {
+			held = fmt.Sprintf("%s (%d scheduled runs)", money(p.HeldForSchedule, p.Currency), p.HeldRuns)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Period, limit, money(p.Settled, p.Currency), money(p.Reserved, p.Currency), held, money(p.Free, p.Currency), parked)
 	}
 }
 
@@ -65,7 +74,7 @@ func printBudgets(w io.Writer, res report.BudgetsResult) {
 		fmt.Fprintln(w, "no budgets: add [[budget]] tables to the pipeline file (docs/budgets.md)")
 		return
 	}
-	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
+	fmt.Fprintln(w, budgetPeriodsHeader)
 	for _, b := range res.Budgets {
 		printBudgetPeriods(w, b.Name, b.Periods)
 	}
@@ -89,7 +98,7 @@ func budgetShow(ctx context.Context, c *cli, args []string) error {
 }
 
 func printBudgetShow(w io.Writer, res report.BudgetShowResult) {
-	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
+	fmt.Fprintln(w, budgetPeriodsHeader)
 	printBudgetPeriods(w, res.Budget.Name, res.Budget.Periods)
 	fmt.Fprintln(w, "\nTASK\tSTEP\tREVISION\tSTATE\tRESERVED\tSETTLED")
 	for _, e := range res.Tasks {
@@ -222,7 +231,7 @@ func printLimitSet(w io.Writer, res operator.RaiseResult) {
 	default:
 		fmt.Fprintf(w, "%s\tbudget %s period %s from %s to %s, by %s: %s\n", res.Raise.Change, res.Raise.Budget, res.Raise.Period, money(res.Raise.Previous, res.Raise.Currency), money(res.Raise.Limit, res.Raise.Currency), res.Raise.By, res.Raise.Reason)
 	}
-	fmt.Fprintln(w, "BUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
+	fmt.Fprintln(w, budgetPeriodsHeader)
 	printBudgetPeriods(w, res.Raise.Budget, []report.BudgetPeriodView{res.Period})
 	for _, id := range res.Nudged {
 		fmt.Fprintf(w, "nudged\t%s (it asks its budgets now)\n", id)
@@ -244,7 +253,7 @@ func printBudgetSpend(w io.Writer, ps []report.BudgetPeriodView) {
 	if len(ps) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nBUDGET\tPERIOD\tLIMIT\tSETTLED\tRESERVED\tFREE\tPARKED")
+	fmt.Fprintln(w, "\n"+budgetPeriodsHeader)
 	for _, p := range ps {
 		printBudgetPeriods(w, p.Budget, []report.BudgetPeriodView{p})
 	}

@@ -103,10 +103,16 @@ type BudgetRow struct {
 	forecast.Period
 	// Alerts are the thresholds as amounts of the limit.
 	Alerts []allot.Money
-	// Free is what the limit leaves after settled and reserved (never
-	// below zero).
-	Free   int64
-	Parked []string
+	// Free is what the limit leaves after settled, reserved and held for
+	// the schedule (never below zero): what manual runs, backfills and
+	// retries may spend.
+	Free int64
+	// Holds: the budget holds for its scheduled runs (hold_scheduled);
+	// HeldForSchedule is what it holds for the HeldRuns still due.
+	Holds           bool
+	HeldForSchedule int64
+	HeldRuns        int
+	Parked          []string
 	// ParkedAsk is what the parked episodes ask of the period together
 	// (each what one run reserves at most: all its covered steps at once),
 	// RaiseAll how far the limit must rise to admit them all (never below
@@ -358,7 +364,8 @@ func (r *reader) money(ctx context.Context) ([]BudgetRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		row := BudgetRow{Period: p, Parked: view.Parked, Free: max(p.Limit-p.Settled-p.Reserved, 0), Outside: view.Outside}
+		row := BudgetRow{Period: p, Parked: view.Parked, Free: max(view.Free, 0), Outside: view.Outside,
+			Holds: b.HoldScheduled, HeldForSchedule: view.HeldForSchedule, HeldRuns: view.HeldRuns}
 		if err := row.admitAll(r.in.Pipelines, b); err != nil {
 			return nil, err
 		}

@@ -696,3 +696,35 @@ func TestRecentRunsSayHowManyTheyShow(t *testing.T) {
 		}
 	}
 }
+
+// A budget that holds for its scheduled runs shows what it holds and what
+// is left free for manual runs, backfills and retries (issue 41 §2); the
+// free figure is the ledger's, after the hold.
+func TestPageShowsWhatIsHeldForTheSchedule(t *testing.T) {
+	in, _, _, _ := fixture(t)
+	ctx := context.Background()
+	b, _ := in.Pipelines.Budget("default-monthly")
+	runs := []ledger.ScheduledRun{
+		{Pipeline: "weekly", At: ledgertest.BudgetMonday.Add(24 * time.Hour), Amount: 100},
+		{Pipeline: "weekly", At: ledgertest.BudgetMonday.Add(48 * time.Hour), Amount: 100},
+	}
+	bp, err := in.Ledger.HoldScheduled(ctx, ledger.HoldInput{Budget: ledger.LimitOf(b), Period: "2026-08", Runs: runs, At: in.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bp.HeldForSchedule != 200 || bp.HeldRuns != 2 {
+		t.Fatalf("the ledger holds %d for %d runs, want 200 for 2", bp.HeldForSchedule, bp.HeldRuns)
+	}
+	srv := httptest.NewServer(NewServer(in, nil))
+	defer srv.Close()
+	page := get(t, srv.URL+"/")
+	m := func(a int64) string { return allot.Money{Amount: a, Currency: "USD"}.String() }
+	for _, want := range []string{
+		"<th>held for the schedule</th><td>" + m(200) + " <small>(2 runs)</small>",
+		"<th>free</th><td>" + m(bp.Free) + "</td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

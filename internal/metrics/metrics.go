@@ -43,7 +43,9 @@ type Gauges struct {
 	// episodes whose step waits on a vendor an operator paused.
 	WaitingPausedVendor Counts
 	// Budgets feeds allot_budget_limit_minor_units,
-	// allot_budget_settled_minor_units and allot_budget_reserved_minor_units.
+	// allot_budget_settled_minor_units, allot_budget_reserved_minor_units,
+	// allot_budget_held_for_schedule_minor_units and
+	// allot_budget_free_minor_units.
 	Budgets func(ctx context.Context) ([]Budget, error)
 	// Vendors feeds allot_vendor_state, allot_vendor_in_flight and
 	// allot_vendor_consecutive_failures (vendors.go).
@@ -70,6 +72,10 @@ type Gauges struct {
 type Budget struct {
 	Budget, Period, Currency string
 	Limit, Settled, Reserved int64
+	// HeldForSchedule is what the period holds for its scheduled runs
+	// still due (hold_scheduled); Free what is left after settled,
+	// reserved and held, for manual runs, backfills and retries.
+	HeldForSchedule, Free int64
 	// Current says the period is the budget's current one by the clock
 	// (allot_budget_period_current): the period before it is exported too,
 	// for its final figures, and must not keep alerting once it is over.
@@ -236,6 +242,12 @@ var (
 	budgetReservedDesc = prometheus.NewDesc("allot_budget_reserved_minor_units",
 		"Reservations a budget period holds for paid tasks not yet answered, in minor units of its currency.",
 		[]string{"budget", "period", "currency"}, nil)
+	budgetHeldDesc = prometheus.NewDesc("allot_budget_held_for_schedule_minor_units",
+		"What a budget period holds for its scheduled runs still due (hold_scheduled), up to what its limit leaves: only those runs draw on it, in minor units of its currency.",
+		[]string{"budget", "period", "currency"}, nil)
+	budgetFreeDesc = prometheus.NewDesc("allot_budget_free_minor_units",
+		"What a budget period's limit leaves after settled, reserved and held for its scheduled runs: what manual runs, backfills and retries may spend, in minor units of its currency (negative after an overrun).",
+		[]string{"budget", "period", "currency"}, nil)
 	budgetCurrentDesc = prometheus.NewDesc("allot_budget_period_current",
 		"1 for a budget's current period by the clock (in its zone), 0 for another period exported for its figures or its reservations.",
 		[]string{"budget", "period", "currency"}, nil)
@@ -252,6 +264,8 @@ func (g *budgetGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- budgetLimitDesc
 	ch <- budgetSettledDesc
 	ch <- budgetReservedDesc
+	ch <- budgetHeldDesc
+	ch <- budgetFreeDesc
 	ch <- budgetCurrentDesc
 }
 
@@ -263,7 +277,7 @@ func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
 		if g.logger != nil {
 			g.logger.Warn("read budgets", "error", err)
 		}
-		for _, d := range []*prometheus.Desc{budgetLimitDesc, budgetSettledDesc, budgetReservedDesc, budgetCurrentDesc} {
+		for _, d := range []*prometheus.Desc{budgetLimitDesc, budgetSettledDesc, budgetReservedDesc, budgetHeldDesc, budgetFreeDesc, budgetCurrentDesc} {
 			ch <- prometheus.NewInvalidMetric(d, err)
 		}
 		return
@@ -272,6 +286,8 @@ func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(b.Limit), b.Budget, b.Period, b.Currency)
 		ch <- prometheus.MustNewConstMetric(budgetSettledDesc, prometheus.GaugeValue, float64(b.Settled), b.Budget, b.Period, b.Currency)
 		ch <- prometheus.MustNewConstMetric(budgetReservedDesc, prometheus.GaugeValue, float64(b.Reserved), b.Budget, b.Period, b.Currency)
+		ch <- prometheus.MustNewConstMetric(budgetHeldDesc, prometheus.GaugeValue, float64(b.HeldForSchedule), b.Budget, b.Period, b.Currency)
+		ch <- prometheus.MustNewConstMetric(budgetFreeDesc, prometheus.GaugeValue, float64(b.Free), b.Budget, b.Period, b.Currency)
 		current := 0.0
 		if b.Current {
 			current = 1

@@ -49,7 +49,7 @@ func TestLedgerGaugesExportEveryPipelineByItsRealName(t *testing.T) {
 // Budget gauges carry the budget's and the period's real names.
 func TestBudgetGaugesCarryRealLabelValues(t *testing.T) {
 	m := New(Gauges{Budgets: func(context.Context) ([]Budget, error) {
-		return []Budget{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 75000, Settled: 50000, Reserved: 250, Current: true},
+		return []Budget{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 75000, Settled: 50000, Reserved: 250, HeldForSchedule: 20000, Free: 4750, Current: true},
 			{Budget: "video-weekly", Period: "2026-W31", Currency: "USD", Limit: 75000, Settled: 75000}}, nil
 	}}, nil)
 	defer m.Close()
@@ -58,6 +58,8 @@ func TestBudgetGaugesCarryRealLabelValues(t *testing.T) {
 		`allot_budget_limit_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 75000`,
 		`allot_budget_settled_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 50000`,
 		`allot_budget_reserved_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 250`,
+		`allot_budget_held_for_schedule_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 20000`,
+		`allot_budget_free_minor_units{budget="video-weekly",currency="USD",period="2026-W32"} 4750`,
 		`allot_budget_period_current{budget="video-weekly",currency="USD",period="2026-W32"} 1`,
 		`allot_budget_period_current{budget="video-weekly",currency="USD",period="2026-W31"} 0`,
 	} {

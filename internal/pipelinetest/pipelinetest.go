@@ -24,7 +24,11 @@ type Budgeted struct {
 	Currency string    // of the limit and every max_cost: "USD"
 	Alerts   []float64 // the budget's alert thresholds: none
 	MaxCost  int64     // video's, minor units: 250
-	Then     []Step
+	// HoldScheduled is the budget's hold_scheduled: false.
+	HoldScheduled bool
+	// Cron is the pipeline's schedule: none.
+	Cron string
+	Then []Step
 }
 
 // Step is a step after a Budgeted pipeline's video.
@@ -56,7 +60,13 @@ func (b Budgeted) TOML() string {
 		}
 		fmt.Fprintf(&s, "alerts   = [%s]\n", strings.Join(as, ", "))
 	}
+	if b.HoldScheduled {
+		fmt.Fprintf(&s, "hold_scheduled = true\n")
+	}
 	fmt.Fprintf(&s, "\n[[pipeline]]\nname = %q\n", b.Pipeline)
+	if b.Cron != "" {
+		fmt.Fprintf(&s, "  [pipeline.schedule]\n  cron = %q\n", b.Cron)
+	}
 	steps := append([]Step{{Name: "video", Kind: "paid", MaxCost: b.MaxCost}}, b.Then...)
 	for _, st := range steps {
 		fmt.Fprintf(&s, "  [[pipeline.step]]\n  name     = %q\n  kind     = %q\n", st.Name, st.Kind)
