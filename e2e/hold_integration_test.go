@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"path/filepath"
+	"regexp"
+	"syscall"
 	"testing"
 	"time"
 
 	"allot/internal/allottest"
+	"allot/internal/cleanenv"
 	"allot/internal/ledger"
 	"allot/internal/operator"
 	"allot/internal/pipelinetest"
@@ -43,5 +47,64 @@ func TestScheduleChangesMoveTheBudgetsHoldAtOnce(t *testing.T) {
 	res, err = s.Pause(ctx, "evals", operator.ScheduleNote{Text: "hold test"})
 	if h := held("paused", res, err); h.HeldRuns != 0 || h.HeldForSchedule != 0 || h.Free != 1_000_000 {
 		t.Fatalf("paused, the budget holds %d for %d runs; want its hold released", h.HeldForSchedule, h.HeldRuns)
+	}
+}
+
+// With real processes on one ledger: a worker process holds for the
+// Schedule's runs on its own (its HoldKeeper, on start), and `starter
+// schedule pause`, a second process, releases the hold before it returns,
+// printing what the budget then holds, without waiting for the worker's
+// next pass.
+func TestAWorkerHoldsAndStarterPauseReleasesAtOnce(t *testing.T) {
+	if now := time.Now().UTC(); time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(now) < 2*time.Hour {
+		t.Skip("the month ends within two hours: too few hourly runs are left to hold for")
+	}
+	toml := pipelinetest.Budgeted{Pipeline: "evals", Budget: "evals-monthly", Period: "month", Limit: 1_000_000,
+		HoldScheduled: true, Cron: "0 * * * *"}.TOML()
+	c := allottest.NewClusterWithPipelines(t, []byte(toml))
+	ctx := c.Ctx()
+	if _, err := c.Schedules().Create(ctx, operator.ScheduleInput{Pipeline: "evals"}); err != nil {
+		t.Fatal(err)
+	}
+	env := cleanenv.Environ(
+		"TEMPORAL_ADDRESS="+c.Server.GetFrontendHostPort(),
+		"TEMPORAL_NAMESPACE="+c.Namespace,
+		"TEMPORAL_CONFIG_FILE="+filepath.Join(c.Dir, "no-temporal-config.toml"),
+		"ALLOT_LEDGER="+c.LedgerURL,
+		"ALLOT_PIPELINES="+writeFile(t, toml),
+		"ALLOT_DATA_DIR="+c.Dir,
+		"ALLOT_TASK_QUEUE=allot-hold-test",
+		"ALLOT_VENDOR_URL="+c.Vendor.URL,
+		"ALLOT_VENDOR_API_KEY="+allottest.VendorKey,
+		"USER=maria", "HOME="+t.TempDir(),
+	)
+	worker := startWorker(t, allottest.BuildBinary(t, "allot/worker"), env)
+	defer worker.Signal(t, syscall.SIGTERM)
+	b, _ := c.Pipelines.Budget("evals-monthly")
+	period := b.PeriodOf(time.Now())
+	view := func() ledger.BudgetPeriod {
+		t.Helper()
+		bp, err := c.Ledger.BudgetPeriodOf(ctx, ledger.LimitOf(b), period)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bp
+	}
+	for deadline := allottest.Deadline(t, time.Minute); view().HeldRuns == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker wrote no hold for the Schedule's runs; its output:\n%s", worker.Output.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h := view(); h.HeldForSchedule != int64(h.HeldRuns)*250 {
+		t.Fatalf("the worker holds %d for %d runs, want 250 each", h.HeldForSchedule, h.HeldRuns)
+	}
+	starter := allottest.Starter{Bin: allottest.BuildBinary(t, "allot/starter"), Dir: t.TempDir(), Env: env}
+	out := string(starter.Out(t, "schedule", "pause", "--pipeline", "evals", "--note", "hold test"))
+	if want := regexp.MustCompile(`budget evals-monthly\s+period ` + period + ` holds 0\.00 USD for 0 scheduled runs; 10000\.00 USD free`); !want.MatchString(out) {
+		t.Fatalf("schedule pause printed:\n%s\nwant %s", out, want)
+	}
+	if h := view(); h.HeldRuns != 0 || h.HeldForSchedule != 0 {
+		t.Fatalf("after schedule pause returned the budget holds %d for %d runs, want its hold released", h.HeldForSchedule, h.HeldRuns)
 	}
 }
