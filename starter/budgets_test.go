@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,11 @@ func TestBudgetListShowRaise(t *testing.T) {
 		[]allot.Reservation{{Budget: "video-weekly", Period: "2026-W32", Currency: "USD", Limit: 500, Amount: 250}}); err != nil {
 		t.Fatal(err)
 	}
+	// The week holds 1.00 USD for one scheduled run still due.
+	if _, err := led.HoldScheduled(ctx, ledger.HoldInput{Budget: ledger.BudgetLimit{Budget: "video-weekly", Currency: "USD", Limit: 500}, Period: "2026-W32",
+		Runs: []ledger.ScheduledRun{{Pipeline: "weekly", At: nominal.Add(24 * time.Hour), Amount: 100}}, At: nominal}); err != nil {
+		t.Fatal(err)
+	}
 	led.Close()
 
 	code, stdout, stderr := run(t, "budget", "list", "--json")
@@ -54,11 +60,15 @@ func TestBudgetListShowRaise(t *testing.T) {
 	found := false
 	for _, p := range list.Budgets[0].Periods {
 		if p.Period == "2026-W32" {
-			found = p.Reserved == 250 && p.Free == 250
+			found = p.Reserved == 250 && p.HeldForSchedule == 100 && p.HeldRuns == 1 && p.Free == 150
 		}
 	}
 	if !found {
-		t.Fatalf("budget list lacks 2026-W32 with 2.50 USD reserved: %s", stdout)
+		t.Fatalf("budget list lacks 2026-W32 with 2.50 USD reserved, 1.00 USD held for 1 scheduled run and 1.50 USD free: %s", stdout)
+	}
+	if code, stdout, _ := run(t, "budget", "list"); code != exitOK || !regexp.MustCompile(`RESERVED\s+HELD\s+FREE`).MatchString(stdout) ||
+		!regexp.MustCompile(`2026-W32\s+5\.00 USD\s+0\.00 USD\s+2\.50 USD\s+1\.00 USD \(1 scheduled runs\)\s+1\.50 USD`).MatchString(stdout) {
+		t.Fatalf("budget list shows no hold for the schedule:\n%s", stdout)
 	}
 	if code, stdout, _ := run(t, "budget", "show", "video-weekly", "--period", "2026-W32"); code != exitOK || !strings.Contains(stdout, "weekly/"+res.Episode.ID) || !strings.Contains(stdout, "2.50 USD") {
 		t.Fatalf("budget show: exit %d\n%s", code, stdout)
