@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"allot"
+	"allot/internal/ledger"
 	"allot/paidvendor"
 	"allot/paidvendor/paidvendortest"
 	"allot/pipeline"
@@ -32,7 +33,8 @@ func (a askless) LookupByIdempotencyKey(ctx context.Context, key string) (paidve
 
 // A vendor that declares it cannot be asked parks a lost submit for a
 // person at once, in words that say so, and is never sent the look-up
-// (docs/design.md, "What a vendor can promise").
+// (docs/design.md, "What a vendor can promise"), nor waits for the
+// vendor's gate for it.
 func TestALostResponseAtAVendorThatCannotBeAskedParksWithoutAsking(t *testing.T) {
 	f := newFixture(t, nil)
 	sim, _, _ := withVendor(t, f)
@@ -48,6 +50,11 @@ func TestALostResponseAtAVendorThatCannotBeAskedParksWithoutAsking(t *testing.T)
 	}
 	if _, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, videoTask); err == nil {
 		t.Fatal("a lost response was reported as success")
+	}
+	// Paused meanwhile: a look-up that is never sent takes no pass from
+	// the vendor's gate, so the pause does not hold the park back.
+	if _, err := f.led.PauseVendor(f.ctx, ledger.VendorPause{Vendor: pipeline.DefaultVendor, Reason: "invoice dispute", By: "ops"}); err != nil {
+		t.Fatal(err)
 	}
 	_, err := execute[PaidTaskResult](t, f, f.acts.SubmitPaidTask, videoTask)
 	wantAppError(t, err, allot.OutcomeUnknown)

@@ -120,6 +120,17 @@ func (d *activityDriver) admit() error {
 		return nil
 	case task.MaybeSent && time.Now().Before(task.SendingUntil):
 		return nil
+	case task.MaybeSent:
+		// An earlier send may have reached the vendor: the attempt's
+		// request would be a look-up, which a vendor that cannot be asked
+		// is never sent (Lookup), so it asks nothing of the gate either.
+		vendor, err := d.submitter()
+		if err != nil {
+			return err
+		}
+		if declaresNoLookup(vendor) {
+			return nil
+		}
 	}
 	p, err := d.a.enterVendor(d.ctx, d.vendorName, ledger.VendorSend, d.holder())
 	if err != nil {
@@ -212,20 +223,19 @@ func (d *activityDriver) submitter() (paidvendor.Submitter, error) {
 }
 
 func (d *activityDriver) Lookup(plan PaidPlan) (payonce.LookupOutcome, error) {
-	pass, err := d.request() // the look-up asks the gate
-	if err != nil {
-		return payonce.LookupOutcome{}, err
-	}
 	vendor, err := d.submitter()
 	if err != nil {
-		pass.leave(d.ctx)
 		return payonce.LookupOutcome{}, err
 	}
 	if declaresNoLookup(vendor) {
 		// Its vendor cannot be asked (docs/design.md, "What a vendor can
-		// promise"): a request would only spend the vendor's rate.
-		pass.leave(d.ctx)
+		// promise"): nothing is sent, so nothing asks the gate, and a
+		// paused or tripped vendor does not hold the park for a person.
 		return payonce.LookupOutcome{Unsupported: true}, nil
+	}
+	pass, err := d.request() // the look-up asks the gate
+	if err != nil {
+		return payonce.LookupOutcome{}, err
 	}
 	found, err := withHeartbeat(d.ctx, func(ctx context.Context) (paidvendor.Task, error) {
 		return vendor.LookupByIdempotencyKey(ctx, plan.IdempotencyKey)
