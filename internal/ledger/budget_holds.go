@@ -192,11 +192,15 @@ func (l *Ledger) openHolds(ctx context.Context, db querier, budget, period, curr
 }
 
 // heldForSchedule is what a budget period holds for its scheduled runs
-// that the asker (a task's episode; zero: nobody's run) must leave alone: the
-// whole open hold, unless the asker is a scheduled run whose own hold is
-// open, which draws on it and leaves only the hold of the runs due before
-// it. runs counts the open rows.
-func (l *Ledger) heldForSchedule(ctx context.Context, db querier, budget, period, currency string, asker PaidTaskRef) (held int64, runs int, err error) {
+// that the asker (a task's episode, asking asked; zero: nobody's run) must
+// leave alone: the whole open hold, unless the asker is a scheduled run
+// whose own hold is open, which draws on it. Asking no more than its
+// hold, it leaves alone only the hold of the runs due before it (the runs
+// are funded in the order they come, even when the hold is more than the
+// limit leaves, after a lower limit); asking more, the rest comes from
+// what is free: it leaves alone every other run's hold. runs counts the
+// open rows.
+func (l *Ledger) heldForSchedule(ctx context.Context, db querier, budget, period, currency string, asker PaidTaskRef, asked int64) (held int64, runs int, err error) {
 	open, err := l.openHolds(ctx, db, budget, period, currency)
 	if err != nil || len(open) == 0 {
 		return 0, 0, err
@@ -213,7 +217,11 @@ func (l *Ledger) heldForSchedule(ctx context.Context, db querier, budget, period
 	}
 	own := slices.IndexFunc(open, func(h scheduledHold) bool { return h.Pipeline == asker.Pipeline && h.key == key })
 	for i, h := range open {
-		if own >= 0 && (i == own || !h.At.Before(open[own].At)) {
+		switch {
+		case own < 0:
+		case i == own:
+			continue
+		case asked <= open[own].Amount && !h.At.Before(open[own].At):
 			continue
 		}
 		if held, err = allot.AddAmount(held, h.Amount); err != nil {

@@ -59,8 +59,9 @@ func wantHeld(t *testing.T, bp BudgetPeriod, held int64, runs int, free int64) {
 // A backfill in the middle of a period cannot starve the period's
 // scheduled runs: the budget holds what the runs still due will reserve;
 // the backfill spends only the rest; each scheduled run draws on its own
-// hold; a retry of a scheduled episode spends only what is not held; a
-// paused Schedule releases the hold, and a hold never exceeds the limit.
+// hold (what it asks beyond comes from what is free); a retry of a
+// scheduled episode spends only what is not held; a paused Schedule
+// releases the hold, and a hold never exceeds the limit.
 func testBudgetHoldsScheduled(t *testing.T, l *Ledger) {
 	evals := func(amount int64) Reservation { return usd("evals", "2026-W32", 1000, amount) }
 	view := func() BudgetPeriod { return mustPeriod(t, l, "evals", "2026-W32", 1000) }
@@ -106,13 +107,21 @@ func testBudgetHoldsScheduled(t *testing.T, l *Ledger) {
 	// Unpaused: 5.00 USD are left, so Friday and Saturday are held and
 	// Sunday is not (a hold never exceeds the limit); 1.00 USD is free.
 	wantHeld(t, hold(t, l, w32Day(3, 12), scheduledRuns(4, 6, 200)), 400, 2, 100)
-	for d := 4; d <= 5; d++ {
-		mustReserve(t, l, paidRef(runAt(t, l, w32Day(d, 9)), "eval", 0), evals(200))
+	// Friday's run is priced above its hold: what it asks beyond comes
+	// from what is free, never from Saturday's hold. 3.50 USD is 0.50 USD
+	// more than its hold and what is free give; 2.50 USD fits.
+	fri := runAt(t, l, w32Day(4, 9))
+	pt, err = reserve(t, l, paidRef(fri, "eval", 0), evals(350))
+	if s := wantRefused(t, pt, err, "evals").Shortfalls[0]; s.HeldForSchedule != 200 {
+		t.Fatalf("Friday's refusal counts %d held for the schedule, want Saturday's 200", s.HeldForSchedule)
 	}
-	wantHeld(t, view(), 0, 0, 100)
+	mustReserve(t, l, paidRef(fri, "eval", 0), evals(250))
+	wantHeld(t, view(), 200, 1, 50)
+	mustReserve(t, l, paidRef(runAt(t, l, w32Day(5, 9)), "eval", 0), evals(200))
+	wantHeld(t, view(), 0, 0, 50)
 	pt, err = reserve(t, l, paidRef(runAt(t, l, w32Day(6, 9)), "eval", 0), evals(200))
 	wantRefused(t, pt, err, "evals")
-	wantSpend(t, l, "evals", "2026-W32", 1000, 0, 900)
+	wantSpend(t, l, "evals", "2026-W32", 1000, 0, 950)
 }
 
 // A scheduled run that did not come is held for HoldGrace after its time,

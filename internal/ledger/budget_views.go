@@ -141,7 +141,7 @@ func (l *Ledger) budgetPeriodTx(ctx context.Context, tx *sql.Tx, b BudgetLimit, 
 	if err != nil {
 		return bp, fmt.Errorf("ledger %s: budget %s period %s: %w", l.where, b.Budget, period, err)
 	}
-	held, runs, err := l.heldForSchedule(ctx, tx, b.Budget, period, b.Currency, PaidTaskRef{})
+	held, runs, err := l.heldForSchedule(ctx, tx, b.Budget, period, b.Currency, PaidTaskRef{}, 0)
 	if err != nil {
 		return bp, err
 	}

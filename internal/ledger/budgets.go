@@ -193,7 +193,7 @@ func (l *Ledger) shortfalls(ctx context.Context, db querier, asker PaidTaskRef, 
 		if err != nil {
 			return nil, err
 		}
-		held, _, err := l.heldForSchedule(ctx, db, r.Budget, r.Period, r.Currency, asker)
+		held, _, err := l.heldForSchedule(ctx, db, r.Budget, r.Period, r.Currency, asker, r.Amount)
 		if err != nil {
 			return nil, err
 		}

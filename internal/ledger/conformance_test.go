@@ -128,6 +128,7 @@ func runConformance(t *testing.T, newURL func(t *testing.T) string) {
 		{"BudgetGaugedPeriods", testBudgetGaugedPeriods},
 		{"BudgetHoldsScheduled", testBudgetHoldsScheduled},
 		{"BudgetHoldsLapse", testBudgetHoldsLapse},
+		{"BudgetHoldsModel", testBudgetHoldsModel},
 		// Vendor controls: pause, slots, rate, breaker (vendor_conformance_test.go).
 		{"VendorPauseResume", testVendorPauseResume},
 		{"VendorPauseHistory", testVendorPauseHistory},
