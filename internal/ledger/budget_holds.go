@@ -156,27 +156,44 @@ func (l *Ledger) HoldScheduled(ctx context.Context, in HoldInput) (BudgetPeriod,
 	return out, err
 }
 
+// openHoldsQuery reads a budget period's hold rows in a currency, each with
+// its episode's status and outcome, whether one has its key, and whether
+// that episode drew on the hold (openHolds).
+const openHoldsQuery = `SELECT h.pipeline, h.allocation_key, h.nominal_time, h.amount,
+		COALESCE(e.status, ''), COALESCE(e.outcome, ''), e.episode_id IS NOT NULL,
+		EXISTS (SELECT 1 FROM budget_entries b WHERE b.budget = h.budget AND b.period = h.period
+			AND b.pipeline = e.pipeline AND b.episode_id = e.episode_id)
+	FROM budget_holds h
+	LEFT JOIN episodes e ON e.pipeline = h.pipeline AND e.allocation_key = h.allocation_key
+	WHERE h.budget = ? AND h.period = ? AND h.currency = ?`
+
 // openHolds are the open hold rows of a budget period in currency, in the
-// order their runs come.
+// order their runs come. Each row is read with its episode, if one has its
+// key, and whether that episode drew on the hold; which rows are open
+// (allot.Episode.Settled says whether the episode ended) is decided here.
 func (l *Ledger) openHolds(ctx context.Context, db querier, budget, period, currency string) ([]scheduledHold, error) {
-	rows, err := db.QueryContext(ctx, l.d.q(`SELECT h.pipeline, h.allocation_key, h.nominal_time, h.amount,
-			EXISTS (SELECT 1 FROM episodes e WHERE e.pipeline = h.pipeline AND e.allocation_key = h.allocation_key)
-		FROM budget_holds h
-		WHERE h.budget = ? AND h.period = ? AND h.currency = ?
-		AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.pipeline = h.pipeline AND e.allocation_key = h.allocation_key
-			AND (e.status = ? OR e.outcome IN (?, ?) OR EXISTS (SELECT 1 FROM budget_entries b
-				WHERE b.budget = h.budget AND b.period = h.period AND b.pipeline = e.pipeline AND b.episode_id = e.episode_id)))`),
-		budget, period, currency, string(EpisodeCompleted), string(allot.OutcomeCompleted), string(allot.OutcomeRejected))
+	rows, err := db.QueryContext(ctx, l.d.q(openHoldsQuery), budget, period, currency)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: read the hold of budget %s period %s: %w", l.where, budget, period, err)
 	}
 	defer rows.Close()
 	var out []scheduledHold
 	for rows.Next() {
-		var h scheduledHold
-		if err := rows.Scan(&h.Pipeline, &h.key, dbTime{&h.At}, &h.Amount, &h.allocated); err != nil {
+		var (
+			h             scheduledHold
+			ep            allot.Episode
+			status        string
+			drew, started bool
+		)
+		if err := rows.Scan(&h.Pipeline, &h.key, dbTime{&h.At}, &h.Amount, &status, &ep.Outcome, &started, &drew); err != nil {
 			return nil, fmt.Errorf("ledger %s: read the hold of budget %s period %s: %w", l.where, budget, period, err)
 		}
+		ep.Status = allot.EpisodeStatus(status)
+		// Closed: the run drew on its hold, or its episode ended.
+		if drew || started && ep.Settled() {
+			continue
+		}
+		h.allocated = started
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
