@@ -57,14 +57,14 @@ type scheduledHold struct {
 	allocated bool
 }
 
-// HoldScheduled replaces what in.Budget holds in in.Period for its
-// scheduled runs, and releases what it held in any other period. It keeps
-// the runs already allocated that have not drawn yet (a run at 09:00 whose
-// paid step comes at 09:20 keeps its hold), drops those whose time passed
-// HoldGrace ago without a run, and holds in.Runs in the order they come, each only if it
-// fits in what the limit leaves (settled, reserved and the runs before
-// it): the hold never exceeds the limit. It returns the period as it then
-// stands.
+// HoldScheduled replaces what in.Budget holds for its scheduled runs: in
+// in.Period, in.Runs, in the order they come, each only if it fits in what
+// the limit leaves (settled, reserved and the runs before it), so that the
+// hold never exceeds the limit. Of what it held before, in any period, it
+// keeps the runs already started that have not drawn yet (a run at 09:00
+// whose paid step comes at 09:20 keeps its hold) and those whose time
+// passed less than HoldGrace ago; the rest is released, and all of it when
+// in.Runs is empty. It returns in.Period as it then stands.
 func (l *Ledger) HoldScheduled(ctx context.Context, in HoldInput) (BudgetPeriod, error) {
 	b := in.Budget
 	switch {
@@ -99,27 +99,49 @@ func (l *Ledger) HoldScheduled(ctx context.Context, in HoldInput) (BudgetPeriod,
 		if err := l.lockBudgetTx(ctx, tx, b.Budget, in.Period); err != nil {
 			return err
 		}
-		// Every row of another period, and this period's rows still to
-		// come, are written again below (or released).
-		if _, err := tx.ExecContext(ctx, l.d.q(`DELETE FROM budget_holds WHERE budget = ? AND (period <> ? OR nominal_time > ?)`),
-			b.Budget, in.Period, l.d.timeArg(at)); err != nil {
-			return fmt.Errorf("ledger %s: release the hold of budget %s: %w", l.where, b.Budget, err)
-		}
-		open, err := l.openHolds(ctx, tx, b.Budget, in.Period, b.Currency)
+		// Every row is written again: the runs still to come from in.Runs,
+		// and of the rest (this period's and any other's) the open rows of
+		// runs that started and have not drawn yet (a run at Sunday 23:00
+		// whose paid step comes on Monday), or whose time passed less than
+		// HoldGrace ago. A release keeps none.
+		periods, err := l.queryStrings(ctx, tx, "list the periods a budget holds for", `SELECT DISTINCT period FROM budget_holds WHERE budget = ?`, b.Budget)
 		if err != nil {
 			return err
 		}
-		var kept []ScheduledRun
-		for _, h := range open {
-			if len(in.Runs) > 0 && (h.allocated || h.At.After(at.Add(-HoldGrace))) {
-				kept = append(kept, h.ScheduledRun)
-				continue
+		type keptRow struct {
+			period string
+			ScheduledRun
+		}
+		var kept []keptRow
+		for _, p := range periods {
+			open, err := l.openHolds(ctx, tx, b.Budget, p, b.Currency)
+			if err != nil {
+				return err
 			}
-			// Its time passed HoldGrace ago and no run came, or the hold
-			// is released.
-			if _, err := tx.ExecContext(ctx, l.d.q(`DELETE FROM budget_holds WHERE budget = ? AND period = ? AND pipeline = ? AND allocation_key = ?`),
-				b.Budget, in.Period, h.Pipeline, h.key); err != nil {
-				return fmt.Errorf("ledger %s: release the hold of budget %s period %s for %s: %w", l.where, b.Budget, in.Period, h.key, err)
+			for _, h := range open {
+				if len(in.Runs) > 0 && !h.At.After(at) && (h.allocated || h.At.After(at.Add(-HoldGrace))) {
+					kept = append(kept, keptRow{p, h.ScheduledRun})
+				}
+			}
+		}
+		if _, err := tx.ExecContext(ctx, l.d.q(`DELETE FROM budget_holds WHERE budget = ?`), b.Budget); err != nil {
+			return fmt.Errorf("ledger %s: release the hold of budget %s: %w", l.where, b.Budget, err)
+		}
+		hold := func(period string, r ScheduledRun) error {
+			if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO budget_holds (budget, period, pipeline, allocation_key, nominal_time, amount, currency, held_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (budget, period, pipeline, allocation_key) DO NOTHING`),
+				b.Budget, period, r.Pipeline, allot.AllocationKey(r.Pipeline, r.At), l.d.timeArg(r.At), r.Amount, b.Currency, l.d.timeArg(at)); err != nil {
+				return fmt.Errorf("ledger %s: hold budget %s period %s for %s at %s: %w", l.where, b.Budget, period, r.Pipeline, r.At.UTC().Format(time.RFC3339), err)
+			}
+			return nil
+		}
+		var keptHere int64
+		for _, k := range kept {
+			if err := hold(k.period, k.ScheduledRun); err != nil {
+				return err
+			}
+			if k.period == in.Period {
+				keptHere += k.Amount // each at most MaxAmount, and few: no overflow
 			}
 		}
 		limit, _, err := l.periodLimit(ctx, tx, b.Budget, in.Period, b.Currency, b.Limit)
@@ -130,12 +152,9 @@ func (l *Ledger) HoldScheduled(ctx context.Context, in HoldInput) (BudgetPeriod,
 		if err != nil {
 			return err
 		}
-		used, err := allot.AddAmounts(settled, reserved)
+		used, err := allot.AddAmounts(settled, reserved, keptHere)
 		if err != nil {
 			return fmt.Errorf("ledger %s: budget %s period %s: %w", l.where, b.Budget, in.Period, err)
-		}
-		for _, k := range kept {
-			used += k.Amount // each at most MaxAmount, and few: no overflow
 		}
 		runs := slices.Clone(in.Runs)
 		slices.SortStableFunc(runs, func(x, y ScheduledRun) int { return x.At.Compare(y.At) })
@@ -144,10 +163,8 @@ func (l *Ledger) HoldScheduled(ctx context.Context, in HoldInput) (BudgetPeriod,
 				continue
 			}
 			used += r.Amount
-			if _, err := tx.ExecContext(ctx, l.d.q(`INSERT INTO budget_holds (budget, period, pipeline, allocation_key, nominal_time, amount, currency, held_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (budget, period, pipeline, allocation_key) DO NOTHING`),
-				b.Budget, in.Period, r.Pipeline, allot.AllocationKey(r.Pipeline, r.At), l.d.timeArg(r.At), r.Amount, b.Currency, l.d.timeArg(at)); err != nil {
-				return fmt.Errorf("ledger %s: hold budget %s period %s for %s at %s: %w", l.where, b.Budget, in.Period, r.Pipeline, r.At.UTC().Format(time.RFC3339), err)
+			if err := hold(in.Period, r); err != nil {
+				return err
 			}
 		}
 		out, err = l.budgetPeriodTx(ctx, tx, b, in.Period)

@@ -125,21 +125,34 @@ func testBudgetHoldsScheduled(t *testing.T, l *Ledger) {
 }
 
 // A scheduled run that did not come is held for HoldGrace after its time,
-// then released; a hold written for a new period releases the last one.
+// then released; a hold written for a new period releases the last one's,
+// but for a run that started and has not drawn yet.
 func testBudgetHoldsLapse(t *testing.T, l *Ledger) {
 	wantHeld(t, hold(t, l, w32Day(0, 8), scheduledRuns(0, 1, 300)), 600, 2, 400)
 	// Monday's 09:00 has not started by 09:30: still held.
 	wantHeld(t, hold(t, l, w32Day(0, 9).Add(30*time.Minute), scheduledRuns(1, 1, 300)), 600, 2, 400)
 	// By 10:01 it is HoldGrace late: released.
 	wantHeld(t, hold(t, l, w32Day(0, 9).Add(HoldGrace+time.Minute), scheduledRuns(1, 1, 300)), 300, 1, 700)
-	// The next week's hold releases this week's.
-	next, err := l.HoldScheduled(ctxT(t), HoldInput{Budget: BudgetLimit{Budget: "evals", Currency: "USD", Limit: 1000}, Period: "2026-W33",
-		Runs: []ScheduledRun{{Pipeline: "weekly", At: w32Day(7, 9), Amount: 300}}, At: w32Day(7, 0)})
-	if err != nil {
-		t.Fatal(err)
+	// Sunday 23:30's run starts; its paid step comes after midnight. The
+	// next week's hold releases this week's, but for that run, which keeps
+	// its hold until it draws on it.
+	sunday := w32Day(6, 23).Add(30 * time.Minute)
+	wantHeld(t, hold(t, l, w32Day(6, 23), []ScheduledRun{{Pipeline: "weekly", At: sunday, Amount: 300}}), 300, 1, 700)
+	late := runAt(t, l, sunday)
+	next := func(at time.Time) BudgetPeriod {
+		t.Helper()
+		bp, err := l.HoldScheduled(ctxT(t), HoldInput{Budget: BudgetLimit{Budget: "evals", Currency: "USD", Limit: 1000}, Period: "2026-W33",
+			Runs: []ScheduledRun{{Pipeline: "weekly", At: w32Day(7, 9), Amount: 300}}, At: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bp
 	}
-	wantHeld(t, next, 300, 1, 700)
-	wantHeld(t, mustPeriod(t, l, "evals", "2026-W32", 1000), 0, 0, 1000)
+	wantHeld(t, next(w32Day(7, 0)), 300, 1, 700)
+	wantHeld(t, next(w32Day(7, 2)), 300, 1, 700)
+	wantHeld(t, mustPeriod(t, l, "evals", "2026-W32", 1000), 300, 1, 700)
+	mustReserve(t, l, paidRef(late, "eval", 0), usd("evals", "2026-W32", 1000, 300))
+	wantHeld(t, mustPeriod(t, l, "evals", "2026-W32", 1000), 0, 0, 700)
 	// Malformed holds are refused, and nothing is written.
 	for _, in := range []HoldInput{
 		{Budget: BudgetLimit{Currency: "USD", Limit: 1000}, Period: "2026-W33"},
