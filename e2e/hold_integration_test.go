@@ -14,17 +14,25 @@ import (
 	"allot/internal/pipelinetest"
 )
 
+// holdingCluster is a cluster whose pipeline evals runs hourly under
+// budget evals-monthly (10,000.00 USD), which holds for its scheduled runs
+// at 2.50 USD each; toml is its pipeline file.
+func holdingCluster(t *testing.T) (c *allottest.Cluster, toml string) {
+	t.Helper()
+	if now := time.Now().UTC(); time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(now) < 2*time.Hour {
+		t.Skip("the month ends within two hours: too few hourly runs are left to hold for")
+	}
+	toml = pipelinetest.Budgeted{Pipeline: "evals", Budget: "evals-monthly", Period: "month", Limit: 1_000_000,
+		HoldScheduled: true, Cron: "0 * * * *"}.TOML()
+	return allottest.NewClusterWithPipelines(t, []byte(toml)), toml
+}
+
 // A change of schedule moves the budget's hold for its scheduled runs at
 // once, on a real server (issue 41 §2): created paused, the budget holds
 // nothing; unpaused, it holds every hourly run still due this month at
 // what one run reserves; paused again, it releases it all.
 func TestScheduleChangesMoveTheBudgetsHoldAtOnce(t *testing.T) {
-	if now := time.Now().UTC(); time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(now) < 2*time.Hour {
-		t.Skip("the month ends within two hours: too few hourly runs are left to hold for")
-	}
-	toml := pipelinetest.Budgeted{Pipeline: "evals", Budget: "evals-monthly", Period: "month", Limit: 1_000_000,
-		HoldScheduled: true, Cron: "0 * * * *"}.TOML()
-	c := allottest.NewClusterWithPipelines(t, []byte(toml))
+	c, _ := holdingCluster(t)
 	s := c.Schedules()
 	s.HoldLedger = c.Ledger
 	ctx := c.Ctx()
@@ -56,12 +64,7 @@ func TestScheduleChangesMoveTheBudgetsHoldAtOnce(t *testing.T) {
 // printing what the budget then holds, without waiting for the worker's
 // next pass.
 func TestAWorkerHoldsAndStarterPauseReleasesAtOnce(t *testing.T) {
-	if now := time.Now().UTC(); time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(now) < 2*time.Hour {
-		t.Skip("the month ends within two hours: too few hourly runs are left to hold for")
-	}
-	toml := pipelinetest.Budgeted{Pipeline: "evals", Budget: "evals-monthly", Period: "month", Limit: 1_000_000,
-		HoldScheduled: true, Cron: "0 * * * *"}.TOML()
-	c := allottest.NewClusterWithPipelines(t, []byte(toml))
+	c, toml := holdingCluster(t)
 	ctx := c.Ctx()
 	if _, err := c.Schedules().Create(ctx, operator.ScheduleInput{Pipeline: "evals"}); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,11 +89,7 @@ func testBudgetHoldsModel(t *testing.T, l *Ledger) {
 
 func (m *holdModel) fail(format string, args ...any) {
 	m.t.Helper()
-	tail := m.log
-	if len(tail) > 30 {
-		tail = tail[len(tail)-30:]
-	}
-	m.t.Fatalf("%s\nlast steps:\n  %s", fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
+	failModel(m.t, m.log, format, args...)
 }
 
 func (m *holdModel) limitOf() BudgetLimit {

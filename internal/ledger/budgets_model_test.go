@@ -105,11 +105,17 @@ func newBudgetModel(t *testing.T, l *Ledger, seed int64, exact bool, tag string)
 
 func (m *budgetModel) fail(format string, args ...any) {
 	m.t.Helper()
-	tail := m.log
+	failModel(m.t, m.log, format, args...)
+}
+
+// failModel fails a model-based test with the last 30 steps of its log.
+func failModel(t *testing.T, log []string, format string, args ...any) {
+	t.Helper()
+	tail := log
 	if len(tail) > 30 {
 		tail = tail[len(tail)-30:]
 	}
-	m.t.Fatalf("%s\nlast steps:\n  %s", fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
+	t.Fatalf("%s\nlast steps:\n  %s", fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
 }
 
 func (m *budgetModel) limit(budget, period string) int64 {
