@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
@@ -327,7 +328,7 @@ func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info I
 	s := &operator.Schedules{Client: c, Pipelines: pipelines, TaskQueue: wcfg.TaskQueue, Namespace: info.Namespace}
 	marker := filepath.Join(cfg.DataDir, DemoScheduleMarker(name))
 	if _, err := os.Stat(marker); err == nil {
-		res, err := s.Describe(ctx, name)
+		res, err := whileSlow(ctx, func() (operator.ScheduleResult, error) { return s.Describe(ctx, name) })
 		switch {
 		case errors.Is(err, operator.ErrNoSchedule):
 			return "", false, nil // deleted by the operator: it stays deleted
@@ -338,11 +339,15 @@ func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info I
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", false, fmt.Errorf("demo schedule: %w", err)
 	}
-	res, err := s.Ensure(ctx, operator.ScheduleInput{
-		Pipeline: name,
-		Override: pipeline.Schedule{Interval: cfg.DemoInterval.String(), CatchupWindow: pipeline.MinCatchupWindow.String()},
-		Note:     "demo schedule of the dev setup",
-		By:       "devserver",
+	res, err := whileSlow(ctx, func() (operator.ScheduleResult, error) {
+		// Ensure again after a call that timed out: a create that did
+		// happen is then updated to the same.
+		return s.Ensure(ctx, operator.ScheduleInput{
+			Pipeline: name,
+			Override: pipeline.Schedule{Interval: cfg.DemoInterval.String(), CatchupWindow: pipeline.MinCatchupWindow.String()},
+			Note:     "demo schedule of the dev setup",
+			By:       "devserver",
+		})
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("demo schedule: %w", err)
@@ -352,6 +357,33 @@ func ensureDemoSchedule(ctx context.Context, cfg Config, wcfg app.Config, info I
 		return "", false, fmt.Errorf("demo schedule: record its creation: %w", err)
 	}
 	return res.ScheduleID, true, nil
+}
+
+// slowServerPatience bounds how long whileSlow asks again.
+var slowServerPatience = time.Minute
+
+// whileSlow calls call again, backing off, while it fails because the
+// server did not answer within the client's call timeout: a devserver
+// restarted on a loaded machine answers a schedule's Describe only once
+// the scheduler's workflow runs a task, which took 6 s in a CI rehearsal,
+// and the start must not fail for that. Any other error, the end of ctx,
+// or slowServerPatience spent, returns at once.
+func whileSlow[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	wait := 250 * time.Millisecond
+	giveUp := time.Now().Add(slowServerPatience)
+	for {
+		res, err := call()
+		var timedOut *serviceerror.DeadlineExceeded
+		if err == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timedOut)) || ctx.Err() != nil || time.Now().After(giveUp) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 4*time.Second)
+	}
 }
 
 // DemoScheduleMarker is the file in the data directory that records that

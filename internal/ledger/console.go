@@ -75,7 +75,11 @@ func (l *Ledger) episodesWaitingQuery(limit int) (string, []any) {
 //     cost no budget covers moves alone (the spend chart, the
 //     unbudgeted spend);
 //   - acknowledged charges outside a budget's records: how many (rows are
-//     never removed).
+//     never removed);
+//   - what budgets hold for their scheduled runs: how many rows, and how
+//     much (a few rows: the runs a period's limit affords), which the
+//     worker's pass rewrites when a Schedule changes or a run's time
+//     passes.
 var changeMarkerParts = []string{
 	`SELECT CAST(MAX(recorded_at) AS TEXT) FROM run_outcomes`,
 	`SELECT CAST(COUNT(*) AS TEXT) || '/' || COALESCE(CAST(MAX(outcome_at) AS TEXT), '') FROM episodes WHERE %IN% AND outcome <> ''`,
@@ -89,6 +93,7 @@ var changeMarkerParts = []string{
 	`SELECT CAST(COUNT(*) AS TEXT) || '/' || COALESCE(CAST(MAX(updated_at) AS TEXT), '') FROM vendor_state`,
 	`SELECT CAST(MAX(recorded_at) AS TEXT) FROM cost_entries`,
 	`SELECT CAST(COUNT(*) AS TEXT) FROM charge_acks`,
+	`SELECT CAST(COUNT(*) AS TEXT) || '/' || CAST(COALESCE(SUM(amount), 0) AS TEXT) FROM budget_holds`,
 }
 
 // ChangeMarker is an opaque string that changes when anything the

@@ -103,6 +103,15 @@ func testChangeMarker(t *testing.T, l *Ledger) {
 			_, err := l.AcknowledgeCharges(ctx, []ChargeAck{{Budget: "b", Period: "2026-W32", PaidTaskRef: paidRef(ep, "render", 0), Amount: 5, Currency: "EUR", By: "carol", Reason: "before the budget"}}, t0)
 			return err
 		}},
+		{"a hold for scheduled runs", func() error {
+			_, err := l.HoldScheduled(ctx, HoldInput{Budget: BudgetLimit{Budget: "b", Currency: "USD", Limit: 1000}, Period: "2026-W32",
+				Runs: []ScheduledRun{{Pipeline: "weekly", At: w32Day(3, 9), Amount: 200}}, At: w32Day(2, 0)})
+			return err
+		}},
+		{"a hold released (the Schedule paused)", func() error {
+			_, err := l.HoldScheduled(ctx, HoldInput{Budget: BudgetLimit{Budget: "b", Currency: "USD", Limit: 1000}, Period: "2026-W32", At: w32Day(2, 1)})
+			return err
+		}},
 	} {
 		if err := w.write(); err != nil {
 			t.Fatalf("%s: %v", w.name, err)
